@@ -1,0 +1,597 @@
+"""A fake OpenAI-compatible Chat Completions server for tests and benchmarks.
+
+It is a real HTTP server (aiohttp) on 127.0.0.1 with an OS-chosen port, so the
+real ``openai`` SDK can talk to it::
+
+    from tests.fakes.openai_server import FakeOpenAI, error, hold, text, tool_call
+
+    async with FakeOpenAI() as llm:
+        client = openai.AsyncOpenAI(base_url=llm.base_url, api_key="test", max_retries=0)
+        llm.script(tool_call("add", {"a": 1, "b": 2}), text("3"))  # consumed in arrival order
+        ...
+        assert llm.requests[0]["messages"][-1]["role"] == "user"  # recorded JSON bodies
+
+Replies (build them with the module-level helpers):
+
+* ``text(content)`` - an assistant message; ``tool_call(name, args)`` /
+  ``tool_calls([(name, args), ...])`` - tool calls (``args`` a dict, JSON-encoded, or
+  a str sent verbatim, e.g. invalid JSON); ids default to ``call_1``, ``call_2``, ...
+  unique over the server's life.
+* ``error(status, message)`` - an HTTP error with an OpenAI-style JSON body (also for
+  stream requests: the status is sent before any event).
+* ``hold(event, then)`` - the request waits until ``event`` is set, then ``then`` is
+  sent; ``hold(..., started=ev)`` sets ``ev`` when the request reaches the hold.
+* any callable ``fn(body) -> reply`` (sync or async) - decided per request; may be
+  scripted or used as ``llm.default``.
+
+When the script is empty ``llm.default`` answers (initially ``echo``, which replies
+``text("echo: <last user message>")``). ``llm.delay_s`` adds latency per request.
+A request is appended to ``llm.requests`` before its reply is chosen, so tests can
+``await llm.wait_requests(n)`` and then inspect it while it is held.
+
+Requests with ``"stream": true`` get Server-Sent Events shaped like OpenAI's: a role
+chunk, content in small deltas, tool calls split per index (first delta carries id,
+type, name and empty arguments, later ones argument fragments), a final chunk with
+``finish_reason``, an optional usage chunk (``stream_options.include_usage``), then
+``data: [DONE]``.
+
+Also served: ``GET /v1/models`` and ``GET /v1/models/{id}`` (``llm.models``).
+Every request's ``Authorization`` header goes to ``llm.auth_headers``; if
+``llm.api_key`` is set, other keys get 401.
+
+Standalone (for benchmarks in another process)::
+
+    python -m tests.fakes.openai_server --port 8001 [--delay 0.05]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import inspect
+import itertools
+import json
+import socket
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+from aiohttp import web
+
+__all__ = [
+    "ErrorReply",
+    "FakeOpenAI",
+    "HoldReply",
+    "Reply",
+    "ReplyFn",
+    "ReplyLike",
+    "TextReply",
+    "ToolCallSpec",
+    "ToolCallsReply",
+    "echo",
+    "error",
+    "hold",
+    "text",
+    "tool_call",
+    "tool_calls",
+]
+
+
+# --------------------------------------------------------------------------- replies
+
+
+class Reply:
+    """Base class of the reply values."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TextReply(Reply):
+    content: str
+    finish_reason: str = "stop"
+    usage: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallSpec:
+    name: str
+    arguments: str  # already encoded, sent verbatim
+    id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallsReply(Reply):
+    calls: tuple[ToolCallSpec, ...]
+    content: str | None = None
+    finish_reason: str = "tool_calls"
+    usage: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorReply(Reply):
+    status: int
+    message: str
+    type: str
+    code: str | None = None
+    headers: Mapping[str, str] | None = None
+
+
+ReplyFn: TypeAlias = Callable[[dict[str, Any]], "ReplyLike | Awaitable[ReplyLike]"]
+ReplyLike: TypeAlias = Reply | ReplyFn
+
+
+@dataclass(frozen=True, slots=True)
+class HoldReply(Reply):
+    event: asyncio.Event
+    then: ReplyLike
+    started: asyncio.Event | None = None
+
+
+def text(
+    content: str, *, finish_reason: str = "stop", usage: Mapping[str, Any] | None = None
+) -> TextReply:
+    """An assistant text message."""
+    return TextReply(content, finish_reason, usage)
+
+
+def _encode_args(arguments: Mapping[str, Any] | str) -> str:
+    return arguments if isinstance(arguments, str) else json.dumps(arguments)
+
+
+def tool_call(
+    name: str,
+    arguments: Mapping[str, Any] | str,
+    *,
+    id: str | None = None,
+    content: str | None = None,
+    finish_reason: str = "tool_calls",
+    usage: Mapping[str, Any] | None = None,
+) -> ToolCallsReply:
+    """One tool call. ``arguments``: a dict (JSON-encoded) or a str sent verbatim."""
+    return ToolCallsReply(
+        (ToolCallSpec(name, _encode_args(arguments), id),), content, finish_reason, usage
+    )
+
+
+def tool_calls(
+    calls: Iterable[tuple[str, Mapping[str, Any] | str] | tuple[str, Mapping[str, Any] | str, str]],
+    content: str | None = None,
+    finish_reason: str = "tool_calls",
+    *,
+    usage: Mapping[str, Any] | None = None,
+) -> ToolCallsReply:
+    """Several tool calls in one reply: ``[(name, args), ...]`` or ``(name, args, id)``."""
+    specs = tuple(
+        ToolCallSpec(c[0], _encode_args(c[1]), c[2] if len(c) > 2 else None)  # type: ignore[misc]
+        for c in calls
+    )
+    return ToolCallsReply(specs, content, finish_reason, usage)
+
+
+_ERROR_TYPES = {
+    400: ("invalid_request_error", None),
+    401: ("invalid_request_error", "invalid_api_key"),
+    403: ("permission_error", None),
+    404: ("invalid_request_error", "model_not_found"),
+    429: ("rate_limit_exceeded", "rate_limit_exceeded"),
+}
+
+
+def error(
+    status: int,
+    message: str = "The fake server returned an error.",
+    *,
+    type: str | None = None,
+    code: str | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> ErrorReply:
+    """An HTTP error with an OpenAI-style body ``{"error": {message, type, param, code}}``.
+
+    ``headers`` are added to the response (e.g. ``{"retry-after": "0"}``).
+    """
+    default_type, default_code = _ERROR_TYPES.get(
+        status, ("server_error" if status >= 500 else "invalid_request_error", None)
+    )
+    return ErrorReply(status, message, type or default_type, code or default_code, headers)
+
+
+def hold(event: asyncio.Event, then: ReplyLike, *, started: asyncio.Event | None = None) -> HoldReply:
+    """Wait until ``event`` is set, then answer with ``then``.
+
+    ``started`` (optional) is set when a request reaches this hold.
+    """
+    return HoldReply(event, then, started)
+
+
+def _message_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content parts
+        return "".join(
+            p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"
+        )
+    return "" if content is None else str(content)
+
+
+def echo(body: dict[str, Any]) -> TextReply:
+    """Default reply: ``text("echo: <content of the last user message>")``."""
+    for msg in reversed(body.get("messages") or ()):
+        if isinstance(msg, dict) and msg.get("role") == "user":
+            return TextReply("echo: " + _message_text(msg.get("content")))
+    return TextReply("echo: ")
+
+
+# --------------------------------------------------------------------------- server
+
+_JSON = "application/json"
+_DONE = b"data: [DONE]\n\n"
+
+
+def _error_response(
+    status: int,
+    message: str,
+    type: str,
+    code: str | None = None,
+    param: str | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> web.Response:
+    body = {"error": {"message": message, "type": type, "param": param, "code": code}}
+    return web.Response(
+        status=status, body=json.dumps(body).encode(), content_type=_JSON, headers=headers
+    )
+
+
+def _split(s: str, size: int) -> list[str]:
+    if not s:
+        return []
+    return [s[i : i + size] for i in range(0, len(s), size)]
+
+
+class FakeOpenAI:
+    """Fake OpenAI server; use as ``async with FakeOpenAI() as llm``. See module doc."""
+
+    def __init__(
+        self,
+        *,
+        models: Iterable[str] = ("fake-model",),
+        default: ReplyLike = echo,
+        delay_s: float = 0.0,
+        api_key: str | None = None,
+        reject_unknown_models: bool = False,
+        stream_chunk_chars: int = 4,
+        stream_chunk_delay_s: float = 0.0,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        self.models: list[str] = list(models)
+        self.default: ReplyLike = default
+        self.delay_s = delay_s
+        self.api_key = api_key
+        # 404 model_not_found for chat requests naming a model not in ``models``
+        self.reject_unknown_models = reject_unknown_models
+        # size of content / argument fragments in streams, and a pause between events
+        self.stream_chunk_chars = stream_chunk_chars
+        self.stream_chunk_delay_s = stream_chunk_delay_s
+        self.requests: list[dict[str, Any]] = []
+        self.auth_headers: list[str | None] = []
+        self._queue: collections.deque[ReplyLike] = collections.deque()
+        self._host = host
+        self._port = port
+        self._cond: asyncio.Condition | None = None
+        self._runner: web.AppRunner | None = None
+        self._call_ids = itertools.count(1)
+        self._completion_ids = itertools.count(1)
+
+    # ---- public API
+
+    @property
+    def port(self) -> int:
+        if self._runner is None:
+            raise RuntimeError("FakeOpenAI is not started")
+        return self._port
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self._host}:{self.port}/v1"
+
+    def script(self, *replies: ReplyLike) -> None:
+        """Queue replies; each chat request consumes the next one."""
+        self._queue.extend(replies)
+
+    @property
+    def remaining(self) -> int:
+        """Number of scripted replies not consumed yet."""
+        return len(self._queue)
+
+    async def wait_requests(self, n: int, timeout: float = 5.0) -> list[dict[str, Any]]:
+        """Wait until at least ``n`` chat requests arrived; return the first ``n`` bodies."""
+        assert self._cond is not None, "FakeOpenAI is not started"
+        cond = self._cond
+        async with asyncio.timeout(timeout), cond:
+            await cond.wait_for(lambda: len(self.requests) >= n)
+        return self.requests[:n]
+
+    async def start(self) -> FakeOpenAI:
+        self._cond = asyncio.Condition()
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_get("/v1/models", self._list_models)
+        app.router.add_get("/v1/models/{model_id:.+}", self._get_model)
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
+        await runner.setup()
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self._host, self._port))
+        self._port = sock.getsockname()[1]
+        await web.SockSite(runner, sock, backlog=1024).start()
+        self._runner = runner
+        return self
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            runner, self._runner = self._runner, None
+            await runner.cleanup()
+
+    async def __aenter__(self) -> FakeOpenAI:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # ---- handlers
+
+    def _check_auth(self, request: web.Request) -> web.Response | None:
+        auth = request.headers.get("Authorization")
+        self.auth_headers.append(auth)
+        if self.api_key is not None and auth != f"Bearer {self.api_key}":
+            return _error_response(
+                401,
+                "Incorrect API key provided.",
+                "invalid_request_error",
+                "invalid_api_key",
+            )
+        return None
+
+    async def _list_models(self, request: web.Request) -> web.Response:
+        if (denied := self._check_auth(request)) is not None:
+            return denied
+        data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in self.models]
+        return web.json_response({"object": "list", "data": data})
+
+    async def _get_model(self, request: web.Request) -> web.Response:
+        if (denied := self._check_auth(request)) is not None:
+            return denied
+        model_id = request.match_info["model_id"]
+        if model_id not in self.models:
+            return self._model_not_found(model_id)
+        return web.json_response(
+            {"id": model_id, "object": "model", "created": 0, "owned_by": "fake"}
+        )
+
+    @staticmethod
+    def _model_not_found(model_id: Any) -> web.Response:
+        return _error_response(
+            404,
+            f"The model `{model_id}` does not exist or you do not have access to it.",
+            "invalid_request_error",
+            "model_not_found",
+        )
+
+    async def _resolve(self, reply: ReplyLike, body: dict[str, Any]) -> Reply:
+        while True:
+            if isinstance(reply, HoldReply):
+                if reply.started is not None:
+                    reply.started.set()
+                await reply.event.wait()
+                reply = reply.then
+            elif isinstance(reply, Reply):
+                return reply
+            elif callable(reply):
+                result = reply(body)
+                reply = await result if inspect.isawaitable(result) else result
+            else:
+                raise TypeError(f"not a reply: {reply!r}")
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        if (denied := self._check_auth(request)) is not None:
+            return denied
+        raw = await request.read()
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            return _error_response(400, "Invalid JSON body.", "invalid_request_error")
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            return _error_response(
+                400, "Missing required parameter: 'messages'.", "invalid_request_error", None, "messages"
+            )
+        if "model" not in body:
+            return _error_response(
+                400, "Missing required parameter: 'model'.", "invalid_request_error", None, "model"
+            )
+
+        self.requests.append(body)
+        cond = self._cond
+        if cond is not None:
+            async with cond:
+                cond.notify_all()
+
+        if self.reject_unknown_models and body["model"] not in self.models:
+            return self._model_not_found(body["model"])
+
+        picked = self._queue.popleft() if self._queue else self.default
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        reply = await self._resolve(picked, body)
+
+        if isinstance(reply, ErrorReply):
+            return _error_response(
+                reply.status, reply.message, reply.type, reply.code, headers=reply.headers
+            )
+        if isinstance(reply, TextReply):
+            content: str | None = reply.content
+            calls: list[tuple[str, str, str]] = []
+        elif isinstance(reply, ToolCallsReply):
+            content = reply.content
+            calls = [(c.id or f"call_{next(self._call_ids)}", c.name, c.arguments) for c in reply.calls]
+        else:  # pragma: no cover - _resolve only returns the kinds above
+            raise TypeError(f"unsupported reply {reply!r}")
+
+        usage = reply.usage or self._usage(len(raw), content, calls)
+        model = body["model"]
+        completion_id = f"chatcmpl-{next(self._completion_ids)}"
+        if body.get("stream"):
+            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            return await self._stream(
+                request,
+                completion_id,
+                model,
+                content,
+                calls,
+                reply.finish_reason,
+                usage if include_usage else None,
+            )
+
+        message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
+        if calls:
+            message["tool_calls"] = [
+                {"id": cid, "type": "function", "function": {"name": name, "arguments": args}}
+                for cid, name, args in calls
+            ]
+        payload = {
+            "id": completion_id,
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "logprobs": None,
+                    "finish_reason": reply.finish_reason,
+                }
+            ],
+            "usage": usage,
+            "system_fingerprint": "fp_fake",
+        }
+        return web.Response(body=json.dumps(payload).encode(), content_type=_JSON)
+
+    @staticmethod
+    def _usage(
+        request_bytes: int, content: str | None, calls: list[tuple[str, str, str]]
+    ) -> dict[str, int]:
+        # rough "4 characters per token" estimate; cheap and deterministic
+        prompt = max(1, request_bytes // 4)
+        out_chars = len(content or "") + sum(len(n) + len(a) for _, n, a in calls)
+        completion = max(1, out_chars // 4)
+        return {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        }
+
+    async def _stream(
+        self,
+        request: web.Request,
+        completion_id: str,
+        model: str,
+        content: str | None,
+        calls: list[tuple[str, str, str]],
+        finish_reason: str,
+        usage: Mapping[str, Any] | None,
+    ) -> web.StreamResponse:
+        head = json.dumps(
+            {
+                "id": completion_id,
+                "object": "chat.completion.chunk",
+                "created": int(time.time()),
+                "model": model,
+                "system_fingerprint": "fp_fake",
+            }
+        )[:-1]
+        usage_null = ',"usage":null' if usage is not None else ""
+        # b'data: {"id":...,"choices":[{"index":0,"delta":' + delta + tail
+        prefix = f'data: {head},"choices":[{{"index":0,"delta":'.encode()
+        tail = f',"logprobs":null,"finish_reason":null}}]{usage_null}}}\n\n'.encode()
+        dumps = json.dumps
+        size = max(1, self.stream_chunk_chars)
+
+        events: list[bytes] = []
+        first: dict[str, Any] = {"role": "assistant", "content": "" if content or not calls else None}
+        events.append(prefix + dumps(first).encode() + tail)
+        for piece in _split(content or "", size):
+            events.append(prefix + dumps({"content": piece}).encode() + tail)
+        for index, (cid, name, args) in enumerate(calls):
+            start = {
+                "index": index,
+                "id": cid,
+                "type": "function",
+                "function": {"name": name, "arguments": ""},
+            }
+            events.append(prefix + dumps({"tool_calls": [start]}).encode() + tail)
+            for piece in _split(args, size):
+                frag = {"index": index, "function": {"arguments": piece}}
+                events.append(prefix + dumps({"tool_calls": [frag]}).encode() + tail)
+        last = f',"logprobs":null,"finish_reason":{dumps(finish_reason)}}}]{usage_null}}}\n\n'
+        events.append(prefix + b"{}" + last.encode())
+        if usage is not None:
+            events.append(
+                f'data: {head},"choices":[],"usage":{dumps(usage)}}}\n\n'.encode()
+            )
+        events.append(_DONE)
+
+        resp = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        resp.enable_chunked_encoding()
+        await resp.prepare(request)
+        if self.stream_chunk_delay_s:
+            for i, event in enumerate(events):
+                if i:
+                    await asyncio.sleep(self.stream_chunk_delay_s)
+                await resp.write(event)
+        else:
+            await resp.write(b"".join(events))
+        await resp.write_eof()
+        return resp
+
+
+# --------------------------------------------------------------------------- standalone
+
+
+def _tool_then_text(body: dict[str, Any]) -> ReplyLike:
+    """Benchmark reply: call ``add`` after a user message, otherwise answer with text."""
+    messages = body.get("messages") or []
+    if messages and messages[-1].get("role") == "user":
+        return tool_call("add", {"a": 1, "b": 2})
+    return text("done")
+
+
+async def _serve(port: int, delay_s: float, mode: str) -> None:
+    default: ReplyLike = _tool_then_text if mode == "tool" else echo
+    async with FakeOpenAI(port=port, delay_s=delay_s, default=default) as llm:
+        print(f"fake OpenAI listening on {llm.base_url}", flush=True)
+        await asyncio.Event().wait()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Run the fake OpenAI server.")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds per request")
+    parser.add_argument(
+        "--mode",
+        choices=["echo", "tool"],
+        default="echo",
+        help="echo: echo the user; tool: call add() after a user message, else text",
+    )
+    args = parser.parse_args(argv)
+    try:
+        asyncio.run(_serve(args.port, args.delay, args.mode))
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,150 @@
+"""The tool contract: Tool, its optional capabilities, and the per-call ToolContext."""
+
+from __future__ import annotations
+
+import abc
+import contextvars
+import enum
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import jsonschema
+
+from tools._errors import ToolRetry
+from tools._result import ToolResult
+
+Send = Callable[[str], Awaitable[None]]
+Callback = Callable[[ToolResult], Awaitable[None]]
+
+
+async def _no_send(text: str) -> None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """Who a tool call is for. Injected per execution, never shared between conversations."""
+
+    channel: str = ""
+    chat_id: str = ""
+    user_id: str = ""
+    send: Send = _no_send
+    call_id: str = ""
+
+
+# The context of the call running in the current asyncio task. Every execution runs in its own
+# task (see ToolRegistry.run), so concurrent calls never see each other's context.
+_current: contextvars.ContextVar[ToolContext] = contextvars.ContextVar("relaybot_tool_context")
+_callback: contextvars.ContextVar[Callback | None] = contextvars.ContextVar(
+    "relaybot_tool_callback", default=None
+)
+
+
+def current_context() -> ToolContext:
+    """The ToolContext of the call running in this task (an empty one outside any call)."""
+    return _current.get(ToolContext())
+
+
+class Tier(enum.StrEnum):
+    SAFE = "safe"
+    DESTRUCTIVE = "destructive"
+
+
+class Tool(abc.ABC):
+    """A tool the model can call.
+
+    Subclasses set `name`, `description` and `parameters` (a JSON Schema object) and implement
+    `execute`. Arguments are validated against `parameters` before `execute` runs.
+    """
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    tier: Tier = Tier.SAFE
+    safety: ClassVar[dict[str, Any]] = {}
+    background: bool = False  # run as a background job; the model gets a job id at once
+    exclusive: bool = False  # never run concurrently with other tools
+    timeout_s: float | None = None
+    resumable: bool = False  # background job re-run at start-up if the daemon died meanwhile
+
+    @abc.abstractmethod
+    async def execute(self, args: dict[str, Any]) -> ToolResult: ...
+
+    @property
+    def destructive(self) -> bool:
+        return self.tier is Tier.DESTRUCTIVE
+
+    def validate(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Check `args` against the schema; raise ToolRetry with every problem found."""
+        validator = jsonschema.Draft202012Validator(self.parameters)
+        problems = [
+            f"{'.'.join(map(str, e.absolute_path)) or '(arguments)'}: {e.message}"
+            for e in validator.iter_errors(args)
+        ]
+        if problems:
+            raise ToolRetry("; ".join(problems))
+        return args
+
+    def strict_parameters(self) -> dict[str, Any]:
+        """The OpenAI strict-mode variant of `parameters` (see tools._schema)."""
+        from tools._schema import strict_schema
+
+        return strict_schema(self.parameters)
+
+    def from_strict(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Map strict-mode nulls back to omitted arguments, so defaults apply."""
+        from tools._schema import drop_strict_nulls
+
+        return drop_strict_nulls(args, self.parameters)
+
+    def job_args(self, args: dict[str, Any]) -> dict[str, Any]:
+        """The JSON arguments stored for a background job (e.g. a relative time made absolute),
+        so that a resumable job means the same thing when it is re-run after a restart."""
+        return args
+
+    def describe_call(self, args: dict[str, Any]) -> str:
+        """A short human-readable line saying what this call will do (shown for confirmation)."""
+        shown = json.dumps(args, ensure_ascii=False, default=str)
+        if len(shown) > 300:
+            shown = shown[:300] + "…"
+        return f"{self.name} {shown}"
+
+
+class ContextualTool(Tool):
+    """A tool that needs to know which chat it acts for.
+
+    `set_context` is called by the registry inside the task that runs the call, so the value
+    is private to that call even when many conversations use the tool at once.
+    """
+
+    def set_context(self, channel: str, chat_id: str) -> None:
+        ctx = _current.get(ToolContext())
+        _current.set(
+            ToolContext(channel, chat_id, ctx.user_id, ctx.send, ctx.call_id)
+            if (ctx.channel, ctx.chat_id) != (channel, chat_id)
+            else ctx
+        )
+
+    @property
+    def context(self) -> ToolContext:
+        return current_context()
+
+
+class AsyncTool(Tool):
+    """A tool that returns at once (ToolResult.started) and reports its result later.
+
+    The engine calls `set_callback` before each execution; the tool awaits `self.callback(result)`
+    when done, possibly from a task it spawned (the callback travels with the task's context).
+    """
+
+    def set_callback(self, callback: Callback) -> None:
+        _callback.set(callback)
+
+    @property
+    def callback(self) -> Callback:
+        cb = _callback.get()
+        if cb is None:
+            raise RuntimeError(f"{self.name}: no callback set for this call")
+        return cb

@@ -1,0 +1,43 @@
+"""relaybot's one error tree.
+
+RelaybotError                 base of everything relaybot raises on purpose
+├── ConfigError               the config is invalid; names the key and the reason
+├── ToolDefinitionError       a tool is declared wrongly (bad name, misplaced context, ...)
+├── ToolRetry                 raised by a tool: its message goes back to the model to retry
+├── LLMError                  the model endpoint failed after the SDK's retries
+└── StoreError                the SQLite store cannot be opened or migrated
+"""
+
+from __future__ import annotations
+
+
+class RelaybotError(Exception):
+    """Base class for every error relaybot raises on purpose."""
+
+
+class ConfigError(RelaybotError):
+    """The configuration is invalid. Raised at start-up, before anything connects."""
+
+    def __init__(self, key: str, reason: str) -> None:
+        super().__init__(f"{key}: {reason}" if key else reason)
+        self.key = key
+        self.reason = reason
+
+
+class ToolDefinitionError(RelaybotError):
+    """A tool is declared wrongly; raised when it is defined or registered, never at run time."""
+
+
+class ToolRetry(RelaybotError):
+    """Raised inside a tool when the model should fix its call and try again.
+
+    The message is sent to the model as a retryable error result.
+    """
+
+
+class LLMError(RelaybotError):
+    """The model endpoint could not be reached or answered with an error after retries."""
+
+
+class StoreError(RelaybotError):
+    """The SQLite store cannot be opened, migrated or written."""
