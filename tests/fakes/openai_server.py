@@ -198,7 +198,9 @@ def error(
     return ErrorReply(status, message, type or default_type, code or default_code, headers)
 
 
-def hold(event: asyncio.Event, then: ReplyLike, *, started: asyncio.Event | None = None) -> HoldReply:
+def hold(
+    event: asyncio.Event, then: ReplyLike, *, started: asyncio.Event | None = None
+) -> HoldReply:
     """Wait until ``event`` is set, then answer with ``then``.
 
     ``started`` (optional) is set when a request reaches this hold.
@@ -244,6 +246,10 @@ def _error_response(
     )
 
 
+class _ShuttingDown(Exception):
+    pass
+
+
 def _split(s: str, size: int) -> list[str]:
     if not s:
         return []
@@ -281,6 +287,7 @@ class FakeOpenAI:
         self._host = host
         self._port = port
         self._cond: asyncio.Condition | None = None
+        self._closing: asyncio.Event | None = None
         self._runner: web.AppRunner | None = None
         self._call_ids = itertools.count(1)
         self._completion_ids = itertools.count(1)
@@ -306,7 +313,7 @@ class FakeOpenAI:
         """Number of scripted replies not consumed yet."""
         return len(self._queue)
 
-    async def wait_requests(self, n: int, timeout: float = 5.0) -> list[dict[str, Any]]:
+    async def wait_requests(self, n: int, timeout: float = 5.0) -> list[dict[str, Any]]:  # noqa: ASYNC109
         """Wait until at least ``n`` chat requests arrived; return the first ``n`` bodies."""
         assert self._cond is not None, "FakeOpenAI is not started"
         cond = self._cond
@@ -316,6 +323,7 @@ class FakeOpenAI:
 
     async def start(self) -> FakeOpenAI:
         self._cond = asyncio.Condition()
+        self._closing = asyncio.Event()
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._list_models)
@@ -333,6 +341,8 @@ class FakeOpenAI:
     async def stop(self) -> None:
         if self._runner is not None:
             runner, self._runner = self._runner, None
+            if self._closing is not None:
+                self._closing.set()  # held requests get a 503 instead of blocking shutdown
             await runner.cleanup()
 
     async def __aenter__(self) -> FakeOpenAI:
@@ -380,12 +390,25 @@ class FakeOpenAI:
             "model_not_found",
         )
 
+    async def _wait_hold(self, event: asyncio.Event) -> None:
+        assert self._closing is not None
+        released = asyncio.ensure_future(event.wait())
+        closing = asyncio.ensure_future(self._closing.wait())
+        try:
+            await asyncio.wait((released, closing), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            released.cancel()
+            closing.cancel()
+        if not event.is_set():
+            raise _ShuttingDown
+
     async def _resolve(self, reply: ReplyLike, body: dict[str, Any]) -> Reply:
         while True:
             if isinstance(reply, HoldReply):
                 if reply.started is not None:
                     reply.started.set()
-                await reply.event.wait()
+                if not reply.event.is_set():
+                    await self._wait_hold(reply.event)
                 reply = reply.then
             elif isinstance(reply, Reply):
                 return reply
@@ -405,7 +428,11 @@ class FakeOpenAI:
             return _error_response(400, "Invalid JSON body.", "invalid_request_error")
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             return _error_response(
-                400, "Missing required parameter: 'messages'.", "invalid_request_error", None, "messages"
+                400,
+                "Missing required parameter: 'messages'.",
+                "invalid_request_error",
+                None,
+                "messages",
             )
         if "model" not in body:
             return _error_response(
@@ -424,7 +451,10 @@ class FakeOpenAI:
         picked = self._queue.popleft() if self._queue else self.default
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
-        reply = await self._resolve(picked, body)
+        try:
+            reply = await self._resolve(picked, body)
+        except _ShuttingDown:
+            return _error_response(503, "The fake server is shutting down.", "server_error")
 
         if isinstance(reply, ErrorReply):
             return _error_response(
@@ -435,7 +465,9 @@ class FakeOpenAI:
             calls: list[tuple[str, str, str]] = []
         elif isinstance(reply, ToolCallsReply):
             content = reply.content
-            calls = [(c.id or f"call_{next(self._call_ids)}", c.name, c.arguments) for c in reply.calls]
+            calls = [
+                (c.id or f"call_{next(self._call_ids)}", c.name, c.arguments) for c in reply.calls
+            ]
         else:  # pragma: no cover - _resolve only returns the kinds above
             raise TypeError(f"unsupported reply {reply!r}")
 
@@ -519,7 +551,10 @@ class FakeOpenAI:
         size = max(1, self.stream_chunk_chars)
 
         events: list[bytes] = []
-        first: dict[str, Any] = {"role": "assistant", "content": "" if content or not calls else None}
+        first: dict[str, Any] = {
+            "role": "assistant",
+            "content": "" if content or not calls else None,
+        }
         events.append(prefix + dumps(first).encode() + tail)
         for piece in _split(content or "", size):
             events.append(prefix + dumps({"content": piece}).encode() + tail)
@@ -537,9 +572,7 @@ class FakeOpenAI:
         last = f',"logprobs":null,"finish_reason":{dumps(finish_reason)}}}]{usage_null}}}\n\n'
         events.append(prefix + b"{}" + last.encode())
         if usage is not None:
-            events.append(
-                f'data: {head},"choices":[],"usage":{dumps(usage)}}}\n\n'.encode()
-            )
+            events.append(f'data: {head},"choices":[],"usage":{dumps(usage)}}}\n\n'.encode())
         events.append(_DONE)
 
         resp = web.StreamResponse(

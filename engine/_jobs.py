@@ -1,0 +1,96 @@
+"""Background jobs: tools that report back later, as a follow-up in their conversation."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tools import ToolContext, ToolRegistry, ToolResult
+
+if TYPE_CHECKING:
+    from engine._loop import ConversationKey
+
+log = logging.getLogger(__name__)
+
+_NO_LIMIT_S = 10 * 365 * 24 * 3600.0
+OnDone = Callable[["ConversationKey", str, ToolResult], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    id: str
+    key: ConversationKey
+    user_id: str
+    tool: str
+    args: dict[str, Any]
+
+
+async def _ignore(key: ConversationKey, job_id: str, result: ToolResult) -> None:
+    log.info("background job %s in %s finished; no one is listening", job_id, key)
+
+
+class JobRunner:
+    """Runs background jobs as tasks and hands each result to `on_done` exactly once.
+
+    Subclasses may persist a job before it starts (`before_start`). `aclose` cancels what is
+    still running and waits for it.
+    """
+
+    def __init__(self, registry: ToolRegistry, on_done: OnDone = _ignore) -> None:
+        self.registry = registry
+        self.on_done = on_done
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+
+    @property
+    def running(self) -> list[str]:
+        return list(self._tasks)
+
+    async def before_start(self, job: Job) -> None:
+        """Hook: called (and awaited) before the job's task is created."""
+
+    async def start(self, job: Job, context: ToolContext) -> None:
+        await self.before_start(job)
+        task = asyncio.create_task(self._run(job, context), name=f"job-{job.id}")
+        self._tasks[job.id] = task
+        task.add_done_callback(lambda _t: self._tasks.pop(job.id, None))
+
+    async def _run(self, job: Job, context: ToolContext) -> None:
+        prepared = self.registry.prepare(job.tool, job.args)
+        if isinstance(prepared, ToolResult):
+            result = prepared
+        else:
+            # A background job runs as long as it needs unless the tool sets its own limit.
+            limit = prepared.tool.timeout_s or _NO_LIMIT_S
+            result = await self.registry.run(prepared, context, timeout_s=limit)
+        await self._deliver(job.key, job.id, result)
+
+    def callback(
+        self, key: ConversationKey, job_id: str
+    ) -> Callable[[ToolResult], Awaitable[None]]:
+        """A once-only callback for an AsyncTool reporting its own result later."""
+        fired = False
+
+        async def report(result: ToolResult) -> None:
+            nonlocal fired
+            if fired:
+                log.warning("job %s reported twice; the second report is ignored", job_id)
+                return
+            fired = True
+            await self._deliver(key, job_id, result)
+
+        return report
+
+    async def _deliver(self, key: ConversationKey, job_id: str, result: ToolResult) -> None:
+        try:
+            await self.on_done(key, job_id, result)
+        except Exception:
+            log.exception("delivering the result of job %s failed", job_id)
+
+    async def aclose(self) -> None:
+        tasks = list(self._tasks.values())
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

@@ -1,0 +1,458 @@
+"""A fake Telegram Bot API on 127.0.0.1, for driving the real python-telegram-bot in tests.
+
+    async with FakeTelegram() as tg:
+        builder.token(tg.token).base_url(tg.base_url)
+        tg.inject_message(chat_id=1, user_id=1, text="hi")
+        call = await tg.wait_for_call("sendMessage")
+
+It answers the methods the adapter uses, keeps the messages the bot sent (so edits can say "not
+modified" and tests can read the visible text), checks HTML like Telegram does, and records every
+call. Faults: `fail_next(method, ...)`, `down = True` (502 for everything), `bad_entities = True`
+(the next HTML text is rejected with "can't parse entities").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import itertools
+import json
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+BOT_ID = 7000000001
+BOT_USERNAME = "relay_test_bot"
+TOKEN = "7000000001:TEST-token-not-real"
+
+# Form values PTB sends as raw strings; everything else arrives JSON-encoded.
+_STRING_KEYS = frozenset({"text", "parse_mode", "callback_query_id", "action", "caption", "url"})
+_ALLOWED_TAGS = frozenset(
+    {"b", "strong", "i", "em", "u", "ins", "s", "strike", "del", "a", "code", "pre"}
+    | {"tg-spoiler", "span", "blockquote", "tg-emoji"}
+)
+_TAG = re.compile(r"<(/?)([a-zA-Z][a-zA-Z-]*)((?:\s[^<>]*)?)>")
+_ENTITY = re.compile(r"&(lt|gt|amp|quot|#\d+|#x[0-9a-fA-F]+);")
+_MENTION = re.compile(r"@\w{5,32}")
+_COMMAND = re.compile(r"^/\w+(@\w+)?")
+
+
+@dataclass(slots=True)
+class Call:
+    method: str
+    params: dict[str, Any]
+    at: float  # loop time when the request arrived
+    status: int = 200  # HTTP status answered (set once the answer is known)
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, description: str, retry_after: int | None = None) -> None:
+        super().__init__(description)
+        self.status, self.description, self.retry_after = status, description, retry_after
+
+
+def parse_html(text: str) -> str:
+    """Telegram's HTML check: allowed tags, proper nesting, known entities; returns the text."""
+    stack: list[str] = []
+    out: list[str] = []
+    pos = 0
+    for m in _TAG.finditer(text):
+        out.append(_check_text(text[pos : m.start()]))
+        closing, name = m[1], m[2].lower()
+        if name not in _ALLOWED_TAGS:
+            raise ApiError(
+                400, f"Bad Request: can't parse entities: Unsupported start tag {name!r}"
+            )
+        if not closing:
+            stack.append(name)
+        elif not stack or stack.pop() != name:
+            raise ApiError(400, f"Bad Request: can't parse entities: Unmatched end tag {name!r}")
+        pos = m.end()
+    out.append(_check_text(text[pos:]))
+    if stack:
+        raise ApiError(400, f"Bad Request: can't parse entities: Unclosed start tag {stack[-1]!r}")
+    return "".join(out)
+
+
+def _check_text(chunk: str) -> str:
+    if "<" in chunk or ">" in chunk:
+        raise ApiError(400, "Bad Request: can't parse entities: Unexpected character '<' or '>'")
+    if "&" in _ENTITY.sub("", chunk):
+        raise ApiError(400, "Bad Request: can't parse entities: Unsupported entity")
+    return html.unescape(chunk)
+
+
+def _utf16_len(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
+
+
+class FakeTelegram:
+    """The Bot API side (aiohttp) plus a control side for tests."""
+
+    def __init__(self, token: str = TOKEN) -> None:
+        self.token = token
+        self.calls: list[Call] = []
+        self.messages: dict[tuple[int, int], dict[str, Any]] = {}  # (chat, id) → Message JSON
+        self.commands: list[dict[str, Any]] = []
+        self.down = False
+        self.bad_entities = False
+        self._faults: dict[str, list[tuple[int, int | None]]] = {}
+        self._updates: list[dict[str, Any]] = []
+        self._update_ids = itertools.count(1)
+        self._message_ids = itertools.count(1)
+        self._callback_ids = itertools.count(1)
+        self._wakeup = asyncio.Event()  # replaced on every injection; long polls wait on it
+        self._closing = False
+        self._waiters: list[tuple[str, Callable[[dict[str, Any]], bool], asyncio.Future[Call]]] = []
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    # lifecycle -------------------------------------------------------------------------------
+    async def __aenter__(self) -> FakeTelegram:
+        app = web.Application()
+        app.router.add_route("POST", "/bot{token}/{method}", self._handle)
+        app.router.add_route("GET", "/bot{token}/{method}", self._handle)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0, shutdown_timeout=0.1)
+        await site.start()
+        self.port = self._runner.addresses[0][1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._closing = True
+        self._wakeup.set()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/bot"
+
+    @property
+    def file_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/file/bot"
+
+    # control side ----------------------------------------------------------------------------
+    def fail_next(self, method: str, status: int = 429, retry_after: int | None = 1) -> None:
+        """Answer the next call of `method` with an error (429 carries `retry_after`)."""
+        self._faults.setdefault(method, []).append((status, retry_after))
+
+    def inject_raw(self, update: dict[str, Any]) -> dict[str, Any]:
+        """Queue `update` as is (its update_id is assigned when missing)."""
+        update.setdefault("update_id", next(self._update_ids))
+        self._updates.append(update)
+        self._wakeup.set()
+        self._wakeup = asyncio.Event()
+        return update
+
+    def inject_message(
+        self,
+        chat_id: int,
+        user_id: int,
+        text: str | None = None,
+        *,
+        chat_type: str = "private",
+        username: str | None = None,
+        first_name: str | None = None,
+        entities: list[dict[str, Any]] | None = None,
+        reply_to_message: int | None = None,
+        caption: str | None = None,
+        photo: bool = False,
+        sticker: bool = False,
+        edited: bool = False,
+    ) -> dict[str, Any]:
+        """Queue a user's message; returns the update. Mention and command entities are added
+        the way Telegram does when `entities` is not given."""
+        msg: dict[str, Any] = {
+            "message_id": next(self._message_ids),
+            "date": int(time.time()),
+            "chat": self._chat(chat_id, chat_type, first_name),
+            "from": self._user(user_id, username, first_name),
+        }
+        if text is not None:
+            msg["text"] = text
+            msg["entities"] = entities if entities is not None else _auto_entities(text)
+        if caption is not None:
+            msg["caption"] = caption
+            msg["caption_entities"] = _auto_entities(caption)
+        if photo:
+            msg["photo"] = [{"file_id": "p1", "file_unique_id": "u1", "width": 9, "height": 9}]
+        if sticker:
+            msg["sticker"] = {
+                "file_id": "s1",
+                "file_unique_id": "s1",
+                "type": "regular",
+                "width": 9,
+                "height": 9,
+                "is_animated": False,
+                "is_video": False,
+            }
+        if reply_to_message is not None:
+            msg["reply_to_message"] = self.messages.get((chat_id, reply_to_message)) or {
+                "message_id": reply_to_message,
+                "date": msg["date"],
+                "chat": msg["chat"],
+            }
+        return self.inject_raw({"edited_message" if edited else "message": msg})
+
+    def inject_callback(
+        self, chat_id: int, user_id: int, message_id: int, data: str, *, username: str | None = None
+    ) -> dict[str, Any]:
+        """Queue a press on a button of the bot's message `message_id`."""
+        message = self.messages.get((chat_id, message_id)) or {
+            "message_id": message_id,
+            "date": int(time.time()),
+            "chat": self._chat(chat_id, "private", None),
+        }
+        query = {
+            "id": str(next(self._callback_ids)),
+            "from": self._user(user_id, username, None),
+            "chat_instance": f"ci{chat_id}",
+            "message": message,
+            "data": data,
+        }
+        return self.inject_raw({"callback_query": query})
+
+    async def wait_for_call(
+        self,
+        method: str,
+        predicate: Callable[[dict[str, Any]], bool] | None = None,
+        *,
+        timeout: float = 5,  # noqa: ASYNC109 - the brief's signature; a test helper
+        count: int = 1,
+    ) -> Call:
+        """The `count`-th call of `method` (already made or still to come) matching `predicate`."""
+        pred = predicate or (lambda _: True)
+        seen = [c for c in self.calls if c.method == method and pred(c.params)]
+        if len(seen) >= count:
+            return seen[count - 1]
+        remaining = count - len(seen)
+        fut: asyncio.Future[Call] = asyncio.get_running_loop().create_future()
+        counter = itertools.count(1)
+
+        def matches(params: dict[str, Any]) -> bool:
+            return pred(params) and next(counter) == remaining
+
+        entry = (method, matches, fut)
+        self._waiters.append(entry)
+        try:
+            return await asyncio.wait_for(fut, timeout)
+        finally:
+            if entry in self._waiters:
+                self._waiters.remove(entry)
+
+    def calls_of(self, method: str) -> list[Call]:
+        return [c for c in self.calls if c.method == method]
+
+    def chat_texts(self, chat_id: int) -> list[str]:
+        """Visible text of every message the bot sent to `chat_id` (after edits), in order."""
+        return [m["text"] for (c, _), m in sorted(self.messages.items()) if c == chat_id]
+
+    # Bot API side ----------------------------------------------------------------------------
+    async def _handle(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        call = Call(method, await _read_params(request), asyncio.get_running_loop().time())
+        try:
+            handler = self._route(call, request.match_info["token"])
+        except ApiError as exc:
+            call.status = exc.status
+            self._record(call)
+            return _error(exc)
+        self._record(call)
+        try:
+            result = await handler(call.params)
+        except ApiError as exc:
+            call.status = exc.status
+            return _error(exc)
+        return web.json_response({"ok": True, "result": result})
+
+    def _route(self, call: Call, token: str) -> Callable[[dict[str, Any]], Any]:
+        if token != self.token:
+            raise ApiError(401, "Unauthorized")
+        if self.down:
+            raise ApiError(502, "Bad Gateway")
+        if faults := self._faults.get(call.method):
+            status, retry_after = faults.pop(0)
+            raise ApiError(status, _describe(status, retry_after), retry_after)
+        handler = getattr(self, f"_api_{call.method}", None)
+        if handler is None:
+            raise ApiError(404, "Not Found")
+        return handler
+
+    def _record(self, call: Call) -> None:
+        method, params = call.method, call.params
+        self.calls.append(call)
+        for entry in list(self._waiters):
+            name, matches, fut = entry
+            if name == method and not fut.done() and matches(params):
+                fut.set_result(call)
+                self._waiters.remove(entry)
+
+    async def _api_getMe(self, _: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "id": BOT_ID,
+            "is_bot": True,
+            "first_name": "Relay",
+            "username": BOT_USERNAME,
+            "can_join_groups": True,
+            "can_read_all_group_messages": False,
+            "supports_inline_queries": False,
+        }
+
+    async def _api_getUpdates(self, params: dict[str, Any]) -> list[dict[str, Any]]:
+        offset = int(params.get("offset") or 0)
+        if offset:
+            self._updates = [u for u in self._updates if u["update_id"] >= offset]
+        allowed = params.get("allowed_updates") or None
+
+        def pending() -> list[dict[str, Any]]:
+            ups = [u for u in self._updates if not allowed or any(k in u for k in allowed)]
+            return ups[: int(params.get("limit") or 100)]
+
+        deadline = asyncio.get_running_loop().time() + float(params.get("timeout") or 0)
+        while not (found := pending()) and not self._closing:
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0:
+                break
+            try:
+                await asyncio.wait_for(self._wakeup.wait(), remaining)
+            except TimeoutError:
+                break
+        return found
+
+    async def _api_sendMessage(self, params: dict[str, Any]) -> dict[str, Any]:
+        chat_id = int(params["chat_id"])
+        msg = {
+            "message_id": next(self._message_ids),
+            "date": int(time.time()),
+            "chat": self._chat(chat_id, "private" if chat_id > 0 else "group", None),
+            "from": {"id": BOT_ID, "is_bot": True, "first_name": "Relay", "username": BOT_USERNAME},
+            "text": self._visible(params),
+        }
+        if markup := params.get("reply_markup"):
+            msg["reply_markup"] = markup
+        self.messages[(chat_id, msg["message_id"])] = msg
+        return msg
+
+    async def _api_editMessageText(self, params: dict[str, Any]) -> dict[str, Any]:
+        msg = self._stored(params)
+        text, markup = self._visible(params), params.get("reply_markup")
+        if text == msg["text"] and markup == msg.get("reply_markup"):
+            raise ApiError(400, "Bad Request: message is not modified: specified new message "
+                           "content and reply markup are exactly the same")  # fmt: skip
+        msg["text"] = text
+        _set_markup(msg, markup)
+        return msg
+
+    async def _api_editMessageReplyMarkup(self, params: dict[str, Any]) -> dict[str, Any]:
+        msg = self._stored(params)
+        _set_markup(msg, params.get("reply_markup"))
+        return msg
+
+    async def _api_deleteMessage(self, params: dict[str, Any]) -> bool:
+        self.messages.pop((int(params["chat_id"]), int(params["message_id"])), None)
+        return True
+
+    async def _api_answerCallbackQuery(self, _: dict[str, Any]) -> bool:
+        return True
+
+    async def _api_sendChatAction(self, _: dict[str, Any]) -> bool:
+        return True
+
+    async def _api_setMyCommands(self, params: dict[str, Any]) -> bool:
+        self.commands = list(params.get("commands") or [])
+        return True
+
+    async def _api_getMyCommands(self, _: dict[str, Any]) -> list[dict[str, Any]]:
+        return self.commands
+
+    async def _api_deleteWebhook(self, _: dict[str, Any]) -> bool:
+        return True
+
+    # helpers ---------------------------------------------------------------------------------
+    def _visible(self, params: dict[str, Any]) -> str:
+        text = str(params.get("text", ""))
+        if str(params.get("parse_mode", "")).upper() == "HTML":
+            if self.bad_entities:
+                self.bad_entities = False
+                raise ApiError(400, "Bad Request: can't parse entities: Can't find end tag")
+            text = parse_html(text)
+        if not text.strip():
+            raise ApiError(400, "Bad Request: message text is empty")
+        if _utf16_len(text) > 4096:
+            raise ApiError(400, "Bad Request: message is too long")
+        return text
+
+    def _stored(self, params: dict[str, Any]) -> dict[str, Any]:
+        key = (int(params["chat_id"]), int(params["message_id"]))
+        if key not in self.messages:
+            raise ApiError(400, "Bad Request: message to edit not found")
+        return self.messages[key]
+
+    @staticmethod
+    def _chat(chat_id: int, chat_type: str, first_name: str | None) -> dict[str, Any]:
+        if chat_type == "private":
+            return {"id": chat_id, "type": "private", "first_name": first_name or f"U{chat_id}"}
+        return {"id": chat_id, "type": chat_type, "title": f"Group {chat_id}"}
+
+    @staticmethod
+    def _user(user_id: int, username: str | None, first_name: str | None) -> dict[str, Any]:
+        user: dict[str, Any] = {
+            "id": user_id,
+            "is_bot": False,
+            "first_name": first_name or f"User{user_id}",
+        }
+        if username:
+            user["username"] = username
+        return user
+
+
+async def _read_params(request: web.Request) -> dict[str, Any]:
+    if request.content_type == "application/json":
+        return dict(await request.json())
+    params: dict[str, Any] = {}
+    for key, value in (await request.post()).items():
+        if not isinstance(value, str) or key in _STRING_KEYS:
+            params[key] = value
+            continue
+        try:
+            params[key] = json.loads(value)
+        except ValueError:
+            params[key] = value
+    return params
+
+
+def _error(exc: ApiError) -> web.Response:
+    body: dict[str, Any] = {"ok": False, "error_code": exc.status, "description": exc.description}
+    if exc.retry_after is not None:
+        body["parameters"] = {"retry_after": exc.retry_after}
+    return web.json_response(body, status=exc.status)
+
+
+def _set_markup(msg: dict[str, Any], markup: Any) -> None:
+    if markup and markup.get("inline_keyboard"):
+        msg["reply_markup"] = markup
+    else:
+        msg.pop("reply_markup", None)
+
+
+def _describe(status: int, retry_after: int | None) -> str:
+    if status == 429:
+        return f"Too Many Requests: retry after {retry_after}"
+    return {502: "Bad Gateway", 500: "Internal Server Error"}.get(status, f"Error {status}")
+
+
+def _auto_entities(text: str) -> list[dict[str, Any]]:
+    def entity(kind: str, m: re.Match[str]) -> dict[str, Any]:
+        offset = _utf16_len(text[: m.start()])
+        return {"type": kind, "offset": offset, "length": _utf16_len(m[0])}
+
+    found = [entity("mention", m) for m in _MENTION.finditer(text)]
+    if m := _COMMAND.match(text):
+        found.insert(0, entity("bot_command", m))
+    return found
