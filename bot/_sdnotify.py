@@ -22,9 +22,14 @@ log = logging.getLogger(__name__)
 
 
 class Notifier:
-    """Sends sd_notify messages to ``address`` (``None`` or ``""``: every call is a no-op)."""
+    """Sends sd_notify messages to ``address``, by default ``$NOTIFY_SOCKET``.
+
+    With no address (``""``, or the variable unset) every call is a no-op returning False.
+    """
 
     def __init__(self, address: str | None = None) -> None:
+        if address is None:
+            address = os.environ.get("NOTIFY_SOCKET")
         self._address: str | None = None
         if address and address[0] == "@":
             self._address = "\0" + address[1:]  # abstract namespace socket
@@ -43,7 +48,7 @@ class Notifier:
         subprocesses (tools, MCP servers) cannot talk to systemd on the service's behalf.
         ``WATCHDOG_USEC``/``WATCHDOG_PID`` stay: ``WATCHDOG_PID`` already keeps children out.
         """
-        notifier = cls(os.environ.get("NOTIFY_SOCKET"))
+        notifier = cls(os.environ.get("NOTIFY_SOCKET", ""))
         if unset_environment:
             os.environ.pop("NOTIFY_SOCKET", None)
         return notifier

@@ -35,7 +35,7 @@ _HOLE = re.compile(r"\x00(\d+)\x00")
 _LINK_SCHEMES = frozenset({"http", "https", "tg", "mailto"})
 
 _TAG = re.compile(r"<(/?)([a-zA-Z][\w-]*)[^>]*>")
-_UNIT = re.compile(r"<[^>]*>|&#?\w+;|[^<&]")
+_UNIT = re.compile(r"<[^>]*>|&#?\w+;|[^<&]|[<&]")
 
 
 def render(markdown: str, limit: int = TELEGRAM_LIMIT) -> list[str]:
@@ -181,8 +181,10 @@ def split_html(markup: str, limit: int = TELEGRAM_LIMIT) -> list[str]:
     start = 0
     while start < len(units):
         end, end_stack = _cut(units, start, stack, limit)
-        body = "".join(units[start:end])
-        part = "".join(tag for _, tag in stack) + body + "".join(f"</{n}>" for n, _ in end_stack[::-1])
+        body = "".join(units[start:end]).rstrip(" \n")
+        part = (
+            "".join(tag for _, tag in stack) + body + "".join(f"</{n}>" for n, _ in end_stack[::-1])
+        )
         if html_to_plain(part).strip():
             parts.append(part)
         start, stack = end, end_stack

@@ -51,8 +51,10 @@ class JobRunner:
     async def before_start(self, job: Job) -> None:
         """Hook: called (and awaited) before the job's task is created."""
 
-    async def start(self, job: Job, context: ToolContext) -> None:
-        await self.before_start(job)
+    async def start(self, job: Job, context: ToolContext, *, new: bool = True) -> None:
+        """Run `job`; `new=False` re-runs a job recorded before (after a restart)."""
+        if new:
+            await self.before_start(job)
         task = asyncio.create_task(self._run(job, context), name=f"job-{job.id}")
         self._tasks[job.id] = task
         task.add_done_callback(lambda _t: self._tasks.pop(job.id, None))

@@ -29,6 +29,15 @@ def test_messages_reach_the_socket(notify_socket):
     notifier.close()
 
 
+def test_default_constructor_reads_the_environment(notify_socket, monkeypatch):
+    notifier = Notifier()
+    monkeypatch.delenv("NOTIFY_SOCKET")  # read at construction, not per call
+    notifier.watchdog()
+    assert notify_socket.recv().raw == "WATCHDOG=1\n"
+    assert not Notifier().enabled
+    assert not Notifier("").enabled
+
+
 def test_sender_pid_is_ours(notify_socket):
     Notifier.from_env().ready("up")
     message = notify_socket.recv()
@@ -89,7 +98,7 @@ def test_send_errors_never_raise_and_log_once(tmp_path, caplog):
 
 def test_unsupported_address_is_ignored():
     assert not Notifier("vsock:2:1234").enabled
-    assert not Notifier("").enabled
+    assert not Notifier("relative/path").enabled
 
 
 @pytest.mark.parametrize(

@@ -27,7 +27,7 @@ from aiohttp import web
 
 BOT_ID = 7000000001
 BOT_USERNAME = "relay_test_bot"
-TOKEN = "7000000001:TEST-token-not-real"
+TOKEN = "7000000001:AAFakeTokenForTests_0123456789abcdefXY"  # shaped like a real one
 
 # Form values PTB sends as raw strings; everything else arrives JSON-encoded.
 _STRING_KEYS = frozenset({"text", "parse_mode", "callback_query_id", "action", "caption", "url"})
@@ -116,9 +116,11 @@ class FakeTelegram:
         app = web.Application()
         app.router.add_route("POST", "/bot{token}/{method}", self._handle)
         app.router.add_route("GET", "/bot{token}/{method}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        self._runner = web.AppRunner(
+            app, access_log=None, handle_signals=False, shutdown_timeout=0.1
+        )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0, shutdown_timeout=0.1)
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
         self.port = self._runner.addresses[0][1]
         return self

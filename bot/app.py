@@ -1,0 +1,158 @@
+"""Wiring and lifecycle: one engine, its store and tools, and the enabled channels.
+
+async with App(config) as app:   # store open, tools loaded, channels connected
+    ...                          # messages flow
+# channels stopped, running turns finished (bounded), store closed
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from tools._mcp import McpManager
+from tools._plugins import load_plugins
+
+from bot.config import Config
+from channels import Channel
+from engine import Dispatcher, LLMClient, Settings, Store, ToolLoop
+from tools import Tool, ToolRegistry
+from tools._config import apply_policy
+from tools.builtins import builtin_tools
+
+log = logging.getLogger(__name__)
+
+
+def enabled_channels(config: Config) -> list[Channel]:
+    channels: list[Channel] = []
+    if config.telegram.enabled:
+        from channels.telegram import TelegramChannel
+
+        channels.append(TelegramChannel(config.telegram))
+    if config.discord.enabled:
+        from channels.discord import DiscordChannel
+
+        channels.append(DiscordChannel(config.discord))
+    return channels
+
+
+@contextlib.asynccontextmanager
+async def open_tools(
+    config: Config, *, notes: Any = None, extra: Sequence[Tool] = ()
+) -> AsyncIterator[tuple[ToolRegistry, McpManager]]:
+    """The registry with built-ins, plugins, `extra` tools and MCP servers' tools."""
+    registry = ToolRegistry(default_timeout_s=config.tools.default_timeout_s)
+    for tool in builtin_tools(config.tools, notes=notes):
+        registry.register(tool)
+    plugin_tools, problems = load_plugins(config.tools.plugins)
+    for problem in problems:
+        log.error("plugin problem: %s", problem)
+    for tool in [*plugin_tools, *extra]:
+        try:
+            registry.register(tool)
+        except Exception as exc:
+            log.error("tool %s not registered: %s", getattr(tool, "name", tool), exc)
+    async with McpManager(config.mcp.servers, registry) as mcp:
+        for warning in apply_policy(registry, config.tools):
+            log.warning("%s", warning)
+        yield registry, mcp
+
+
+class App:
+    """The daemon: `channels` defaults to the enabled ones in `config`."""
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        channels: Sequence[Channel] | None = None,
+        extra_tools: Sequence[Tool] = (),
+    ) -> None:
+        self.config = config
+        self.channels = list(enabled_channels(config) if channels is None else channels)
+        self.extra_tools = extra_tools
+        self._stack = contextlib.AsyncExitStack()
+        self.store: Store
+        self.dispatcher: Dispatcher
+        self.registry: ToolRegistry
+
+    async def __aenter__(self) -> App:
+        try:
+            await self._start()
+        except BaseException:
+            await self._stack.aclose()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._stack.aclose()
+
+    async def _start(self) -> None:
+        cfg = self.config
+        stack = self._stack
+        self.store = await stack.enter_async_context(Store(cfg.storage.resolved_path()))
+        self.registry, self.mcp = await stack.enter_async_context(
+            open_tools(cfg, notes=self.store, extra=self.extra_tools)
+        )
+        llm = LLMClient(
+            base_url=cfg.llm.base_url,
+            api_key=cfg.llm.resolve_api_key(),
+            model=cfg.llm.model,
+            timeout_s=cfg.llm.request_timeout_s,
+            max_retries=cfg.llm.max_retries,
+            options=cfg.llm.request_options(),
+        )
+        stack.push_async_callback(llm.aclose)
+        loop = ToolLoop(
+            llm,
+            self.registry,
+            max_iterations=cfg.llm.max_iterations,
+            max_output_chars=cfg.engine.max_tool_output_chars,
+            retry_budget=cfg.engine.retry_budget,
+            confirmation_timeout_s=cfg.tools.confirmation_timeout_s,
+            max_parallel_tools=cfg.engine.max_parallel_tools,
+            strict=cfg.tools.strict_schemas,
+            stream=cfg.llm.stream,
+        )
+        allowed = {
+            "telegram": set(cfg.telegram.allowed_users),
+            "discord": set(cfg.discord.allowed_users),
+            "console": set(cfg.console.allowed_users),
+        }
+        self.dispatcher = Dispatcher(
+            self.store,
+            loop,
+            Settings(
+                system_prompt=cfg.llm.system_prompt,
+                allowed_users=allowed,
+                dm_only=set(cfg.tools.dm_only),
+                history_limit=cfg.engine.history_limit,
+                shutdown_grace_s=cfg.engine.shutdown_grace_s,
+                stream=cfg.llm.stream,
+            ),
+        )
+        # Exit order (reverse): the dispatcher finishes running turns while the channels can
+        # still deliver their answers; then the channels stop.
+        started: list[Channel] = []
+        stack.push_async_callback(self._stop_channels, started)
+        stack.push_async_callback(self.dispatcher.aclose)
+        for channel in self.channels:
+            self.dispatcher.add_channel(channel)
+            await channel.start(self.dispatcher)
+            started.append(channel)
+            log.info("channel %s started", channel.name)
+        await self.dispatcher.start()
+
+    @staticmethod
+    async def _stop_channels(started: list[Channel]) -> None:
+        for channel in reversed(started):
+            try:
+                await channel.stop()
+            except Exception:
+                log.exception("stopping channel %s failed", channel.name)
+
+    def status(self) -> str:
+        names = ", ".join(c.name for c in self.channels) or "none"
+        return f"channels: {names}; turns running: {self.dispatcher.busy}"

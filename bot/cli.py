@@ -1,0 +1,167 @@
+"""The `relaybot` command: run, chat, check-config, tools, doctor."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import signal
+import sys
+from importlib.metadata import PackageNotFoundError, version
+
+from bot._logging import setup_logging
+from bot._sdnotify import Notifier, watchdog_interval, watchdog_loop
+from bot.config import Config, find_config, load_config
+from tools import ConfigError, RelaybotError
+
+log = logging.getLogger("relaybot")
+
+EXIT_CONFIG = 78  # EX_CONFIG: systemd's RestartPreventExitStatus= keeps it from looping
+
+
+def _version() -> str:
+    try:
+        return version("relaybot")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="relaybot", description="An LLM with tools in your chats.")
+    p.add_argument("--version", action="version", version=f"relaybot {_version()}")
+    p.add_argument("--log-level", default=None, help="DEBUG, INFO, WARNING or ERROR")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, text in (
+        ("run", "run every enabled channel"),
+        ("chat", "talk to the bot in this terminal"),
+        ("check-config", "validate the config and say what is wrong"),
+        ("tools", "list every tool with its tier and schema"),
+        ("doctor", "check config, store, LLM endpoint and channel tokens"),
+    ):
+        sp = sub.add_parser(name, help=text, description=text)
+        sp.add_argument("-c", "--config", default=None, help="path to config.toml")
+        sp.add_argument("--log-level", default=None, help=argparse.SUPPRESS)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        print(f"relaybot: config error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    level = args.log_level or config.log.level
+    try:
+        setup_logging(level, secrets=config.secrets())
+    except ValueError:
+        print(f"relaybot: unknown log level {level!r}", file=sys.stderr)
+        return 2
+    command = {
+        "run": _run,
+        "chat": _chat,
+        "check-config": _check_config,
+        "tools": _tools,
+        "doctor": _doctor,
+    }[args.command]
+    try:
+        return asyncio.run(command(config, args))
+    except ConfigError as exc:
+        print(f"relaybot: config error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except RelaybotError as exc:
+        print(f"relaybot: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+async def _check_config(config: Config, args: argparse.Namespace) -> int:
+    config.llm.resolve_api_key()
+    for section in (config.telegram, config.discord):
+        if section.enabled:
+            section.resolve_token()
+    path = find_config(args.config)
+    enabled = [n for n in ("telegram", "discord") if getattr(config, n).enabled] or ["none"]
+    print(f"{path}: OK")
+    print(f"  model: {config.llm.model} at {config.llm.base_url}")
+    print(f"  channels: {', '.join(enabled)}")
+    print(f"  store: {config.storage.resolved_path()}")
+    return 0
+
+
+async def _tools(config: Config, args: argparse.Namespace) -> int:
+    from bot.app import open_tools
+
+    async with open_tools(config) as (registry, mcp):
+        sources = {name: server for server, name, _tier in mcp.tools()}
+        for name in registry.names():
+            tool = registry.get(name)
+            assert tool is not None
+            origin = f"mcp:{sources[name]}" if name in sources else "local"
+            print(f"{name}  [{tool.tier}]  ({origin})")
+            first = (tool.description or "").strip().splitlines()
+            if first:
+                print(f"    {first[0]}")
+            print(f"    schema: {json.dumps(tool.parameters, separators=(',', ':'))}")
+    return 0
+
+
+async def _chat(config: Config, args: argparse.Namespace) -> int:
+    from bot.app import App
+    from channels.console import ConsoleChannel
+
+    holder: list[App] = []
+
+    async def wait_idle(channel: str, chat_id: str) -> None:
+        await holder[0].dispatcher.wait_idle(channel, chat_id)
+
+    console = ConsoleChannel(wait_idle)
+    app = App(config, channels=[console])
+    holder.append(app)
+    async with app:
+        await console.finished.wait()
+    return 0
+
+
+async def _run(config: Config, args: argparse.Namespace) -> int:
+    from bot.app import App
+
+    notifier = Notifier.from_env(unset_environment=True)
+    watchdog = asyncio.create_task(watchdog_loop(notifier, watchdog_interval()))
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        app = App(config)
+        if not app.channels:
+            log.warning("no channel is enabled: set [telegram] or [discord] enabled = true")
+        async with app:
+            notifier.ready(app.status())
+            log.info("relaybot %s running (%s)", _version(), app.status())
+            while not stop.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), 15)  # STATUS= refresh period
+                notifier.status(app.status())
+            log.info("stopping: finishing running turns")
+            notifier.stopping("finishing running turns")
+    finally:
+        watchdog.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watchdog
+        notifier.close()
+    log.info("stopped")
+    return 0
+
+
+async def _doctor(config: Config, args: argparse.Namespace) -> int:
+    from bot.doctor import run_doctor
+
+    return await run_doctor(config)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,531 @@
+"""Telegram: python-telegram-bot's Application, long polling, HTML replies and inline buttons.
+
+Updates are matched by PTB handlers and filters (commands, text or captions, other messages,
+button presses) and handed to the engine, which returns as soon as the message is stored; updates
+run concurrently across chats and in arrival order within a chat (:class:`_ChatOrder`). The engine
+answers through :meth:`TelegramChannel.send` / ``edit`` / ``typing`` / confirmations.
+
+Start-up never blocks: ``start`` spawns a task that initialises the bot with backoff while the Bot
+API is unreachable, registers the commands and starts polling (PTB retries failed polls itself).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, SecretStr, field_validator, model_validator
+from telegram import (
+    BotCommand,
+    InlineKeyboardButton,
+    InlineKeyboardMarkup,
+    Message,
+    MessageEntity,
+    ReplyParameters,
+    Update,
+)
+from telegram.constants import ChatAction, ChatType, ParseMode
+from telegram.error import BadRequest, InvalidToken, TelegramError
+from telegram.ext import (
+    AIORateLimiter,
+    Application,
+    BaseUpdateProcessor,
+    CallbackQueryHandler,
+    CommandHandler,
+    ContextTypes,
+    MessageHandler,
+    filters,
+)
+
+from channels._base import (
+    Capabilities,
+    Channel,
+    Command,
+    ConfirmationPrompt,
+    Engine,
+    InboundMessage,
+    MessageRef,
+    encode_decision,
+    parse_decision,
+)
+from channels._telegram_format import html_to_plain, plain_parts, render
+from tools import ConfigError
+
+log = logging.getLogger(__name__)
+
+TEXT_ONLY = "I can only read text for now."
+STALE_BUTTON = "This button no longer works."
+COMMANDS = {
+    Command.START: "Say hello and show your user id",
+    Command.HELP: "What I can do",
+    Command.RESET: "Forget this conversation",
+    Command.STOP: "Stop the reply in progress",
+}
+_RETRY_MAX_S = 60.0
+_REMEMBERED = 1024  # messages whose last text is kept, to skip unchanged edits
+
+
+class TelegramConfig(BaseModel):
+    """The ``[telegram]`` section."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = False
+    token: SecretStr | None = None
+    token_env: str | None = None  # name of the environment variable holding the token
+    api_base_url: str = "https://api.telegram.org/bot"
+    api_file_url: str | None = None  # derived from api_base_url: /bot → /file/bot
+    allowed_users: list[str] = []  # read by the engine; "*" = everyone
+    group_mode: Literal["mentions", "all"] = "mentions"
+    poll_timeout_s: int = 30
+
+    @field_validator("allowed_users", mode="before")
+    @classmethod
+    def _ids_as_text(cls, value: Any) -> Any:
+        return [str(v) for v in value] if isinstance(value, list) else value
+
+    @field_validator("poll_timeout_s")
+    @classmethod
+    def _poll_timeout(cls, value: int) -> int:
+        if not 0 <= value <= 50:
+            raise ValueError("must be between 0 and 50 seconds")
+        return value
+
+    @model_validator(mode="after")
+    def _check(self) -> TelegramConfig:
+        if self.enabled and self.token is None and not self.token_env:
+            raise ValueError("set token or token_env when the Telegram channel is enabled")
+        if self.api_file_url is None:
+            head, sep, tail = self.api_base_url.rpartition("/bot")
+            if not sep:
+                raise ValueError("api_base_url has no /bot; set api_file_url as well")
+            self.api_file_url = f"{head}/file/bot{tail}"
+        return self
+
+    def resolve_token(self) -> str:
+        """The bot token, from `token` or the `token_env` environment variable."""
+        if self.token is not None:
+            return self.token.get_secret_value()
+        value = os.environ.get(self.token_env or "", "").strip()
+        if not value:
+            raise ConfigError(
+                "telegram.token_env", f"environment variable {self.token_env} is empty"
+            )
+        return value
+
+
+class TelegramChannel(Channel):
+    name = "telegram"
+    capabilities = Capabilities(
+        max_message_length=4096,
+        buttons=True,
+        edits=True,
+        markdown="telegram-html",
+        edit_interval_s=1.0,
+        typing_interval_s=4.0,
+    )
+    retry_initial_s = 1.0  # first back-off while the Bot API is unreachable at start-up
+
+    def __init__(self, config: TelegramConfig) -> None:
+        self._config = config
+        self._engine: Engine | None = None
+        self._ready = asyncio.Event()
+        self._starter: asyncio.Task[None] | None = None
+        self._shown: OrderedDict[tuple[str, str], list[_Shown]] = OrderedDict()
+        self._app = (
+            Application.builder()
+            .token(config.resolve_token())
+            .base_url(config.api_base_url)
+            .base_file_url(config.api_file_url or "")
+            .rate_limiter(_rate_limiter())
+            .concurrent_updates(_ChatOrder(256))
+            .build()
+        )
+        self._add_handlers(config.group_mode)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    async def start(self, engine: Engine) -> None:
+        """Returns at once; connecting (with retries) goes on in the background."""
+        self._engine = engine
+        self._starter = asyncio.create_task(self._connect(), name="telegram-connect")
+
+    async def stop(self) -> None:
+        if self._starter is not None:
+            self._starter.cancel()
+            await asyncio.gather(self._starter, return_exceptions=True)
+        app = self._app
+        if app.updater is not None and app.updater.running:
+            await app.updater.stop()
+        if app.running:
+            await app.stop()
+        await app.shutdown()  # a no-op unless initialised
+        await app.bot.shutdown()  # a cancelled initialize may have left the HTTP clients open
+        self._ready.clear()
+
+    async def _connect(self) -> None:
+        delay = self.retry_initial_s
+        while True:
+            try:
+                await self._app.initialize()
+                break
+            except InvalidToken:  # its message contains the token: never log it
+                log.error("Telegram rejected the bot token; the Telegram channel stays off")
+                return
+            except TelegramError as exc:
+                log.warning("Telegram Bot API unreachable, retrying in %gs (%s)", delay, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, _RETRY_MAX_S)
+        bot = self._app.bot
+        try:
+            await bot.set_my_commands([BotCommand(c.value, d) for c, d in COMMANDS.items()])
+        except TelegramError as exc:
+            log.warning("could not register the bot commands: %s", exc)
+        await self._app.start()
+        await self._app.updater.start_polling(  # type: ignore[union-attr]
+            timeout=self._config.poll_timeout_s,
+            bootstrap_retries=-1,
+            drop_pending_updates=False,
+            allowed_updates=[Update.MESSAGE, Update.CALLBACK_QUERY],
+            error_callback=_polling_failed,
+        )
+        self._ready.set()
+        log.info("Telegram: polling as @%s", bot.username)
+
+    # -- inbound -------------------------------------------------------------------------------
+
+    def _add_handlers(self, group_mode: str) -> None:
+        new = filters.UpdateType.MESSAGE  # edited messages and channel posts are ignored
+        groups = filters.ChatType.GROUPS if group_mode == "all" else _ADDRESSED
+        text = filters.TEXT | filters.CAPTION
+        app = self._app
+        for command in Command:
+            app.add_handler(CommandHandler(command.value, self._command(command), filters=new))
+        app.add_handler(
+            MessageHandler(new & text & (filters.ChatType.PRIVATE | groups), self._on_text)
+        )
+        app.add_handler(
+            MessageHandler(
+                new & ~text & ~filters.StatusUpdate.ALL & (filters.ChatType.PRIVATE | _ADDRESSED),
+                self._on_other,
+            )
+        )
+        app.add_handler(CallbackQueryHandler(self._on_button))
+        app.add_error_handler(self._on_error)
+
+    async def _on_text(self, update: Update, _: ContextTypes.DEFAULT_TYPE) -> None:
+        msg = inbound_message(update.message)  # type: ignore[arg-type]
+        if msg is not None:
+            await self._engine_().handle_inbound(msg)
+
+    async def _on_other(self, update: Update, _: ContextTypes.DEFAULT_TYPE) -> None:
+        message = update.message
+        if message is not None and message.from_user is not None:
+            await self._send_part(str(message.chat_id), TEXT_ONLY, html=False)
+
+    def _command(self, command: Command) -> Callable[..., Awaitable[None]]:
+        async def on_command(update: Update, _: ContextTypes.DEFAULT_TYPE) -> None:
+            msg = inbound_message(update.message)  # type: ignore[arg-type]
+            if msg is None:
+                return
+            reply = await self._engine_().handle_command(msg, command)
+            if reply:
+                await self.send(
+                    msg.chat_id, reply, reply_to=None if msg.is_private else msg.message_id
+                )
+
+        return on_command
+
+    async def _on_button(self, update: Update, _: ContextTypes.DEFAULT_TYPE) -> None:
+        query = update.callback_query
+        assert query is not None
+        parsed = parse_decision(query.data or "")
+        if parsed is None:
+            await query.answer(STALE_BUTTON)
+            return
+        try:
+            decision = await self._engine_().handle_decision(
+                parsed[0], str(query.from_user.id), parsed[1]
+            )
+        except Exception:
+            await query.answer("Something went wrong; please try again.", show_alert=True)
+            raise
+        await query.answer(decision.message[:200], show_alert=not decision.accepted)
+
+    async def _on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
+        uid = update.update_id if isinstance(update, Update) else None
+        log.error("Telegram update %s failed", uid, exc_info=context.error)
+
+    def _engine_(self) -> Engine:
+        if self._engine is None:
+            raise RuntimeError("TelegramChannel.start() was not called")
+        return self._engine
+
+    # -- outbound ------------------------------------------------------------------------------
+
+    async def send(
+        self, chat_id: str, text: str, *, reply_to: str | None = None, formatted: bool = True
+    ) -> MessageRef:
+        return await self._send(chat_id, text, reply_to=reply_to, formatted=formatted)
+
+    async def edit(self, ref: MessageRef, text: str, *, formatted: bool = True) -> None:
+        """Replace the text of `ref`; text past 4096 goes to follow-up messages, which later
+        edits of `ref` keep up to date. Unchanged parts are not sent again."""
+        parts = _parts(text, formatted)
+        key = (ref.chat_id, ref.message_id)
+        shown = self._shown.pop(key, None) or [_Shown(int(ref.message_id), "")]
+        try:
+            for i, part in enumerate(parts):
+                if i == len(shown):
+                    sent = await self._send_part(ref.chat_id, part, html=formatted)
+                    shown.append(_Shown(sent.message_id, part))
+                elif shown[i].text != part:
+                    await self._edit_part(ref.chat_id, shown[i].message_id, part, html=formatted)
+                    shown[i].text = part
+            while len(shown) > len(parts):  # the text got shorter: drop stale follow-ups
+                with contextlib.suppress(TelegramError):
+                    await self._app.bot.delete_message(_chat(ref.chat_id), shown[-1].message_id)
+                shown.pop()
+        finally:
+            self._remember(key, shown)
+
+    async def typing(self, chat_id: str) -> None:
+        if not self._ready.is_set():
+            return
+        try:
+            await self._app.bot.send_chat_action(_chat(chat_id), ChatAction.TYPING)
+        except TelegramError as exc:
+            log.debug("typing indicator failed: %s", exc)
+
+    async def show_confirmation(self, prompt: ConfirmationPrompt) -> MessageRef:
+        buttons = InlineKeyboardMarkup(
+            [
+                [
+                    InlineKeyboardButton("Confirm", callback_data=encode_decision(prompt.id, True)),
+                    InlineKeyboardButton("Cancel", callback_data=encode_decision(prompt.id, False)),
+                ]
+            ]
+        )
+        return await self._send(
+            prompt.chat_id, prompt.summary, reply_to=prompt.reply_to, markup=buttons
+        )
+
+    async def resolve_confirmation(self, ref: MessageRef, text: str) -> None:
+        first, *rest = _parts(text, True)
+        none = InlineKeyboardMarkup([])
+        if not await self._edit_part(
+            ref.chat_id, int(ref.message_id), first, html=True, markup=none
+        ):
+            await self._app.bot.edit_message_reply_markup(
+                _chat(ref.chat_id), int(ref.message_id), reply_markup=None
+            )
+        for part in rest:
+            await self._send_part(ref.chat_id, part, html=True)
+
+    async def _send(
+        self,
+        chat_id: str,
+        text: str,
+        *,
+        reply_to: str | None = None,
+        formatted: bool = True,
+        markup: InlineKeyboardMarkup | None = None,
+    ) -> MessageRef:
+        parts = _parts(text, formatted)
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            sent = await self._send_part(
+                chat_id,
+                part,
+                html=formatted,
+                reply_to=reply_to if i == 0 else None,
+                markup=markup if last else None,
+            )
+        ref = MessageRef(chat_id, str(sent.message_id))
+        self._remember((ref.chat_id, ref.message_id), [_Shown(sent.message_id, parts[-1])])
+        return ref
+
+    async def _send_part(
+        self,
+        chat_id: str,
+        text: str,
+        *,
+        html: bool,
+        reply_to: str | None = None,
+        markup: InlineKeyboardMarkup | None = None,
+    ) -> Message:
+        if not self._ready.is_set():
+            await self._ready.wait()
+        reply = (
+            ReplyParameters(int(reply_to), allow_sending_without_reply=True) if reply_to else None
+        )
+
+        async def call(body: str, mode: str | None) -> Message:
+            return await self._app.bot.send_message(
+                _chat(chat_id), body, parse_mode=mode, reply_parameters=reply, reply_markup=markup
+            )
+
+        return await _html_or_plain(call, text, html)
+
+    async def _edit_part(
+        self,
+        chat_id: str,
+        message_id: int,
+        text: str,
+        *,
+        html: bool,
+        markup: InlineKeyboardMarkup | None = None,
+    ) -> bool:
+        """Edit one message; False when Telegram says nothing changed (which is fine)."""
+        if not self._ready.is_set():
+            await self._ready.wait()
+
+        async def call(body: str, mode: str | None) -> Any:
+            return await self._app.bot.edit_message_text(
+                body, _chat(chat_id), message_id, parse_mode=mode, reply_markup=markup
+            )
+
+        try:
+            await _html_or_plain(call, text, html)
+        except BadRequest as exc:
+            if "not modified" in exc.message.lower():
+                return False
+            raise
+        return True
+
+    def _remember(self, key: tuple[str, str], shown: list[_Shown]) -> None:
+        self._shown[key] = shown
+        while len(self._shown) > _REMEMBERED:
+            self._shown.popitem(last=False)
+
+
+class _Shown:
+    """A message the bot sent and the text it now shows."""
+
+    __slots__ = ("message_id", "text")
+
+    def __init__(self, message_id: int, text: str) -> None:
+        self.message_id, self.text = message_id, text
+
+
+# -- pure helpers ------------------------------------------------------------------------------
+
+
+def inbound_message(message: Message | None) -> InboundMessage | None:
+    """The engine's view of a Telegram message (None for messages without a sender)."""
+    if message is None or message.from_user is None:
+        return None
+    user = message.from_user
+    reply = message.reply_to_message
+    return InboundMessage(
+        channel="telegram",
+        chat_id=str(message.chat_id),
+        user_id=str(user.id),
+        user_name=user.full_name or user.username or str(user.id),
+        text=message.text or message.caption or "",
+        message_id=str(message.message_id),
+        is_private=message.chat.type == ChatType.PRIVATE,
+        mentioned=addressed_to_bot(message),
+        reply_to=str(reply.message_id) if reply is not None else None,
+    )
+
+
+def addressed_to_bot(message: Message) -> bool:
+    """True when `message` @mentions the bot or replies to one of its messages."""
+    bot = message.get_bot()
+    reply = message.reply_to_message
+    if reply is not None and reply.from_user is not None and reply.from_user.id == bot.id:
+        return True
+    handle = f"@{bot.username}".lower()
+    kinds = [MessageEntity.MENTION, MessageEntity.TEXT_MENTION]
+    found = {**message.parse_entities(kinds), **message.parse_caption_entities(kinds)}
+    for entity, text in found.items():
+        if entity.type == MessageEntity.MENTION and text.lower() == handle:
+            return True
+        if entity.user is not None and entity.user.id == bot.id:
+            return True
+    return False
+
+
+class _Addressed(filters.MessageFilter):
+    __slots__ = ()
+
+    def filter(self, message: Message) -> bool:
+        return addressed_to_bot(message)
+
+
+_ADDRESSED = _Addressed(name="addressed_to_bot")
+
+
+class _ChatOrder(BaseUpdateProcessor):
+    """Updates run concurrently, except that those of one chat run one after another in the
+    order they arrived (asyncio locks are FIFO)."""
+
+    __slots__ = ("_locks",)
+
+    def __init__(self, max_concurrent_updates: int) -> None:
+        super().__init__(max_concurrent_updates)
+        self._locks: dict[int, tuple[asyncio.Lock, int]] = {}
+
+    async def do_process_update(self, update: object, coroutine: Awaitable[Any]) -> None:
+        chat = update.effective_chat if isinstance(update, Update) else None
+        if chat is None:
+            await coroutine
+            return
+        lock, users = self._locks.get(chat.id) or (asyncio.Lock(), 0)
+        self._locks[chat.id] = (lock, users + 1)
+        try:
+            async with lock:
+                await coroutine
+        finally:
+            lock, users = self._locks[chat.id]
+            if users == 1:
+                del self._locks[chat.id]
+            else:
+                self._locks[chat.id] = (lock, users - 1)
+
+    async def initialize(self) -> None:
+        pass
+
+    async def shutdown(self) -> None:
+        pass
+
+
+def _rate_limiter() -> AIORateLimiter:
+    # No proactive throttle (PTB's defaults cap the whole bot at 30 messages/s and a group at
+    # 20/min, edits included): Telegram's 429 answers are the authority, and every request
+    # waits out their retry_after.
+    return AIORateLimiter(overall_max_rate=0, group_max_rate=0, max_retries=5)
+
+
+def _polling_failed(exc: TelegramError) -> None:
+    log.warning("Telegram Bot API unreachable while polling, retrying (%s)", exc)
+
+
+async def _html_or_plain(
+    call: Callable[[str, str | None], Awaitable[Any]], text: str, html: bool
+) -> Any:
+    """`call` with HTML; when Telegram cannot parse the entities, again with the plain text."""
+    if not html:
+        return await call(text, None)
+    try:
+        return await call(text, ParseMode.HTML)
+    except BadRequest as exc:
+        if "can't parse entities" not in exc.message.lower():
+            raise
+        log.warning("Telegram rejected the HTML (%s); sending it as plain text", exc.message)
+        return await call(html_to_plain(text), None)
+
+
+def _parts(text: str, formatted: bool) -> list[str]:
+    parts = render(text) if formatted else plain_parts(text)
+    return parts or ["…"]  # Telegram refuses empty messages
+
+
+def _chat(chat_id: str) -> int | str:
+    return int(chat_id) if chat_id.lstrip("-").isdigit() else chat_id

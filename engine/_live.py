@@ -1,0 +1,89 @@
+"""What a user sees while a turn runs: the typing indicator and a reply that grows as it streams."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator
+
+from channels import Channel, MessageRef
+
+log = logging.getLogger(__name__)
+
+
+@contextlib.asynccontextmanager
+async def typing(channel: Channel, chat_id: str) -> AsyncIterator[None]:
+    """Show the typing indicator until the block exits, refreshed as the platform needs."""
+
+    async def keep() -> None:
+        while True:
+            try:
+                await channel.typing(chat_id)
+            except Exception as exc:
+                log.debug("typing indicator failed: %s", exc)
+            await asyncio.sleep(channel.capabilities.typing_interval_s)  # a timer, not a sync
+
+    task = asyncio.create_task(keep(), name=f"typing-{chat_id}")
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+class LiveReply:
+    """One message edited as text streams in: plain while growing, formatted at the end.
+
+    At most one edit per `capabilities.edit_interval_s`, only when the text changed, never two
+    requests in flight; the stream itself never waits for the platform.
+    """
+
+    def __init__(self, channel: Channel, chat_id: str, reply_to: str | None) -> None:
+        self.channel = channel
+        self.chat_id = chat_id
+        self.reply_to = reply_to
+        self.interval = channel.capabilities.edit_interval_s
+        self.text = ""
+        self._shown = ""
+        self._ref: MessageRef | None = None
+        self._last = 0.0
+        self._push: asyncio.Task[None] | None = None
+
+    async def on_text(self, delta: str) -> None:
+        self.text += delta
+        if self._push is None and time.monotonic() - self._last >= self.interval:
+            self._push = asyncio.create_task(self._flush())
+
+    async def _flush(self) -> None:
+        text = self.text
+        try:
+            if self._ref is None:
+                self._ref = await self.channel.send(
+                    self.chat_id, text, reply_to=self.reply_to, formatted=False
+                )
+            elif text != self._shown:
+                await self.channel.edit(self._ref, text, formatted=False)
+            self._shown = text
+        except Exception as exc:
+            log.warning("streaming edit failed: %s", exc)
+        finally:
+            self._last = time.monotonic()
+            self._push = None
+
+    async def finish(self, final: str) -> bool:
+        """Put the final, formatted text in place. False if nothing was shown yet."""
+        if self._push is not None:
+            await self._push
+        if self._ref is None:
+            return False
+        await self.channel.edit(self._ref, final, formatted=True)
+        return True
+
+    async def abandon(self) -> None:
+        if self._push is not None:
+            self._push.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._push

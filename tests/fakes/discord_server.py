@@ -1,0 +1,647 @@
+"""A fake Discord (REST API + gateway websocket) for tests, good enough for real discord.py 2.x.
+
+One aiohttp server on 127.0.0.1 with an OS-chosen port serves the REST API under ``/api/v10``
+and the gateway at ``/gateway`` (``/gateway/resume`` is the ``resume_gateway_url``)::
+
+    async with FakeDiscord(guilds={GUILD: [CHANNEL]}, users={ALICE: "Alice"}) as fake:
+        config = DiscordConfig(enabled=True, token=fake.token, api_base_url=fake.api_base_url)
+        ...  # start the bot
+        await fake.inject_message(CHANNEL, ALICE, "hi", guild_id=GUILD, mentions_bot=True)
+        call = await fake.wait_for_call("POST", r"/channels/\\d+/messages")
+        assert call.json["content"] == "..."
+
+Gateway: HELLO, IDENTIFY -> READY + GUILD_CREATE (one per guild, with its text channels and the
+bot as member), HEARTBEAT -> HEARTBEAT_ACK, RESUME -> the missed events then RESUMED, sequence
+numbers. A wrong token closes with 4004; ``privileged_intents=False`` closes with 4014 when the
+client asks for message content. REST: everything discord.py calls at start-up, messages
+(create/edit/delete), typing, DM channels, interaction callbacks and webhook follow-ups, and
+bulk command sync; a wrong bot token gets 401. Anything else is recorded and answered 404.
+
+Control: ``inject_message``, ``inject_button``, ``inject_slash`` (they return the payload sent),
+``drop_connection`` (close with the resumable code 4000), ``calls`` (REST requests, in order),
+``await wait_for_call(...)``, ``gateway_ops`` (what the client sent), ``connections`` (every
+websocket the client opened, with its path), ``messages`` (current state of every message).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime
+import itertools
+import json
+import re
+import secrets
+import socket
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import WSMsgType, web
+
+__all__ = ["Call", "FakeDiscord", "Interaction"]
+
+_DISCORD_EPOCH_MS = 1420070400000
+_MESSAGE_CONTENT_INTENT = 1 << 15
+_EPHEMERAL = 64
+_ACK_DEADLINE_S = 3.0
+
+Json = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Call:
+    """One REST request the client made."""
+
+    method: str
+    path: str  # below /api/v10, e.g. "/channels/42/messages"
+    json: Any
+    query: Mapping[str, str]
+    at: float  # loop time when it arrived
+    status: int = 0
+    response: Any = None  # the JSON answered, if any
+
+
+@dataclass
+class Interaction:
+    """An injected interaction and how it was answered."""
+
+    id: int
+    token: str
+    payload: Json
+    created_at: float
+    callback_type: int | None = None
+    acked_after_s: float | None = None
+
+
+@dataclass
+class _Session:
+    id: str
+    seq: int = 0
+    log: list[Json] = field(default_factory=list)
+    ws: web.WebSocketResponse | None = None
+
+
+def _json(data: Any, status: int = 200) -> web.Response:
+    # discord.py only parses a body whose content-type is exactly "application/json"
+    return web.Response(
+        body=json.dumps(data).encode(), status=status, headers={"Content-Type": "application/json"}
+    )
+
+
+def _error(status: int, message: str, code: int = 0) -> web.Response:
+    return _json({"message": message, "code": code}, status)
+
+
+class FakeDiscord:
+    """Fake Discord server; use as ``async with FakeDiscord(...) as fake``. See module doc."""
+
+    def __init__(
+        self,
+        *,
+        token: str = "fake-bot-token",
+        guilds: Mapping[int, Sequence[int]] | None = None,
+        users: Mapping[int, str] | None = None,
+        bot_name: str = "relaybot",
+        privileged_intents: bool = True,
+    ) -> None:
+        self.token = token
+        self.guilds: dict[int, list[int]] = {g: list(c) for g, c in (guilds or {}).items()}
+        self.users: dict[int, str] = dict(users or {})
+        self.privileged_intents = privileged_intents
+        self._ids = itertools.count(1)
+        self.bot_id = self._snowflake()
+        self.application_id = self.bot_id
+        self.bot_name = bot_name
+        self.calls: list[Call] = []
+        self.gateway_ops: list[Json] = []
+        self.connections: list[str] = []  # request path of every websocket opened
+        self.messages: dict[int, Json] = {}
+        self.interactions: dict[int, Interaction] = {}
+        self.commands: dict[int | None, list[Json]] = {}  # guild id (None = global) -> synced
+        self.dm_channels: dict[int, int] = {}  # user id -> DM channel id
+        self._originals: dict[str, int] = {}  # interaction token -> its response message id
+        self._session: _Session | None = None
+        self._cond = asyncio.Condition()
+        self._runner: web.AppRunner | None = None
+        self._port = 0
+
+    # ---- lifecycle
+
+    @property
+    def api_base_url(self) -> str:
+        return f"http://127.0.0.1:{self._port}/api/v10"
+
+    @property
+    def gateway_url(self) -> str:
+        return f"ws://127.0.0.1:{self._port}/gateway"
+
+    async def __aenter__(self) -> FakeDiscord:
+        app = web.Application()
+        app.router.add_get("/gateway", self._gateway)
+        app.router.add_get("/gateway/resume", self._gateway)
+        app.router.add_route("*", "/api/v10/{tail:.*}", self._rest)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
+        await self._runner.setup()
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind(("127.0.0.1", 0))
+        self._port = sock.getsockname()[1]
+        await web.SockSite(self._runner, sock).start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._session is not None and self._session.ws is not None:
+            await self._session.ws.close(code=1001)
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    # ---- control side
+
+    async def wait_for_call(
+        self,
+        method: str,
+        path_regex: str,
+        predicate: Callable[[Call], bool] | None = None,
+        timeout: float = 5.0,
+        *,
+        after: int = 0,
+    ) -> Call:
+        """The first call from index ``after`` on matching all criteria, waiting for it."""
+
+        def find() -> Call | None:
+            for call in self.calls[after:]:
+                if call.method == method and re.fullmatch(path_regex, call.path):
+                    if predicate is None or predicate(call):
+                        return call
+            return None
+
+        async with asyncio.timeout(timeout), self._cond:
+            await self._cond.wait_for(lambda: find() is not None)
+        found = find()
+        assert found is not None
+        return found
+
+    async def wait_for_gateway_op(self, op: int, timeout: float = 5.0, *, after: int = 0) -> Json:
+        """The first payload with opcode ``op`` the client sent from index ``after`` on."""
+        async with asyncio.timeout(timeout), self._cond:
+            await self._cond.wait_for(lambda: any(p["op"] == op for p in self.gateway_ops[after:]))
+        return next(p for p in self.gateway_ops[after:] if p["op"] == op)
+
+    def calls_to(self, method: str, path_regex: str) -> list[Call]:
+        return [c for c in self.calls if c.method == method and re.fullmatch(path_regex, c.path)]
+
+    def channel_messages(self, channel_id: int) -> list[Json]:
+        """Current state (edits applied) of the messages in a channel, oldest first."""
+        return [m for m in self.messages.values() if m["channel_id"] == str(channel_id)]
+
+    async def inject_message(
+        self,
+        channel_id: int,
+        author_id: int,
+        content: str,
+        guild_id: int | None = None,
+        mentions_bot: bool = False,
+        author_bot: bool = False,
+        reference: int | str | None = None,
+    ) -> Json:
+        """A user (or bot) posts ``content``; ``reference`` is the id of the message replied to."""
+        mentions = []
+        if mentions_bot:
+            mentions.append(self._bot_user())
+            if f"<@{self.bot_id}>" not in content:
+                content = f"<@{self.bot_id}> {content}"
+        author = self._user(author_id, bot=author_bot)
+        msg = self._message(channel_id, author, content, guild_id=guild_id, mentions=mentions)
+        if reference is not None:
+            msg["type"] = 19
+            msg["message_reference"] = {"message_id": str(reference), "channel_id": str(channel_id)}
+            msg["referenced_message"] = self.messages.get(int(reference))
+        self.messages[int(msg["id"])] = msg
+        await self._dispatch("MESSAGE_CREATE", msg)
+        return msg
+
+    async def inject_button(
+        self, custom_id: str, user_id: int, channel_id: int, message_id: int
+    ) -> Interaction:
+        """``user_id`` presses the button ``custom_id`` on ``message_id``."""
+        message = self.messages[message_id]
+        guild_id = int(message["guild_id"]) if "guild_id" in message else None
+        data = {"custom_id": custom_id, "component_type": 2}
+        return await self._interaction(3, data, user_id, channel_id, guild_id, message=message)
+
+    async def inject_slash(
+        self, name: str, user_id: int, channel_id: int, guild_id: int | None = None
+    ) -> Interaction:
+        """``user_id`` runs ``/name``; the command must have been synced (guild, else global)."""
+        synced = [*self.commands.get(guild_id, []), *self.commands.get(None, [])]
+        command = next((c for c in synced if c["name"] == name), None)
+        if command is None:
+            raise LookupError(f"/{name} was not synced for guild {guild_id}")
+        data = {"id": command["id"], "name": name, "type": 1, "options": []}
+        if command.get("guild_id"):
+            data["guild_id"] = command["guild_id"]
+        return await self._interaction(2, data, user_id, channel_id, guild_id)
+
+    async def drop_connection(self, code: int = 4000) -> None:
+        """Close the gateway websocket with a resumable code; later events are kept for RESUME."""
+        assert self._session is not None and self._session.ws is not None, "not connected"
+        ws, self._session.ws = self._session.ws, None
+        await ws.close(code=code)
+
+    # ---- payloads
+
+    def _snowflake(self) -> int:
+        return ((int(time.time() * 1000) - _DISCORD_EPOCH_MS) << 22) | (next(self._ids) & 0x3FFFFF)
+
+    def _bot_user(self) -> Json:
+        return self._user(self.bot_id, bot=True, name=self.bot_name)
+
+    def _user(self, user_id: int, *, bot: bool = False, name: str | None = None) -> Json:
+        name = name or self.users.get(user_id, f"user{user_id}")
+        return {
+            "id": str(user_id),
+            "username": name.lower(),
+            "global_name": name,
+            "discriminator": "0",
+            "avatar": None,
+            "bot": bot,
+        }
+
+    def _member(self, user: Json | None = None) -> Json:
+        member: Json = {"roles": [], "joined_at": _now(), "deaf": False, "mute": False, "flags": 0}
+        if user is not None:
+            member["user"] = user
+        return member
+
+    def _channel(self, channel_id: int, guild_id: int | None) -> Json:
+        if guild_id is None:
+            return {"id": str(channel_id), "type": 1, "recipients": []}
+        return {
+            "id": str(channel_id),
+            "type": 0,
+            "guild_id": str(guild_id),
+            "name": f"channel-{channel_id}",
+            "position": 0,
+            "permission_overwrites": [],
+            "nsfw": False,
+            "parent_id": None,
+        }
+
+    def _guild(self, guild_id: int) -> Json:
+        return {
+            "id": str(guild_id),
+            "name": f"guild-{guild_id}",
+            "unavailable": False,
+            "owner_id": "1",
+            "member_count": 2,
+            "large": False,
+            "features": [],
+            "emojis": [],
+            "stickers": [],
+            "roles": [
+                {"id": str(guild_id), "name": "@everyone", "permissions": "1071698660929"}
+                | {"position": 0, "color": 0, "hoist": False, "managed": False}
+                | {"mentionable": False, "flags": 0}
+            ],
+            "channels": [self._channel(c, guild_id) for c in self.guilds[guild_id]],
+            "threads": [],
+            "members": [self._member(self._bot_user())],
+            "joined_at": _now(),
+        }
+
+    def _message(
+        self,
+        channel_id: int,
+        author: Json,
+        content: str,
+        *,
+        guild_id: int | None = None,
+        mentions: list[Json] | None = None,
+        components: list[Json] | None = None,
+        flags: int = 0,
+    ) -> Json:
+        msg: Json = {
+            "id": str(self._snowflake()),
+            "channel_id": str(channel_id),
+            "type": 0,
+            "author": author,
+            "content": content,
+            "timestamp": _now(),
+            "edited_timestamp": None,
+            "tts": False,
+            "mention_everyone": False,
+            "mentions": mentions or [],
+            "mention_roles": [],
+            "attachments": [],
+            "embeds": [],
+            "pinned": False,
+            "flags": flags,
+            "components": components or [],
+        }
+        if guild_id is not None:
+            msg["guild_id"] = str(guild_id)
+            msg["member"] = self._member()
+        return msg
+
+    async def _interaction(
+        self,
+        type_: int,
+        data: Json,
+        user_id: int,
+        channel_id: int,
+        guild_id: int | None,
+        message: Json | None = None,
+    ) -> Interaction:
+        user = self._user(user_id)
+        payload: Json = {
+            "id": str(self._snowflake()),
+            "application_id": str(self.application_id),
+            "type": type_,
+            "token": secrets.token_urlsafe(24),
+            "version": 1,
+            "data": data,
+            "channel_id": str(channel_id),
+            "channel": self._channel(channel_id, guild_id),
+            "app_permissions": "1071698660929",
+            "locale": "en-US",
+            "attachment_size_limit": 8 * 1024 * 1024,
+            "authorizing_integration_owners": {"0": str(guild_id)}
+            if guild_id
+            else {"1": user["id"]},
+            "context": 0 if guild_id else 1,
+            "entitlements": [],
+        }
+        if guild_id is not None:
+            payload["guild_id"] = str(guild_id)
+            payload["guild_locale"] = "en-US"
+            payload["member"] = self._member(user) | {"permissions": "1071698660929"}
+        else:
+            payload["user"] = user
+        if message is not None:
+            payload["message"] = message
+        loop = asyncio.get_running_loop()
+        record = Interaction(int(payload["id"]), payload["token"], payload, loop.time())
+        self.interactions[record.id] = record
+        await self._dispatch("INTERACTION_CREATE", payload)
+        return record
+
+    # ---- gateway
+
+    async def _dispatch(self, event: str, data: Json) -> None:
+        session = self._session
+        if session is None:
+            raise RuntimeError("no gateway session: the bot has not identified")
+        session.seq += 1
+        frame = {"op": 0, "t": event, "s": session.seq, "d": data}
+        session.log.append(frame)
+        if session.ws is not None and not session.ws.closed:
+            await session.ws.send_str(json.dumps(frame))
+
+    async def _gateway(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse(autoclose=False)
+        await ws.prepare(request)
+        self.connections.append(request.path)
+        await ws.send_str(json.dumps({"op": 10, "d": {"heartbeat_interval": 41250}}))
+        async for msg in ws:
+            if msg.type is WSMsgType.CLOSE:
+                await ws.close()
+                break
+            if msg.type is not WSMsgType.TEXT:
+                continue
+            payload = json.loads(msg.data)
+            async with self._cond:
+                self.gateway_ops.append(payload)
+                self._cond.notify_all()
+            await self._gateway_op(ws, payload)
+        return ws
+
+    async def _gateway_op(self, ws: web.WebSocketResponse, payload: Json) -> None:
+        op, d = payload["op"], payload.get("d")
+        if op == 1:  # HEARTBEAT
+            await ws.send_str(json.dumps({"op": 11}))
+        elif op == 2:  # IDENTIFY
+            if d["token"] != self.token:
+                await ws.close(code=4004, message=b"Authentication failed.")
+            elif d.get("intents", 0) & _MESSAGE_CONTENT_INTENT and not self.privileged_intents:
+                await ws.close(code=4014, message=b"Disallowed intent(s).")
+            else:
+                await self._identify(ws)
+        elif op == 6:  # RESUME
+            session = self._session
+            if session is None or d["session_id"] != session.id or d["token"] != self.token:
+                await ws.send_str(json.dumps({"op": 9, "d": False}))
+                return
+            session.ws = ws
+            for frame in session.log:
+                if frame["s"] > (d["seq"] or 0):
+                    await ws.send_str(json.dumps(frame))
+            await self._dispatch("RESUMED", {})
+
+    async def _identify(self, ws: web.WebSocketResponse) -> None:
+        if self._session is not None and self._session.ws is not None:
+            await self._session.ws.close(code=4009)  # a new session replaces the old one
+        self._session = _Session(id=secrets.token_hex(16), ws=ws)
+        ready = {
+            "v": 10,
+            "user": self._bot_user(),
+            "guilds": [{"id": str(g), "unavailable": True} for g in self.guilds],
+            "session_id": self._session.id,
+            "resume_gateway_url": self.gateway_url + "/resume",
+            "application": {"id": str(self.application_id), "flags": 0},
+            "private_channels": [],
+        }
+        await self._dispatch("READY", ready)
+        for guild_id in self.guilds:
+            await self._dispatch("GUILD_CREATE", self._guild(guild_id))
+
+    # ---- REST
+
+    async def _rest(self, request: web.Request) -> web.Response:
+        path = "/" + request.match_info["tail"]
+        raw = await request.read()
+        call = Call(
+            request.method,
+            path,
+            json.loads(raw) if raw else None,
+            dict(request.query),
+            asyncio.get_running_loop().time(),
+        )
+        response = await self._route(request, call)
+        body = response.body if isinstance(response.body, bytes) and response.body else None
+        call = dataclasses.replace(
+            call, status=response.status, response=json.loads(body) if body else None
+        )
+        async with self._cond:
+            self.calls.append(call)
+            self._cond.notify_all()
+        return response
+
+    async def _route(self, request: web.Request, call: Call) -> web.Response:
+        needs_token = not call.path.startswith(("/interactions/", "/webhooks/"))
+        if needs_token and request.headers.get("Authorization") != f"Bot {self.token}":
+            return _error(401, "401: Unauthorized")
+        for method, pattern, handler in self._routes:
+            m = re.fullmatch(pattern, call.path)
+            if m and method == call.method:
+                response: web.Response = await handler(self, call, *m.groups())
+                return response
+        return _error(404, "404: Not Found")
+
+    async def _get_me(self, call: Call) -> web.Response:
+        return _json(self._bot_user())
+
+    async def _get_application(self, call: Call) -> web.Response:
+        owner = self._user(1, name="owner")
+        return _json(
+            {"id": str(self.application_id), "name": self.bot_name, "description": "", "icon": None}
+            | {"bot_public": True, "bot_require_code_grant": False, "verify_key": "0" * 64}
+            | {"owner": owner, "flags": 0, "team": None}
+        )
+
+    async def _get_gateway(self, call: Call) -> web.Response:
+        limit = {"total": 1000, "remaining": 999, "reset_after": 0, "max_concurrency": 1}
+        return _json({"url": self.gateway_url, "shards": 1, "session_start_limit": limit})
+
+    async def _post_message(self, call: Call, channel_id: str) -> web.Response:
+        body = call.json or {}
+        guild_id = next((g for g, cs in self.guilds.items() if int(channel_id) in cs), None)
+        msg = self._message(
+            int(channel_id),
+            self._bot_user(),
+            body.get("content") or "",
+            guild_id=guild_id,
+            components=body.get("components"),
+        )
+        if body.get("message_reference"):
+            msg["type"] = 19
+            msg["message_reference"] = body["message_reference"]
+        self.messages[int(msg["id"])] = msg
+        return _json(msg)
+
+    async def _patch_message(self, call: Call, channel_id: str, message_id: str) -> web.Response:
+        msg = self.messages.get(int(message_id))
+        if msg is None or msg["channel_id"] != channel_id:
+            return _error(404, "Unknown Message", 10008)
+        body = call.json or {}
+        for key in ("content", "components", "flags"):
+            if key in body:
+                msg[key] = body[key] if body[key] is not None else msg[key]
+        msg["edited_timestamp"] = _now()
+        return _json(msg)
+
+    async def _delete_message(self, call: Call, channel_id: str, message_id: str) -> web.Response:
+        if self.messages.pop(int(message_id), None) is None:
+            return _error(404, "Unknown Message", 10008)
+        return web.Response(status=204)
+
+    async def _typing(self, call: Call, channel_id: str) -> web.Response:
+        return web.Response(status=204)
+
+    async def _dm_channel(self, call: Call) -> web.Response:
+        user_id = int(call.json["recipient_id"])
+        channel_id = self.dm_channels.setdefault(user_id, self._snowflake())
+        channel = self._channel(channel_id, None) | {"recipients": [self._user(user_id)]}
+        return _json(channel)
+
+    async def _sync_commands(self, call: Call, app_id: str, guild_id: str | None) -> web.Response:
+        synced = [
+            c | {"id": str(self._snowflake()), "application_id": app_id, "version": "1"}
+            for c in call.json
+        ]
+        if guild_id:
+            synced = [c | {"guild_id": guild_id} for c in synced]
+        self.commands[int(guild_id) if guild_id else None] = synced
+        return _json(synced)
+
+    async def _interaction_callback(
+        self, call: Call, interaction_id: str, token: str
+    ) -> web.Response:
+        record = self.interactions.get(int(interaction_id))
+        if record is None or record.token != token:
+            return _error(404, "Unknown interaction", 10062)
+        if record.callback_type is not None:
+            return _error(400, "Interaction has already been acknowledged.", 40060)
+        record.acked_after_s = call.at - record.created_at
+        if record.acked_after_s > _ACK_DEADLINE_S:
+            return _error(404, "Unknown interaction", 10062)
+        record.callback_type = call.json["type"]
+        data = call.json.get("data") or {}
+        response: Json = {"interaction": {"id": interaction_id, "type": record.payload["type"]}}
+        resource: Json = {"type": record.callback_type}
+        if record.callback_type == 4:  # CHANNEL_MESSAGE_WITH_SOURCE
+            msg = self._message(
+                int(record.payload["channel_id"]),
+                self._bot_user(),
+                data.get("content") or "",
+                flags=data.get("flags") or 0,
+                components=data.get("components"),
+            )
+            self.messages[int(msg["id"])] = msg
+            resource["message"] = msg
+            self._originals[token] = int(msg["id"])
+            response["interaction"]["response_message_id"] = msg["id"]
+            response["interaction"]["response_message_ephemeral"] = bool(msg["flags"] & _EPHEMERAL)
+        elif record.callback_type == 5:  # DEFERRED_CHANNEL_MESSAGE: "thinking..."
+            flags = data.get("flags") or 0
+            msg = self._message(
+                int(record.payload["channel_id"]), self._bot_user(), "", flags=flags
+            )
+            self.messages[int(msg["id"])] = msg
+            self._originals[token] = int(msg["id"])
+        elif record.callback_type == 7:  # UPDATE_MESSAGE
+            msg = self.messages[int(record.payload["message"]["id"])]
+            msg.update({k: v for k, v in data.items() if k in ("content", "components")})
+            resource["message"] = msg
+        response["resource"] = resource
+        return _json(response)
+
+    async def _webhook_send(self, call: Call, app_id: str, token: str) -> web.Response:
+        record = next((i for i in self.interactions.values() if i.token == token), None)
+        if record is None:
+            return _error(404, "Unknown Webhook", 10015)
+        body = call.json or {}
+        msg = self._message(
+            int(record.payload["channel_id"]),
+            self._bot_user(),
+            body.get("content") or "",
+            flags=body.get("flags") or 0,
+            components=body.get("components"),
+        )
+        msg["webhook_id"] = app_id
+        self.messages[int(msg["id"])] = msg
+        return _json(msg)
+
+    async def _webhook_edit(
+        self, call: Call, app_id: str, token: str, message_id: str
+    ) -> web.Response:
+        record = next((i for i in self.interactions.values() if i.token == token), None)
+        if record is None:
+            return _error(404, "Unknown Webhook", 10015)
+        mid = self._originals.get(token) if message_id == "@original" else int(message_id)
+        msg = self.messages.get(mid) if mid is not None else None
+        if msg is None:
+            return _error(404, "Unknown Message", 10008)
+        msg.update({k: v for k, v in (call.json or {}).items() if k in ("content", "components")})
+        return _json(msg)
+
+    _routes: Sequence[tuple[str, str, Callable[..., Any]]] = (
+        ("GET", r"/users/@me", _get_me),
+        ("GET", r"(?:/oauth2)?/applications/@me", _get_application),
+        ("GET", r"/gateway/bot", _get_gateway),
+        ("GET", r"/gateway", _get_gateway),
+        ("POST", r"/channels/(\d+)/messages", _post_message),
+        ("PATCH", r"/channels/(\d+)/messages/(\d+)", _patch_message),
+        ("DELETE", r"/channels/(\d+)/messages/(\d+)", _delete_message),
+        ("POST", r"/channels/(\d+)/typing", _typing),
+        ("POST", r"/users/@me/channels", _dm_channel),
+        ("PUT", r"/applications/(\d+)/commands()", _sync_commands),
+        ("PUT", r"/applications/(\d+)/guilds/(\d+)/commands", _sync_commands),
+        ("POST", r"/interactions/(\d+)/([^/]+)/callback", _interaction_callback),
+        ("POST", r"/webhooks/(\d+)/([^/]+)", _webhook_send),
+        ("PATCH", r"/webhooks/(\d+)/([^/]+)/messages/(@original|\d+)", _webhook_edit),
+    )
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat()

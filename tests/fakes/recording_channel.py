@@ -1,0 +1,117 @@
+"""A Channel for engine tests: a platform that records what the bot shows, with events to wait on.
+
+It implements the real channels.Channel interface (like the fake servers stand in for Telegram
+and Discord), so the dispatcher under test is the real one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from dataclasses import dataclass, field
+
+from channels import Capabilities, Channel, ConfirmationPrompt, Engine, InboundMessage, MessageRef
+
+
+@dataclass
+class Shown:
+    kind: str  # "send", "edit", "confirm", "resolve", "typing"
+    chat_id: str
+    text: str
+    ref: str = ""
+    reply_to: str | None = None
+    prompt: ConfirmationPrompt | None = None
+
+
+@dataclass
+class RecordingChannel(Channel):
+    name: str = "test"
+    capabilities: Capabilities = field(
+        default_factory=lambda: Capabilities(
+            max_message_length=4096,
+            buttons=True,
+            edits=True,
+            markdown="plain",
+            edit_interval_s=0.05,
+            typing_interval_s=30,
+        )
+    )
+    log: list[Shown] = field(default_factory=list)
+    engine: Engine | None = None
+
+    def __post_init__(self) -> None:
+        self._ids = itertools.count(1)
+        self._changed = asyncio.Condition()
+
+    async def _record(self, item: Shown) -> None:
+        self.log.append(item)
+        async with self._changed:
+            self._changed.notify_all()
+
+    async def wait_for(
+        self, kind: str, count: int = 1, *, chat_id: str | None = None, timeout: float = 5.0
+    ) -> list[Shown]:
+        """Wait until `count` items of `kind` (optionally in one chat) have been shown."""
+
+        def matching() -> list[Shown]:
+            return [s for s in self.log if s.kind == kind and chat_id in (None, s.chat_id)]
+
+        async with asyncio.timeout(timeout):
+            async with self._changed:
+                await self._changed.wait_for(lambda: len(matching()) >= count)
+        return matching()
+
+    def texts(self, kind: str = "send", chat_id: str | None = None) -> list[str]:
+        return [s.text for s in self.log if s.kind == kind and chat_id in (None, s.chat_id)]
+
+    def message(
+        self,
+        text: str,
+        *,
+        chat_id: str = "c1",
+        user_id: str = "u1",
+        message_id: str | None = None,
+        is_private: bool = True,
+    ) -> InboundMessage:
+        return InboundMessage(
+            channel=self.name,
+            chat_id=chat_id,
+            user_id=user_id,
+            user_name=f"user-{user_id}",
+            text=text,
+            message_id=message_id or f"m{next(self._ids)}",
+            is_private=is_private,
+        )
+
+    async def start(self, engine: Engine) -> None:
+        self.engine = engine
+
+    async def stop(self) -> None:
+        self.engine = None
+
+    async def send(
+        self, chat_id: str, text: str, *, reply_to: str | None = None, formatted: bool = True
+    ) -> MessageRef:
+        ref = MessageRef(chat_id, f"s{next(self._ids)}")
+        await self._record(Shown("send", chat_id, text, ref.message_id, reply_to))
+        return ref
+
+    async def edit(self, ref: MessageRef, text: str, *, formatted: bool = True) -> None:
+        await self._record(
+            Shown("edit" if formatted else "stream", ref.chat_id, text, ref.message_id)
+        )
+
+    async def typing(self, chat_id: str) -> None:
+        await self._record(Shown("typing", chat_id, ""))
+
+    async def show_confirmation(self, prompt: ConfirmationPrompt) -> MessageRef:
+        ref = MessageRef(prompt.chat_id, f"s{next(self._ids)}")
+        await self._record(
+            Shown(
+                "confirm", prompt.chat_id, prompt.summary, ref.message_id, prompt.reply_to, prompt
+            )
+        )
+        return ref
+
+    async def resolve_confirmation(self, ref: MessageRef, text: str) -> None:
+        await self._record(Shown("resolve", ref.chat_id, text, ref.message_id))

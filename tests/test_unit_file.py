@@ -1,0 +1,178 @@
+"""The systemd units in deploy/: their settings, and systemd-analyze's opinion where it exists."""
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
+SYSTEM_UNIT = DEPLOY / "relaybot.service"
+USER_UNIT = DEPLOY / "relaybot-user.service"
+ANALYZE = shutil.which("systemd-analyze")
+needs_analyze = pytest.mark.skipif(
+    ANALYZE is None, reason="systemd-analyze not installed (apt-get install systemd)"
+)
+
+
+def parse_unit(path: Path) -> dict[str, dict[str, list[str]]]:
+    """{section: {key: [values in order]}}; keys may repeat, comments are dropped."""
+    sections: dict[str, dict[str, list[str]]] = {}
+    current = None
+    for raw in path.read_text().splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#;":
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            current = sections.setdefault(line[1:-1], {})
+            continue
+        assert current is not None, f"{path.name}: {raw!r} outside a section"
+        assert not line.endswith("\\"), "continuation lines are not used"
+        key, sep, value = line.partition("=")
+        assert sep, f"{path.name}: not a key=value line: {raw!r}"
+        current.setdefault(key.strip(), []).append(value.strip())
+    return sections
+
+
+def one(section: dict[str, list[str]], key: str) -> str:
+    values = section.get(key)
+    assert values is not None, f"{key}= missing"
+    assert len(values) == 1, f"{key}= set {len(values)} times"
+    return values[0]
+
+
+def runnable_copy(unit: Path, tmp_path: Path) -> Path:
+    """The unit with ExecStart pointing at an existing program (verify checks it exists)."""
+    text = re.sub(r"(?m)^ExecStart=\S+", "ExecStart=/bin/true", unit.read_text())
+    copy = tmp_path / "relaybot.service"
+    copy.write_text(text)
+    return copy
+
+
+@pytest.fixture(scope="module")
+def system() -> dict[str, dict[str, list[str]]]:
+    return parse_unit(SYSTEM_UNIT)
+
+
+@pytest.fixture(scope="module")
+def user() -> dict[str, dict[str, list[str]]]:
+    return parse_unit(USER_UNIT)
+
+
+def test_service_basics(system):
+    service = system["Service"]
+    assert one(service, "Type") == "notify"
+    assert one(service, "NotifyAccess") == "main"
+    assert one(service, "WatchdogSec") == "60s"
+    assert (
+        one(service, "ExecStart")
+        == "/opt/relaybot/.venv/bin/relaybot run -c /etc/relaybot/config.toml"
+    )
+    assert one(service, "EnvironmentFile") == "/etc/relaybot/relaybot.env"
+    assert one(service, "StateDirectory") == "relaybot"
+    assert one(service, "DynamicUser") == "yes"
+    assert one(service, "Restart") == "on-failure"
+    assert one(service, "RestartSec") == "5s"
+    assert one(service, "TimeoutStopSec") == "30s"
+    assert one(service, "KillSignal") == "SIGTERM"
+    assert one(system["Unit"], "StartLimitIntervalSec")
+    assert int(one(system["Unit"], "StartLimitBurst")) > 1
+    assert one(system["Install"], "WantedBy") == "multi-user.target"
+
+
+HARDENING = {
+    "NoNewPrivileges": "yes",
+    "ProtectSystem": "strict",
+    "ProtectHome": "yes",
+    "PrivateTmp": "yes",
+    "PrivateDevices": "yes",
+    "PrivateUsers": "yes",
+    "RestrictAddressFamilies": "AF_INET AF_INET6 AF_UNIX",
+    "CapabilityBoundingSet": "",
+    "AmbientCapabilities": "",
+    "SystemCallArchitectures": "native",
+    "ProtectKernelTunables": "yes",
+    "ProtectKernelModules": "yes",
+    "ProtectKernelLogs": "yes",
+    "ProtectControlGroups": "yes",
+    "ProtectClock": "yes",
+    "ProtectHostname": "yes",
+    "ProtectProc": "invisible",
+    "ProcSubset": "pid",
+    "RestrictNamespaces": "yes",
+    "RestrictRealtime": "yes",
+    "RestrictSUIDSGID": "yes",
+    "LockPersonality": "yes",
+    "MemoryDenyWriteExecute": "yes",
+    "RemoveIPC": "yes",
+    "UMask": "0077",
+    "DevicePolicy": "closed",
+    "KeyringMode": "private",
+}
+
+
+@pytest.mark.parametrize(("key", "value"), HARDENING.items())
+def test_hardening(system, key, value):
+    assert one(system["Service"], key) == value
+
+
+def test_syscall_filter_and_network(system):
+    service = system["Service"]
+    assert service["SystemCallFilter"] == ["@system-service", "~@privileged @resources"]
+    assert "IPAddressDeny" not in service  # it talks to chat and LLM APIs on the internet
+
+
+def test_user_unit(user):
+    service = user["Service"]
+    assert one(service, "Type") == "notify"
+    assert one(service, "NotifyAccess") == "main"
+    assert one(service, "WatchdogSec") == "60s"
+    assert one(service, "ExecStart").endswith("/bin/relaybot run -c %E/relaybot/config.toml")
+    assert one(service, "StateDirectory") == "relaybot"
+    assert one(service, "NoNewPrivileges") == "yes"
+    assert service["SystemCallFilter"] == ["@system-service", "~@privileged @resources"]
+    # options a user manager cannot apply without privileges / user namespaces
+    for key in ("DynamicUser", "User", "ProtectSystem", "PrivateDevices", "CapabilityBoundingSet"):
+        assert key not in service, key
+    assert one(user["Install"], "WantedBy") == "default.target"
+
+
+def _our_complaints(output: str, unit: Path) -> list[str]:
+    return [line for line in output.splitlines() if unit.name in line or str(unit) in line]
+
+
+@needs_analyze
+@pytest.mark.parametrize("mode", ["system", "user"])
+def test_systemd_analyze_verify(tmp_path, mode):
+    unit = runnable_copy(SYSTEM_UNIT if mode == "system" else USER_UNIT, tmp_path)
+    cmd = [ANALYZE, "verify", str(unit)] if mode == "system" else [ANALYZE, "--user", "verify"]
+    if mode == "user":
+        cmd.append(str(unit))
+    env = {"PATH": "/usr/bin:/bin", "XDG_RUNTIME_DIR": str(tmp_path), "HOME": str(tmp_path)}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)
+    output = proc.stdout + proc.stderr
+    if "Failed to initialize manager" in output:
+        pytest.skip(f"systemd-analyze cannot run here: {output.strip()}")
+    # unknown keys and bad values are only warnings (exit 0), each naming the file
+    assert proc.returncode == 0, output
+    assert _our_complaints(output, unit) == []
+
+
+@needs_analyze
+def test_systemd_analyze_security(tmp_path):
+    unit = runnable_copy(SYSTEM_UNIT, tmp_path)
+    helptext = subprocess.run(
+        [ANALYZE, "security", "--help"], capture_output=True, text=True, timeout=60
+    ).stdout
+    if "--offline" not in helptext:
+        pytest.skip("this systemd-analyze has no security --offline (systemd < 250)")
+    proc = subprocess.run(
+        [ANALYZE, "security", "--offline=true", "--no-pager", str(unit)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    match = re.search(r"Overall exposure level for \S+: (\d+(?:\.\d+)?)", proc.stdout)
+    assert match, proc.stdout + proc.stderr
+    assert float(match.group(1)) < 2.0, proc.stdout

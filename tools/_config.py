@@ -1,0 +1,130 @@
+"""The `[tools]` and `[mcp]` configuration, and the tier/chat-type policy it sets.
+
+[tools]
+builtins = ["current_time", "fetch_url", "remind_me"]
+confirm = ["fetch_url"]        # always ask before these run
+dm_only = ["recall"]           # never offered in group chats
+plugins = ["my_tools"]
+workspace = "/srv/relaybot/workspace"
+
+[[mcp.servers]]
+name = "files"
+command = "npx"
+args = ["-y", "@modelcontextprotocol/server-filesystem", "/srv/share"]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from tools._base import Tier
+from tools._registry import ToolRegistry
+
+# The built-ins enabled when `[tools] builtins` is not set: all safe, none needs a workspace.
+DEFAULT_BUILTINS = (
+    "current_time",
+    "fetch_url",
+    "remind_me",
+    "send_message",
+    "remember",
+    "recall",
+    "forget",
+)
+
+
+class ToolsConfig(BaseModel):
+    """`[tools]`: which tools exist, which always ask, which are offered only in DMs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    builtins: list[str] = Field(default_factory=lambda: list(DEFAULT_BUILTINS))
+    confirm: list[str] = []  # force confirmation (never lowers a built-in's destructive tier)
+    dm_only: list[str] = []  # tools not offered in group chats
+    plugins: list[str] = []  # importable module names
+    confirmation_timeout_s: float = Field(300, gt=0)
+    workspace: Path | None = None  # the only directory the file tools and run_command touch
+    allow_private_urls: bool = False  # turn fetch_url's SSRF guard off (tests, trusted LANs)
+    fetch_allow_hosts: list[str] = []  # host names fetch_url may reach even if private
+    fetch_max_bytes: int = Field(2_000_000, gt=0)  # download cap per fetch
+    fetch_max_chars: int = Field(8_000, gt=0)  # text given to the model per fetch
+    fetch_timeout_s: float = Field(20, gt=0)
+    command_timeout_s: float = Field(60, gt=0)
+    command_output_max: int = Field(8_000, gt=0)  # characters of run_command output kept
+    default_timeout_s: float = Field(60, gt=0)
+    strict_schemas: bool = False
+
+    @field_validator("workspace")
+    @classmethod
+    def _expand(cls, value: Path | None) -> Path | None:
+        return value.expanduser() if value is not None else None
+
+    def offered(self, names: Iterable[str], *, group: bool) -> list[str]:
+        """The tools from `names` to offer in a chat (`dm_only` ones are left out of groups)."""
+        hidden = set(self.dm_only) if group else set()
+        return [n for n in names if n not in hidden]
+
+
+def apply_policy(registry: ToolRegistry, config: ToolsConfig) -> list[str]:
+    """Force confirmation on the `confirm` tools; return a warning for each name in `confirm`
+    or `dm_only` that matches no registered tool. Call it once every tool is registered."""
+    warnings = []
+    for name in config.confirm:
+        tool = registry.get(name)
+        if tool is None:
+            warnings.append(f"tools.confirm: no tool named {name!r}")
+        else:
+            tool.tier = Tier.DESTRUCTIVE
+    warnings += [f"tools.dm_only: no tool named {n!r}" for n in config.dm_only if n not in registry]
+    return warnings
+
+
+class McpServerConfig(BaseModel):
+    """One `[[mcp.servers]]` entry: a local server (`command`) or a remote one (`url`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=32, pattern=r"^[A-Za-z0-9_-]+$")
+    command: str | None = None
+    args: list[str] = []
+    env: dict[str, str] = Field(default_factory=dict, repr=False)
+    url: str | None = None
+    headers: dict[str, str] = Field(default_factory=dict, repr=False)
+    trusted_tools: list[str] = []  # the server's tool names that never ask
+    trust_annotations: bool = True  # false: every tool of this server asks
+    call_timeout_s: float = Field(60, gt=0)
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError(
+                "set exactly one of `command` (a local server over stdio) "
+                "or `url` (a streamable HTTP server)"
+            )
+        if self.url is not None:
+            if not self.url.startswith(("http://", "https://")):
+                raise ValueError("`url` must start with http:// or https://")
+            if self.args or self.env:
+                raise ValueError("`args` and `env` apply only to servers started with `command`")
+        if self.command is not None and self.headers:
+            raise ValueError("`headers` apply only to servers reached by `url`")
+        return self
+
+
+class McpConfig(BaseModel):
+    """`[mcp]`: the MCP servers whose tools the bot may use."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    servers: list[McpServerConfig] = []
+
+    @field_validator("servers")
+    @classmethod
+    def _unique_names(cls, servers: list[McpServerConfig]) -> list[McpServerConfig]:
+        names = [s.name for s in servers]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"server names must be unique; repeated: {', '.join(dupes)}")
+        return servers

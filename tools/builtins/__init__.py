@@ -1,0 +1,95 @@
+"""relaybot's built-in tools, chosen by `[tools] builtins`.
+
+tools = builtin_tools(config.tools, notes=store)
+"""
+
+from __future__ import annotations
+
+import copy
+
+from tools._base import Tool
+from tools._config import ToolsConfig
+from tools._errors import ConfigError
+from tools.builtins._chat import send_message
+from tools.builtins._command import RunCommand
+from tools.builtins._fetch import FetchUrl
+from tools.builtins._notes import NotesStore, notes_tools
+from tools.builtins._reminders import RemindMe
+from tools.builtins._time import current_time
+from tools.builtins._workspace import Workspace, workspace_tools
+
+NOTES_TOOLS = ("remember", "recall", "forget")
+WORKSPACE_TOOLS = ("list_files", "read_file", "write_file", "delete_file", "run_command")
+BUILTIN_NAMES = (
+    "current_time",
+    "fetch_url",
+    "remind_me",
+    "send_message",
+    *NOTES_TOOLS,
+    *WORKSPACE_TOOLS,
+)
+
+
+def builtin_tools(config: ToolsConfig, *, notes: NotesStore | None) -> list[Tool]:
+    """The built-ins named in `config.builtins`, in that order, as fresh instances.
+
+    Raises ConfigError for an unknown name, a notes tool without a store, or a workspace tool
+    without a usable `tools.workspace` directory.
+    """
+    wanted = list(dict.fromkeys(config.builtins))
+    for name in wanted:
+        if name not in BUILTIN_NAMES:
+            raise ConfigError(
+                "tools.builtins",
+                f"unknown built-in tool {name!r}; the built-ins are {', '.join(BUILTIN_NAMES)}",
+            )
+    made: dict[str, Tool] = {
+        "current_time": copy.copy(current_time),
+        "send_message": copy.copy(send_message),
+        "remind_me": RemindMe(),
+        "fetch_url": FetchUrl(
+            max_bytes=config.fetch_max_bytes,
+            max_chars=config.fetch_max_chars,
+            timeout_s=config.fetch_timeout_s,
+            allow_private=config.allow_private_urls,
+            allow_hosts=config.fetch_allow_hosts,
+        ),
+    }
+    if any(n in NOTES_TOOLS for n in wanted):
+        if notes is None:
+            raise ConfigError("tools.builtins", "remember, recall and forget need a notes store")
+        made.update((t.name, t) for t in notes_tools(notes))
+    if any(n in WORKSPACE_TOOLS for n in wanted):
+        workspace = _workspace(config, [n for n in wanted if n in WORKSPACE_TOOLS])
+        made.update(workspace_tools(workspace))
+        made["run_command"] = RunCommand(
+            workspace.root,
+            timeout_s=config.command_timeout_s,
+            output_max=config.command_output_max,
+        )
+    return [made[name] for name in wanted]
+
+
+def _workspace(config: ToolsConfig, names: list[str]) -> Workspace:
+    if config.workspace is None:
+        raise ConfigError(
+            "tools.workspace",
+            f"{', '.join(names)} need a workspace directory: set tools.workspace, "
+            "or remove them from tools.builtins",
+        )
+    if not config.workspace.is_dir():
+        raise ConfigError("tools.workspace", f"{config.workspace} is not an existing directory")
+    return Workspace(config.workspace)
+
+
+__all__ = [
+    "BUILTIN_NAMES",
+    "FetchUrl",
+    "NotesStore",
+    "RemindMe",
+    "RunCommand",
+    "Workspace",
+    "builtin_tools",
+    "notes_tools",
+    "workspace_tools",
+]

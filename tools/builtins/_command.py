@@ -1,0 +1,103 @@
+"""run_command: a shell command in the workspace, with a time limit and an output cap."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+from tools._base import Tier, Tool
+from tools._result import ToolResult
+
+_SAFE_ENV = ("PATH", "LANG", "LC_ALL", "TZ")
+
+
+class RunCommand(Tool):
+    """Runs `/bin/sh -c <command>` in the workspace, in its own process group.
+
+    The child gets a minimal environment (no tokens or API keys from the daemon's), no stdin,
+    and is killed with its whole group when the time limit passes or the call is cancelled.
+    """
+
+    name = "run_command"
+    tier = Tier.DESTRUCTIVE
+    parameters: dict[str, Any] = {  # noqa: RUF012
+        "type": "object",
+        "properties": {
+            "command": {
+                "type": "string",
+                "minLength": 1,
+                "description": "A /bin/sh command line, e.g. 'ls -la' or 'python3 report.py'.",
+            }
+        },
+        "required": ["command"],
+        "additionalProperties": False,
+    }
+
+    def __init__(self, root: Path, *, timeout_s: float = 60.0, output_max: int = 8_000) -> None:
+        self.root = root
+        self.command_timeout_s = timeout_s
+        self.timeout_s = timeout_s + 10  # the registry's limit; ours fires first, with output
+        self.output_max = output_max
+        self.description = (
+            "Run a shell command in the workspace folder and get its exit code and output "
+            "(stdout and stderr together, cut when long). The user approves each command "
+            f"first. Use it for what the file tools cannot do; nothing interactive, at most "
+            f"{timeout_s:g} s per command."
+        )
+
+    def describe_call(self, args: dict[str, Any]) -> str:
+        return f"Run in {self.root}:\n$ {args['command']}"
+
+    async def execute(self, args: dict[str, Any]) -> ToolResult:
+        env = {k: os.environ[k] for k in _SAFE_ENV if k in os.environ}
+        env["HOME"] = str(self.root)
+        proc = await asyncio.create_subprocess_exec(
+            "/bin/sh",
+            "-c",
+            args["command"],
+            cwd=self.root,
+            env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+        )
+        kept = bytearray()
+        total = 0
+        keep_bytes = self.output_max * 4  # enough bytes for output_max characters
+
+        async def pump() -> None:
+            nonlocal total
+            assert proc.stdout is not None
+            while chunk := await proc.stdout.read(65536):
+                total += len(chunk)
+                kept.extend(chunk[: max(0, keep_bytes - len(kept))])
+            await proc.wait()
+
+        timed_out = False
+        try:
+            async with asyncio.timeout(self.command_timeout_s):
+                await pump()
+        except TimeoutError:
+            timed_out = True
+        finally:  # also on cancellation; leftover background children go too
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(5):
+                    await proc.wait()
+        return ToolResult.ok(self._report(proc.returncode, kept, total, timed_out))
+
+    def _report(self, code: int | None, kept: bytearray, total: int, timed_out: bool) -> str:
+        text = kept.decode("utf-8", errors="replace")
+        if len(text) > self.output_max or total > len(kept):
+            text = f"{text[: self.output_max]}\n[… output cut: {total} bytes in all]"
+        if timed_out:
+            status = f"Timed out after {self.command_timeout_s:g} s; the command was killed."
+        else:
+            status = f"Exit code {code}."
+        return f"{status}\n{text}" if text.strip() else f"{status} No output."

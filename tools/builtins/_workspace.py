@@ -1,0 +1,138 @@
+"""Workspace files: list, read, write and delete, never outside one directory."""
+
+from __future__ import annotations
+
+from pathlib import Path, PurePosixPath
+from typing import Annotated
+
+from pydantic import Field
+
+from tools._base import Tool
+from tools._errors import ToolRetry
+from tools._function import tool
+from tools.builtins._text import clip
+
+LIST_LIMIT = 200
+READ_LIMIT = 10_000  # characters per read_file call
+_SNIFF = 8192
+
+
+class Workspace:
+    """Maps the model's relative paths to files inside `root`, refusing every way out:
+    absolute paths, `..`, and symbolic links whose target is outside."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root.expanduser().resolve()
+
+    def path(self, rel: str) -> Path:
+        rel = rel.strip()
+        pure = PurePosixPath(rel or ".")
+        if pure.is_absolute() or rel.startswith("~"):
+            raise ToolRetry(
+                f"{rel!r} is absolute; give a path relative to the workspace, e.g. 'notes/a.txt'."
+            )
+        if ".." in pure.parts:
+            raise ToolRetry(f"{rel!r} is refused: '..' would leave the workspace.")
+        try:
+            full = self.root.joinpath(pure)
+            parent = full.parent.resolve()
+            target = full.resolve()
+        except (OSError, ValueError) as exc:
+            raise ToolRetry(f"{rel!r} is not a usable path: {exc}.") from None
+        inside = parent.is_relative_to(self.root) and target.is_relative_to(self.root)
+        if pure.parts and not inside:
+            raise ToolRetry(f"{rel!r} is refused: a symbolic link leads outside the workspace.")
+        # The final name is kept (not its link target), so deleting a link removes the link.
+        return parent / full.name if pure.parts else self.root
+
+    def show(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix() if path != self.root else "."
+
+
+def workspace_tools(workspace: Workspace) -> dict[str, Tool]:
+    """list_files, read_file, write_file and delete_file for one workspace, by name."""
+
+    @tool
+    def list_files(path: str = ".") -> str:
+        """List the files and folders in a workspace folder (folders end with '/'). Use it to
+        find a file's exact path before reading or changing it.
+
+        Args:
+            path: A folder relative to the workspace; the workspace itself when omitted.
+        """
+        folder = workspace.path(path)
+        if not folder.is_dir():
+            raise ToolRetry(f"{path!r} is not a folder in the workspace.")
+        entries = sorted(folder.iterdir(), key=lambda p: (not p.is_dir(), p.name.lower()))
+        lines = [
+            f"{p.name}/" if p.is_dir() else f"{p.name} ({p.stat().st_size} bytes)"
+            for p in entries[:LIST_LIMIT]
+            if p.exists()
+        ]
+        if len(entries) > LIST_LIMIT:
+            lines.append(f"[… and {len(entries) - LIST_LIMIT} more entries]")
+        return "\n".join(lines) or f"{workspace.show(folder)} is empty."
+
+    @tool
+    def read_file(path: str, offset: Annotated[int, Field(ge=0)] = 0) -> str:
+        """Read a text file from the workspace (at most 10000 characters per call).
+
+        Args:
+            path: The file, relative to the workspace.
+            offset: Characters to skip, to continue a file that was cut.
+        """
+        file = workspace.path(path)
+        if not file.is_file():
+            raise ToolRetry(f"No file {path!r} in the workspace; call list_files to see them.")
+        with file.open("rb") as f:
+            if b"\0" in f.read(_SNIFF):
+                return f"{path} is a binary file ({file.stat().st_size} bytes); not shown."
+        with file.open(encoding="utf-8", errors="replace") as f:
+            f.read(offset)
+            text = f.read(READ_LIMIT + 1)
+        if len(text) > READ_LIMIT:
+            more = offset + READ_LIMIT
+            return f"{text[:READ_LIMIT]}\n[… cut; call read_file with offset={more} for more]"
+        if not text:
+            return "(no more text)" if offset else "(empty file)"
+        return text
+
+    @tool(destructive=True, summary=_describe_write)
+    def write_file(path: str, content: str, append: bool = False) -> str:
+        """Create or overwrite a text file in the workspace (folders are created as needed).
+
+        Args:
+            path: The file, relative to the workspace.
+            content: The full new text (or the text to add when append is true).
+            append: Add to the end of the file instead of replacing it.
+        """
+        file = workspace.path(path)
+        if file == workspace.root or file.is_dir():
+            raise ToolRetry(f"{path!r} is a folder; give a file path.")
+        file.parent.mkdir(parents=True, exist_ok=True)
+        with file.open("a" if append else "w", encoding="utf-8") as f:
+            f.write(content)
+        return f"{'Appended' if append else 'Wrote'} {len(content)} characters to {path}."
+
+    @tool(destructive=True, summary="Delete the workspace file {path}")
+    def delete_file(path: str) -> str:
+        """Delete one file from the workspace (not folders).
+
+        Args:
+            path: The file, relative to the workspace.
+        """
+        file = workspace.path(path)
+        if file == workspace.root or file.is_dir():
+            raise ToolRetry(f"{path!r} is a folder; delete_file removes files only.")
+        if not file.is_symlink() and not file.exists():
+            raise ToolRetry(f"No file {path!r} in the workspace; call list_files to see them.")
+        file.unlink()
+        return f"Deleted {path}."
+
+    tools = [list_files, read_file, write_file, delete_file]
+    return {t.name: t for t in tools}
+
+
+def _describe_write(path: str, content: str, append: bool = False) -> str:
+    verb = "Append" if append else "Write"
+    return f"{verb} {len(content)} characters to the workspace file {path}:\n{clip(content, 500)}"
