@@ -361,6 +361,17 @@ class _Client(discord.Client):
         if self.user is not None:
             await self.adapter._on_message(message, self.user)
 
+    async def on_interaction(self, interaction: discord.Interaction) -> None:
+        # A press racing the edit that removed the buttons comes with a message that no longer
+        # has them; discord.py's DynamicItem dispatch then drops it unanswered. Answer it here.
+        if interaction.type is not discord.InteractionType.component or not interaction.message:
+            return
+        custom_id = str((interaction.data or {}).get("custom_id", ""))
+        match = _DECISION_RE.fullmatch(custom_id)
+        shown = {getattr(c, "custom_id", None) for c in _components(interaction.message)}
+        if match is not None and custom_id not in shown:
+            await self.adapter._on_decision(interaction, match["id"], match["choice"] == "y")
+
 
 class _DecisionButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=_DECISION_RE):
     """[Confirm] / [Cancel]; custom_id ``rb:<id>:y|n`` carries everything a press needs."""
@@ -428,6 +439,13 @@ def _inbound(
         mentioned=mentioned,
         reply_to=str(message.reference.message_id) if message.reference else None,
     )
+
+
+def _components(message: discord.Message) -> list[discord.Component]:
+    found: list[discord.Component] = []
+    for component in message.components:
+        found.extend(getattr(component, "children", [component]))
+    return found
 
 
 def _guild_allowed(guild_id: int, config: DiscordConfig) -> bool:

@@ -1,76 +1,76 @@
-"""The Discord adapter end to end: real discord.py and the real App against a fake Discord."""
+"""The Discord adapter end to end: real discord.py and the real App against a fake Discord.
+
+Synchronisation is by events only: ``fake.wait_for_call`` for what the bot does, and a later
+message as a barrier to show an earlier one was ignored (gateway events are handled in order).
+"""
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
-from collections.abc import AsyncIterator, Sequence
-from pathlib import Path
+import re
+import socket
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import aiohttp
 import pytest
 import yarl
 from discord.gateway import DiscordWebSocket
 from discord.http import Route
 
 from bot.app import App
-from bot.config import parse_config
+from bot.config import Config
 from channels.discord import DEFAULT_API_BASE_URL
 from tests.fakes.discord_server import Call, FakeDiscord
-from tests.fakes.openai_server import FakeOpenAI, text
-from tools import Tool
+from tests.fakes.openai_server import FakeOpenAI, text, tool_call
+from tools import Tool, tool
 
 GUILD, CHANNEL = 1001, 2001
 OTHER_GUILD, OTHER_CHANNEL = 1002, 2002
 DM = 3001
 ALICE, BOB, MALLORY = 4001, 4002, 4003
+EPHEMERAL = 64
+
+MakeConfig = Callable[..., Config]
 
 
 @pytest.fixture
 async def fake() -> AsyncIterator[FakeDiscord]:
+    guilds = {GUILD: [CHANNEL], OTHER_GUILD: [OTHER_CHANNEL]}
     users = {ALICE: "Alice", BOB: "Bob", MALLORY: "Mallory"}
-    async with FakeDiscord(
-        guilds={GUILD: [CHANNEL], OTHER_GUILD: [OTHER_CHANNEL]}, users=users
-    ) as f:
-        yield f
-
-
-@pytest.fixture
-async def llm() -> AsyncIterator[FakeOpenAI]:
-    async with FakeOpenAI() as server:
+    async with FakeDiscord(guilds=guilds, users=users) as server:
         yield server
 
 
-@contextlib.asynccontextmanager
-async def running(
-    fake: FakeDiscord,
-    llm: FakeOpenAI,
-    db: Path,
-    *,
-    tools: Sequence[Tool] = (),
-    stream: bool = False,
-    token: str | None = None,
-    **discord: Any,
-) -> AsyncIterator[App]:
-    """relaybot with only Discord enabled, talking to the fakes."""
-    config = parse_config(
-        {
-            "llm": {"base_url": llm.base_url, "api_key": "k", "model": "fake-model"}
-            | {"max_retries": 0, "stream": stream},
-            "storage": {"path": str(db)},
-            "discord": {"enabled": True, "token": token or fake.token}
-            | {"api_base_url": fake.api_base_url, "allowed_users": [ALICE, BOB]}
-            | discord,
+@pytest.fixture
+def start(fake: FakeDiscord, make_config: MakeConfig) -> Callable[..., Any]:
+    """``async with start(**discord_keys) as app``: relaybot with only Discord, on the fakes."""
+
+    @contextlib.asynccontextmanager
+    async def run(
+        *,
+        tools: list[Tool] | None = None,
+        llm: dict[str, Any] | None = None,
+        tools_config: dict[str, Any] | None = None,
+        **discord: Any,
+    ) -> AsyncIterator[App]:
+        section = {
+            "enabled": True,
+            "token": fake.token,
+            "api_base_url": fake.api_base_url,
+            "allowed_users": [ALICE, BOB],
         }
-    )
-    async with App(config, extra_tools=tools) as app:
-        yield app
+        config = make_config(discord=section | discord, llm=llm or {}, tools=tools_config or {})
+        async with App(config, extra_tools=tools or ()) as app:
+            yield app
+
+    return run
 
 
 @pytest.fixture
-async def bot(fake: FakeDiscord, llm: FakeOpenAI, tmp_path: Path) -> AsyncIterator[App]:
-    async with running(fake, llm, tmp_path / "relaybot.db") as app:
+async def bot(start: Callable[..., Any]) -> AsyncIterator[App]:
+    async with start() as app:
         yield app
 
 
@@ -78,7 +78,11 @@ def posts(channel_id: int) -> str:
     return rf"/channels/{channel_id}/messages"
 
 
-def content(expected: str) -> Any:
+def callback(interaction_id: int) -> str:
+    return rf"/interactions/{interaction_id}/[^/]+/callback"
+
+
+def content(expected: str) -> Callable[[Call], bool]:
     return lambda call: call.json.get("content") == expected
 
 
@@ -100,7 +104,7 @@ async def test_mention_in_a_guild_gets_a_reply_to_that_message(bot: App, fake: F
     typing = await fake.wait_for_call("POST", rf"/channels/{CHANNEL}/typing")
     reply = await fake.wait_for_call("POST", posts(CHANNEL), content("echo: hello there"))
 
-    assert replied_to(reply) == msg["id"]
+    assert replied_to(reply) == msg["id"]  # the mention itself was stripped from the text
     assert typing.at <= reply.at
     assert reply.json["allowed_mentions"]["parse"] == []  # the model cannot ping @everyone
 
@@ -117,7 +121,6 @@ async def test_a_reply_to_the_bot_counts_as_a_mention(bot: App, fake: FakeDiscor
 async def test_guild_messages_without_a_mention_are_not_answered(
     bot: App, fake: FakeDiscord, llm: FakeOpenAI
 ) -> None:
-    await fake.inject_message(CHANNEL, ALICE, "just chatting")
     await fake.inject_message(CHANNEL, ALICE, "just chatting", GUILD)
     await fake.inject_message(CHANNEL, ALICE, "now you", GUILD, mentions_bot=True)  # a barrier
 
@@ -127,9 +130,9 @@ async def test_guild_messages_without_a_mention_are_not_answered(
 
 
 async def test_respond_in_guilds_all_answers_every_message(
-    fake: FakeDiscord, llm: FakeOpenAI, tmp_path: Path
+    start: Callable[..., Any], fake: FakeDiscord
 ) -> None:
-    async with running(fake, llm, tmp_path / "db", respond_in_guilds="all"):
+    async with start(respond_in_guilds="all"):
         await fake.inject_message(CHANNEL, ALICE, "no mention needed", GUILD)
         await fake.wait_for_call("POST", posts(CHANNEL), content("echo: no mention needed"))
 
@@ -163,15 +166,318 @@ async def test_unauthorised_user_is_told_and_the_model_not_asked(
 
 
 async def test_guilds_outside_allowed_guilds_are_ignored(
-    fake: FakeDiscord, llm: FakeOpenAI, tmp_path: Path
+    start: Callable[..., Any], fake: FakeDiscord, llm: FakeOpenAI
 ) -> None:
-    async with running(fake, llm, tmp_path / "db", allowed_guilds=[GUILD]):
+    async with start(allowed_guilds=[GUILD]):
         await fake.inject_message(OTHER_CHANNEL, ALICE, "over here", OTHER_GUILD, mentions_bot=True)
         slash = await fake.inject_slash("reset", ALICE, OTHER_CHANNEL, OTHER_GUILD)
         await fake.inject_message(CHANNEL, ALICE, "in here", GUILD, mentions_bot=True)
 
         await fake.wait_for_call("POST", posts(CHANNEL), content("echo: in here"))
-        callback = await fake.wait_for_call("POST", rf"/interactions/{slash.id}/.+/callback")
-    assert callback.json["data"]["flags"] & 64  # ephemeral "not enabled here"
+        answer = await fake.wait_for_call("POST", callback(slash.id))
+    assert answer.json["data"]["flags"] & EPHEMERAL  # "not enabled in this server"
     assert user_texts(llm) == ["in here"]
     assert fake.calls_to("POST", posts(OTHER_CHANNEL)) == []
+
+
+# ---- slash commands
+
+
+async def test_slash_reset_starts_a_fresh_conversation(
+    bot: App, fake: FakeDiscord, llm: FakeOpenAI
+) -> None:
+    assert {c["name"] for c in fake.commands[None]} == {"reset", "stop", "help"}  # synced
+    await fake.inject_message(CHANNEL, ALICE, "remember 42", GUILD, mentions_bot=True)
+    await fake.wait_for_call("POST", posts(CHANNEL), content("echo: remember 42"))
+
+    slash = await fake.inject_slash("reset", ALICE, CHANNEL, GUILD)
+    answer = await fake.wait_for_call("POST", callback(slash.id))
+    assert answer.json["type"] == 4
+    assert answer.json["data"]["content"] == "Started a fresh conversation."
+    assert slash.acked_after_s is not None and slash.acked_after_s < 3
+
+    await fake.inject_message(CHANNEL, ALICE, "what number?", GUILD, mentions_bot=True)
+    await fake.wait_for_call("POST", posts(CHANNEL), content("echo: what number?"))
+    assert user_texts(llm)[-1:] == ["what number?"]
+    assert "remember 42" not in str(llm.requests[-1]["messages"])
+
+
+async def test_slash_help_is_ephemeral_and_commands_sync_to_listed_guilds(
+    start: Callable[..., Any], fake: FakeDiscord
+) -> None:
+    async with start(command_guilds=[GUILD]):
+        assert None not in fake.commands
+        assert {c["name"] for c in fake.commands[GUILD]} == {"reset", "stop", "help"}
+        slash = await fake.inject_slash("help", BOB, CHANNEL, GUILD)
+        answer = await fake.wait_for_call("POST", callback(slash.id))
+    assert answer.json["data"]["flags"] & EPHEMERAL
+    assert "/reset" in answer.json["data"]["content"]
+
+
+# ---- long and streamed answers
+
+
+async def test_long_answers_are_split_at_2000_without_breaking_code_blocks(
+    bot: App, fake: FakeDiscord, llm: FakeOpenAI
+) -> None:
+    code = "\n".join(f"print({i})  # line {i}" for i in range(150))
+    answer = "Here you go:\n\n" + "word " * 300 + "\n\n```python\n" + code + "\n```\nDone."
+    assert len(answer) > 4000
+    llm.script(text(answer))
+    msg = await fake.inject_message(CHANNEL, ALICE, "long please", GUILD, mentions_bot=True)
+
+    last = await fake.wait_for_call("POST", posts(CHANNEL), lambda c: "Done." in c.json["content"])
+    sent = [c for c in fake.calls_to("POST", posts(CHANNEL)) if c.at <= last.at]
+    assert len(sent) >= 3
+    assert all(len(c.json["content"]) <= 2000 for c in sent)
+    assert all(c.json["content"].count("```") % 2 == 0 for c in sent)
+    assert replied_to(sent[0]) == msg["id"] and all(replied_to(c) is None for c in sent[1:])
+
+
+async def test_streaming_edits_one_message_within_the_rate_limit(
+    start: Callable[..., Any], fake: FakeDiscord, llm: FakeOpenAI
+) -> None:
+    llm.stream_chunk_chars = 5
+    llm.stream_chunk_delay_s = 0.05  # about 2.4 s of streaming
+    words = " ".join(f"w{i}" for i in range(60))  # 230 characters: 47 chunks
+    llm.script(text(words + " **done**"))
+    async with start(llm={"stream": True}):
+        await fake.inject_message(CHANNEL, ALICE, "stream it", GUILD, mentions_bot=True)
+        final = await fake.wait_for_call(
+            "PATCH", posts(CHANNEL) + r"/\d+", content(words + " **done**")
+        )
+
+    first = fake.calls_to("POST", posts(CHANNEL))
+    edits = fake.calls_to("PATCH", posts(CHANNEL) + r"/\d+")
+    assert len(first) == 1  # one message, edited in place
+    assert {c.path for c in edits} == {f"/channels/{CHANNEL}/messages/{first[0].response['id']}"}
+    partial = [c for c in edits if c is not final]
+    assert 1 <= len(partial) <= 3
+    starts = [first[0].at] + [c.at for c in partial]
+    assert all(b - a >= 1.4 for a, b in itertools.pairwise(starts))
+    plain = words + r" \*\*done\*\*"  # while growing the text is shown plain (escaped)
+    assert all(plain.startswith(c.json["content"]) for c in [*first, *partial])
+
+
+async def test_a_streamed_answer_over_2000_edits_the_first_part_and_sends_the_rest(
+    start: Callable[..., Any], fake: FakeDiscord, llm: FakeOpenAI
+) -> None:
+    llm.stream_chunk_chars = 1000
+    words = " ".join(f"word{i}" for i in range(500))  # about 4400 characters
+    llm.script(text(words))
+    async with start(llm={"stream": True}):
+        await fake.inject_message(CHANNEL, ALICE, "stream long", GUILD, mentions_bot=True)
+        last = await fake.wait_for_call(
+            "POST", posts(CHANNEL), lambda c: c.json["content"].endswith("word499")
+        )
+        shown = [m["content"] for m in fake.channel_messages(CHANNEL) if m["author"]["bot"]]
+    assert last.json.get("message_reference") is None
+    assert all(len(part) <= 2000 for part in shown)
+    assert " ".join(shown).split() == words.split()
+
+
+# ---- confirmations
+
+
+@pytest.fixture
+def deleted() -> list[str]:
+    return []
+
+
+@pytest.fixture
+def delete_file(deleted: list[str]) -> Tool:
+    @tool(destructive=True, summary="Delete {path}")
+    async def delete_file(path: str) -> str:
+        """Delete a file."""
+        deleted.append(path)
+        return f"deleted {path}"
+
+    return delete_file
+
+
+async def ask_to_delete(
+    fake: FakeDiscord, llm: FakeOpenAI, then: str = "Deleted notes.txt."
+) -> tuple[int, dict[str, str]]:
+    """Alice asks for a deletion; returns the prompt's message id and its buttons' custom ids.
+
+    ``then`` is the model's answer once the decision is known."""
+    llm.script(tool_call("delete_file", {"path": "notes.txt"}), text(then))
+    await fake.inject_message(CHANNEL, ALICE, "delete notes.txt", GUILD, mentions_bot=True)
+    prompt = await fake.wait_for_call("POST", posts(CHANNEL), lambda c: bool(c.json["components"]))
+    assert "Delete notes.txt" in prompt.json["content"] and "Alice" in prompt.json["content"]
+    buttons = {b["label"]: b["custom_id"] for b in prompt.json["components"][0]["components"]}
+    assert set(buttons) == {"Confirm", "Cancel"}
+    return int(prompt.response["id"]), buttons
+
+
+async def test_the_requester_confirms_and_the_tool_runs(
+    start: Callable[..., Any], fake: FakeDiscord, llm: FakeOpenAI, delete_file: Tool, deleted: list
+) -> None:
+    async with start(tools=[delete_file]):
+        prompt_id, buttons = await ask_to_delete(fake, llm)
+        press = await fake.inject_button(buttons["Confirm"], ALICE, CHANNEL, prompt_id)
+
+        ack = await fake.wait_for_call("POST", callback(press.id))
+        await fake.wait_for_call("POST", posts(CHANNEL), content("Deleted notes.txt."))
+        await fake.wait_for_call(
+            "PATCH", posts(CHANNEL) + rf"/{prompt_id}", lambda c: "Done" in c.json["content"]
+        )
+    assert ack.json["type"] == 6  # deferred update: the engine edits the prompt itself
+    assert press.acked_after_s is not None and press.acked_after_s < 3
+    assert deleted == ["notes.txt"]
+    assert fake.messages[prompt_id]["components"] == []
+
+
+async def test_cancel_declines_and_nothing_runs(
+    start: Callable[..., Any], fake: FakeDiscord, llm: FakeOpenAI, delete_file: Tool, deleted: list
+) -> None:
+    async with start(tools=[delete_file]):
+        prompt_id, buttons = await ask_to_delete(fake, llm, then="OK, I left it alone.")
+        await fake.inject_button(buttons["Cancel"], ALICE, CHANNEL, prompt_id)
+
+        await fake.wait_for_call(
+            "PATCH", posts(CHANNEL) + rf"/{prompt_id}", lambda c: "Cancelled" in c.json["content"]
+        )
+        await fake.wait_for_call("POST", posts(CHANNEL), content("OK, I left it alone."))
+    assert deleted == []
+    assert fake.messages[prompt_id]["components"] == []
+
+
+async def test_another_user_gets_an_ephemeral_refusal(
+    start: Callable[..., Any], fake: FakeDiscord, llm: FakeOpenAI, delete_file: Tool, deleted: list
+) -> None:
+    async with start(tools=[delete_file]):
+        prompt_id, buttons = await ask_to_delete(fake, llm)
+        press = await fake.inject_button(buttons["Confirm"], BOB, CHANNEL, prompt_id)
+
+        answer = await fake.wait_for_call("POST", callback(press.id))
+    assert answer.json["type"] == 4
+    assert answer.json["data"]["flags"] & EPHEMERAL
+    assert answer.json["data"]["content"] == "Only Alice can confirm this."
+    assert deleted == []
+    assert fake.messages[prompt_id]["components"]  # still waiting for Alice
+
+
+async def test_a_second_press_says_already_decided(
+    start: Callable[..., Any], fake: FakeDiscord, llm: FakeOpenAI, delete_file: Tool, deleted: list
+) -> None:
+    async with start(tools=[delete_file]):
+        prompt_id, buttons = await ask_to_delete(fake, llm)
+        first = await fake.inject_button(buttons["Confirm"], ALICE, CHANNEL, prompt_id)
+        await fake.wait_for_call("POST", callback(first.id))
+        await fake.wait_for_call(  # the buttons are gone: this press raced the edit
+            "PATCH", posts(CHANNEL) + rf"/{prompt_id}", lambda c: c.json["components"] == []
+        )
+        second = await fake.inject_button(buttons["Cancel"], ALICE, CHANNEL, prompt_id)
+
+        answer = await fake.wait_for_call("POST", callback(second.id))
+        await fake.wait_for_call("POST", posts(CHANNEL), content("Deleted notes.txt."))
+    assert answer.json["data"]["flags"] & EPHEMERAL
+    assert answer.json["data"]["content"].startswith("Already decided")
+    assert deleted == ["notes.txt"]
+
+
+async def test_a_press_after_expiry_is_refused_and_the_prompt_closed(
+    start: Callable[..., Any],
+    fake: FakeDiscord,
+    llm: FakeOpenAI,
+    delete_file: Tool,
+    deleted: list,
+) -> None:
+    # The prompt has expired by the time anyone presses.
+    async with start(tools=[delete_file], tools_config={"confirmation_timeout_s": 0.001}):
+        prompt_id, buttons = await ask_to_delete(fake, llm, then="It expired; nothing deleted.")
+        press = await fake.inject_button(buttons["Confirm"], ALICE, CHANNEL, prompt_id)
+
+        answer = await fake.wait_for_call("POST", callback(press.id))
+        await fake.wait_for_call(
+            "PATCH", posts(CHANNEL) + rf"/{prompt_id}", lambda c: "Expired" in c.json["content"]
+        )
+    assert answer.json["data"]["flags"] & EPHEMERAL
+    assert "expired" in answer.json["data"]["content"]
+    assert deleted == []
+    assert fake.messages[prompt_id]["components"] == []
+
+
+async def test_buttons_work_after_a_restart_and_the_conversation_is_kept(
+    start: Callable[..., Any], fake: FakeDiscord, llm: FakeOpenAI, delete_file: Tool, deleted: list
+) -> None:
+    async with start(tools=[delete_file]):
+        prompt_id, buttons = await ask_to_delete(fake, llm)
+    assert fake.connections == ["/gateway"]
+
+    async with start(tools=[delete_file]):
+        press = await fake.inject_button(buttons["Confirm"], ALICE, CHANNEL, prompt_id)
+        ack = await fake.wait_for_call("POST", callback(press.id))
+        await fake.wait_for_call("POST", posts(CHANNEL), content("Deleted notes.txt."))
+    assert fake.connections == ["/gateway", "/gateway"]  # a new session, not a resume
+    assert ack.json["type"] == 6
+    assert deleted == ["notes.txt"]
+    assert "delete notes.txt" in user_texts(llm)[-1]  # the history survived the restart
+
+
+# ---- connection
+
+
+async def test_a_dropped_gateway_resumes_and_replays_missed_events(
+    bot: App, fake: FakeDiscord
+) -> None:
+    await fake.drop_connection()  # close code 4000: resumable
+    await fake.inject_message(CHANNEL, ALICE, "while you were away", GUILD, mentions_bot=True)
+
+    await fake.wait_for_call("POST", posts(CHANNEL), content("echo: while you were away"))
+    assert fake.connections == ["/gateway", "/gateway/resume"]
+    assert [p["op"] for p in fake.gateway_ops].count(2) == 1  # IDENTIFY once, then RESUME
+    resume = await fake.wait_for_gateway_op(6)
+    assert resume["d"]["seq"] >= 1
+
+
+async def test_nothing_connects_anywhere_but_the_configured_server(
+    start: Callable[..., Any],
+    fake: FakeDiscord,
+    llm: FakeOpenAI,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A fresh process: discord.py's own defaults point at discord.com / gateway.discord.gg.
+    monkeypatch.setattr(Route, "BASE", DEFAULT_API_BASE_URL)
+    monkeypatch.setattr(DiscordWebSocket, "DEFAULT_GATEWAY", yarl.URL("wss://gateway.discord.gg/"))
+    guarded_connect = socket.socket.connect  # the conftest network guard
+    peers: list[Any] = []
+
+    def recording_connect(sock: socket.socket, address: Any) -> Any:
+        peers.append(address)
+        return guarded_connect(sock, address)
+
+    monkeypatch.setattr(socket.socket, "connect", recording_connect)
+    async with start():
+        await fake.inject_message(DM, ALICE, "hi")
+        await fake.wait_for_call("POST", posts(DM), content("echo: hi"))
+
+    assert fake.connections == ["/gateway"]
+    assert {(host, port) for host, port, *_ in peers} <= {
+        ("127.0.0.1", fake.port),
+        ("127.0.0.1", llm.port),
+    }
+    assert ("127.0.0.1", fake.port) in {(h, p) for h, p, *_ in peers}
+
+
+async def test_a_wrong_token_is_logged_and_the_daemon_keeps_running(
+    start: Callable[..., Any], fake: FakeDiscord, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.ERROR, logger="channels.discord"):
+        async with start(token="not-the-token") as app:
+            assert app.status().startswith("channels: discord")
+    assert "token was rejected" in caplog.text
+    assert "not-the-token" not in caplog.text
+    assert fake.connections == []
+
+
+async def test_a_missing_message_content_intent_is_logged_not_raised(
+    start: Callable[..., Any], fake: FakeDiscord, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake.privileged_intents = False
+    with caplog.at_level(logging.ERROR, logger="channels.discord"):
+        async with start():
+            pass
+    assert re.search(r"Message Content intent is not enabled.*Developer Portal", caplog.text)
+    assert fake.connections == ["/gateway"]

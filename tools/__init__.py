@@ -9,6 +9,7 @@ async def add_numbers(a: int, b: int) -> int:
 """
 
 from tools._base import AsyncTool, ContextualTool, Tier, Tool, ToolContext, current_context
+from tools._config import McpConfig, McpServerConfig, ToolsConfig, apply_policy
 from tools._errors import (
     ConfigError,
     LLMError,
@@ -18,8 +19,11 @@ from tools._errors import (
     ToolRetry,
 )
 from tools._function import FunctionTool, tool
+from tools._mcp import McpManager, McpToolInfo
+from tools._plugins import load_plugins
 from tools._registry import PreparedCall, ToolRegistry
 from tools._result import ToolResult, to_text
+from tools.builtins import NotesStore, builtin_tools
 
 __all__ = [
     "AsyncTool",
@@ -27,6 +31,11 @@ __all__ = [
     "ContextualTool",
     "FunctionTool",
     "LLMError",
+    "McpConfig",
+    "McpManager",
+    "McpServerConfig",
+    "McpToolInfo",
+    "NotesStore",
     "PreparedCall",
     "RelaybotError",
     "StoreError",
@@ -37,7 +46,11 @@ __all__ = [
     "ToolRegistry",
     "ToolResult",
     "ToolRetry",
+    "ToolsConfig",
+    "apply_policy",
+    "builtin_tools",
     "current_context",
+    "load_plugins",
     "to_text",
     "tool",
 ]

@@ -130,6 +130,10 @@ class FakeDiscord:
     # ---- lifecycle
 
     @property
+    def port(self) -> int:
+        return self._port
+
+    @property
     def api_base_url(self) -> str:
         return f"http://127.0.0.1:{self._port}/api/v10"
 

@@ -13,6 +13,9 @@ from dataclasses import dataclass, field
 from channels import Capabilities, Channel, ConfirmationPrompt, Engine, InboundMessage, MessageRef
 
 
+_message_ids = itertools.count(1)  # unique across channels, like a platform's ids
+
+
 @dataclass
 class Shown:
     kind: str  # "send", "edit", "confirm", "resolve", "typing"
@@ -79,7 +82,7 @@ class RecordingChannel(Channel):
             user_id=user_id,
             user_name=f"user-{user_id}",
             text=text,
-            message_id=message_id or f"m{next(self._ids)}",
+            message_id=message_id or f"m{next(_message_ids)}",
             is_private=is_private,
         )
 

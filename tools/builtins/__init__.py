@@ -84,6 +84,8 @@ def _workspace(config: ToolsConfig, names: list[str]) -> Workspace:
 
 __all__ = [
     "BUILTIN_NAMES",
+    "NOTES_TOOLS",
+    "WORKSPACE_TOOLS",
     "FetchUrl",
     "NotesStore",
     "RemindMe",

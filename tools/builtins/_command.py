@@ -24,7 +24,7 @@ class RunCommand(Tool):
 
     name = "run_command"
     tier = Tier.DESTRUCTIVE
-    parameters: dict[str, Any] = {  # noqa: RUF012
+    parameters: dict[str, Any] = {
         "type": "object",
         "properties": {
             "command": {

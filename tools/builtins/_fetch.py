@@ -37,7 +37,7 @@ class FetchUrl(Tool):
         "or a page you know holds the answer. It cannot run JavaScript, log in, or reach "
         "private network addresses."
     )
-    parameters: dict[str, Any] = {  # noqa: RUF012
+    parameters: dict[str, Any] = {
         "type": "object",
         "properties": {
             "url": {"type": "string", "description": "An absolute http:// or https:// URL."}

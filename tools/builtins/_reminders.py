@@ -26,7 +26,7 @@ class RemindMe(Tool):
         "restarts meanwhile. Give either in_seconds (a delay from now) or at (a date and "
         "time). Use current_time first when you need today's date or the user's local time."
     )
-    parameters: dict[str, Any] = {  # noqa: RUF012
+    parameters: dict[str, Any] = {
         "type": "object",
         "properties": {
             "text": {
@@ -64,7 +64,7 @@ class RemindMe(Tool):
         return args
 
     def job_args(self, args: dict[str, Any]) -> dict[str, Any]:
-        return {"text": args["text"], "at": due_time(args).isoformat(timespec="seconds")}
+        return {"text": args["text"], "at": due_time(args).isoformat()}
 
     def describe_call(self, args: dict[str, Any]) -> str:
         due = due_time(args)

@@ -1,0 +1,343 @@
+"""The dispatcher through the real App: store, loop, fake LLM, and a recording channel."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.app import App
+from bot.config import Config
+from channels import Command, DecisionStatus
+from engine import Store
+from tests.fakes.openai_server import FakeOpenAI, error, hold, text, tool_call
+from tests.fakes.recording_channel import RecordingChannel
+from tools import StoreError, ToolContext, tool
+
+deleted: list[str] = []
+gates: dict[str, asyncio.Event] = {}
+
+
+@tool(destructive=True, summary="Delete the item {name}")
+async def delete_item(name: str) -> str:
+    """Delete an item for good."""
+    deleted.append(name)
+    return f"deleted {name}"
+
+
+@tool(background=True)
+async def slow_report(topic: str) -> str:
+    """Prepare a report in the background."""
+    await gates["job"].wait()
+    return f"report on {topic}: all good"
+
+
+@tool
+async def whoami(ctx: ToolContext) -> str:
+    """Say who is asking."""
+    return f"{ctx.channel}/{ctx.chat_id}/{ctx.user_id}"
+
+
+TOOLS = (delete_item, slow_report, whoami)
+
+
+@pytest.fixture(autouse=True)
+async def _reset() -> None:
+    deleted.clear()
+    gates["job"] = asyncio.Event()
+
+
+@pytest.fixture
+def config(make_config: Callable[..., Config]) -> Config:
+    return make_config()
+
+
+@asynccontextmanager
+async def running(
+    config: Config, channel: RecordingChannel | None = None
+) -> AsyncIterator[tuple[App, RecordingChannel]]:
+    channel = channel or RecordingChannel()
+    app = App(config, channels=[channel], extra_tools=TOOLS)
+    async with app:
+        app.dispatcher.settings.allowed_users["test"] = {"u1", "u2"}
+        yield app, channel
+
+
+def db_rows(path: Path, sql: str) -> list[Any]:
+    with sqlite3.connect(path) as db:
+        return db.execute(sql).fetchall()
+
+
+async def test_reply_in_the_same_chat(config: Config, llm: FakeOpenAI) -> None:
+    llm.script(text("hello Alice"))
+    async with running(config) as (app, ch):
+        await app.dispatcher.handle_inbound(ch.message("hi", message_id="m1"))
+        sent = await ch.wait_for("send")
+    assert sent[0].text == "hello Alice" and sent[0].reply_to == "m1" and sent[0].chat_id == "c1"
+    assert llm.requests[0]["messages"][0]["role"] == "system"
+
+
+async def test_message_persisted_before_the_llm_call(config: Config, llm: FakeOpenAI) -> None:
+    release = asyncio.Event()
+    llm.script(hold(release, text("late answer")))
+    path = config.storage.resolved_path()
+    async with running(config) as (app, ch):
+        await app.dispatcher.handle_inbound(ch.message("remember me", message_id="m1"))
+        await llm.wait_requests(1)
+        # The LLM has the request in hand; the message is already on disk.
+        assert db_rows(path, "SELECT text FROM inbox") == [("remember me",)]
+        assert ("user", "remember me") in db_rows(path, "SELECT role, content FROM messages")
+        release.set()
+        await ch.wait_for("send")
+
+
+async def test_order_within_a_chat_and_concurrency_across_chats(
+    config: Config, llm: FakeOpenAI
+) -> None:
+    release_a = asyncio.Event()
+    llm.script(hold(release_a, text("answer A1")))
+    async with running(config) as (app, ch):
+        d = app.dispatcher
+        await d.handle_inbound(ch.message("A1", chat_id="a", message_id="a1"))
+        await llm.wait_requests(1)
+        await d.handle_inbound(ch.message("A2", chat_id="a", message_id="a2"))
+        await d.handle_inbound(ch.message("A3", chat_id="a", message_id="a3"))
+        # Chat B is answered while chat A's turn is still waiting for the model.
+        await d.handle_inbound(ch.message("B1", chat_id="b", message_id="b1"))
+        b = await ch.wait_for("send", chat_id="b")
+        assert b[0].text == "echo: B1"
+        assert ch.texts(chat_id="a") == []
+        release_a.set()
+        a = await ch.wait_for("send", 2, chat_id="a")
+    assert [s.text for s in a] == ["answer A1", "echo: A3"]
+    assert a[1].reply_to == "a3"
+    # The queued messages were folded into one turn, after A1's answer, in order.
+    follow = next(r for r in llm.requests if "A2" in str(r["messages"]))["messages"]
+    roles = [(m["role"], m.get("content")) for m in follow[1:]]
+    assert roles == [("user", "A1"), ("assistant", "answer A1"), ("user", "A2"), ("user", "A3")]
+
+
+async def test_duplicate_delivery_answered_once(config: Config, llm: FakeOpenAI) -> None:
+    async with running(config) as (app, ch):
+        msg = ch.message("once", message_id="same")
+        await app.dispatcher.handle_inbound(msg)
+        await app.dispatcher.handle_inbound(msg)
+        await ch.wait_for("send")
+        await app.dispatcher.wait_idle("test", "c1")
+    assert len(llm.requests) == 1 and ch.texts() == ["echo: once"]
+
+
+async def test_refused_user_gets_their_id_and_no_llm_call(config: Config, llm: FakeOpenAI) -> None:
+    async with running(config) as (app, ch):
+        await app.dispatcher.handle_inbound(ch.message("let me in", user_id="stranger"))
+        sent = await ch.wait_for("send")
+    assert "not allowed" in sent[0].text and "stranger" in sent[0].text
+    assert llm.requests == []
+
+
+async def test_tool_gets_its_own_chat_identity(config: Config, llm: FakeOpenAI) -> None:
+    llm.script(tool_call("whoami", {}), text("done"))
+    async with running(config) as (app, ch):
+        await app.dispatcher.handle_inbound(ch.message("who?", chat_id="c9", user_id="u2"))
+        await ch.wait_for("send")
+    assert llm.requests[1]["messages"][-1]["content"] == "test/c9/u2"
+
+
+async def _ask_delete(app: App, ch: RecordingChannel, llm: FakeOpenAI) -> str:
+    llm.script(tool_call("delete_item", {"name": "report.txt"}), text("Deleted it."))
+    await app.dispatcher.handle_inbound(ch.message("delete report.txt"))
+    shown = await ch.wait_for("confirm")
+    assert shown[-1].text == "Delete the item report.txt"
+    assert shown[-1].prompt is not None
+    return shown[-1].prompt.id
+
+
+async def test_confirmation_by_requester_runs_once(config: Config, llm: FakeOpenAI) -> None:
+    async with running(config) as (app, ch):
+        cid = await _ask_delete(app, ch, llm)
+        assert deleted == []
+        first = await app.dispatcher.handle_decision(cid, "u1", True)
+        second = await app.dispatcher.handle_decision(cid, "u1", True)
+        assert first.status is DecisionStatus.APPROVED
+        assert second.status is DecisionStatus.ALREADY_DECIDED
+        await ch.wait_for("send")
+        resolved = await ch.wait_for("resolve", 2)
+    assert deleted == ["report.txt"]
+    assert ch.texts() == ["Deleted it."]
+    assert resolved[-1].text.startswith("✅ Done")
+
+
+async def test_confirmation_by_another_user_runs_nothing(config: Config, llm: FakeOpenAI) -> None:
+    async with running(config) as (app, ch):
+        cid = await _ask_delete(app, ch, llm)
+        d = await app.dispatcher.handle_decision(cid, "u2", True)
+        assert d.status is DecisionStatus.NOT_YOURS and "Only user-u1" in d.message
+        assert deleted == []
+        d = await app.dispatcher.handle_decision(cid, "u1", False)
+        assert d.status is DecisionStatus.DECLINED
+        await ch.wait_for("send")
+        resolved = await ch.wait_for("resolve")
+    assert deleted == [] and resolved[0].text.startswith("✖️ Cancelled")
+    assert "declined" in llm.requests[-1]["messages"][-1]["content"]
+
+
+async def test_expired_confirmation_never_runs(
+    make_config: Callable[..., Config], llm: FakeOpenAI
+) -> None:
+    config = make_config(tools={"confirmation_timeout_s": 0.001})
+    async with running(config) as (app, ch):
+        cid = await _ask_delete(app, ch, llm)
+        d = await app.dispatcher.handle_decision(cid, "u1", True)
+        assert d.status is DecisionStatus.EXPIRED
+        resolved = await ch.wait_for("resolve")
+        await ch.wait_for("send")
+    assert deleted == [] and resolved[0].text.startswith("⌛ Expired")
+    assert "expired" in llm.requests[-1]["messages"][-1]["content"]
+
+
+async def test_confirmation_survives_restart(config: Config, llm: FakeOpenAI) -> None:
+    async with running(config) as (app, ch):
+        cid = await _ask_delete(app, ch, llm)
+    async with running(config) as (app, ch2):
+        d = await app.dispatcher.handle_decision(cid, "u1", True)
+        assert d.status is DecisionStatus.APPROVED
+        await ch2.wait_for("send")
+    assert deleted == ["report.txt"] and ch2.texts() == ["Deleted it."]
+
+
+async def test_new_message_cancels_pending_confirmation(config: Config, llm: FakeOpenAI) -> None:
+    async with running(config) as (app, ch):
+        cid = await _ask_delete(app, ch, llm)
+        llm.script(text("ok, never mind"))
+        await app.dispatcher.handle_inbound(ch.message("actually, don't"))
+        await ch.wait_for("send")
+        resolved = await ch.wait_for("resolve")
+        late = await app.dispatcher.handle_decision(cid, "u1", True)
+    assert late.status is DecisionStatus.ALREADY_DECIDED
+    assert deleted == [] and "Cancelled" in resolved[0].text
+    sent = llm.requests[-1]["messages"]
+    tool_msg = next(m for m in sent if m["role"] == "tool")
+    assert tool_msg["content"].startswith("cancelled: the user sent a new message")
+    assert sent[-1] == {"role": "user", "content": "actually, don't"}
+
+
+async def test_background_result_is_tool_data_in_its_own_chat(
+    config: Config, llm: FakeOpenAI
+) -> None:
+    llm.script(tool_call("slow_report", {"topic": "sales"}), text("Working on it."))
+    async with running(config) as (app, ch):
+        await app.dispatcher.handle_inbound(ch.message("report please", chat_id="r1"))
+        await ch.wait_for("send", chat_id="r1")
+        llm.script(text("Your report: all good."))
+        gates["job"].set()
+        sent = await ch.wait_for("send", 2, chat_id="r1")
+    assert sent[1].text == "Your report: all good."
+    follow = llm.requests[-1]["messages"]
+    assert follow[-2]["role"] == "assistant" and follow[-2]["tool_calls"]
+    assert follow[-1]["role"] == "tool" and "report on sales: all good" in follow[-1]["content"]
+    assert not any(m["role"] == "user" and "report on" in str(m["content"]) for m in follow)
+
+
+async def test_interrupted_job_reported_after_restart(config: Config, llm: FakeOpenAI) -> None:
+    llm.script(tool_call("slow_report", {"topic": "q3"}), text("Started."))
+    async with running(config) as (app, ch):
+        await app.dispatcher.handle_inbound(ch.message("report"))
+        await ch.wait_for("send")
+    async with running(config) as (app, ch2):
+        sent = await ch2.wait_for("send")
+    assert "interrupted by a restart" in sent[0].text
+    async with running(config) as (app, ch3):  # told once, not at every start
+        await app.dispatcher.wait_idle("test", "c1")
+    assert ch3.texts() == []
+
+
+async def test_llm_outage_gives_a_clear_message(config: Config, llm: FakeOpenAI) -> None:
+    llm.default = lambda body: error(503, "upstream overloaded")
+    async with running(config) as (app, ch):
+        await app.dispatcher.handle_inbound(ch.message("hello?"))
+        sent = await ch.wait_for("send")
+    assert "can't reach the language model" in sent[0].text
+    assert "upstream overloaded" in sent[0].text
+
+
+async def test_stop_cancels_running_turn_and_keeps_history_consistent(
+    config: Config, llm: FakeOpenAI
+) -> None:
+    started = asyncio.Event()
+    never = asyncio.Event()
+
+    @tool
+    async def forever() -> str:
+        started.set()
+        await never.wait()
+        return "never"
+
+    app_tools = (*TOOLS, forever)
+    llm.script(tool_call("forever", {}))
+    channel = RecordingChannel()
+    app = App(config, channels=[channel], extra_tools=app_tools)
+    async with app:
+        app.dispatcher.settings.allowed_users["test"] = {"u1"}
+        await app.dispatcher.handle_inbound(channel.message("go"))
+        await started.wait()
+        reply = await app.dispatcher.handle_command(channel.message("/stop"), Command.STOP)
+        assert reply == "Stopped."
+        await app.dispatcher.wait_idle("test", "c1")
+        llm.script(text("fresh"))
+        await app.dispatcher.handle_inbound(channel.message("next"))
+        await channel.wait_for("send")
+    sent = llm.requests[-1]["messages"]
+    assert sent[-2] == {
+        "role": "tool",
+        "content": "cancelled: the user stopped the turn.",
+        "tool_call_id": "call_1",
+    }
+
+
+async def test_reset_starts_fresh_conversation(config: Config, llm: FakeOpenAI) -> None:
+    async with running(config) as (app, ch):
+        await app.dispatcher.handle_inbound(ch.message("first"))
+        await ch.wait_for("send")
+        reply = await app.dispatcher.handle_command(ch.message("/reset"), Command.RESET)
+        assert reply == "Started a fresh conversation."
+        await app.dispatcher.handle_inbound(ch.message("second"))
+        await ch.wait_for("send", 2)
+    assert [m["content"] for m in llm.requests[-1]["messages"][1:]] == ["second"]
+
+
+async def test_history_survives_restart(config: Config, llm: FakeOpenAI) -> None:
+    async with running(config) as (app, ch):
+        await app.dispatcher.handle_inbound(ch.message("my name is Bob"))
+        await ch.wait_for("send")
+    async with running(config) as (app, ch2):
+        await app.dispatcher.handle_inbound(ch2.message("what is my name?"))
+        await ch2.wait_for("send")
+    contents = [m["content"] for m in llm.requests[-1]["messages"]]
+    assert "my name is Bob" in contents and "echo: my name is Bob" in contents
+
+
+async def test_store_migrates_an_older_file(tmp_path: Path) -> None:
+    from engine._store import MIGRATIONS
+
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as db:  # a file written by the first schema version
+        db.executescript(MIGRATIONS[0])
+        db.execute("PRAGMA user_version = 1")
+        db.execute("INSERT INTO conversations(channel, chat_id, created_at) VALUES ('t','c',0)")
+    async with Store(path) as store:
+        assert await store.schema_version() == len(MIGRATIONS)
+        assert (await store.conversation("t", "c")).id == 1
+        note = await store.add_note("t:u", "likes tea")
+        assert await store.list_notes("t:u") == [(note, "likes tea", pytest.approx(0, abs=2e9))]
+    async with Store(tmp_path / "fresh.db") as store:
+        assert await store.schema_version() == len(MIGRATIONS)
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA user_version = 99")
+    with pytest.raises(StoreError, match="newer than this relaybot knows"):
+        async with Store(path):
+            pass
