@@ -1,0 +1,188 @@
+"""MCP: a real MCP server (tests/fakes/mcp_server.py, written with the SDK) over stdio and
+streamable HTTP, through McpManager and the ToolRegistry."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tools import McpConfig, McpManager, McpServerConfig, Tier, ToolRegistry
+from tools._mcp import tool_name
+
+FAKE = str(Path(__file__).parent / "fakes" / "mcp_server.py")
+FAST = {"backoff_s": (0.05, 0.2), "connect_timeout_s": 20.0}
+
+
+def stdio_server(name: str = "fake", **options) -> McpServerConfig:
+    return McpServerConfig(name=name, command=sys.executable, args=[FAKE], **options)
+
+
+@pytest.fixture
+async def manager():
+    registry = ToolRegistry()
+    async with McpManager([stdio_server(call_timeout_s=2)], registry, **FAST) as manager:
+        yield manager, registry
+
+
+async def test_tools_are_registered_with_their_schemas_and_tiers(manager):
+    mcp, registry = manager
+    tiers = {info.tool: info.tier for info in mcp.tools()}
+    assert tiers["lookup"] is Tier.SAFE  # readOnlyHint: true
+    assert tiers["write_note"] is Tier.DESTRUCTIVE  # no annotations: asks first
+    lookup = registry.get("fake__lookup")
+    assert lookup.parameters["properties"]["word"] == {"title": "Word", "type": "string"}
+    assert lookup.parameters["required"] == ["word"]  # the server's schema, verbatim
+    assert lookup.description == "Look a word up in the test dictionary."
+    assert lookup.safety == {"readOnlyHint": True}
+    assert registry.get("fake__write_note").safety == {}
+    infos = {i.name: (i.server, i.tool, i.tier) for i in mcp.tools()}
+    assert infos["fake__write_note"] == ("fake", "write_note", Tier.DESTRUCTIVE)
+
+
+async def test_calls_return_the_text_as_a_tool_result(manager):
+    _, registry = manager
+    result = await registry.execute("fake__lookup", {"word": "relay"})
+    assert result.for_llm == "definition of relay"
+    assert result.for_user is None and not result.is_error  # data for the model only
+    bad = await registry.execute("fake__lookup", {"wrd": "x"})
+    assert bad.is_error and bad.retryable  # checked against the server's schema first
+
+
+async def test_a_tool_that_raises_gives_an_error_result(manager):
+    _, registry = manager
+    result = await registry.execute("fake__explode", {})
+    assert result.is_error
+    assert "Error executing tool explode" in result.for_llm
+
+
+async def test_per_call_timeout(manager):
+    _, registry = manager
+    result = await registry.execute("fake__hang", {})
+    assert result.is_error
+    assert result.for_llm == "MCP tool hang on server fake did not answer within 2 s."
+    assert (await registry.execute("fake__lookup", {"word": "still"})).for_llm.endswith("still")
+
+
+async def test_a_server_that_crashes_is_restarted(manager, caplog):
+    caplog.set_level(logging.INFO, logger="tools._mcp")
+    _, registry = manager
+    first_pid = (await registry.execute("fake__pid", {})).for_llm
+    crashed = await registry.execute("fake__crash", {})
+    assert crashed.is_error
+    assert crashed.for_llm == "MCP server fake stopped during the call; it is being restarted."
+    meanwhile = await registry.execute("fake__lookup", {"word": "x"})
+    assert meanwhile.is_error
+    assert meanwhile.for_llm == "MCP server fake is restarting; try again in a moment."
+    pid = await wait_for_success(registry, "fake__pid")
+    assert pid != first_pid
+    assert "MCP server fake stopped" in caplog.text and "MCP server fake is back" in caplog.text
+    # and again: the backoff grows but the server keeps coming back
+    await registry.execute("fake__crash", {})
+    assert await wait_for_success(registry, "fake__pid") not in (first_pid, pid)
+
+
+async def wait_for_success(registry: ToolRegistry, name: str, timeout: float = 20) -> str:
+    async with asyncio.timeout(timeout):
+        while True:
+            result = await registry.execute(name, {})
+            if not result.is_error:
+                return result.for_llm
+            assert "restarting" in result.for_llm
+            await asyncio.sleep(0.05)
+
+
+async def test_trust_annotations_off_makes_every_tool_ask():
+    registry = ToolRegistry()
+    server = stdio_server(trust_annotations=False, trusted_tools=["pid"])
+    async with McpManager([server], registry, **FAST) as mcp:
+        tiers = {info.tool: info.tier for info in mcp.tools()}
+    assert tiers.pop("pid") is Tier.SAFE  # trusted_tools still wins
+    assert set(tiers.values()) == {Tier.DESTRUCTIVE}
+    assert registry.names() == []  # leaving the manager unregisters its tools
+
+
+async def test_trusted_tools_are_safe_without_annotations(caplog):
+    registry = ToolRegistry()
+    server = stdio_server(trusted_tools=["write_note", "no_such_tool"])
+    async with McpManager([server], registry, **FAST):
+        assert registry.get("fake__write_note").tier is Tier.SAFE
+    assert "trusted_tools names no such tool: no_such_tool" in caplog.text
+
+
+async def test_a_server_that_never_starts_is_skipped(caplog):
+    registry = ToolRegistry()
+    servers = [
+        McpServerConfig(name="ghost", command="relaybot-no-such-mcp-server"),
+        McpServerConfig(name="quitter", command=sys.executable, args=["-c", "pass"]),
+        stdio_server(),
+    ]
+    async with McpManager(servers, registry, **FAST) as mcp:
+        assert {info.server for info in mcp.tools()} == {"fake"}
+        assert (await registry.execute("fake__lookup", {"word": "ok"})).for_llm.endswith("ok")
+    assert "MCP server ghost could not start" in caplog.text
+    assert "relaybot-no-such-mcp-server" in caplog.text
+    assert "MCP server quitter could not start" in caplog.text
+
+
+def test_tool_names_are_sanitised():
+    assert tool_name("files", "read.file v2") == "files__read_file_v2"
+    long = tool_name("server", "x" * 100)
+    assert len(long) == 64 and long.startswith("server__xxx")
+    assert tool_name("server", "x" * 100) != tool_name("server", "x" * 99 + "y")
+
+
+def test_server_config_needs_exactly_one_transport():
+    with pytest.raises(ValueError, match="exactly one of `command`"):
+        McpServerConfig(name="a")
+    with pytest.raises(ValueError, match="exactly one of `command`"):
+        McpServerConfig(name="a", command="x", url="http://localhost/mcp")
+    with pytest.raises(ValueError, match="`headers` apply only"):
+        McpServerConfig(name="a", command="x", headers={"A": "b"})
+    with pytest.raises(ValueError, match="unique"):
+        McpConfig(servers=[{"name": "a", "command": "x"}, {"name": "a", "url": "https://e/m"}])
+    assert "secret" not in repr(McpServerConfig(name="a", url="https://e/m", headers={"K": "secret"}))
+
+
+@pytest.fixture
+def http_server():
+    """The fake server over streamable HTTP, in its own process on 127.0.0.1."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, FAKE, "--http", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+async def wait_listening(url: str) -> None:
+    async with asyncio.timeout(20), httpx.AsyncClient() as client:
+        while True:
+            try:
+                await client.get(url)
+                return
+            except httpx.TransportError:
+                await asyncio.sleep(0.1)
+
+
+async def test_streamable_http_server(http_server):
+    await wait_listening(http_server)
+    registry = ToolRegistry()
+    server = McpServerConfig(name="remote", url=http_server, headers={"X-Test": "1"})
+    async with McpManager([server], registry, **FAST) as mcp:
+        assert {i.tool for i in mcp.tools()} >= {"lookup", "write_note"}
+        result = await registry.execute("remote__lookup", {"word": "http"})
+        assert result.for_llm == "definition of http"

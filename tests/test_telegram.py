@@ -1,0 +1,445 @@
+"""The Telegram channel end to end: the real App and python-telegram-bot over HTTP to the fake
+Bot API, with the fake LLM behind the engine. Synchronisation is by events (recorded calls,
+log records), never by sleeping."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import dataclasses
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+
+from bot.app import App
+from bot.config import Config
+from channels import parse_decision
+from channels.telegram import TEXT_ONLY, TelegramChannel
+from tests.fakes.openai_server import FakeOpenAI, hold, text, tool_call
+from tests.fakes.telegram_server import BOT_ID, BOT_USERNAME, FakeTelegram, parse_html
+from tools import ToolContext, tool
+
+DM = 1001  # a private chat with user DM
+GROUP = -100500
+deleted: list[str] = []
+jobs_gate: dict[str, asyncio.Event] = {}
+
+
+@tool(destructive=True, summary="Delete the file {name}")
+async def delete_file(name: str) -> str:
+    """Delete a file for good."""
+    deleted.append(name)
+    return f"deleted {name}"
+
+
+@tool(background=True)
+async def slow_report(topic: str, ctx: ToolContext) -> str:
+    """Prepare a report in the background."""
+    await jobs_gate["job"].wait()
+    return f"report on {topic}: all good"
+
+
+@pytest.fixture(autouse=True)
+def _reset() -> None:
+    deleted.clear()
+    jobs_gate["job"] = asyncio.Event()
+
+
+@pytest.fixture
+async def tg() -> AsyncIterator[FakeTelegram]:
+    async with FakeTelegram() as server:
+        yield server
+
+
+@pytest.fixture
+def config(make_config: Callable[..., Config], tg: FakeTelegram) -> Callable[..., Config]:
+    def make(*, llm: dict[str, Any] | None = None, **telegram: Any) -> Config:
+        section = {
+            "enabled": True,
+            "token": tg.token,
+            "api_base_url": tg.base_url,
+            "allowed_users": ["*"],
+            "poll_timeout_s": 5,
+            **telegram,
+        }
+        return make_config(telegram=section, llm=llm or {}, tools={"confirmation_timeout_s": 60})
+
+    return make
+
+
+@asynccontextmanager
+async def daemon(config: Config) -> AsyncIterator[App]:
+    async with App(config, extra_tools=(delete_file, slow_report)) as app:
+        yield app
+
+
+class LogWaiter(logging.Handler):
+    """Sets an event when a record containing `needle` is logged."""
+
+    def __init__(self, needle: str) -> None:
+        super().__init__(logging.DEBUG)
+        self.needle = needle
+        self.seen = asyncio.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.needle in record.getMessage():
+            self.seen.set()
+
+
+@asynccontextmanager
+async def log_waiter(needle: str) -> AsyncIterator[LogWaiter]:
+    handler = LogWaiter(needle)
+    logger = logging.getLogger("channels.telegram")
+    logger.addHandler(handler)
+    level = logger.level
+    logger.setLevel(logging.DEBUG)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+def to(chat: int) -> Callable[[dict[str, Any]], bool]:
+    return lambda p: p.get("chat_id") == chat
+
+
+def sent_to(tg: FakeTelegram, chat: int) -> list[dict[str, Any]]:
+    return [c.params for c in tg.calls_of("sendMessage") if c.params["chat_id"] == chat]
+
+
+def last_user_text(body: dict[str, Any]) -> str:
+    return next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
+
+
+# -- conversations -------------------------------------------------------------------------------
+
+
+async def test_dm_reply_is_formatted_and_replies_to_the_message(config, tg, llm) -> None:
+    llm.script(text("**Hi** <there> & welcome"))
+    async with daemon(config()):
+        update = tg.inject_message(DM, DM, "hello", first_name="Alice")
+        call = await tg.wait_for_call("sendMessage", to(DM))
+    assert call.params["text"] == "<b>Hi</b> &lt;there&gt; &amp; welcome"
+    assert call.params["parse_mode"] == "HTML"
+    assert call.params["reply_parameters"] == {
+        "message_id": update["message"]["message_id"],
+        "allow_sending_without_reply": True,
+    }
+    assert last_user_text(llm.requests[0]) == "hello"
+    assert tg.chat_texts(DM) == ["Hi <there> & welcome"]
+    assert {c["command"] for c in tg.commands} == {"start", "help", "reset", "stop"}
+
+
+async def test_typing_is_shown_and_refreshed_until_the_reply(config, tg, llm, monkeypatch) -> None:
+    fast = dataclasses.replace(TelegramChannel.capabilities, typing_interval_s=0.05)
+    monkeypatch.setattr(TelegramChannel, "capabilities", fast)
+    release = asyncio.Event()
+    llm.script(hold(release, text("done")))
+    async with daemon(config()):
+        tg.inject_message(DM, DM, "think hard")
+        await tg.wait_for_call("sendChatAction", to(DM), count=3)
+        release.set()
+        reply = await tg.wait_for_call("sendMessage", to(DM))
+        typing = [c for c in tg.calls_of("sendChatAction") if c.params["chat_id"] == DM]
+    assert all(c.params["action"] == "typing" for c in typing)
+    assert typing[0].at < reply.at
+    assert sum(c.at > reply.at + 0.5 for c in typing) == 0  # stops once the reply is out
+
+
+async def test_group_answers_mentions_replies_and_commands_only(config, tg, llm) -> None:
+    async with daemon(config()):
+
+        async def addressed(n: int, **kwargs: Any) -> dict[str, Any]:
+            tg.inject_message(GROUP, 7, chat_type="group", **kwargs)
+            return (await tg.wait_for_call("sendMessage", to(GROUP), count=n)).params
+
+        tg.inject_message(GROUP, 7, "chatter between people", chat_type="group")
+        tg.inject_message(GROUP, 7, "hey @someone_else look", chat_type="group")
+        tg.inject_message(GROUP, 7, "/help@other_bot", chat_type="group")
+        tg.inject_message(GROUP, 7, "edited", chat_type="group", edited=True)
+        tg.inject_message(GROUP, 7, chat_type="group", photo=True)
+        first = await addressed(1, text=f"@{BOT_USERNAME} what time is it?")
+        bot_msg = max(mid for chat, mid in tg.messages if chat == GROUP)
+        await addressed(2, text="and tomorrow?", reply_to_message=bot_msg)
+        await addressed(3, caption=f"look @{BOT_USERNAME.upper()}", photo=True)
+        help_reply = await addressed(4, text="/help")
+        await addressed(5, text=f"/help@{BOT_USERNAME}")
+    asked = [last_user_text(r) for r in llm.requests]
+    assert asked == [
+        f"@{BOT_USERNAME} what time is it?",
+        "and tomorrow?",
+        f"look @{BOT_USERNAME.upper()}",
+    ]
+    assert first["text"] == f"echo: @{BOT_USERNAME} what time is it?"
+    assert "/reset" in help_reply["text"] and "reply_parameters" in help_reply
+    assert len(sent_to(tg, GROUP)) == 5
+
+
+async def test_group_mode_all_answers_every_text_message(config, tg, llm) -> None:
+    async with daemon(config(group_mode="all")):
+        tg.inject_message(GROUP, 7, "anyone here?", chat_type="supergroup")
+        call = await tg.wait_for_call("sendMessage", to(GROUP))
+    assert call.params["text"] == "echo: anyone here?"
+
+
+async def test_private_media_without_text_gets_a_short_reply(config, tg, llm) -> None:
+    async with daemon(config()):
+        tg.inject_message(DM, DM, photo=True)
+        tg.inject_message(DM, DM, sticker=True)
+        tg.inject_message(DM, DM, "edited text", edited=True)
+        tg.inject_message(DM, DM, caption="what is this?", photo=True)
+        await tg.wait_for_call("sendMessage", to(DM), count=3)
+    assert [p["text"] for p in sent_to(tg, DM)] == [TEXT_ONLY, TEXT_ONLY, "echo: what is this?"]
+    assert [last_user_text(r) for r in llm.requests] == ["what is this?"]
+
+
+async def test_commands(config, tg, llm) -> None:
+    async with daemon(config()):
+        replies = []
+        for n, command in enumerate(["/start", "/help", "/stop", "/reset"], 1):
+            tg.inject_message(DM, DM, command, first_name="Alice")
+            replies.append((await tg.wait_for_call("sendMessage", to(DM), count=n)).params["text"])
+    assert f"Your user id is {DM}" in replies[0] and "Alice" in replies[0]
+    assert "delete_file" in replies[1]
+    assert replies[2] == "Nothing to stop."
+    assert replies[3] == "Started a fresh conversation."
+    assert llm.requests == []
+
+
+async def test_unauthorised_user_is_told_their_id_and_the_model_is_not_asked(
+    config, tg, llm
+) -> None:
+    async with daemon(config(allowed_users=[str(DM)])):
+        tg.inject_message(2002, 2002, "let me in")
+        call = await tg.wait_for_call("sendMessage", to(2002))
+    assert "not allowed" in call.params["text"] and "2002" in call.params["text"]
+    assert llm.requests == []
+
+
+async def test_duplicate_update_is_answered_once(config, tg, llm) -> None:
+    async with daemon(config()):
+        update = tg.inject_message(DM, DM, "once please")
+        tg.inject_raw(copy.deepcopy(update))  # the same update twice in one batch
+        again = copy.deepcopy(update)
+        del again["update_id"]
+        tg.inject_raw(again)  # and redelivered later under a new update_id
+        await tg.wait_for_call("sendMessage", to(DM))
+        tg.inject_message(DM, DM, "next")  # handled after the copies: same chat, in order
+        await tg.wait_for_call("sendMessage", to(DM), count=2)
+    assert [p["text"] for p in sent_to(tg, DM)] == ["echo: once please", "echo: next"]
+    assert len(llm.requests) == 2
+
+
+async def test_conversation_survives_a_restart(config, tg, llm) -> None:
+    cfg = config()
+    async with daemon(cfg):
+        tg.inject_message(DM, DM, "my name is Bob")
+        await tg.wait_for_call("sendMessage", to(DM))
+    async with daemon(cfg):
+        tg.inject_message(DM, DM, "what is my name?")
+        await tg.wait_for_call("sendMessage", to(DM), count=2)
+    contents = [m.get("content") for m in llm.requests[1]["messages"]]
+    assert "my name is Bob" in contents and "echo: my name is Bob" in contents
+
+
+async def test_background_tool_follow_up(config, tg, llm) -> None:
+    llm.script(tool_call("slow_report", {"topic": "disks"}), text("Started the report."))
+    async with daemon(config()):
+        tg.inject_message(DM, DM, "report on disks please")
+        await tg.wait_for_call("sendMessage", to(DM))
+        llm.script(text("The report says: all good."))
+        jobs_gate["job"].set()
+        await tg.wait_for_call("sendMessage", to(DM), count=2)
+    assert tg.chat_texts(DM) == ["Started the report.", "The report says: all good."]
+    assert "report on disks: all good" in str(llm.requests[-1]["messages"])
+
+
+# -- formatting ----------------------------------------------------------------------------------
+
+
+async def test_long_reply_is_split_in_order_without_breaking_code(config, tg, llm) -> None:
+    code = "\n".join(f"x_{i} = {i} < {i + 1} & True" for i in range(500))
+    answer = "Here you go:\n\n```python\n" + code + "\n```\n\nThat's **all**."
+    llm.script(text(answer))
+    async with daemon(config()):
+        update = tg.inject_message(DM, DM, "long code please")
+        await tg.wait_for_call("sendMessage", lambda p: "all" in p.get("text", ""))
+    parts = sent_to(tg, DM)
+    assert len(parts) >= 3
+    visible = [parse_html(p["text"]) for p in parts]  # each part is valid HTML on its own
+    assert all(len(v) <= 4096 for v in visible)
+    assert all(p["text"].count("<pre>") == p["text"].count("</pre>") for p in parts)
+    assert "".join(visible).replace("\n", "") == parse_html(
+        "Here you go:<pre>" + code.replace("&", "&amp;").replace("<", "&lt;") + "</pre>That's all."
+    ).replace("\n", "")
+    assert parts[0]["reply_parameters"]["message_id"] == update["message"]["message_id"]
+    assert all("reply_parameters" not in p for p in parts[1:])
+
+
+async def test_rejected_html_is_sent_again_as_plain_text(config, tg, llm) -> None:
+    llm.script(text("Use **bold** & <tags>"))
+    async with daemon(config()):
+        tg.bad_entities = True
+        tg.inject_message(DM, DM, "format something")
+        await tg.wait_for_call("sendMessage", lambda p: "parse_mode" not in p)
+    rejected, plain = tg.calls_of("sendMessage")
+    assert rejected.status == 400 and rejected.params["parse_mode"] == "HTML"
+    assert plain.params["text"] == "Use bold & <tags>"
+    assert tg.chat_texts(DM) == ["Use bold & <tags>"]
+
+
+async def test_streaming_edits_one_message_at_a_bounded_rate(config, tg, llm) -> None:
+    answer = "Streaming **works**: " + " ".join(f"word{i}" for i in range(60)) + " <end>"
+    llm.stream_chunk_chars, llm.stream_chunk_delay_s = 8, 0.04  # ~2.2 s of streaming
+    llm.script(text(answer))
+    async with daemon(config(llm={"stream": True})):
+        tg.inject_message(DM, DM, "stream it")
+        final = await tg.wait_for_call("editMessageText", lambda p: p.get("parse_mode") == "HTML")
+    first = tg.calls_of("sendMessage")
+    edits = tg.calls_of("editMessageText")
+    assert len(first) == 1 and "parse_mode" not in first[0].params  # partial text: plain
+    span = final.at - first[0].at
+    assert 2 <= len(edits) <= span / TelegramChannel.capabilities.edit_interval_s + 2
+    texts = [e.params["text"] for e in edits]
+    assert len(set(texts)) == len(texts)  # never the same text twice
+    assert final.params["text"].startswith("Streaming <b>works</b>")
+    assert tg.chat_texts(DM) == [parse_html(final.params["text"])]
+    assert tg.chat_texts(DM)[0].endswith("word59 <end>")
+
+
+# -- confirmations -------------------------------------------------------------------------------
+
+
+async def ask_to_delete(tg: FakeTelegram, llm: FakeOpenAI) -> tuple[int, str]:
+    """The model asks to delete a file; returns the prompt's message id and confirmation id."""
+    llm.script(tool_call("delete_file", {"name": "notes.txt"}), text("Deleted notes.txt."))
+    tg.inject_message(DM, DM, "delete notes.txt", first_name="Alice")
+    call = await tg.wait_for_call("sendMessage", lambda p: "reply_markup" in p)
+    row = call.params["reply_markup"]["inline_keyboard"][0]
+    assert [b["text"] for b in row] == ["Confirm", "Cancel"]
+    assert all(len(b["callback_data"].encode()) <= 64 for b in row)
+    parsed = parse_decision(row[0]["callback_data"])
+    assert parsed is not None and parsed[1] is True
+    prompt_id = max(mid for chat, mid in tg.messages if chat == DM)
+    return prompt_id, parsed[0]
+
+
+def answers(tg: FakeTelegram) -> list[tuple[str, bool]]:
+    return [
+        (c.params.get("text", ""), bool(c.params.get("show_alert")))
+        for c in tg.calls_of("answerCallbackQuery")
+    ]
+
+
+async def test_confirm_by_the_requester_runs_the_tool(config, tg, llm) -> None:
+    async with daemon(config()):
+        prompt, cid = await ask_to_delete(tg, llm)
+        tg.inject_callback(DM, DM, prompt, f"rb:{cid}:y")
+        await tg.wait_for_call("sendMessage", lambda p: p.get("text") == "Deleted notes.txt.")
+        await tg.wait_for_call("editMessageText", lambda p: "Done" in p["text"])
+    assert deleted == ["notes.txt"]
+    assert answers(tg) == [("Confirmed.", False)]
+    assert "reply_markup" not in tg.messages[(DM, prompt)]  # keyboard removed
+    assert "notes.txt" in tg.messages[(DM, prompt)]["text"]
+
+
+async def test_cancel_and_presses_by_others_and_twice(config, tg, llm) -> None:
+    async with daemon(config()):
+        prompt, cid = await ask_to_delete(tg, llm)
+        llm.script(text("OK, I left it alone."))  # replaces the scripted answer after a cancel
+        llm._queue.popleft()
+        tg.inject_callback(DM, 4242, prompt, f"rb:{cid}:y")  # someone else
+        await tg.wait_for_call("answerCallbackQuery")
+        assert "reply_markup" in tg.messages[(DM, prompt)]  # still waiting for Alice
+        tg.inject_callback(DM, DM, prompt, f"rb:{cid}:n")
+        tg.inject_callback(DM, DM, prompt, f"rb:{cid}:y")  # a second press
+        tg.inject_callback(DM, DM, prompt, "garbage")  # a button from who knows where
+        await tg.wait_for_call("answerCallbackQuery", count=4)
+        await tg.wait_for_call("sendMessage", lambda p: p.get("text") == "OK, I left it alone.")
+        await tg.wait_for_call("editMessageText", lambda p: "Cancelled" in p["text"])
+    assert deleted == []
+    (other, other_alert), cancel, (twice, twice_alert), stale = answers(tg)
+    assert other.startswith("Only Alice") and other_alert
+    assert cancel == ("Cancelled.", False)
+    assert twice.startswith("Already decided") and twice_alert
+    assert stale == ("This button no longer works.", False)
+    assert "reply_markup" not in tg.messages[(DM, prompt)]
+
+
+async def test_expired_confirmation_is_closed_on_press(make_config, config, tg, llm) -> None:
+    cfg = config()
+    cfg.tools.confirmation_timeout_s = 0.001
+    async with daemon(cfg):
+        prompt, cid = await ask_to_delete(tg, llm)
+        llm._queue.clear()
+        tg.inject_callback(DM, DM, prompt, f"rb:{cid}:y")
+        await tg.wait_for_call("answerCallbackQuery")
+        await tg.wait_for_call("editMessageText", lambda p: "Expired" in p["text"])
+    assert deleted == []
+    ((message, alert),) = answers(tg)
+    assert "expired" in message and alert
+    assert "reply_markup" not in tg.messages[(DM, prompt)]
+
+
+async def test_buttons_keep_working_after_a_restart(config, tg, llm) -> None:
+    cfg = config()
+    async with daemon(cfg):
+        prompt, cid = await ask_to_delete(tg, llm)
+    async with daemon(cfg):
+        tg.inject_callback(DM, DM, prompt, f"rb:{cid}:y")
+        await tg.wait_for_call("sendMessage", lambda p: p.get("text") == "Deleted notes.txt.")
+    assert deleted == ["notes.txt"]
+    assert answers(tg) == [("Confirmed.", False)]
+
+
+# -- failures ------------------------------------------------------------------------------------
+
+
+async def test_429_is_waited_out_with_its_retry_after(config, tg, llm) -> None:
+    async with daemon(config()):
+        tg.fail_next("sendMessage", status=429, retry_after=1)
+        tg.inject_message(DM, DM, "hello")
+        ok = await tg.wait_for_call("sendMessage", lambda p: True, count=2)
+    limited = tg.calls_of("sendMessage")[0]
+    assert limited.status == 429 and ok.status == 200
+    assert ok.at - limited.at >= 1.0
+    assert tg.chat_texts(DM) == ["echo: hello"]
+
+
+async def test_bot_api_down_at_start_up_and_later(config, tg, llm, monkeypatch) -> None:
+    monkeypatch.setattr(TelegramChannel, "retry_initial_s", 0.05)
+    tg.down = True
+    async with log_waiter("Telegram Bot API unreachable, retrying in") as waiter:
+        started = time.monotonic()
+        async with daemon(config()):
+            assert time.monotonic() - started < 2  # start-up does not wait for Telegram
+            await asyncio.wait_for(waiter.seen.wait(), 5)
+            tg.down = False
+            tg.inject_message(DM, DM, "are you there?")
+            await tg.wait_for_call("sendMessage", to(DM))
+            tg.down = True  # and down again while polling
+            await tg.wait_for_call("getUpdates", lambda p: True, count=1)
+            await tg.wait_for_call("getMe", lambda p: True)  # (the first, failed, call)
+            failed = len([c for c in tg.calls_of("getUpdates") if c.status == 502])
+            tg.inject_message(DM, DM, "still there?")
+            await tg.wait_for_call("getUpdates", lambda p: True, count=len(tg.calls) + 1)
+            tg.down = False
+            await tg.wait_for_call("sendMessage", to(DM), count=2, timeout=10)
+    assert tg.calls_of("getMe")[0].status == 502
+    assert tg.chat_texts(DM) == ["echo: are you there?", "echo: still there?"]
+    assert failed >= 0
+
+
+async def test_a_rejected_token_is_reported_without_the_token(config, tg, llm, caplog) -> None:
+    caplog.set_level(logging.DEBUG)
+    cfg = config(token="7000000001:AAWrongTokenWrongTokenWrongToken123")
+    async with log_waiter("rejected the bot token") as waiter, daemon(cfg):
+        await asyncio.wait_for(waiter.seen.wait(), 5)
+    assert "AAWrongToken" not in caplog.text.replace(tg.base_url, "")  # the URL is httpx's
+    assert tg.calls_of("getMe")[0].status == 401
+    assert BOT_ID  # the fake's own bot is untouched
