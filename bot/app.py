@@ -12,14 +12,13 @@ import logging
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from tools._mcp import McpManager
-from tools._plugins import load_plugins
-
 from bot.config import Config
 from channels import Channel
 from engine import Dispatcher, LLMClient, Settings, Store, ToolLoop
 from tools import Tool, ToolRegistry
 from tools._config import apply_policy
+from tools._mcp import McpManager
+from tools._plugins import load_plugins
 from tools.builtins import builtin_tools
 
 log = logging.getLogger(__name__)
@@ -138,6 +137,7 @@ class App:
         started: list[Channel] = []
         stack.push_async_callback(self._stop_channels, started)
         stack.push_async_callback(self.dispatcher.aclose)
+        await self.dispatcher.prepare()
         for channel in self.channels:
             self.dispatcher.add_channel(channel)
             await channel.start(self.dispatcher)

@@ -121,7 +121,10 @@ async def _chat(config: Config, args: argparse.Namespace) -> int:
     console = ConsoleChannel(wait_idle)
     app = App(config, channels=[console])
     holder.append(app)
+    loop = asyncio.get_running_loop()
     async with app:
+        for sig in (signal.SIGTERM, signal.SIGINT):  # stop reading; running turns finish
+            loop.add_signal_handler(sig, lambda: asyncio.ensure_future(console.stop()))
         await console.finished.wait()
     return 0
 

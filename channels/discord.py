@@ -15,6 +15,7 @@ REST server's ``GET /gateway/bot`` returns, so nothing connects anywhere the con
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import re
@@ -73,9 +74,8 @@ class DiscordConfig(BaseModel):
     allowed_users: list[str] = []
     allowed_guilds: list[str] = []  # empty: every guild the bot is in
     respond_in_guilds: Literal["mentions", "all"] = "mentions"
-    command_guilds: list[
-        str
-    ] = []  # sync slash commands to these guilds only (instant); else global
+    # Sync slash commands to these guilds only (instant, for trying things out); empty: global.
+    command_guilds: list[str] = []
 
     @field_validator("api_base_url")
     @classmethod
@@ -162,7 +162,9 @@ class DiscordChannel(Channel):
         if client is not None:
             await client.close()
         if self._gateway is not None:
-            await self._gateway
+            self._gateway.cancel()  # it may be sleeping before a reconnect attempt
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._gateway
             self._gateway = None
 
     async def _run_gateway(self, client: _Client) -> None:
@@ -215,10 +217,7 @@ class DiscordChannel(Channel):
         self._remember(ref.message_id, updated)
 
     async def typing(self, chat_id: str) -> None:
-        try:
-            await self._messageable(chat_id).typing()  # one-shot: POST /channels/{id}/typing
-        except discord.HTTPException as exc:
-            log.debug("discord: typing in %s failed: %s", chat_id, exc)
+        await self._messageable(chat_id).typing()  # one-shot: POST /channels/{id}/typing
 
     async def show_confirmation(self, prompt: ConfirmationPrompt) -> MessageRef:
         footer = (
@@ -231,8 +230,11 @@ class DiscordChannel(Channel):
         view.add_item(_DecisionButton(prompt.id, approved=True))
         view.add_item(_DecisionButton(prompt.id, approved=False))
         reference = _reference(prompt.chat_id, prompt.reply_to) if prompt.reply_to else None
-        channel = self._messageable(prompt.chat_id)
-        sent = await channel.send(summary + footer, view=view, reference=reference)  # type: ignore[arg-type]
+        sent = await self._messageable(prompt.chat_id).send(
+            summary + footer,
+            view=view,
+            reference=reference,  # type: ignore[arg-type]  # None is fine at run time
+        )
         return MessageRef(prompt.chat_id, str(sent.id))
 
     async def resolve_confirmation(self, ref: MessageRef, text: str) -> None:
@@ -422,10 +424,13 @@ def _inbound(
         return None
     resolved = message.reference.resolved if message.reference else None
     replied_to_me = isinstance(resolved, discord.Message) and resolved.author.id == me.id
-    mentioned = replied_to_me or any(user.id == me.id for user in message.mentions)
+    # People often pick the bot's own role (same name) from the mention list: that counts too.
+    my_roles = [r.id for r in message.role_mentions if r.tags and r.tags.bot_id == me.id]
+    mentioned = replied_to_me or bool(my_roles) or any(u.id == me.id for u in message.mentions)
     if guild_id is not None and not mentioned and config.respond_in_guilds == "mentions":
         return None
-    text = re.sub(rf"<@!?{me.id}>\s*", "", message.content).strip()
+    mention = "|".join([rf"<@!?{me.id}>", *(f"<@&{role_id}>" for role_id in my_roles)])
+    text = re.sub(rf"(?:{mention})\s*", "", message.content).strip()
     if not text:
         return None
     return InboundMessage(

@@ -17,24 +17,23 @@ import logging
 import os
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
+import httpx
 from pydantic import BaseModel, ConfigDict, SecretStr, field_validator, model_validator
 from telegram import (
     BotCommand,
     InlineKeyboardButton,
     InlineKeyboardMarkup,
     Message,
-    MessageEntity,
     ReplyParameters,
     Update,
 )
-from telegram.constants import ChatAction, ChatType, ParseMode
-from telegram.error import BadRequest, InvalidToken, TelegramError
+from telegram.constants import ChatAction, ParseMode
+from telegram.error import BadRequest, InvalidToken, NetworkError, TelegramError, TimedOut
 from telegram.ext import (
     AIORateLimiter,
     Application,
-    BaseUpdateProcessor,
     CallbackQueryHandler,
     CommandHandler,
     ContextTypes,
@@ -48,15 +47,16 @@ from channels._base import (
     Command,
     ConfirmationPrompt,
     Engine,
-    InboundMessage,
     MessageRef,
     encode_decision,
     parse_decision,
 )
 from channels._telegram_format import html_to_plain, plain_parts, render
+from channels._telegram_updates import ADDRESSED, ChatOrder, inbound_message
 from tools import ConfigError
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 TEXT_ONLY = "I can only read text for now."
 STALE_BUTTON = "This button no longer works."
@@ -66,7 +66,8 @@ COMMANDS = {
     Command.RESET: "Forget this conversation",
     Command.STOP: "Stop the reply in progress",
 }
-_RETRY_MAX_S = 60.0
+_RETRY_MAX_S = 30.0  # longest pause between attempts while the Bot API is unreachable
+_SEND_PATIENCE_S = 120.0  # how long a send keeps retrying before the error reaches the engine
 _REMEMBERED = 1024  # messages whose last text is kept, to skip unchanged edits
 
 
@@ -143,7 +144,7 @@ class TelegramChannel(Channel):
             .base_url(config.api_base_url)
             .base_file_url(config.api_file_url or "")
             .rate_limiter(_rate_limiter())
-            .concurrent_updates(_ChatOrder(256))
+            .concurrent_updates(ChatOrder(256))
             .build()
         )
         self._add_handlers(config.group_mode)
@@ -154,6 +155,7 @@ class TelegramChannel(Channel):
         """Returns at once; connecting (with retries) goes on in the background."""
         self._engine = engine
         self._starter = asyncio.create_task(self._connect(), name="telegram-connect")
+        self._starter.add_done_callback(_log_failure)
 
     async def stop(self) -> None:
         if self._starter is not None:
@@ -201,7 +203,7 @@ class TelegramChannel(Channel):
 
     def _add_handlers(self, group_mode: str) -> None:
         new = filters.UpdateType.MESSAGE  # edited messages and channel posts are ignored
-        groups = filters.ChatType.GROUPS if group_mode == "all" else _ADDRESSED
+        groups = filters.ChatType.GROUPS if group_mode == "all" else ADDRESSED
         text = filters.TEXT | filters.CAPTION
         app = self._app
         for command in Command:
@@ -211,7 +213,7 @@ class TelegramChannel(Channel):
         )
         app.add_handler(
             MessageHandler(
-                new & ~text & ~filters.StatusUpdate.ALL & (filters.ChatType.PRIVATE | _ADDRESSED),
+                new & ~text & ~filters.StatusUpdate.ALL & (filters.ChatType.PRIVATE | ADDRESSED),
                 self._on_other,
             )
         )
@@ -359,8 +361,6 @@ class TelegramChannel(Channel):
         reply_to: str | None = None,
         markup: InlineKeyboardMarkup | None = None,
     ) -> Message:
-        if not self._ready.is_set():
-            await self._ready.wait()
         reply = (
             ReplyParameters(int(reply_to), allow_sending_without_reply=True) if reply_to else None
         )
@@ -370,7 +370,7 @@ class TelegramChannel(Channel):
                 _chat(chat_id), body, parse_mode=mode, reply_parameters=reply, reply_markup=markup
             )
 
-        return await _html_or_plain(call, text, html)
+        return await self._patiently(lambda: _html_or_plain(call, text, html))
 
     async def _edit_part(
         self,
@@ -382,8 +382,6 @@ class TelegramChannel(Channel):
         markup: InlineKeyboardMarkup | None = None,
     ) -> bool:
         """Edit one message; False when Telegram says nothing changed (which is fine)."""
-        if not self._ready.is_set():
-            await self._ready.wait()
 
         async def call(body: str, mode: str | None) -> Any:
             return await self._app.bot.edit_message_text(
@@ -391,12 +389,33 @@ class TelegramChannel(Channel):
             )
 
         try:
-            await _html_or_plain(call, text, html)
+            await self._patiently(lambda: _html_or_plain(call, text, html))
         except BadRequest as exc:
             if "not modified" in exc.message.lower():
                 return False
             raise
         return True
+
+    async def _patiently(self, request: Callable[[], Awaitable[_T]]) -> _T:
+        """`request` once the bot is connected, retried with backoff (for a bounded time) while
+        the Bot API is unreachable. Errors that may mean it was delivered are not retried."""
+        if not self._ready.is_set():
+            await self._ready.wait()
+        delay, waited = self.retry_initial_s, 0.0
+        while True:
+            try:
+                result = await request()
+            except NetworkError as exc:
+                if not _undelivered(exc) or waited >= _SEND_PATIENCE_S:
+                    raise
+                log.warning("Telegram Bot API unreachable, retrying in %gs (%s)", delay, exc)
+                await asyncio.sleep(delay)
+                waited += delay
+                delay = min(delay * 2, _RETRY_MAX_S)
+                continue
+            if waited:
+                log.info("Telegram Bot API reachable again")
+            return result
 
     def _remember(self, key: tuple[str, str], shown: list[_Shown]) -> None:
         self._shown[key] = shown
@@ -413,94 +432,25 @@ class _Shown:
         self.message_id, self.text = message_id, text
 
 
-# -- pure helpers ------------------------------------------------------------------------------
-
-
-def inbound_message(message: Message | None) -> InboundMessage | None:
-    """The engine's view of a Telegram message (None for messages without a sender)."""
-    if message is None or message.from_user is None:
-        return None
-    user = message.from_user
-    reply = message.reply_to_message
-    return InboundMessage(
-        channel="telegram",
-        chat_id=str(message.chat_id),
-        user_id=str(user.id),
-        user_name=user.full_name or user.username or str(user.id),
-        text=message.text or message.caption or "",
-        message_id=str(message.message_id),
-        is_private=message.chat.type == ChatType.PRIVATE,
-        mentioned=addressed_to_bot(message),
-        reply_to=str(reply.message_id) if reply is not None else None,
-    )
-
-
-def addressed_to_bot(message: Message) -> bool:
-    """True when `message` @mentions the bot or replies to one of its messages."""
-    bot = message.get_bot()
-    reply = message.reply_to_message
-    if reply is not None and reply.from_user is not None and reply.from_user.id == bot.id:
-        return True
-    handle = f"@{bot.username}".lower()
-    kinds = [MessageEntity.MENTION, MessageEntity.TEXT_MENTION]
-    found = {**message.parse_entities(kinds), **message.parse_caption_entities(kinds)}
-    for entity, text in found.items():
-        if entity.type == MessageEntity.MENTION and text.lower() == handle:
-            return True
-        if entity.user is not None and entity.user.id == bot.id:
-            return True
-    return False
-
-
-class _Addressed(filters.MessageFilter):
-    __slots__ = ()
-
-    def filter(self, message: Message) -> bool:
-        return addressed_to_bot(message)
-
-
-_ADDRESSED = _Addressed(name="addressed_to_bot")
-
-
-class _ChatOrder(BaseUpdateProcessor):
-    """Updates run concurrently, except that those of one chat run one after another in the
-    order they arrived (asyncio locks are FIFO)."""
-
-    __slots__ = ("_locks",)
-
-    def __init__(self, max_concurrent_updates: int) -> None:
-        super().__init__(max_concurrent_updates)
-        self._locks: dict[int, tuple[asyncio.Lock, int]] = {}
-
-    async def do_process_update(self, update: object, coroutine: Awaitable[Any]) -> None:
-        chat = update.effective_chat if isinstance(update, Update) else None
-        if chat is None:
-            await coroutine
-            return
-        lock, users = self._locks.get(chat.id) or (asyncio.Lock(), 0)
-        self._locks[chat.id] = (lock, users + 1)
-        try:
-            async with lock:
-                await coroutine
-        finally:
-            lock, users = self._locks[chat.id]
-            if users == 1:
-                del self._locks[chat.id]
-            else:
-                self._locks[chat.id] = (lock, users - 1)
-
-    async def initialize(self) -> None:
-        pass
-
-    async def shutdown(self) -> None:
-        pass
-
-
 def _rate_limiter() -> AIORateLimiter:
     # No proactive throttle (PTB's defaults cap the whole bot at 30 messages/s and a group at
     # 20/min, edits included): Telegram's 429 answers are the authority, and every request
     # waits out their retry_after.
     return AIORateLimiter(overall_max_rate=0, group_max_rate=0, max_retries=5)
+
+
+def _undelivered(exc: NetworkError) -> bool:
+    """True when the request surely did not take effect: a gateway error or no connection."""
+    if isinstance(exc, BadRequest):
+        return False
+    if isinstance(exc, TimedOut):
+        return isinstance(exc.__cause__, httpx.ConnectTimeout | httpx.PoolTimeout)
+    return True
+
+
+def _log_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("the Telegram channel failed to start", exc_info=task.exception())
 
 
 def _polling_failed(exc: TelegramError) -> None:

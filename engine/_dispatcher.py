@@ -95,6 +95,7 @@ class Dispatcher:
         self._chats: dict[ConversationKey, _Chat] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closing = False
+        self._recovery: tuple[Any, ...] | None = None
 
     def add_channel(self, channel: Channel) -> None:
         self.channels[channel.name] = channel
@@ -106,8 +107,22 @@ class Dispatcher:
 
     # -- lifecycle ------------------------------------------------------------------------
 
+    async def prepare(self) -> None:
+        """Take stock of what a crash or restart left unfinished. Call before channels start
+        delivering, so a message that arrives now is not mistaken for an interrupted one."""
+        store = self.store
+        self._recovery = (
+            await store.confirmations("pending"),
+            [(c, s) for s in ("approved", "executing") for c in await store.confirmations(s)],
+            [(j, s) for s in ("running", "resumed") for j in await store.jobs(s)],
+            await store.jobs("done"),
+            await store.unfinished_chats(),
+        )
+
     async def start(self) -> None:
-        """Recover what a crash or restart left unfinished, then watch for expiries."""
+        """Finish what was left unfinished (see prepare), then watch for expiries."""
+        if self._recovery is None:
+            await self.prepare()
         await self._recover()
         self._spawn(self._expiry_watch(), "confirmation-expiry")
 
@@ -518,30 +533,31 @@ class Dispatcher:
     # -- restart recovery -----------------------------------------------------------------
 
     async def _recover(self) -> None:
+        assert self._recovery is not None
+        pending, approved, running, done, unfinished = self._recovery
+        self._recovery = None
         store = self.store
-        for conf in await store.confirmations("pending"):
+        for conf in pending:
             if conf.expires_at <= time.time() and conf.channel in self.channels:
                 await self._expire(conf)
-        for state in ("approved", "executing"):
-            for conf in await store.confirmations(state):
-                if conf.channel not in self.channels:
-                    continue
-                await store.transition(conf.id, state, "interrupted")
-                await store.close_dangling(conf.conversation_id, APPROVED_INTERRUPTED)
-                await self._resolve(conf, f"⚠️ Interrupted by a restart: {conf.summary}")
-                await self._send(
-                    conf.channel,
-                    conf.chat_id,
-                    f"⚠️ I was restarted while running “{conf.summary}”. It may or may not have "
-                    "completed; ask me again if it is still needed.",
-                    conf.reply_to,
-                )
-        for state in ("running", "resumed"):
-            for job in await store.jobs(state):
-                await self._recover_job(job, state)
-        for job in await store.jobs("done"):
+        for conf, state in approved:
+            if conf.channel not in self.channels:
+                continue
+            await store.transition(conf.id, state, "interrupted")
+            await store.close_dangling(conf.conversation_id, APPROVED_INTERRUPTED)
+            await self._resolve(conf, f"⚠️ Interrupted by a restart: {conf.summary}")
+            await self._send(
+                conf.channel,
+                conf.chat_id,
+                f"⚠️ I was restarted while running “{conf.summary}”. It may or may not have "
+                "completed; ask me again if it is still needed.",
+                conf.reply_to,
+            )
+        for job, state in running:
+            await self._recover_job(job, state)
+        for job in done:
             self._wake(ConversationKey(job.channel, job.chat_id), ("job", job.id))
-        for channel, chat_id, taken in await store.unfinished_chats():
+        for channel, chat_id, taken in unfinished:
             if channel not in self.channels:
                 continue
             key = ConversationKey(channel, chat_id)

@@ -6,6 +6,7 @@ message as a barrier to show an earlier one was ignored (gateway events are hand
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 import logging
@@ -98,13 +99,16 @@ def user_texts(llm: FakeOpenAI) -> list[str]:
 # ---- conversations
 
 
-async def test_mention_in_a_guild_gets_a_reply_to_that_message(bot: App, fake: FakeDiscord) -> None:
+async def test_mention_in_a_guild_gets_a_reply_to_that_message(
+    bot: App, fake: FakeDiscord, llm: FakeOpenAI
+) -> None:
     msg = await fake.inject_message(CHANNEL, ALICE, "hello there", GUILD, mentions_bot=True)
 
     typing = await fake.wait_for_call("POST", rf"/channels/{CHANNEL}/typing")
     reply = await fake.wait_for_call("POST", posts(CHANNEL), content("echo: hello there"))
 
-    assert replied_to(reply) == msg["id"]  # the mention itself was stripped from the text
+    assert replied_to(reply) == msg["id"]
+    assert user_texts(llm) == ["hello there"]  # the mention itself was stripped
     assert typing.at <= reply.at
     assert reply.json["allowed_mentions"]["parse"] == []  # the model cannot ping @everyone
 
@@ -116,6 +120,15 @@ async def test_a_reply_to_the_bot_counts_as_a_mention(bot: App, fake: FakeDiscor
     await fake.inject_message(CHANNEL, ALICE, "and then?", GUILD, reference=answer.response["id"])
 
     await fake.wait_for_call("POST", posts(CHANNEL), content("echo: and then?"))
+
+
+async def test_mentioning_the_bots_role_counts_as_a_mention(
+    bot: App, fake: FakeDiscord, llm: FakeOpenAI
+) -> None:
+    await fake.inject_message(CHANNEL, ALICE, "via the role", GUILD, mentions_bot_role=True)
+
+    await fake.wait_for_call("POST", posts(CHANNEL), content("echo: via the role"))
+    assert user_texts(llm) == ["via the role"]
 
 
 async def test_guild_messages_without_a_mention_are_not_answered(
@@ -416,12 +429,39 @@ async def test_buttons_work_after_a_restart_and_the_conversation_is_kept(
     assert "delete notes.txt" in user_texts(llm)[-1]  # the history survived the restart
 
 
+async def test_a_background_tools_result_comes_back_as_a_follow_up(
+    start: Callable[..., Any], fake: FakeDiscord, llm: FakeOpenAI
+) -> None:
+    release = asyncio.Event()
+
+    @tool(background=True)
+    async def build_report() -> str:
+        """Build the monthly report (takes a while)."""
+        await release.wait()
+        return "report: 12 pages"
+
+    llm.script(
+        tool_call("build_report", {}), text("Started the report."), text("Your report is ready.")
+    )
+    async with start(tools=[build_report]):
+        msg = await fake.inject_message(CHANNEL, ALICE, "report please", GUILD, mentions_bot=True)
+        started = await fake.wait_for_call("POST", posts(CHANNEL), content("Started the report."))
+        release.set()
+        follow_up = await fake.wait_for_call(
+            "POST", posts(CHANNEL), content("Your report is ready.")
+        )
+    assert replied_to(started) == msg["id"]
+    assert "report: 12 pages" in str(llm.requests[-1]["messages"])
+    assert follow_up.at > started.at
+
+
 # ---- connection
 
 
 async def test_a_dropped_gateway_resumes_and_replays_missed_events(
-    bot: App, fake: FakeDiscord
+    bot: App, fake: FakeDiscord, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.DEBUG)
     await fake.drop_connection()  # close code 4000: resumable
     await fake.inject_message(CHANNEL, ALICE, "while you were away", GUILD, mentions_bot=True)
 
@@ -430,6 +470,8 @@ async def test_a_dropped_gateway_resumes_and_replays_missed_events(
     assert [p["op"] for p in fake.gateway_ops].count(2) == 1  # IDENTIFY once, then RESUME
     resume = await fake.wait_for_gateway_op(6)
     assert resume["d"]["seq"] >= 1
+    assert "resumed" in caplog.text
+    assert fake.token not in caplog.text  # RESUME carries it; no log line does
 
 
 async def test_nothing_connects_anywhere_but_the_configured_server(

@@ -119,6 +119,7 @@ class _Server:
         self.keepalive_s = keepalive_s
         self.specs: list[types.Tool] = []
         self._conn: _Connection | None = None
+        self._connected_at: float | None = None
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> bool:
@@ -135,7 +136,7 @@ class _Server:
 
     async def call(self, tool: str, args: dict[str, Any]) -> ToolResult:
         name, conn = self.config.name, self._conn
-        if conn is None:
+        if conn is None or conn.lost.is_set():
             return ToolResult.fail(f"MCP server {name} is restarting; try again in a moment.")
         try:
             result = await conn.session.call_tool(
@@ -160,11 +161,11 @@ class _Server:
         return _to_result(result)
 
     async def _supervise(self, started: asyncio.Future[bool]) -> None:
-        loop = asyncio.get_running_loop()
+        name, loop = self.config.name, asyncio.get_running_loop()
         failures = 0
         try:
             while True:
-                began = loop.time()
+                self._connected_at = None
                 try:
                     await self._serve(started)
                     reason = "the connection closed"
@@ -173,20 +174,15 @@ class _Server:
                 finally:
                     self._conn = None
                 if not started.done():
-                    log.error(
-                        "MCP server %s could not start (%s); skipping it", self.config.name, reason
-                    )
+                    log.error("MCP server %s could not start (%s); skipping it", name, reason)
                     return
-                if loop.time() - began > self.backoff_s[-1]:
+                ran = self._connected_at is not None
+                if ran and loop.time() - self._connected_at > self.backoff_s[-1]:
                     failures = 0  # it ran well for a while: start the backoff over
                 delay = self.backoff_s[min(failures, len(self.backoff_s) - 1)]
                 failures += 1
-                log.warning(
-                    "MCP server %s stopped (%s); restarting in %g s",
-                    self.config.name,
-                    reason,
-                    delay,
-                )
+                what = "stopped" if ran else "could not restart"
+                log.warning("MCP server %s %s (%s); retrying in %g s", name, what, reason, delay)
                 await asyncio.sleep(delay)
         finally:
             if not started.done():
@@ -215,6 +211,7 @@ class _Server:
         self, conn: _Connection, specs: list[types.Tool], started: asyncio.Future[bool]
     ) -> None:
         self._conn = conn
+        self._connected_at = asyncio.get_running_loop().time()
         if not started.done():
             self.specs = specs
             log.info("MCP server %s started with %d tools", self.config.name, len(specs))

@@ -17,10 +17,12 @@ client asks for message content. REST: everything discord.py calls at start-up, 
 (create/edit/delete), typing, DM channels, interaction callbacks and webhook follow-ups, and
 bulk command sync; a wrong bot token gets 401. Anything else is recorded and answered 404.
 
-Control: ``inject_message``, ``inject_button``, ``inject_slash`` (they return the payload sent),
-``drop_connection`` (close with the resumable code 4000), ``calls`` (REST requests, in order),
-``await wait_for_call(...)``, ``gateway_ops`` (what the client sent), ``connections`` (every
-websocket the client opened, with its path), ``messages`` (current state of every message).
+Control: ``inject_message`` (returns the message), ``inject_button`` / ``inject_slash`` (return an
+:class:`Interaction` that records how and how fast it was answered), ``drop_connection`` (close
+with the resumable code 4000), ``calls`` (REST requests in order, each with the JSON answered),
+``await wait_for_call(...)``, ``gateway_ops`` (what the client sent), ``connections`` (the path of
+every websocket the client opened), ``messages`` (every message as it is now, edits applied),
+``commands`` (synced slash commands per guild, ``None`` for global).
 """
 
 from __future__ import annotations
@@ -208,8 +210,11 @@ class FakeDiscord:
         mentions_bot: bool = False,
         author_bot: bool = False,
         reference: int | str | None = None,
+        mentions_bot_role: bool = False,
     ) -> Json:
-        """A user (or bot) posts ``content``; ``reference`` is the id of the message replied to."""
+        """A user (or bot) posts ``content``; ``reference`` is the id of the message replied to.
+
+        ``mentions_bot`` / ``mentions_bot_role`` put ``<@bot>`` / ``<@&bot's role>`` in front."""
         mentions = []
         if mentions_bot:
             mentions.append(self._bot_user())
@@ -217,6 +222,9 @@ class FakeDiscord:
                 content = f"<@{self.bot_id}> {content}"
         author = self._user(author_id, bot=author_bot)
         msg = self._message(channel_id, author, content, guild_id=guild_id, mentions=mentions)
+        if mentions_bot_role and guild_id is not None:
+            msg["mention_roles"] = [str(self.bot_role_id(guild_id))]
+            msg["content"] = f"<@&{self.bot_role_id(guild_id)}> {content}"
         if reference is not None:
             msg["type"] = 19
             msg["message_reference"] = {"message_id": str(reference), "channel_id": str(channel_id)}
@@ -228,7 +236,10 @@ class FakeDiscord:
     async def inject_button(
         self, custom_id: str, user_id: int, channel_id: int, message_id: int
     ) -> Interaction:
-        """``user_id`` presses the button ``custom_id`` on ``message_id``."""
+        """``user_id`` presses the button ``custom_id`` on ``message_id``.
+
+        The interaction carries the message as it is now, as Discord's does: pressing after the
+        bot removed the buttons is a double click that raced the edit."""
         message = self.messages[message_id]
         guild_id = int(message["guild_id"]) if "guild_id" in message else None
         data = {"custom_id": custom_id, "component_type": 2}
@@ -257,6 +268,10 @@ class FakeDiscord:
 
     def _snowflake(self) -> int:
         return ((int(time.time() * 1000) - _DISCORD_EPOCH_MS) << 22) | (next(self._ids) & 0x3FFFFF)
+
+    def bot_role_id(self, guild_id: int) -> int:
+        """The id of the role Discord manages for the bot in a guild (named like the bot)."""
+        return guild_id + 1
 
     def _bot_user(self) -> Json:
         return self._user(self.bot_id, bot=True, name=self.bot_name)
@@ -306,11 +321,17 @@ class FakeDiscord:
             "roles": [
                 {"id": str(guild_id), "name": "@everyone", "permissions": "1071698660929"}
                 | {"position": 0, "color": 0, "hoist": False, "managed": False}
-                | {"mentionable": False, "flags": 0}
+                | {"mentionable": False, "flags": 0},
+                {"id": str(self.bot_role_id(guild_id)), "name": self.bot_name}
+                | {"permissions": "1071698660929", "position": 1, "color": 0, "hoist": False}
+                | {"managed": True, "mentionable": True, "flags": 0}
+                | {"tags": {"bot_id": str(self.bot_id)}},
             ],
             "channels": [self._channel(c, guild_id) for c in self.guilds[guild_id]],
             "threads": [],
-            "members": [self._member(self._bot_user())],
+            "members": [
+                self._member(self._bot_user()) | {"roles": [str(self.bot_role_id(guild_id))]}
+            ],
             "joined_at": _now(),
         }
 

@@ -46,7 +46,15 @@ class Call:
     method: str
     params: dict[str, Any]
     at: float  # loop time when the request arrived
-    status: int = 200  # HTTP status answered (set once the answer is known)
+    status: int = 200  # HTTP status of the answer
+    answered: bool = False  # status is final
+
+
+@dataclass(slots=True, eq=False)
+class _Waiter:
+    matches: Callable[[Call], bool]
+    remaining: int
+    future: asyncio.Future[Call]
 
 
 class ApiError(Exception):
@@ -107,7 +115,7 @@ class FakeTelegram:
         self._callback_ids = itertools.count(1)
         self._wakeup = asyncio.Event()  # replaced on every injection; long polls wait on it
         self._closing = False
-        self._waiters: list[tuple[str, Callable[[dict[str, Any]], bool], asyncio.Future[Call]]] = []
+        self._waiters: list[_Waiter] = []
         self._runner: web.AppRunner | None = None
         self.port = 0
 
@@ -225,22 +233,27 @@ class FakeTelegram:
         method: str,
         predicate: Callable[[dict[str, Any]], bool] | None = None,
         *,
-        timeout: float = 5,  # noqa: ASYNC109 - the brief's signature; a test helper
+        timeout: float = 5,
         count: int = 1,
+        status: int | None = None,
     ) -> Call:
-        """The `count`-th call of `method` (already made or still to come) matching `predicate`."""
+        """The `count`-th answered call of `method` (past or future) matching `predicate` (on
+        its params) and `status`. A long poll counts as answered when it arrives."""
         pred = predicate or (lambda _: True)
-        seen = [c for c in self.calls if c.method == method and pred(c.params)]
+
+        def matches(call: Call) -> bool:
+            return (
+                call.method == method
+                and call.answered
+                and (status is None or call.status == status)
+                and pred(call.params)
+            )
+
+        seen = [c for c in self.calls if matches(c)]
         if len(seen) >= count:
             return seen[count - 1]
-        remaining = count - len(seen)
         fut: asyncio.Future[Call] = asyncio.get_running_loop().create_future()
-        counter = itertools.count(1)
-
-        def matches(params: dict[str, Any]) -> bool:
-            return pred(params) and next(counter) == remaining
-
-        entry = (method, matches, fut)
+        entry = _Waiter(matches, count - len(seen), fut)
         self._waiters.append(entry)
         try:
             return await asyncio.wait_for(fut, timeout)
@@ -259,19 +272,18 @@ class FakeTelegram:
     async def _handle(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
         call = Call(method, await _read_params(request), asyncio.get_running_loop().time())
+        self.calls.append(call)
         try:
             handler = self._route(call, request.match_info["token"])
+            if method == "getUpdates":
+                self._answered(call)  # a long poll is seen when it arrives
+            response = web.json_response({"ok": True, "result": await handler(call.params)})
         except ApiError as exc:
             call.status = exc.status
-            self._record(call)
-            return _error(exc)
-        self._record(call)
-        try:
-            result = await handler(call.params)
-        except ApiError as exc:
-            call.status = exc.status
-            return _error(exc)
-        return web.json_response({"ok": True, "result": result})
+            response = _error(exc)
+        if not call.answered:
+            self._answered(call)
+        return response
 
     def _route(self, call: Call, token: str) -> Callable[[dict[str, Any]], Any]:
         if token != self.token:
@@ -286,14 +298,14 @@ class FakeTelegram:
             raise ApiError(404, "Not Found")
         return handler
 
-    def _record(self, call: Call) -> None:
-        method, params = call.method, call.params
-        self.calls.append(call)
-        for entry in list(self._waiters):
-            name, matches, fut = entry
-            if name == method and not fut.done() and matches(params):
-                fut.set_result(call)
-                self._waiters.remove(entry)
+    def _answered(self, call: Call) -> None:
+        call.answered = True
+        for waiter in list(self._waiters):
+            if not waiter.future.done() and waiter.matches(call):
+                waiter.remaining -= 1
+                if waiter.remaining == 0:
+                    waiter.future.set_result(call)
+                    self._waiters.remove(waiter)
 
     async def _api_getMe(self, _: dict[str, Any]) -> dict[str, Any]:
         return {
