@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Literal, TypeVar
 
 import httpx
-from pydantic import BaseModel, ConfigDict, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from telegram import (
     BotCommand,
     InlineKeyboardButton,
@@ -83,22 +83,17 @@ class TelegramConfig(BaseModel):
     api_file_url: str | None = None  # derived from api_base_url: /bot → /file/bot
     allowed_users: list[str] = []  # read by the engine; "*" = everyone
     group_mode: Literal["mentions", "all"] = "mentions"
-    poll_timeout_s: int = 30
+    poll_timeout_s: int = Field(30, ge=0, le=50)  # long-poll length of getUpdates
 
     @field_validator("allowed_users", mode="before")
     @classmethod
     def _ids_as_text(cls, value: Any) -> Any:
         return [str(v) for v in value] if isinstance(value, list) else value
 
-    @field_validator("poll_timeout_s")
-    @classmethod
-    def _poll_timeout(cls, value: int) -> int:
-        if not 0 <= value <= 50:
-            raise ValueError("must be between 0 and 50 seconds")
-        return value
-
     @model_validator(mode="after")
     def _check(self) -> TelegramConfig:
+        if self.token is not None and self.token_env:
+            raise ValueError("set token or token_env, not both")
         if self.enabled and self.token is None and not self.token_env:
             raise ValueError("set token or token_env when the Telegram channel is enabled")
         if self.api_file_url is None:

@@ -390,6 +390,31 @@ async def test_a_second_press_says_already_decided(
     assert deleted == ["notes.txt"]
 
 
+async def test_a_slow_engine_still_gets_interactions_acknowledged_in_time(
+    start: Callable[..., Any],
+    fake: FakeDiscord,
+    llm: FakeOpenAI,
+    delete_file: Tool,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # With no budget every answer counts as late: the adapter defers, then follows up.
+    monkeypatch.setattr("channels.discord._ACK_BUDGET_S", 0.0)
+    async with start(tools=[delete_file]):
+        prompt_id, buttons = await ask_to_delete(fake, llm)
+        press = await fake.inject_button(buttons["Confirm"], BOB, CHANNEL, prompt_id)
+        slash = await fake.inject_slash("stop", ALICE, CHANNEL, GUILD)
+
+        press_ack = await fake.wait_for_call("POST", callback(press.id))
+        refusal = await fake.wait_for_call("POST", rf"/webhooks/\d+/{press.token}")
+        slash_ack = await fake.wait_for_call("POST", callback(slash.id))
+        reply = await fake.wait_for_call("POST", rf"/webhooks/\d+/{slash.token}")
+    assert press_ack.json["type"] == 6  # deferred update: nothing visible yet
+    assert refusal.json["content"] == "Only Alice can confirm this."
+    assert refusal.json["flags"] & EPHEMERAL
+    assert slash_ack.json["type"] == 5  # "relaybot is thinking…"
+    assert reply.json["content"] in ("Stopped.", "Nothing to stop.")
+
+
 async def test_a_press_after_expiry_is_refused_and_the_prompt_closed(
     start: Callable[..., Any],
     fake: FakeDiscord,
