@@ -27,6 +27,7 @@ import aiohttp
 import discord
 import yarl
 from discord import app_commands
+from discord.backoff import ExponentialBackoff
 from discord.gateway import DiscordWebSocket
 from discord.http import Route
 from pydantic import BaseModel, ConfigDict, SecretStr, field_validator, model_validator
@@ -119,7 +120,8 @@ class DiscordChannel(Channel):
         self.config = config
         self._engine: Engine | None = None
         self._client: _Client | None = None
-        self._gateway: asyncio.Task[None] | None = None
+        self._runner: asyncio.Task[None] | None = None
+        self._connected = asyncio.Event()  # set when a gateway session starts
         # message id -> the parts it is shown as: [(message id, text)], first is itself
         self._shown: OrderedDict[str, list[tuple[str, str]]] = OrderedDict()
 
@@ -128,46 +130,36 @@ class DiscordChannel(Channel):
     async def start(self, engine: Engine) -> None:
         """Log in, sync commands and connect; returns once the gateway session is up.
 
-        A rejected token or a missing privileged intent is logged, not raised: the rest of the
-        daemon keeps running without Discord.
+        A rejected token or a missing privileged intent is logged, not raised, and an unreachable
+        Discord is retried in the background: the rest of the daemon keeps running.
         """
         token = self.config.resolve_token()
         self._engine = engine
+        self._connected.clear()
         Route.BASE = self.config.api_base_url  # process-wide in discord.py
-        client = _Client(self)
-        try:
-            await client.login(token)
-        except discord.LoginFailure:
-            log.error("discord: the bot token was rejected; check [discord] token / token_env")
-            await client.close()
-            return
-        except (discord.DiscordException, aiohttp.ClientError, OSError) as exc:
-            log.error("discord: cannot log in at %s: %s", self.config.api_base_url, exc)
-            await client.close()
-            return
-        self._client = client
-        self._gateway = asyncio.create_task(self._run_gateway(client), name="discord-gateway")
-        connected = asyncio.create_task(client.connected.wait())
+        self._runner = asyncio.create_task(self._run(token), name="discord")
+        connected = asyncio.create_task(self._connected.wait())
         done, _ = await asyncio.wait(
-            {connected, self._gateway}, timeout=_CONNECT_WAIT_S, return_when=asyncio.FIRST_COMPLETED
+            {connected, self._runner}, timeout=_CONNECT_WAIT_S, return_when=asyncio.FIRST_COMPLETED
         )
         connected.cancel()
         if not done:
-            log.warning(
-                "discord: gateway not connected after %.0f s; still trying", _CONNECT_WAIT_S
-            )
+            log.warning("discord: not connected after %.0f s; still trying", _CONNECT_WAIT_S)
 
     async def stop(self) -> None:
-        client, self._client = self._client, None
-        if client is not None:
-            await client.close()
-        if self._gateway is not None:
-            self._gateway.cancel()  # it may be sleeping before a reconnect attempt
+        if self._client is not None:
+            await self._client.close()
+        if self._runner is not None:
+            self._runner.cancel()  # it may be waiting to retry
             with contextlib.suppress(asyncio.CancelledError):
-                await self._gateway
-            self._gateway = None
+                await self._runner
+        self._client = self._runner = None
 
-    async def _run_gateway(self, client: _Client) -> None:
+    async def _run(self, token: str) -> None:
+        client = await self._login(token)
+        if client is None:
+            return
+        self._client = client
         try:
             await client.connect(reconnect=True)  # reconnects and resumes by itself
         except discord.PrivilegedIntentsRequired:
@@ -181,6 +173,32 @@ class DiscordChannel(Channel):
             log.exception("discord: the gateway connection failed; giving up")
         finally:
             await client.close()
+
+    async def _login(self, token: str) -> _Client | None:
+        """A logged-in client (commands synced), retrying while Discord cannot be reached; None
+        if the token is rejected."""
+        backoff: ExponentialBackoff[Literal[False]] = ExponentialBackoff()
+        while True:
+            client = _Client(self)
+            try:
+                await client.login(token)
+            except BaseException as exc:
+                await client.close()
+                if isinstance(exc, discord.LoginFailure):
+                    log.error("discord: the bot token was rejected; check [discord] token(_env)")
+                    return None
+                if not isinstance(exc, discord.DiscordException | aiohttp.ClientError | OSError):
+                    raise
+                delay = backoff.delay()
+                log.warning(
+                    "discord: cannot log in at %s (%s); retrying in %.0f s",
+                    self.config.api_base_url,
+                    exc,
+                    delay,
+                )
+                await asyncio.sleep(delay)
+            else:
+                return client
 
     # ---- engine -> Discord
 
@@ -325,7 +343,6 @@ class _Client(discord.Client):
             chunk_guilds_at_startup=False,
         )
         self.adapter = adapter
-        self.connected = asyncio.Event()
         self.tree = app_commands.CommandTree(self)
         for command, description in _HELP.items():
             self.tree.add_command(_slash_command(adapter, command, description))
@@ -354,7 +371,7 @@ class _Client(discord.Client):
             )
 
     async def on_connect(self) -> None:
-        self.connected.set()
+        self.adapter._connected.set()
 
     async def on_resumed(self) -> None:
         log.info("discord: gateway session resumed")

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import yarl
+from discord.backoff import ExponentialBackoff
 from discord.gateway import DiscordWebSocket
 from discord.http import Route
 
@@ -537,6 +538,22 @@ async def test_a_wrong_token_is_logged_and_the_daemon_keeps_running(
     assert "token was rejected" in caplog.text
     assert "not-the-token" not in caplog.text
     assert fake.connections == []
+
+
+async def test_an_unreachable_discord_at_start_up_is_retried(
+    start: Callable[..., Any],
+    fake: FakeDiscord,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(ExponentialBackoff, "delay", lambda self: 0.01)  # not up to 2 s
+    fake.unavailable_logins = 1
+    with caplog.at_level(logging.WARNING, logger="channels.discord"):
+        async with start():
+            await fake.inject_message(DM, ALICE, "are you up?")
+            await fake.wait_for_call("POST", posts(DM), content("echo: are you up?"))
+    assert "cannot log in" in caplog.text and "retrying" in caplog.text
+    assert len(fake.calls_to("GET", "/users/@me")) == 2
 
 
 async def test_a_missing_message_content_intent_is_logged_not_raised(

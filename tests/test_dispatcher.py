@@ -189,7 +189,7 @@ async def test_confirmation_by_another_user_runs_nothing(config: Config, llm: Fa
 async def test_expired_confirmation_never_runs(
     make_config: Callable[..., Config], llm: FakeOpenAI
 ) -> None:
-    config = make_config(tools={"confirmation_timeout_s": 0.001})
+    config = make_config(tools={"confirmation_timeout_s": 1e-9})  # below float resolution
     async with running(config) as (app, ch):
         cid = await _ask_delete(app, ch, llm)
         d = await app.dispatcher.handle_decision(cid, "u1", True)

@@ -17,7 +17,7 @@ from tools import McpConfig, McpManager, McpServerConfig, Tier, ToolRegistry
 from tools._mcp import tool_name
 
 FAKE = str(Path(__file__).parent / "fakes" / "mcp_server.py")
-FAST = {"backoff_s": (0.05, 0.2), "connect_timeout_s": 20.0}
+FAST = {"backoff_s": (0.05, 0.2), "connect_timeout_s": 20.0}  # small backoff for tests
 
 
 def stdio_server(name: str = "fake", **options) -> McpServerConfig:
@@ -27,7 +27,7 @@ def stdio_server(name: str = "fake", **options) -> McpServerConfig:
 @pytest.fixture
 async def manager():
     registry = ToolRegistry()
-    async with McpManager([stdio_server(call_timeout_s=2)], registry, **FAST) as manager:
+    async with McpManager([stdio_server(call_timeout_s=1)], registry, **FAST) as manager:
         yield manager, registry
 
 
@@ -66,7 +66,7 @@ async def test_per_call_timeout(manager):
     _, registry = manager
     result = await registry.execute("fake__hang", {})
     assert result.is_error
-    assert result.for_llm == "MCP tool hang on server fake did not answer within 2 s."
+    assert result.for_llm == "MCP tool hang on server fake did not answer within 1 s."
     assert (await registry.execute("fake__lookup", {"word": "still"})).for_llm.endswith("still")
 
 
@@ -147,7 +147,8 @@ def test_server_config_needs_exactly_one_transport():
         McpServerConfig(name="a", command="x", headers={"A": "b"})
     with pytest.raises(ValueError, match="unique"):
         McpConfig(servers=[{"name": "a", "command": "x"}, {"name": "a", "url": "https://e/m"}])
-    assert "secret" not in repr(McpServerConfig(name="a", url="https://e/m", headers={"K": "secret"}))
+    remote = McpServerConfig(name="a", url="https://e/m", headers={"Authorization": "secret"})
+    assert "secret" not in repr(remote)
 
 
 @pytest.fixture

@@ -71,7 +71,8 @@ def write_distribution(site: Path, entry_points: str, modules: dict[str, str]) -
     """An installed distribution, as pip would leave it: a dist-info with entry_points.txt."""
     info = site / "relaybot_demo_dist-1.0.dist-info"
     info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: relaybot-demo-dist\nVersion: 1.0\n")
+    metadata = "Metadata-Version: 2.1\nName: relaybot-demo-dist\nVersion: 1.0\n"
+    (info / "METADATA").write_text(metadata)
     (info / "entry_points.txt").write_text(textwrap.dedent(entry_points))
     for name, source in modules.items():
         (site / f"{name}.py").write_text(textwrap.dedent(source))

@@ -112,6 +112,7 @@ class FakeDiscord:
         self.guilds: dict[int, list[int]] = {g: list(c) for g, c in (guilds or {}).items()}
         self.users: dict[int, str] = dict(users or {})
         self.privileged_intents = privileged_intents
+        self.unavailable_logins = 0  # answer this many GET /users/@me with 503 (Discord is down)
         self._ids = itertools.count(1)
         self.bot_id = self._snowflake()
         self.application_id = self.bot_id
@@ -514,6 +515,9 @@ class FakeDiscord:
         return _error(404, "404: Not Found")
 
     async def _get_me(self, call: Call) -> web.Response:
+        if self.unavailable_logins > 0:  # discord.py retries 5xx itself, except a 503
+            self.unavailable_logins -= 1
+            return _error(503, "Service Unavailable")
         return _json(self._bot_user())
 
     async def _get_application(self, call: Call) -> web.Response:
