@@ -10,16 +10,18 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bot.config import Config
 from channels import Channel
 from engine import Dispatcher, LLMClient, Settings, Store, ToolLoop
 from tools import Tool, ToolRegistry
 from tools._config import apply_policy
-from tools._mcp import McpManager
 from tools._plugins import load_plugins
 from tools.builtins import builtin_tools
+
+if TYPE_CHECKING:
+    from tools._mcp import McpManager
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +42,7 @@ def enabled_channels(config: Config) -> list[Channel]:
 @contextlib.asynccontextmanager
 async def open_tools(
     config: Config, *, notes: Any = None, extra: Sequence[Tool] = ()
-) -> AsyncIterator[tuple[ToolRegistry, McpManager]]:
+) -> AsyncIterator[tuple[ToolRegistry, McpManager | None]]:
     """The registry with built-ins, plugins, `extra` tools and MCP servers' tools."""
     registry = ToolRegistry(default_timeout_s=config.tools.default_timeout_s)
     for tool in builtin_tools(config.tools, notes=notes):
@@ -53,7 +55,12 @@ async def open_tools(
             registry.register(tool)
         except Exception as exc:
             log.error("tool %s not registered: %s", getattr(tool, "name", tool), exc)
-    async with McpManager(config.mcp.servers, registry) as mcp:
+    async with contextlib.AsyncExitStack() as stack:
+        mcp = None
+        if config.mcp.servers:  # the mcp SDK takes a while to import: only when used
+            from tools._mcp import McpManager
+
+            mcp = await stack.enter_async_context(McpManager(config.mcp.servers, registry))
         for warning in apply_policy(registry, config.tools):
             log.warning("%s", warning)
         yield registry, mcp

@@ -96,7 +96,7 @@ async def _tools(config: Config, args: argparse.Namespace) -> int:
     from bot.app import open_tools
 
     async with open_tools(config) as (registry, mcp):
-        sources = {name: server for server, name, _tier in mcp.tools()}
+        sources = {info.name: info.server for info in mcp.tools()} if mcp else {}
         for name in registry.names():
             tool = registry.get(name)
             assert tool is not None

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
-from channels.discord import DiscordConfig
+from channels._config import DiscordConfig
 from channels.telegram import TelegramConfig
 from tools import ConfigError
 from tools._config import McpConfig, ToolsConfig

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import re
 from collections import OrderedDict
 from collections.abc import Coroutine
@@ -30,7 +29,6 @@ from discord import app_commands
 from discord.backoff import ExponentialBackoff
 from discord.gateway import DiscordWebSocket
 from discord.http import Route
-from pydantic import BaseModel, ConfigDict, SecretStr, field_validator, model_validator
 
 from channels._base import (
     _DECISION_RE,
@@ -43,14 +41,14 @@ from channels._base import (
     MessageRef,
     encode_decision,
 )
+from channels._config import DEFAULT_DISCORD_API as DEFAULT_API_BASE_URL
+from channels._config import DiscordConfig
 from channels._split import split_text
-from tools import ConfigError
 
 __all__ = ["DEFAULT_API_BASE_URL", "DiscordChannel", "DiscordConfig"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_API_BASE_URL = "https://discord.com/api/v10"
 _LIMIT = 2000
 _ACK_BUDGET_S = 2.0  # answer an interaction at once if the engine decides within this, else defer
 _CONNECT_WAIT_S = 30.0
@@ -61,46 +59,6 @@ _HELP = {
     Command.HELP: "What I can do here",
 }
 T = TypeVar("T")
-
-
-class DiscordConfig(BaseModel):
-    """The ``[discord]`` table."""
-
-    model_config = ConfigDict(extra="forbid", coerce_numbers_to_str=True)
-
-    enabled: bool = False
-    token: SecretStr | None = None
-    token_env: str | None = None
-    api_base_url: str = DEFAULT_API_BASE_URL
-    allowed_users: list[str] = []
-    allowed_guilds: list[str] = []  # empty: every guild the bot is in
-    respond_in_guilds: Literal["mentions", "all"] = "mentions"
-    # Sync slash commands to these guilds only (instant, for trying things out); empty: global.
-    command_guilds: list[str] = []
-
-    @field_validator("api_base_url")
-    @classmethod
-    def _no_trailing_slash(cls, url: str) -> str:
-        if not url.startswith(("http://", "https://")):
-            raise ValueError("must be an http(s) URL")
-        return url.rstrip("/")
-
-    @model_validator(mode="after")
-    def _one_token_source(self) -> DiscordConfig:
-        if self.enabled and (self.token is None) == (not self.token_env):
-            raise ValueError("set exactly one of token or token_env")
-        return self
-
-    def resolve_token(self) -> str:
-        """The bot token, from the config or the environment variable it names."""
-        if self.token is not None:
-            return self.token.get_secret_value()
-        value = os.environ.get(self.token_env or "", "").strip()
-        if not value:
-            raise ConfigError(
-                "discord.token_env", f"the environment variable {self.token_env} is not set"
-            )
-        return value
 
 
 class DiscordChannel(Channel):
@@ -173,6 +131,7 @@ class DiscordChannel(Channel):
             log.exception("discord: the gateway connection failed; giving up")
         finally:
             await client.close()
+            self._client = None  # sends now fail with "not running"
 
     async def _login(self, token: str) -> _Client | None:
         """A logged-in client (commands synced), retrying while Discord cannot be reached; None

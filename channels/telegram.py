@@ -19,7 +19,6 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal, TypeVar
 
-import httpx
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from telegram import (
     BotCommand,
@@ -30,7 +29,7 @@ from telegram import (
     Update,
 )
 from telegram.constants import ChatAction, ParseMode
-from telegram.error import BadRequest, InvalidToken, NetworkError, TelegramError, TimedOut
+from telegram.error import BadRequest, InvalidToken, NetworkError, TelegramError
 from telegram.ext import (
     AIORateLimiter,
     Application,
@@ -52,6 +51,7 @@ from channels._base import (
     parse_decision,
 )
 from channels._telegram_format import html_to_plain, plain_parts, render
+from channels._telegram_http import AiohttpRequest, not_sent
 from channels._telegram_updates import ADDRESSED, ChatOrder, inbound_message
 from tools import ConfigError
 
@@ -138,6 +138,8 @@ class TelegramChannel(Channel):
             .token(config.resolve_token())
             .base_url(config.api_base_url)
             .base_file_url(config.api_file_url or "")
+            .request(AiohttpRequest(256))
+            .get_updates_request(AiohttpRequest(1))
             .rate_limiter(_rate_limiter())
             .concurrent_updates(ChatOrder(256))
             .build()
@@ -401,7 +403,7 @@ class TelegramChannel(Channel):
             try:
                 result = await request()
             except NetworkError as exc:
-                if not _undelivered(exc) or waited >= _SEND_PATIENCE_S:
+                if not not_sent(exc) or waited >= _SEND_PATIENCE_S:
                     raise
                 log.warning("Telegram Bot API unreachable, retrying in %gs (%s)", delay, exc)
                 await asyncio.sleep(delay)
@@ -432,15 +434,6 @@ def _rate_limiter() -> AIORateLimiter:
     # 20/min, edits included): Telegram's 429 answers are the authority, and every request
     # waits out their retry_after.
     return AIORateLimiter(overall_max_rate=0, group_max_rate=0, max_retries=5)
-
-
-def _undelivered(exc: NetworkError) -> bool:
-    """True when the request surely did not take effect: a gateway error or no connection."""
-    if isinstance(exc, BadRequest):
-        return False
-    if isinstance(exc, TimedOut):
-        return isinstance(exc.__cause__, httpx.ConnectTimeout | httpx.PoolTimeout)
-    return True
 
 
 def _log_failure(task: asyncio.Task[None]) -> None:

@@ -37,6 +37,8 @@ log = logging.getLogger(__name__)
 
 EXPIRED = "The confirmation expired before the user answered; the action was not run."
 CANCELLED_BY_MESSAGE = "cancelled: the user sent a new message instead of confirming."
+# In a shared chat a message from anyone moves the conversation on: a confirmation left pending
+# under later messages would put its result out of order in the history.
 STOPPED = "cancelled: the user stopped the turn."
 RESTARTED = "interrupted: the daemon restarted before this call finished."
 SHUTDOWN = "interrupted: the daemon shut down before this call finished."
@@ -167,6 +169,8 @@ class Dispatcher:
     async def handle_inbound(self, msg: InboundMessage) -> None:
         if not self.allowed(msg.channel, msg.user_id):
             log.warning("refused %s user %s (%s)", msg.channel, msg.user_id, msg.user_name)
+            if not (msg.is_private or msg.mentioned):
+                return  # chatter in a group the bot reads everything in: no reply to spam
             await self._send(
                 msg.channel,
                 msg.chat_id,
@@ -441,7 +445,7 @@ class Dispatcher:
 
     async def _expire(self, conf: ConfirmationRow) -> None:
         if await self.store.transition(conf.id, "pending", "expired"):
-            await self._resolve(conf, f"⌛ Expired: {conf.summary}")
+            self._spawn(self._resolve(conf, f"⌛ Expired: {conf.summary}"), "resolve-expired")
             self._wake(ConversationKey(conf.channel, conf.chat_id), ("decision", conf.id))
 
     async def _expiry_watch(self) -> None:
@@ -459,7 +463,7 @@ class Dispatcher:
         for conf in pending:
             if await self.store.transition(conf.id, "pending", "cancelled"):
                 await self.store.close_dangling(conf.conversation_id, reason)
-                await self._resolve(conf, f"✖️ Cancelled (you sent a new message): {conf.summary}")
+                self._spawn(self._resolve(conf, f"✖️ Cancelled: {conf.summary}"), "resolve-cancel")
 
     async def _resume(self, confirmation_id: str) -> None:
         conf = await self.store.confirmation(confirmation_id)

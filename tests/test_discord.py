@@ -26,7 +26,7 @@ from bot.config import Config
 from channels.discord import DEFAULT_API_BASE_URL
 from tests.fakes.discord_server import Call, FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
-from tools import Tool, tool
+from tools import ConfigError, Tool, tool
 
 GUILD, CHANNEL = 1001, 2001
 OTHER_GUILD, OTHER_CHANNEL = 1002, 2002
@@ -95,6 +95,46 @@ def replied_to(call: Call) -> str | None:
 
 def user_texts(llm: FakeOpenAI) -> list[str]:
     return [m["content"] for r in llm.requests for m in r["messages"] if m["role"] == "user"]
+
+
+# ---- config
+
+
+@pytest.mark.parametrize(
+    ("section", "reason"),
+    [
+        ({"enabled": True}, "set exactly one of token or token_env"),
+        (
+            {"enabled": True, "token": "t", "token_env": "T"},
+            "set exactly one of token or token_env",
+        ),
+        ({"api_base_url": "discord.com/api"}, "must be an http(s) URL"),
+        ({"respond_in_guilds": "always"}, "'mentions' or 'all'"),
+        ({"tokn": "t"}, "unknown key"),
+    ],
+)
+def test_config_errors_name_the_key_and_the_reason(
+    make_config: MakeConfig, section: dict[str, Any], reason: str
+) -> None:
+    with pytest.raises(ConfigError, match=r"^discord") as err:
+        make_config(discord=section)
+    assert reason in str(err.value)
+
+
+def test_config_takes_ids_as_numbers_and_the_token_from_the_environment(
+    make_config: MakeConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RB_DISCORD_TOKEN", "from-env")
+    config = make_config(
+        discord={"enabled": True, "token_env": "RB_DISCORD_TOKEN", "allowed_guilds": [GUILD]}
+        | {"api_base_url": "http://127.0.0.1:9/api/v10/"}
+    ).discord
+    assert config.allowed_guilds == [str(GUILD)]
+    assert config.api_base_url == "http://127.0.0.1:9/api/v10"
+    assert config.resolve_token() == "from-env"
+    monkeypatch.delenv("RB_DISCORD_TOKEN")
+    with pytest.raises(ConfigError, match=r"^discord\.token_env: .*RB_DISCORD_TOKEN"):
+        config.resolve_token()
 
 
 # ---- conversations

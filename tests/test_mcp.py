@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-import subprocess
 import sys
 from pathlib import Path
 
@@ -33,17 +32,17 @@ async def manager():
 
 async def test_tools_are_registered_with_their_schemas_and_tiers(manager):
     mcp, registry = manager
-    tiers = {info.tool: info.tier for info in mcp.tools()}
-    assert tiers["lookup"] is Tier.SAFE  # readOnlyHint: true
-    assert tiers["write_note"] is Tier.DESTRUCTIVE  # no annotations: asks first
+    tiers = {name: tier for _server, name, tier in mcp.tools()}
+    assert tiers["fake__lookup"] is Tier.SAFE  # readOnlyHint: true
+    assert tiers["fake__write_note"] is Tier.DESTRUCTIVE  # no annotations: asks first
     lookup = registry.get("fake__lookup")
     assert lookup.parameters["properties"]["word"] == {"title": "Word", "type": "string"}
     assert lookup.parameters["required"] == ["word"]  # the server's schema, verbatim
     assert lookup.description == "Look a word up in the test dictionary."
     assert lookup.safety == {"readOnlyHint": True}
     assert registry.get("fake__write_note").safety == {}
-    infos = {i.name: (i.server, i.tool, i.tier) for i in mcp.tools()}
-    assert infos["fake__write_note"] == ("fake", "write_note", Tier.DESTRUCTIVE)
+    assert ("fake", "fake__write_note", Tier.DESTRUCTIVE) in mcp.tools()
+    assert registry.get("fake__write_note").remote_name == "write_note"
 
 
 async def test_calls_return_the_text_as_a_tool_result(manager):
@@ -94,7 +93,7 @@ async def wait_for_success(registry: ToolRegistry, name: str, timeout: float = 2
             result = await registry.execute(name, {})
             if not result.is_error:
                 return result.for_llm
-            assert "restarting" in result.for_llm
+            assert result.for_llm.startswith("MCP server")
             await asyncio.sleep(0.05)
 
 
@@ -102,8 +101,8 @@ async def test_trust_annotations_off_makes_every_tool_ask():
     registry = ToolRegistry()
     server = stdio_server(trust_annotations=False, trusted_tools=["pid"])
     async with McpManager([server], registry, **FAST) as mcp:
-        tiers = {info.tool: info.tier for info in mcp.tools()}
-    assert tiers.pop("pid") is Tier.SAFE  # trusted_tools still wins
+        tiers = {info.name: info.tier for info in mcp.tools()}
+    assert tiers.pop("fake__pid") is Tier.SAFE  # trusted_tools still wins
     assert set(tiers.values()) == {Tier.DESTRUCTIVE}
     assert registry.names() == []  # leaving the manager unregisters its tools
 
@@ -151,39 +150,69 @@ def test_server_config_needs_exactly_one_transport():
     assert "secret" not in repr(remote)
 
 
-@pytest.fixture
-def http_server():
-    """The fake server over streamable HTTP, in its own process on 127.0.0.1."""
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    proc = subprocess.Popen(
-        [sys.executable, FAKE, "--http", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.kill()
-        proc.wait()
+        return sock.getsockname()[1]
 
 
-async def wait_listening(url: str) -> None:
-    async with asyncio.timeout(20), httpx.AsyncClient() as client:
-        while True:
-            try:
-                await client.get(url)
-                return
-            except httpx.TransportError:
-                await asyncio.sleep(0.1)
+class HttpServer:
+    """The fake server over streamable HTTP, in its own process on 127.0.0.1."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.proc: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> None:
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            FAKE,
+            "--http",
+            str(self.port),
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+        async with asyncio.timeout(20), httpx.AsyncClient() as client:
+            while True:
+                try:
+                    await client.get(self.url)
+                    return
+                except httpx.TransportError:
+                    await asyncio.sleep(0.1)
+
+    async def kill(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            await self.proc.wait()
+            self.proc = None
+
+
+@pytest.fixture
+async def http_server():
+    server = HttpServer()
+    await server.start()
+    yield server
+    await server.kill()
 
 
 async def test_streamable_http_server(http_server):
-    await wait_listening(http_server)
     registry = ToolRegistry()
-    server = McpServerConfig(name="remote", url=http_server, headers={"X-Test": "1"})
+    server = McpServerConfig(name="remote", url=http_server.url, headers={"X-Test": "1"})
     async with McpManager([server], registry, **FAST) as mcp:
-        assert {i.tool for i in mcp.tools()} >= {"lookup", "write_note"}
+        assert {i.name for i in mcp.tools()} >= {"remote__lookup", "remote__write_note"}
         result = await registry.execute("remote__lookup", {"word": "http"})
         assert result.for_llm == "definition of http"
+
+
+async def test_a_remote_server_that_goes_away_is_reconnected(http_server):
+    registry = ToolRegistry()
+    server = McpServerConfig(name="remote", url=http_server.url)
+    async with McpManager([server], registry, keepalive_s=0.2, **FAST):
+        first = (await registry.execute("remote__pid", {})).for_llm
+        await http_server.kill()
+        await asyncio.sleep(0.5)  # the keep-alive ping notices
+        down = await registry.execute("remote__pid", {})
+        assert down.is_error and down.for_llm.startswith("MCP server remote")
+        await http_server.start()
+        assert await wait_for_success(registry, "remote__pid") != first

@@ -132,4 +132,4 @@ async def test_entry_points(tmp_path, monkeypatch):
 
 
 def test_no_plugins_no_problems():
-    assert load_plugins([]) == ([], [])
+    assert load_plugins([], group="relaybot.tools.test-empty") == ([], [])

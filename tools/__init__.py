@@ -19,7 +19,6 @@ from tools._errors import (
     ToolRetry,
 )
 from tools._function import FunctionTool, tool
-from tools._mcp import McpManager, McpToolInfo
 from tools._plugins import load_plugins
 from tools._registry import PreparedCall, ToolRegistry
 from tools._result import ToolResult, to_text
@@ -54,3 +53,11 @@ __all__ = [
     "to_text",
     "tool",
 ]
+
+
+def __getattr__(name: str) -> object:  # the mcp SDK is heavy: import it only when used
+    if name in ("McpManager", "McpToolInfo"):
+        from tools import _mcp
+
+        return getattr(_mcp, name)
+    raise AttributeError(f"module 'tools' has no attribute {name!r}")

@@ -2,7 +2,7 @@
 
     async with McpManager(config.mcp.servers, registry) as mcp:
         ...  # the registry now holds "<server>__<tool>" for each server that started
-        mcp.tools()  # [McpToolInfo(server, tool, name, tier), ...] for `relaybot tools`
+        mcp.tools()  # [McpToolInfo(server, name, tier), ...] for `relaybot tools`
 
 Each server's session lives in one long-lived supervisor task, because the SDK's anyio cancel
 scopes must be entered and exited by the same task; calls from other tasks use the session
@@ -25,7 +25,7 @@ import logging
 import re
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 import httpx2
@@ -50,13 +50,11 @@ _CLIENT = types.Implementation(name="relaybot", version="0.1.0")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 
-@dataclass(frozen=True, slots=True)
-class McpToolInfo:
-    """One registered MCP tool, as `relaybot tools` shows it."""
+class McpToolInfo(NamedTuple):
+    """One registered MCP tool, for `relaybot tools`: `for server, name, tier in mcp.tools()`."""
 
     server: str
-    tool: str  # the server's own name for it
-    name: str  # the name the model sees
+    name: str  # the registered name, "<server>__<tool>" (the tool's `remote_name` is the server's)
     tier: Tier
 
 
@@ -177,7 +175,7 @@ class _Server:
                     log.error("MCP server %s could not start (%s); skipping it", name, reason)
                     return
                 ran = self._connected_at is not None
-                if ran and loop.time() - self._connected_at > self.backoff_s[-1]:
+                if ran and loop.time() - (self._connected_at or 0.0) > self.backoff_s[-1]:
                     failures = 0  # it ran well for a while: start the backoff over
                 delay = self.backoff_s[min(failures, len(self.backoff_s) - 1)]
                 failures += 1
@@ -194,6 +192,8 @@ class _Server:
             read, write = await stack.enter_async_context(self._transport())
             lost = asyncio.Event()
             send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+            stack.callback(send.close)
+            stack.callback(receive.close)
             relays = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(relays.cancel_scope.cancel)
             relays.start_soon(_relay, read, send, lost)
@@ -296,9 +296,7 @@ class McpManager:
         await self._stop()
 
     def tools(self) -> list[McpToolInfo]:
-        return [
-            McpToolInfo(t.server.config.name, t.remote_name, t.name, t.tier) for t in self._tools
-        ]
+        return [McpToolInfo(t.server.config.name, t.name, t.tier) for t in self._tools]
 
     def _register(self, server: _Server) -> None:
         for spec in server.specs:

@@ -125,6 +125,7 @@ class FakeDiscord:
         self.commands: dict[int | None, list[Json]] = {}  # guild id (None = global) -> synced
         self.dm_channels: dict[int, int] = {}  # user id -> DM channel id
         self._originals: dict[str, int] = {}  # interaction token -> its response message id
+        self._bot_roles: dict[int, int] = {}  # guild id -> the bot's managed role there
         self._session: _Session | None = None
         self._cond = asyncio.Condition()
         self._runner: web.AppRunner | None = None
@@ -272,7 +273,7 @@ class FakeDiscord:
 
     def bot_role_id(self, guild_id: int) -> int:
         """The id of the role Discord manages for the bot in a guild (named like the bot)."""
-        return guild_id + 1
+        return self._bot_roles.setdefault(guild_id, self._snowflake())
 
     def _bot_user(self) -> Json:
         return self._user(self.bot_id, bot=True, name=self.bot_name)

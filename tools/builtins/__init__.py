@@ -33,8 +33,9 @@ BUILTIN_NAMES = (
 def builtin_tools(config: ToolsConfig, *, notes: NotesStore | None) -> list[Tool]:
     """The built-ins named in `config.builtins`, in that order, as fresh instances.
 
-    Raises ConfigError for an unknown name, a notes tool without a store, or a workspace tool
-    without a usable `tools.workspace` directory.
+    `notes` backs remember/recall/forget (None only to list tools: their calls then fail).
+    Raises ConfigError for an unknown name, or a workspace tool without a usable
+    `tools.workspace` directory.
     """
     wanted = list(dict.fromkeys(config.builtins))
     for name in wanted:
@@ -56,8 +57,6 @@ def builtin_tools(config: ToolsConfig, *, notes: NotesStore | None) -> list[Tool
         ),
     }
     if any(n in NOTES_TOOLS for n in wanted):
-        if notes is None:
-            raise ConfigError("tools.builtins", "remember, recall and forget need a notes store")
         made.update((t.name, t) for t in notes_tools(notes))
     if any(n in WORKSPACE_TOOLS for n in wanted):
         workspace = _workspace(config, [n for n in wanted if n in WORKSPACE_TOOLS])

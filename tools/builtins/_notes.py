@@ -35,17 +35,22 @@ class NotesStore(Protocol):
         ...
 
 
-def owner_of(ctx: ToolContext) -> str | None:
-    """Whose notes a call reads and writes, or None when the chat did not say who is asking."""
-    return f"{ctx.channel}:{ctx.user_id}" if ctx.user_id else None
+def owner_of(ctx: ToolContext) -> str:
+    """Whose notes a call reads and writes: the same user on another platform is another."""
+    return f"{ctx.channel}:{ctx.user_id}"
 
 
-def _no_user() -> ToolResult:
-    return ToolResult.fail("Notes need to know who is asking, and this message did not say.")
+def notes_tools(store: NotesStore | None) -> list[Tool]:
+    """remember, recall and forget, each reading and writing only the caller's own notes.
+    Without a store (e.g. only listing tools) they exist but every call fails."""
 
-
-def notes_tools(store: NotesStore) -> list[Tool]:
-    """remember, recall and forget, each reading and writing only the caller's own notes."""
+    def notes_of(ctx: ToolContext) -> tuple[NotesStore, str] | ToolResult:
+        """(store, owner) for this call, or the error result to give instead."""
+        if store is None:
+            return ToolResult.fail("Notes are not available (relaybot has no notes store).")
+        if not ctx.user_id:
+            return ToolResult.fail("Notes need to know who is asking; this message did not say.")
+        return store, owner_of(ctx)
 
     @tool
     async def remember(
@@ -58,10 +63,10 @@ def notes_tools(store: NotesStore) -> list[Tool]:
         Args:
             text: The note, self-contained (e.g. 'Prefers metric units').
         """
-        owner = owner_of(ctx)
-        if owner is None:
-            return _no_user()
-        note_id = await store.add_note(owner, text)
+        if isinstance(found := notes_of(ctx), ToolResult):
+            return found
+        notes, owner = found
+        note_id = await notes.add_note(owner, text)
         return ToolResult.ok(f"Saved as note #{note_id}.")
 
     @tool
@@ -72,17 +77,17 @@ def notes_tools(store: NotesStore) -> list[Tool]:
         Args:
             query: Only notes containing this text; all notes when omitted.
         """
-        owner = owner_of(ctx)
-        if owner is None:
-            return _no_user()
-        notes = await store.list_notes(owner, query or None, RECALL_LIMIT)
-        if not notes:
+        if isinstance(found := notes_of(ctx), ToolResult):
+            return found
+        notes, owner = found
+        rows = await notes.list_notes(owner, query or None, RECALL_LIMIT)
+        if not rows:
             return ToolResult.ok("No matching notes." if query else "No notes saved yet.")
         lines = [
             f"#{note_id} ({datetime.fromtimestamp(created, UTC):%Y-%m-%d}): {text}"
-            for note_id, text, created in notes
+            for note_id, text, created in rows
         ]
-        if len(notes) == RECALL_LIMIT:
+        if len(rows) == RECALL_LIMIT:
             lines.append(f"(the {RECALL_LIMIT} newest; give a query to find older ones)")
         return ToolResult.ok(clip("\n".join(lines), RECALL_MAX_CHARS))
 
@@ -94,10 +99,10 @@ def notes_tools(store: NotesStore) -> list[Tool]:
         Args:
             note_id: The note's number, e.g. 12 for note #12.
         """
-        owner = owner_of(ctx)
-        if owner is None:
-            return _no_user()
-        if await store.delete_note(owner, note_id):
+        if isinstance(found := notes_of(ctx), ToolResult):
+            return found
+        notes, owner = found
+        if await notes.delete_note(owner, note_id):
             return ToolResult.ok(f"Deleted note #{note_id}.")
         return ToolResult.fail(f"There is no note #{note_id} for this user; recall lists them.")
 

@@ -1,0 +1,184 @@
+"""Benchmark the Telegram channel: `relaybot run` against the fake Bot API and the fake LLM.
+
+    .venv/bin/python benchmarks/bench_telegram.py
+
+The fakes run in this script's event loop; the daemon is a subprocess, so its CPU and memory
+are its own (read from /proc). Prints start-up time to the first getUpdates, idle RSS, the wall
+time for 100 users writing at once to a model that takes 1 s, messages per second and CPU per
+message for 30 users × 10 messages with an instant model, and how many messages got no answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.fakes.openai_server import FakeOpenAI  # noqa: E402
+from tests.fakes.telegram_server import FakeTelegram  # noqa: E402
+
+TICK_S = 1 / os.sysconf("SC_CLK_TCK")
+
+
+def write_config(directory: Path, tg: FakeTelegram, llm: FakeOpenAI) -> Path:
+    path = directory / "config.toml"
+    path.write_text(
+        f"""
+[llm]
+base_url = "{llm.base_url}"
+api_key = "sk-bench-0123456789"
+model = "fake-model"
+max_retries = 0
+
+[storage]
+path = "{directory / "relaybot.db"}"
+
+[telegram]
+enabled = true
+token = "{tg.token}"
+api_base_url = "{tg.base_url}"
+allowed_users = ["*"]
+poll_timeout_s = 10
+
+[tools]
+builtins = []
+
+[log]
+level = "INFO"
+""",
+        encoding="utf-8",
+    )
+    return path
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError("no VmRSS")
+
+
+def cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * TICK_S  # utime + stime
+
+
+async def settled_rss(pid: int) -> int:
+    """RSS once two readings half a second apart differ by less than 1 %."""
+    previous = rss_kib(pid)
+    for _ in range(20):
+        await asyncio.sleep(0.5)  # a measurement interval, not a synchronisation
+        current = rss_kib(pid)
+        if abs(current - previous) < previous / 100:
+            return current
+        previous = current
+    return previous
+
+
+class Users:
+    """Simulated Telegram users; every message waits for the reply that answers it."""
+
+    def __init__(self, tg: FakeTelegram) -> None:
+        self.tg = tg
+        self.sent = 0
+        self.unanswered = 0
+
+    async def say(self, user: int, text: str, timeout: float = 30) -> None:
+        update = self.tg.inject_message(user, user, text)
+        self.sent += 1
+        mid = update["message"]["message_id"]
+        try:
+            await self.tg.wait_for_call(
+                "sendMessage",
+                lambda p: (p.get("reply_parameters") or {}).get("message_id") == mid,
+                timeout=timeout,
+                status=200,
+            )
+        except TimeoutError:
+            self.unanswered += 1
+
+    async def converse(self, user: int, messages: int) -> None:
+        for i in range(messages):
+            await self.say(user, f"message {i} from {user}")
+
+
+async def run(args: argparse.Namespace) -> int:
+    loop = asyncio.get_running_loop()
+    async with FakeTelegram() as tg, FakeOpenAI() as llm:
+        with tempfile.TemporaryDirectory() as tmp:
+            config = write_config(Path(tmp), tg, llm)
+            log_path = Path(tmp) / "daemon.log"
+            with log_path.open("wb") as log:
+                started = loop.time()
+                profile = ["-m", "cProfile", "-o", args.profile] if args.profile else []
+                proc = await asyncio.create_subprocess_exec(
+                    sys.executable, *profile, "-m", "bot", "run", "-c", str(config),
+                    cwd=ROOT, stdout=log, stderr=log,
+                )  # fmt: skip
+                try:
+                    code = await measure(args, tg, llm, proc.pid, started)
+                finally:
+                    if proc.returncode is None:
+                        stopping = loop.time()
+                        proc.send_signal(signal.SIGTERM)
+                        status = await asyncio.wait_for(proc.wait(), 30)
+                        print(f"shutdown on SIGTERM:          {loop.time() - stopping:.2f} s "
+                              f"(exit code {status})")  # fmt: skip
+            text = log_path.read_text(errors="replace")
+            print(f"bot token in the daemon's log: {'YES' if tg.token in text else 'no'}")
+            if args.show_log:
+                print(text)
+    return code
+
+
+async def measure(
+    args: argparse.Namespace, tg: FakeTelegram, llm: FakeOpenAI, pid: int, started: float
+) -> int:
+    first_poll = await tg.wait_for_call("getUpdates", timeout=60)
+    print(f"start to first getUpdates:    {first_poll.at - started:.2f} s")
+    print(f"idle RSS:                     {await settled_rss(pid) / 1024:.1f} MiB")
+
+    users = Users(tg)
+    llm.delay_s = 1.0
+    t0 = asyncio.get_running_loop().time()
+    await asyncio.gather(*(users.say(10_000 + u, "hello") for u in range(args.burst)))
+    burst = asyncio.get_running_loop().time() - t0
+    print(f"{args.burst} users at once, LLM 1 s:    {burst:.2f} s until all answered "
+          f"(target <= 1.5 s)")  # fmt: skip
+
+    llm.delay_s = 0.0
+    cpu0, own0, t0 = cpu_s(pid), time.process_time(), asyncio.get_running_loop().time()
+    sent0 = users.sent
+    await asyncio.gather(*(users.converse(20_000 + u, args.messages) for u in range(args.users)))
+    elapsed = asyncio.get_running_loop().time() - t0
+    cpu, own = cpu_s(pid) - cpu0, time.process_time() - own0
+    n = users.sent - sent0
+    print(f"{args.users} users x {args.messages} messages, instant LLM: "
+          f"{n / elapsed:.0f} messages/s (target >= 100), "
+          f"daemon CPU {cpu / n * 1000:.1f} ms/message (target <= 10)")  # fmt: skip
+    print(f"  (this script, with both fakes: {own / n * 1000:.1f} ms CPU/message)")
+    print(f"messages without an answer:   {users.unanswered} of {users.sent} (must be 0)")
+    print(f"RSS after the load:           {rss_kib(pid) / 1024:.1f} MiB")
+    return 1 if users.unanswered else 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--burst", type=int, default=100, help="users writing at once")
+    parser.add_argument("--users", type=int, default=30)
+    parser.add_argument("--messages", type=int, default=10, help="messages per user")
+    parser.add_argument("--show-log", action="store_true", help="print the daemon's log")
+    parser.add_argument("--profile", metavar="PATH", help="run the daemon under cProfile")
+    return asyncio.run(run(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
