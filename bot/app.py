@@ -47,9 +47,7 @@ async def open_tools(
     registry = ToolRegistry(default_timeout_s=config.tools.default_timeout_s)
     for tool in builtin_tools(config.tools, notes=notes):
         registry.register(tool)
-    plugin_tools, problems = load_plugins(config.tools.plugins)
-    for problem in problems:
-        log.error("plugin problem: %s", problem)
+    plugin_tools, _problems = load_plugins(config.tools.plugins)  # each problem already logged
     for tool in [*plugin_tools, *extra]:
         try:
             registry.register(tool)

@@ -130,7 +130,8 @@ class TelegramChannel(Channel):
     def __init__(self, config: TelegramConfig) -> None:
         self._config = config
         self._engine: Engine | None = None
-        self._ready = asyncio.Event()
+        self._ready = asyncio.Event()  # set once polling runs, or when the token was rejected
+        self._off = False  # the token was rejected: nothing can be sent
         self._starter: asyncio.Task[None] | None = None
         self._shown: OrderedDict[tuple[str, str], list[_Shown]] = OrderedDict()
         self._app = (
@@ -175,6 +176,8 @@ class TelegramChannel(Channel):
                 break
             except InvalidToken:  # its message contains the token: never log it
                 log.error("Telegram rejected the bot token; the Telegram channel stays off")
+                self._off = True
+                self._ready.set()
                 return
             except TelegramError as exc:
                 log.warning("Telegram Bot API unreachable, retrying in %gs (%s)", delay, exc)
@@ -223,9 +226,9 @@ class TelegramChannel(Channel):
             await self._engine_().handle_inbound(msg)
 
     async def _on_other(self, update: Update, _: ContextTypes.DEFAULT_TYPE) -> None:
-        message = update.message
-        if message is not None and message.from_user is not None:
-            await self._send_part(str(message.chat_id), TEXT_ONLY, html=False)
+        msg = inbound_message(update.message)  # type: ignore[arg-type]
+        if msg is not None:
+            await self._send_part(msg.chat_id, TEXT_ONLY, html=False, reply_to=msg.message_id)
 
     def _command(self, command: Command) -> Callable[..., Awaitable[None]]:
         async def on_command(update: Update, _: ContextTypes.DEFAULT_TYPE) -> None:
@@ -294,7 +297,7 @@ class TelegramChannel(Channel):
             self._remember(key, shown)
 
     async def typing(self, chat_id: str) -> None:
-        if not self._ready.is_set():
+        if not self._ready.is_set() or self._off:
             return
         try:
             await self._app.bot.send_chat_action(_chat(chat_id), ChatAction.TYPING)
@@ -398,6 +401,8 @@ class TelegramChannel(Channel):
         the Bot API is unreachable. Errors that may mean it was delivered are not retried."""
         if not self._ready.is_set():
             await self._ready.wait()
+        if self._off:
+            raise RuntimeError("the Telegram channel is off: the bot token was rejected")
         delay, waited = self.retry_initial_s, 0.0
         while True:
             try:

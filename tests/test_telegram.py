@@ -7,7 +7,9 @@ from __future__ import annotations
 import asyncio
 import copy
 import dataclasses
+import functools
 import logging
+import socket
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -56,21 +58,29 @@ async def tg() -> AsyncIterator[FakeTelegram]:
         yield server
 
 
+def telegram_config(
+    make_config: Callable[..., Config],
+    tg: FakeTelegram,
+    *,
+    llm: dict[str, Any] | None = None,
+    timeout: float = 60,
+    **telegram: Any,
+) -> Config:
+    section = {
+        "enabled": True,
+        "token": tg.token,
+        "api_base_url": tg.base_url,
+        "allowed_users": ["*"],
+        "poll_timeout_s": 5,
+        **telegram,
+    }
+    tools = {"confirmation_timeout_s": timeout}
+    return make_config(telegram=section, llm=llm or {}, tools=tools)
+
+
 @pytest.fixture
 def config(make_config: Callable[..., Config], tg: FakeTelegram) -> Callable[..., Config]:
-    def make(*, llm: dict[str, Any] | None = None, timeout: float = 60, **telegram: Any) -> Config:
-        section = {
-            "enabled": True,
-            "token": tg.token,
-            "api_base_url": tg.base_url,
-            "allowed_users": ["*"],
-            "poll_timeout_s": 5,
-            **telegram,
-        }
-        tools = {"confirmation_timeout_s": timeout}
-        return make_config(telegram=section, llm=llm or {}, tools=tools)
-
-    return make
+    return functools.partial(telegram_config, make_config, tg)
 
 
 @asynccontextmanager
@@ -313,6 +323,19 @@ async def test_streaming_edits_one_message_at_a_bounded_rate(config, tg, llm) ->
     assert tg.chat_texts(DM)[0].endswith("word59 <end>")
 
 
+async def test_streamed_reply_longer_than_a_message_continues_in_new_ones(config, tg, llm) -> None:
+    answer = " ".join(f"w{i:04d}" for i in range(1400))  # 7000 characters
+    llm.stream_chunk_chars, llm.stream_chunk_delay_s = 700, 0.02
+    llm.script(text(answer))
+    async with daemon(config(llm={"stream": True})):
+        tg.inject_message(DM, DM, "a long one")
+        await tg.wait_for_call("sendMessage", lambda p: p.get("parse_mode") == "HTML")
+    texts = tg.chat_texts(DM)
+    assert len(texts) == 2 and all(len(t) <= 4096 for t in texts)
+    assert " ".join(texts) == answer
+    assert tg.calls_of("editMessageText")[-1].params["parse_mode"] == "HTML"
+
+
 # -- confirmations -------------------------------------------------------------------------------
 
 
@@ -421,6 +444,26 @@ async def test_bot_api_down_at_start_up_then_reachable(config, tg, llm, monkeypa
             await tg.wait_for_call("sendMessage", to(DM))
     assert tg.calls_of("getMe")[0].status == 502
     assert tg.chat_texts(DM) == ["echo: are you there?"]
+
+
+async def test_nothing_listening_at_start_up_then_the_api_appears(
+    make_config, llm, monkeypatch
+) -> None:
+    monkeypatch.setattr(TelegramChannel, "retry_initial_s", 0.05)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    tg = FakeTelegram(port=port)  # not listening yet: connections are refused
+    try:
+        async with log_waiter("Telegram Bot API unreachable") as waiter:
+            async with daemon(telegram_config(make_config, tg)):
+                await asyncio.wait_for(waiter.seen.wait(), 5)
+                await tg.__aenter__()
+                tg.inject_message(DM, DM, "hello?")
+                await tg.wait_for_call("sendMessage", to(DM))
+    finally:
+        await tg.__aexit__(None, None, None)
+    assert tg.chat_texts(DM) == ["echo: hello?"]
 
 
 async def test_bot_api_down_while_running(config, tg, llm, monkeypatch) -> None:

@@ -101,8 +101,9 @@ def _utf16_len(text: str) -> int:
 class FakeTelegram:
     """The Bot API side (aiohttp) plus a control side for tests."""
 
-    def __init__(self, token: str = TOKEN) -> None:
+    def __init__(self, token: str = TOKEN, port: int = 0) -> None:
         self.token = token
+        self.port = port
         self.calls: list[Call] = []
         self.messages: dict[tuple[int, int], dict[str, Any]] = {}  # (chat, id) → Message JSON
         self.commands: list[dict[str, Any]] = []
@@ -117,7 +118,6 @@ class FakeTelegram:
         self._closing = False
         self._waiters: list[_Waiter] = []
         self._runner: web.AppRunner | None = None
-        self.port = 0
 
     # lifecycle -------------------------------------------------------------------------------
     async def __aenter__(self) -> FakeTelegram:
@@ -128,7 +128,7 @@ class FakeTelegram:
             app, access_log=None, handle_signals=False, shutdown_timeout=0.1
         )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, "127.0.0.1", self.port)
         await site.start()
         self.port = self._runner.addresses[0][1]
         return self
