@@ -324,14 +324,14 @@ async def test_streaming_edits_one_message_at_a_bounded_rate(config, tg, llm) ->
 
 
 async def test_streamed_reply_longer_than_a_message_continues_in_new_ones(config, tg, llm) -> None:
-    answer = " ".join(f"w{i:04d}" for i in range(1400))  # 7000 characters
+    answer = " ".join(f"w{i:04d}" for i in range(1400))  # 8399 characters: three messages
     llm.stream_chunk_chars, llm.stream_chunk_delay_s = 700, 0.02
     llm.script(text(answer))
     async with daemon(config(llm={"stream": True})):
         tg.inject_message(DM, DM, "a long one")
-        await tg.wait_for_call("sendMessage", lambda p: p.get("parse_mode") == "HTML")
+        await tg.wait_for_call("sendMessage", lambda p: p.get("parse_mode") == "HTML", count=2)
     texts = tg.chat_texts(DM)
-    assert len(texts) == 2 and all(len(t) <= 4096 for t in texts)
+    assert len(texts) == 3 and all(len(t) <= 4096 for t in texts)
     assert " ".join(texts) == answer
     assert tg.calls_of("editMessageText")[-1].params["parse_mode"] == "HTML"
 
