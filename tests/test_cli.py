@@ -147,3 +147,44 @@ async def test_check_config_explains_a_broken_file(tmp_path: Path) -> None:
     proc, io = await relaybot("check-config", "-c", str(tmp_path / "missing.toml"))
     code, _, err = await finish(proc, io)
     assert code == 78 and "no config file" in err
+
+
+async def test_tools_lists_builtins_plugins_and_mcp_with_tiers(tmp_path: Path) -> None:
+    plugins = Path(__file__).parent / "fixtures" / "plugins"
+    mcp = Path(__file__).parent / "fakes" / "mcp_server.py"
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(
+        f"""
+[storage]
+path = "{tmp_path / "state.db"}"
+[tools]
+builtins = ["current_time", "forget"]
+plugins = ["relaybot_demo_plugin", "relaybot_broken_plugin"]
+[[mcp.servers]]
+name = "notes"
+command = "{sys.executable}"
+args = ["{mcp}"]
+"""
+    )
+    env = {**os.environ, "PYTHONPATH": str(plugins)}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot",
+        "tools",
+        "-c",
+        str(cfg),
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out_b, err_b = await asyncio.wait_for(proc.communicate(), 60)
+    out, err = out_b.decode(), err_b.decode()
+    assert proc.returncode == 0, err
+    heads = {line.split()[0]: line for line in out.splitlines() if not line.startswith(" ")}
+    assert "[safe]" in heads["current_time"] and "(local)" in heads["current_time"]
+    assert "[destructive]" in heads["forget"]
+    assert "[safe]" in heads["roll_dice"] and "[destructive]" in heads["greet"]
+    assert "[safe]" in heads["notes__lookup"] and "(mcp:notes)" in heads["notes__lookup"]
+    assert "[destructive]" in heads["notes__write_note"]  # no readOnlyHint: it must ask
+    assert "relaybot_broken_plugin" in err  # the broken plugin is named, the rest still loads
