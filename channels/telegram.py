@@ -2,8 +2,9 @@
 
 Updates are matched by PTB handlers and filters (commands, text or captions, other messages,
 button presses) and handed to the engine, which returns as soon as the message is stored; updates
-run concurrently across chats and in arrival order within a chat (:class:`_ChatOrder`). The engine
-answers through :meth:`TelegramChannel.send` / ``edit`` / ``typing`` / confirmations.
+run concurrently across chats and in arrival order within a chat (``_telegram_updates``). The
+engine answers through send / edit / typing / confirmations (``_telegram_outbox``); requests go
+over aiohttp (``_telegram_http``) and Markdown becomes Telegram HTML (``_telegram_format``).
 
 Start-up never blocks: ``start`` spawns a task that initialises the bot with backoff while the Bot
 API is unreachable, registers the commands and starts polling (PTB retries failed polls itself).
@@ -12,24 +13,19 @@ API is unreachable, registers the commands and starts polling (PTB retries faile
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from telegram import (
     BotCommand,
     InlineKeyboardButton,
     InlineKeyboardMarkup,
-    Message,
-    ReplyParameters,
     Update,
 )
-from telegram.constants import ChatAction, ParseMode
-from telegram.error import BadRequest, InvalidToken, NetworkError, TelegramError
+from telegram.error import InvalidToken, TelegramError
 from telegram.ext import (
     AIORateLimiter,
     Application,
@@ -50,13 +46,12 @@ from channels._base import (
     encode_decision,
     parse_decision,
 )
-from channels._telegram_format import html_to_plain, plain_parts, render
-from channels._telegram_http import AiohttpRequest, not_sent
+from channels._telegram_http import AiohttpRequest
+from channels._telegram_outbox import Outbox
 from channels._telegram_updates import ADDRESSED, ChatOrder, inbound_message
 from tools import ConfigError
 
 log = logging.getLogger(__name__)
-_T = TypeVar("_T")
 
 TEXT_ONLY = "I can only read text for now."
 STALE_BUTTON = "This button no longer works."
@@ -66,9 +61,7 @@ COMMANDS = {
     Command.RESET: "Forget this conversation",
     Command.STOP: "Stop the reply in progress",
 }
-_RETRY_MAX_S = 30.0  # longest pause between attempts while the Bot API is unreachable
-_SEND_PATIENCE_S = 120.0  # how long a send keeps retrying before the error reaches the engine
-_REMEMBERED = 1024  # messages whose last text is kept, to skip unchanged edits
+_RETRY_MAX_S = 30.0  # longest pause between start-up attempts while the Bot API is unreachable
 
 
 class TelegramConfig(BaseModel):
@@ -130,10 +123,7 @@ class TelegramChannel(Channel):
     def __init__(self, config: TelegramConfig) -> None:
         self._config = config
         self._engine: Engine | None = None
-        self._ready = asyncio.Event()  # set once polling runs, or when the token was rejected
-        self._off = False  # the token was rejected: nothing can be sent
         self._starter: asyncio.Task[None] | None = None
-        self._shown: OrderedDict[tuple[str, str], list[_Shown]] = OrderedDict()
         self._app = (
             Application.builder()
             .token(config.resolve_token())
@@ -145,6 +135,7 @@ class TelegramChannel(Channel):
             .concurrent_updates(ChatOrder(256))
             .build()
         )
+        self._outbox = Outbox(self._app.bot, self.retry_initial_s)
         self._add_handlers(config.group_mode)
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -166,7 +157,7 @@ class TelegramChannel(Channel):
             await app.stop()
         await app.shutdown()  # a no-op unless initialised
         await app.bot.shutdown()  # a cancelled initialize may have left the HTTP clients open
-        self._ready.clear()
+        self._outbox.close()
 
     async def _connect(self) -> None:
         delay = self.retry_initial_s
@@ -176,8 +167,7 @@ class TelegramChannel(Channel):
                 break
             except InvalidToken:  # its message contains the token: never log it
                 log.error("Telegram rejected the bot token; the Telegram channel stays off")
-                self._off = True
-                self._ready.set()
+                self._outbox.refuse("the bot token was rejected")
                 return
             except TelegramError as exc:
                 log.warning("Telegram Bot API unreachable, retrying in %gs (%s)", delay, exc)
@@ -196,7 +186,7 @@ class TelegramChannel(Channel):
             allowed_updates=[Update.MESSAGE, Update.CALLBACK_QUERY],
             error_callback=_polling_failed,
         )
-        self._ready.set()
+        self._outbox.open()
         log.info("Telegram: polling as @%s", bot.username)
 
     # -- inbound -------------------------------------------------------------------------------
@@ -228,7 +218,9 @@ class TelegramChannel(Channel):
     async def _on_other(self, update: Update, _: ContextTypes.DEFAULT_TYPE) -> None:
         msg = inbound_message(update.message)  # type: ignore[arg-type]
         if msg is not None:
-            await self._send_part(msg.chat_id, TEXT_ONLY, html=False, reply_to=msg.message_id)
+            await self._outbox.send(
+                msg.chat_id, TEXT_ONLY, formatted=False, reply_to=msg.message_id
+            )
 
     def _command(self, command: Command) -> Callable[..., Awaitable[None]]:
         async def on_command(update: Update, _: ContextTypes.DEFAULT_TYPE) -> None:
@@ -273,36 +265,15 @@ class TelegramChannel(Channel):
     async def send(
         self, chat_id: str, text: str, *, reply_to: str | None = None, formatted: bool = True
     ) -> MessageRef:
-        return await self._send(chat_id, text, reply_to=reply_to, formatted=formatted)
+        return await self._outbox.send(chat_id, text, reply_to=reply_to, formatted=formatted)
 
     async def edit(self, ref: MessageRef, text: str, *, formatted: bool = True) -> None:
-        """Replace the text of `ref`; text past 4096 goes to follow-up messages, which later
-        edits of `ref` keep up to date. Unchanged parts are not sent again."""
-        parts = _parts(text, formatted)
-        key = (ref.chat_id, ref.message_id)
-        shown = self._shown.pop(key, None) or [_Shown(int(ref.message_id), "")]
-        try:
-            for i, part in enumerate(parts):
-                if i == len(shown):
-                    sent = await self._send_part(ref.chat_id, part, html=formatted)
-                    shown.append(_Shown(sent.message_id, part))
-                elif shown[i].text != part:
-                    await self._edit_part(ref.chat_id, shown[i].message_id, part, html=formatted)
-                    shown[i].text = part
-            while len(shown) > len(parts):  # the text got shorter: drop stale follow-ups
-                with contextlib.suppress(TelegramError):
-                    await self._app.bot.delete_message(_chat(ref.chat_id), shown[-1].message_id)
-                shown.pop()
-        finally:
-            self._remember(key, shown)
+        """Text past 4096 characters continues in follow-up messages, kept up to date by later
+        edits of `ref`; unchanged parts are not sent again."""
+        await self._outbox.edit(ref, text, formatted=formatted)
 
     async def typing(self, chat_id: str) -> None:
-        if not self._ready.is_set() or self._off:
-            return
-        try:
-            await self._app.bot.send_chat_action(_chat(chat_id), ChatAction.TYPING)
-        except TelegramError as exc:
-            log.debug("typing indicator failed: %s", exc)
+        await self._outbox.typing(chat_id)
 
     async def show_confirmation(self, prompt: ConfirmationPrompt) -> MessageRef:
         buttons = InlineKeyboardMarkup(
@@ -313,125 +284,12 @@ class TelegramChannel(Channel):
                 ]
             ]
         )
-        return await self._send(
+        return await self._outbox.send(
             prompt.chat_id, prompt.summary, reply_to=prompt.reply_to, markup=buttons
         )
 
     async def resolve_confirmation(self, ref: MessageRef, text: str) -> None:
-        first, *rest = _parts(text, True)
-        none = InlineKeyboardMarkup([])
-        if not await self._edit_part(
-            ref.chat_id, int(ref.message_id), first, html=True, markup=none
-        ):
-            await self._app.bot.edit_message_reply_markup(
-                _chat(ref.chat_id), int(ref.message_id), reply_markup=None
-            )
-        for part in rest:
-            await self._send_part(ref.chat_id, part, html=True)
-
-    async def _send(
-        self,
-        chat_id: str,
-        text: str,
-        *,
-        reply_to: str | None = None,
-        formatted: bool = True,
-        markup: InlineKeyboardMarkup | None = None,
-    ) -> MessageRef:
-        parts = _parts(text, formatted)
-        for i, part in enumerate(parts):
-            last = i == len(parts) - 1
-            sent = await self._send_part(
-                chat_id,
-                part,
-                html=formatted,
-                reply_to=reply_to if i == 0 else None,
-                markup=markup if last else None,
-            )
-        ref = MessageRef(chat_id, str(sent.message_id))
-        self._remember((ref.chat_id, ref.message_id), [_Shown(sent.message_id, parts[-1])])
-        return ref
-
-    async def _send_part(
-        self,
-        chat_id: str,
-        text: str,
-        *,
-        html: bool,
-        reply_to: str | None = None,
-        markup: InlineKeyboardMarkup | None = None,
-    ) -> Message:
-        reply = (
-            ReplyParameters(int(reply_to), allow_sending_without_reply=True) if reply_to else None
-        )
-
-        async def call(body: str, mode: str | None) -> Message:
-            return await self._app.bot.send_message(
-                _chat(chat_id), body, parse_mode=mode, reply_parameters=reply, reply_markup=markup
-            )
-
-        return await self._patiently(lambda: _html_or_plain(call, text, html))
-
-    async def _edit_part(
-        self,
-        chat_id: str,
-        message_id: int,
-        text: str,
-        *,
-        html: bool,
-        markup: InlineKeyboardMarkup | None = None,
-    ) -> bool:
-        """Edit one message; False when Telegram says nothing changed (which is fine)."""
-
-        async def call(body: str, mode: str | None) -> Any:
-            return await self._app.bot.edit_message_text(
-                body, _chat(chat_id), message_id, parse_mode=mode, reply_markup=markup
-            )
-
-        try:
-            await self._patiently(lambda: _html_or_plain(call, text, html))
-        except BadRequest as exc:
-            if "not modified" in exc.message.lower():
-                return False
-            raise
-        return True
-
-    async def _patiently(self, request: Callable[[], Awaitable[_T]]) -> _T:
-        """`request` once the bot is connected, retried with backoff (for a bounded time) while
-        the Bot API is unreachable. Errors that may mean it was delivered are not retried."""
-        if not self._ready.is_set():
-            await self._ready.wait()
-        if self._off:
-            raise RuntimeError("the Telegram channel is off: the bot token was rejected")
-        delay, waited = self.retry_initial_s, 0.0
-        while True:
-            try:
-                result = await request()
-            except NetworkError as exc:
-                if not not_sent(exc) or waited >= _SEND_PATIENCE_S:
-                    raise
-                log.warning("Telegram Bot API unreachable, retrying in %gs (%s)", delay, exc)
-                await asyncio.sleep(delay)
-                waited += delay
-                delay = min(delay * 2, _RETRY_MAX_S)
-                continue
-            if waited:
-                log.info("Telegram Bot API reachable again")
-            return result
-
-    def _remember(self, key: tuple[str, str], shown: list[_Shown]) -> None:
-        self._shown[key] = shown
-        while len(self._shown) > _REMEMBERED:
-            self._shown.popitem(last=False)
-
-
-class _Shown:
-    """A message the bot sent and the text it now shows."""
-
-    __slots__ = ("message_id", "text")
-
-    def __init__(self, message_id: int, text: str) -> None:
-        self.message_id, self.text = message_id, text
+        await self._outbox.close_buttons(ref, text)
 
 
 def _rate_limiter() -> AIORateLimiter:
@@ -448,27 +306,3 @@ def _log_failure(task: asyncio.Task[None]) -> None:
 
 def _polling_failed(exc: TelegramError) -> None:
     log.warning("Telegram Bot API unreachable while polling, retrying (%s)", exc)
-
-
-async def _html_or_plain(
-    call: Callable[[str, str | None], Awaitable[Any]], text: str, html: bool
-) -> Any:
-    """`call` with HTML; when Telegram cannot parse the entities, again with the plain text."""
-    if not html:
-        return await call(text, None)
-    try:
-        return await call(text, ParseMode.HTML)
-    except BadRequest as exc:
-        if "can't parse entities" not in exc.message.lower():
-            raise
-        log.warning("Telegram rejected the HTML (%s); sending it as plain text", exc.message)
-        return await call(html_to_plain(text), None)
-
-
-def _parts(text: str, formatted: bool) -> list[str]:
-    parts = render(text) if formatted else plain_parts(text)
-    return parts or ["…"]  # Telegram refuses empty messages
-
-
-def _chat(chat_id: str) -> int | str:
-    return int(chat_id) if chat_id.lstrip("-").isdigit() else chat_id

@@ -341,3 +341,51 @@ async def test_store_migrates_an_older_file(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="newer than this relaybot knows"):
         async with Store(path):
             pass
+
+
+async def test_approved_action_cut_off_by_restart_is_never_rerun(
+    make_config: Callable[..., Config], llm: FakeOpenAI
+) -> None:
+    config = make_config(engine={"shutdown_grace_s": 0})
+    started = asyncio.Event()
+    runs: list[str] = []
+
+    @tool(destructive=True)
+    async def wipe_disk(disk: str) -> str:
+        """Wipe a disk."""
+        runs.append(disk)
+        started.set()
+        await asyncio.Event().wait()  # still running when the daemon goes down
+        return "wiped"
+
+    channel = RecordingChannel()
+    llm.script(tool_call("wipe_disk", {"disk": "sdb"}))
+    async with App(config, channels=[channel], extra_tools=(wipe_disk,)) as app:
+        app.dispatcher.settings.allowed_users["test"] = {"u1"}
+        await app.dispatcher.handle_inbound(channel.message("wipe sdb"))
+        shown = await channel.wait_for("confirm")
+        assert shown[0].prompt is not None
+        await app.dispatcher.handle_decision(shown[0].prompt.id, "u1", True)
+        await started.wait()
+    channel2 = RecordingChannel()
+    async with App(config, channels=[channel2], extra_tools=(wipe_disk,)) as app:
+        told = await channel2.wait_for("send")
+        await app.dispatcher.wait_idle("test", "c1")
+    assert runs == ["sdb"]  # ran once, before the restart; never again without a new yes
+    assert "may or may not have completed" in told[0].text
+    resolved = await channel2.wait_for("resolve")
+    assert resolved[0].text.startswith("⚠️ Interrupted by a restart")
+
+
+def test_config_lookup_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from bot.config import find_config
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RELAYBOT_CONFIG", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    assert find_config() == tmp_path / "xdg" / "relaybot" / "config.toml"
+    (tmp_path / "config.toml").write_text("")
+    assert find_config() == Path("config.toml")
+    monkeypatch.setenv("RELAYBOT_CONFIG", "/etc/relaybot/config.toml")
+    assert find_config() == Path("/etc/relaybot/config.toml")
+    assert find_config("explicit.toml") == Path("explicit.toml")

@@ -355,7 +355,9 @@ class FakeTelegram:
 
     async def _api_editMessageText(self, params: dict[str, Any]) -> dict[str, Any]:
         msg = self._stored(params)
-        text, markup = self._visible(params), params.get("reply_markup")
+        text, markup = self._visible(params), params.get("reply_markup") or None
+        if markup is not None and not markup.get("inline_keyboard"):
+            markup = None  # an empty keyboard is no keyboard
         if text == msg["text"] and markup == msg.get("reply_markup"):
             raise ApiError(400, "Bad Request: message is not modified: specified new message "
                            "content and reply markup are exactly the same")  # fmt: skip
