@@ -110,7 +110,8 @@ class Channel(abc.ABC):
 
     @abc.abstractmethod
     async def start(self, engine: Engine) -> None:
-        """Connect and begin delivering messages to `engine`. Returns once connected."""
+        """Begin delivering messages to `engine`. Returns once connected, or at once when the
+        platform is unreachable (the adapter keeps retrying in the background)."""
 
     @abc.abstractmethod
     async def stop(self) -> None:

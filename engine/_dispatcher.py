@@ -291,6 +291,12 @@ class Dispatcher:
     async def _after_stop(self, key: ConversationKey) -> None:
         conv = await self.store.conversation(key.channel, key.chat_id)
         await self.store.close_dangling(conv.id, STOPPED)
+        running = await self.store.confirmations(
+            "executing", channel=key.channel, chat_id=key.chat_id
+        )
+        for conf in running:
+            if await self.store.transition(conf.id, "executing", "interrupted"):
+                self._spawn(self._resolve(conf, f"⚠️ Stopped: {conf.summary}"), "resolve-stop")
         for channel, chat_id, _ in await self.store.unfinished_chats():
             if (channel, chat_id) == (key.channel, key.chat_id):
                 rows = await self.store.requeue_taken(channel, chat_id)
@@ -472,7 +478,7 @@ class Dispatcher:
         approved = conf.state == "approved"
         if approved and not await self.store.transition(conf.id, "approved", "executing"):
             return
-        conv = Conversation(conf.conversation_id, conf.channel, conf.chat_id, True)
+        conv = await self.store.conversation(conf.channel, conf.chat_id)
         pending = PendingCall(
             conf.id,
             conf.call_id,
@@ -486,20 +492,20 @@ class Dispatcher:
         )
         reason = EXPIRED if conf.state == "expired" else None
         history = await self._history(conv)
-        try:
-            await self._run_turn(
-                conv,
-                history,
-                conf.user_id,
-                conf.user_name,
-                conf.reply_to,
-                pending=pending,
-                approved=approved,
-                reason=reason,
-            )
-        finally:
-            if approved and await self.store.transition(conf.id, "executing", "executed"):
-                await self._resolve(conf, f"✅ Done: {conf.summary}")
+        # Cancelled (shutdown, /stop) while running, the state stays "executing": the action
+        # may have happened, so it is reported and never re-run without a new confirmation.
+        await self._run_turn(
+            conv,
+            history,
+            conf.user_id,
+            conf.user_name,
+            conf.reply_to,
+            pending=pending,
+            approved=approved,
+            reason=reason,
+        )
+        if approved and await self.store.transition(conf.id, "executing", "executed"):
+            await self._resolve(conf, f"✅ Done: {conf.summary}")
 
     # -- background jobs ------------------------------------------------------------------
 
@@ -549,14 +555,13 @@ class Dispatcher:
                 continue
             await store.transition(conf.id, state, "interrupted")
             await store.close_dangling(conf.conversation_id, APPROVED_INTERRUPTED)
-            await self._resolve(conf, f"⚠️ Interrupted by a restart: {conf.summary}")
-            await self._send(
-                conf.channel,
-                conf.chat_id,
+            # Sends are spawned: a platform that is down at start-up must not hold up the start.
+            self._spawn(self._resolve(conf, f"⚠️ Interrupted by a restart: {conf.summary}"), "r")
+            text = (
                 f"⚠️ I was restarted while running “{conf.summary}”. It may or may not have "
-                "completed; ask me again if it is still needed.",
-                conf.reply_to,
+                "completed; ask me again if it is still needed."
             )
+            self._spawn(self._send(conf.channel, conf.chat_id, text, conf.reply_to), "notice")
         for job, state in running:
             await self._recover_job(job, state)
         for job in done:
@@ -587,13 +592,11 @@ class Dispatcher:
         if await self.store.set_job_state(job.id, "interrupted", state):
             conv = await self.store.conversation(job.channel, job.chat_id)
             await self._inject(conv, job.id, f"Background job {job.id} ({job.tool}) {RESTARTED}")
-            await self._send(
-                job.channel,
-                job.chat_id,
+            text = (
                 f"⚠️ The background task {job.tool} was interrupted by a restart and did not "
-                "finish. Ask me again if you still need it.",
-                None,
+                "finish. Ask me again if you still need it."
             )
+            self._spawn(self._send(job.channel, job.chat_id, text, None), "notice")
 
     def _sender(self, key: ConversationKey) -> Any:
         async def send(text: str) -> None:

@@ -18,6 +18,7 @@ async def typing(channel: Channel, chat_id: str) -> AsyncIterator[None]:
     """Show the typing indicator until the block exits, refreshed as the platform needs."""
 
     async def keep() -> None:
+        await asyncio.sleep(0.3)  # a quick answer needs no indicator: save the platform call
         while True:
             try:
                 await channel.typing(chat_id)

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import openai
+from openai import AsyncStream
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from tools import LLMError
 
@@ -110,7 +112,7 @@ class LLMClient:
             request["tools"] = tools
         try:
             if not stream:
-                return self._parse(await self._sdk.chat.completions.create(**request))
+                return self._parse(await self._create(request, stream=False))
             for attempt in range(self.max_retries + 1):
                 started = False
 
@@ -153,8 +155,25 @@ class LLMClient:
         ]
         return Completion(msg.content, calls, choice.finish_reason)
 
+    async def _create(self, request: dict[str, Any], *, stream: bool) -> Any:
+        """POST /chat/completions through the SDK's client (auth, retries, timeouts, parsing).
+
+        `chat.completions.create` would first walk the whole history through its type-driven
+        transform, several ms of CPU per request for a long conversation; our messages are
+        already plain JSON in the API's shape, so they are sent as they are.
+        """
+        body = {**request, "stream": True} if stream else request
+        return await self._sdk.post(
+            "/chat/completions",
+            body=body,
+            cast_to=ChatCompletion,
+            options={"security": {"bearer_auth": True}},
+            stream=stream,
+            stream_cls=AsyncStream[ChatCompletionChunk],
+        )
+
     async def _stream(self, request: dict[str, Any], on_text: OnText) -> Completion:
-        stream = await self._sdk.chat.completions.create(**request, stream=True)
+        stream = await self._create(request, stream=True)
         text: list[str] = []
         calls = _CallAccumulator()
         finish: str | None = None

@@ -228,8 +228,7 @@ class Store:
             await db.close()
 
     async def schema_version(self) -> int:
-        async with self.db.execute("PRAGMA user_version") as cur:
-            row = await cur.fetchone()
+        row = await self._fetchone("PRAGMA user_version")
         return int(row[0]) if row else 0
 
     async def _migrate(self) -> None:
@@ -248,12 +247,11 @@ class Store:
             log.info("store migrated to schema version %d", number)
 
     async def _fetchone(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
-        async with self.db.execute(sql, params) as cur:
-            return await cur.fetchone()
+        rows = await self.db.execute_fetchall(sql, params)  # one trip to the db thread
+        return next(iter(rows), None)
 
     async def _fetchall(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
-        async with self.db.execute(sql, params) as cur:
-            return list(await cur.fetchall())
+        return list(await self.db.execute_fetchall(sql, params))
 
     # -- conversations and messages -------------------------------------------------------
 

@@ -25,7 +25,7 @@ from bot.app import App
 from bot.config import Config
 from channels.discord import DEFAULT_API_BASE_URL
 from tests.fakes.discord_server import Call, FakeDiscord
-from tests.fakes.openai_server import FakeOpenAI, text, tool_call
+from tests.fakes.openai_server import FakeOpenAI, hold, text, tool_call
 from tools import ConfigError, Tool, tool
 
 GUILD, CHANNEL = 1001, 2001
@@ -143,9 +143,12 @@ def test_config_takes_ids_as_numbers_and_the_token_from_the_environment(
 async def test_mention_in_a_guild_gets_a_reply_to_that_message(
     bot: App, fake: FakeDiscord, llm: FakeOpenAI
 ) -> None:
+    release = asyncio.Event()
+    llm.script(hold(release, text("echo: hello there")))  # a slow model: typing shows meanwhile
     msg = await fake.inject_message(CHANNEL, ALICE, "hello there", GUILD, mentions_bot=True)
 
     typing = await fake.wait_for_call("POST", rf"/channels/{CHANNEL}/typing")
+    release.set()
     reply = await fake.wait_for_call("POST", posts(CHANNEL), content("echo: hello there"))
 
     assert replied_to(reply) == msg["id"]
