@@ -109,6 +109,7 @@ class App:
             options=cfg.llm.request_options(),
         )
         stack.push_async_callback(llm.aclose)
+        self.llm = llm
         loop = ToolLoop(
             llm,
             self.registry,
@@ -149,6 +150,7 @@ class App:
             started.append(channel)
             log.info("channel %s started", channel.name)
         await self.dispatcher.start()
+        await self.llm.warm_up()  # in a thread; the channels are already listening
 
     @staticmethod
     async def _stop_channels(started: list[Channel]) -> None:

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+import importlib
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-import openai
-from openai import AsyncStream
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from tools import LLMError
+
+if TYPE_CHECKING:
+    import openai
 
 log = logging.getLogger(__name__)
 
@@ -79,20 +81,30 @@ class LLMClient:
         self.model = model
         self.max_retries = max_retries
         self.options = dict(options or {})
-        self._sdk = openai.AsyncOpenAI(
-            base_url=base_url,
-            api_key=api_key or "not-needed",
-            timeout=timeout_s,
-            max_retries=max_retries,
-            http_client=http_client,
-        )
+        self._settings = {
+            "base_url": base_url,
+            "api_key": api_key or "not-needed",
+            "timeout": timeout_s,
+            "max_retries": max_retries,
+            "http_client": http_client,
+        }
+        self._sdk: openai.AsyncOpenAI | None = None
 
     @property
     def sdk(self) -> openai.AsyncOpenAI:
+        if self._sdk is None:
+            self._sdk = _openai().AsyncOpenAI(**self._settings)
         return self._sdk
 
+    async def warm_up(self) -> None:
+        """Import the SDK in a worker thread (it takes ~0.4 s), so that neither start-up nor
+        the event loop waits for it."""
+        if self._sdk is None:
+            await asyncio.to_thread(_openai)
+
     async def aclose(self) -> None:
-        await self._sdk.close()
+        if self._sdk is not None:
+            await self._sdk.close()
 
     async def complete(
         self,
@@ -110,6 +122,8 @@ class LLMClient:
         }
         if tools:
             request["tools"] = tools
+        await self.warm_up()
+        openai = _openai()
         try:
             if not stream:
                 return self._parse(await self._create(request, stream=False))
@@ -163,13 +177,15 @@ class LLMClient:
         already plain JSON in the API's shape, so they are sent as they are.
         """
         body = {**request, "stream": True} if stream else request
-        return await self._sdk.post(
+        openai = _openai()
+        chat = openai.types.chat
+        return await self.sdk.post(
             "/chat/completions",
             body=body,
-            cast_to=ChatCompletion,
+            cast_to=chat.ChatCompletion,
             options={"security": {"bearer_auth": True}},
             stream=stream,
-            stream_cls=AsyncStream[ChatCompletionChunk],
+            stream_cls=openai.AsyncStream[chat.ChatCompletionChunk],
         )
 
     async def _stream(self, request: dict[str, Any], on_text: OnText) -> Completion:
@@ -223,6 +239,12 @@ class _CallAccumulator:
             ToolCall(e["id"] or f"call_{i}", e["name"], "".join(e["args"]))
             for i, e in enumerate(self._calls.values())
         ]
+
+
+def _openai() -> ModuleType:
+    """The SDK, imported on first use: it costs ~0.4 s and ~45 MB, which start-up need not wait
+    for (App warms it up in a thread once the channels are listening)."""
+    return importlib.import_module("openai")
 
 
 def _reason(exc: openai.APIStatusError) -> str:

@@ -10,8 +10,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-import jsonschema
-
 from tools._errors import ToolRetry
 from tools._result import ToolResult
 
@@ -78,6 +76,8 @@ class Tool(abc.ABC):
 
     def validate(self, args: dict[str, Any]) -> dict[str, Any]:
         """Check `args` against the schema; raise ToolRetry with every problem found."""
+        import jsonschema  # only class tools need it: keep it out of start-up
+
         validator = jsonschema.Draft202012Validator(self.parameters)
         problems = [
             f"{'.'.join(map(str, e.absolute_path)) or '(arguments)'}: {e.message}"

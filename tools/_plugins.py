@@ -18,8 +18,6 @@ from collections.abc import Iterable
 from types import ModuleType
 from typing import Any
 
-import jsonschema
-
 from tools._base import Tool
 from tools._errors import ToolDefinitionError
 from tools._registry import ToolRegistry
@@ -111,6 +109,8 @@ def _entry_point_tools(obj: Any) -> list[Tool]:
 def _problem(tool: Tool) -> str | None:
     """What is wrong with a plugin's tool (the registry's checks, a valid JSON Schema, a
     description), or None."""
+    import jsonschema  # heavy, and only needed when plugins are loaded
+
     try:
         ToolRegistry().register(tool)
         jsonschema.Draft202012Validator.check_schema(tool.parameters)
