@@ -9,8 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
-from channels._config import DiscordConfig
-from channels.telegram import TelegramConfig
+from channels._config import DiscordConfig, TelegramConfig, resolve_secret
 from tools import ConfigError
 from tools._config import McpConfig, ToolsConfig
 
@@ -43,14 +42,7 @@ class LLMConfig(_Section):
         return self
 
     def resolve_api_key(self) -> str:
-        if self.api_key_env:
-            value = os.environ.get(self.api_key_env, "")
-            if not value:
-                raise ConfigError(
-                    "llm.api_key_env", f"the environment variable {self.api_key_env} is not set"
-                )
-            return value
-        return self.api_key.get_secret_value() if self.api_key else ""
+        return resolve_secret("llm.api_key_env", self.api_key, self.api_key_env)
 
     def request_options(self) -> dict[str, Any]:
         opts = dict(self.options)

@@ -1,16 +1,28 @@
-"""The `[discord]` config section, kept apart from the adapter so that reading a config never
-imports discord.py."""
+"""The `[telegram]` and `[discord]` config sections, kept apart from the adapters so that
+reading a config imports neither python-telegram-bot nor discord.py."""
 
 from __future__ import annotations
 
 import os
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from tools import ConfigError
 
 DEFAULT_DISCORD_API = "https://discord.com/api/v10"
+
+
+def resolve_secret(key: str, value: SecretStr | None, env: str | None) -> str:
+    """A secret from the config, else from the environment variable `env` (config key `key`)."""
+    if value is not None:
+        return value.get_secret_value()
+    if not env:
+        return ""
+    found = os.environ.get(env, "").strip()
+    if not found:
+        raise ConfigError(key, f"the environment variable {env} is not set")
+    return found
 
 
 class DiscordConfig(BaseModel):
@@ -43,11 +55,41 @@ class DiscordConfig(BaseModel):
 
     def resolve_token(self) -> str:
         """The bot token, from the config or the environment variable it names."""
-        if self.token is not None:
-            return self.token.get_secret_value()
-        value = os.environ.get(self.token_env or "", "").strip()
-        if not value:
-            raise ConfigError(
-                "discord.token_env", f"the environment variable {self.token_env} is not set"
-            )
-        return value
+        return resolve_secret("discord.token_env", self.token, self.token_env)
+
+
+class TelegramConfig(BaseModel):
+    """The ``[telegram]`` section."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = False
+    token: SecretStr | None = None
+    token_env: str | None = None  # name of the environment variable holding the token
+    api_base_url: str = "https://api.telegram.org/bot"
+    api_file_url: str | None = None  # derived from api_base_url: /bot → /file/bot
+    allowed_users: list[str] = []  # read by the engine; "*" = everyone
+    group_mode: Literal["mentions", "all"] = "mentions"
+    poll_timeout_s: int = Field(30, ge=0, le=50)  # long-poll length of getUpdates
+
+    @field_validator("allowed_users", mode="before")
+    @classmethod
+    def _ids_as_text(cls, value: Any) -> Any:
+        return [str(v) for v in value] if isinstance(value, list) else value
+
+    @model_validator(mode="after")
+    def _check(self) -> TelegramConfig:
+        if self.token is not None and self.token_env:
+            raise ValueError("set token or token_env, not both")
+        if self.enabled and self.token is None and not self.token_env:
+            raise ValueError("set token or token_env when the Telegram channel is enabled")
+        if self.api_file_url is None:
+            head, sep, tail = self.api_base_url.rpartition("/bot")
+            if not sep:
+                raise ValueError("api_base_url has no /bot; set api_file_url as well")
+            self.api_file_url = f"{head}/file/bot{tail}"
+        return self
+
+    def resolve_token(self) -> str:
+        """The bot token, from `token` or the `token_env` environment variable."""
+        return resolve_secret("telegram.token_env", self.token, self.token_env)

@@ -14,11 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from telegram import (
     BotCommand,
     InlineKeyboardButton,
@@ -46,10 +43,10 @@ from channels._base import (
     encode_decision,
     parse_decision,
 )
+from channels._config import TelegramConfig
 from channels._telegram_http import AiohttpRequest
 from channels._telegram_outbox import Outbox
 from channels._telegram_updates import ADDRESSED, ChatOrder, inbound_message
-from tools import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -62,50 +59,6 @@ COMMANDS = {
     Command.STOP: "Stop the reply in progress",
 }
 _RETRY_MAX_S = 30.0  # longest pause between start-up attempts while the Bot API is unreachable
-
-
-class TelegramConfig(BaseModel):
-    """The ``[telegram]`` section."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    enabled: bool = False
-    token: SecretStr | None = None
-    token_env: str | None = None  # name of the environment variable holding the token
-    api_base_url: str = "https://api.telegram.org/bot"
-    api_file_url: str | None = None  # derived from api_base_url: /bot → /file/bot
-    allowed_users: list[str] = []  # read by the engine; "*" = everyone
-    group_mode: Literal["mentions", "all"] = "mentions"
-    poll_timeout_s: int = Field(30, ge=0, le=50)  # long-poll length of getUpdates
-
-    @field_validator("allowed_users", mode="before")
-    @classmethod
-    def _ids_as_text(cls, value: Any) -> Any:
-        return [str(v) for v in value] if isinstance(value, list) else value
-
-    @model_validator(mode="after")
-    def _check(self) -> TelegramConfig:
-        if self.token is not None and self.token_env:
-            raise ValueError("set token or token_env, not both")
-        if self.enabled and self.token is None and not self.token_env:
-            raise ValueError("set token or token_env when the Telegram channel is enabled")
-        if self.api_file_url is None:
-            head, sep, tail = self.api_base_url.rpartition("/bot")
-            if not sep:
-                raise ValueError("api_base_url has no /bot; set api_file_url as well")
-            self.api_file_url = f"{head}/file/bot{tail}"
-        return self
-
-    def resolve_token(self) -> str:
-        """The bot token, from `token` or the `token_env` environment variable."""
-        if self.token is not None:
-            return self.token.get_secret_value()
-        value = os.environ.get(self.token_env or "", "").strip()
-        if not value:
-            raise ConfigError(
-                "telegram.token_env", f"environment variable {self.token_env} is empty"
-            )
-        return value
 
 
 class TelegramChannel(Channel):
