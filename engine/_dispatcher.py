@@ -30,8 +30,9 @@ from engine._jobs import Job, JobRunner
 from engine._live import LiveReply, typing
 from engine._llm import Message, ToolCall
 from engine._loop import ConversationKey, PendingCall, ToolLoop, TurnContext, TurnResult
+from engine._recovery import Leftovers, recover
 from engine._store import ConfirmationRow, Conversation, Store
-from tools import LLMError, ToolContext, ToolRegistry, ToolResult
+from tools import LLMError, ToolRegistry, ToolResult
 
 log = logging.getLogger(__name__)
 
@@ -40,12 +41,7 @@ CANCELLED_BY_MESSAGE = "cancelled: the user sent a new message instead of confir
 # In a shared chat a message from anyone moves the conversation on: a confirmation left pending
 # under later messages would put its result out of order in the history.
 STOPPED = "cancelled: the user stopped the turn."
-RESTARTED = "interrupted: the daemon restarted before this call finished."
 SHUTDOWN = "interrupted: the daemon shut down before this call finished."
-APPROVED_INTERRUPTED = (
-    "interrupted: the daemon restarted after the user approved this action; it may or may not "
-    "have run. Do not retry it without asking the user again."
-)
 
 
 @dataclass(slots=True)
@@ -97,7 +93,7 @@ class Dispatcher:
         self._chats: dict[ConversationKey, _Chat] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closing = False
-        self._recovery: tuple[Any, ...] | None = None
+        self._leftovers: Leftovers | None = None
 
     def add_channel(self, channel: Channel) -> None:
         self.channels[channel.name] = channel
@@ -112,20 +108,12 @@ class Dispatcher:
     async def prepare(self) -> None:
         """Take stock of what a crash or restart left unfinished. Call before channels start
         delivering, so a message that arrives now is not mistaken for an interrupted one."""
-        store = self.store
-        self._recovery = (
-            await store.confirmations("pending"),
-            [(c, s) for s in ("approved", "executing") for c in await store.confirmations(s)],
-            [(j, s) for s in ("running", "resumed") for j in await store.jobs(s)],
-            await store.jobs("done"),
-            await store.unfinished_chats(),
-        )
+        self._leftovers = await Leftovers.take_stock(self.store)
 
     async def start(self) -> None:
         """Finish what was left unfinished (see prepare), then watch for expiries."""
-        if self._recovery is None:
-            await self.prepare()
-        await self._recover()
+        leftovers, self._leftovers = self._leftovers, None
+        await recover(self, leftovers or await Leftovers.take_stock(self.store))
         self._spawn(self._expiry_watch(), "confirmation-expiry")
 
     async def aclose(self) -> None:
@@ -539,67 +527,3 @@ class Dispatcher:
         call = ToolCall(f"job_{job_id}", "background_job_result", json.dumps({"job_id": job_id}))
         await self.store.append(conv.id, Message("assistant", None, [call]))
         await self.store.append(conv.id, Message("tool", text, tool_call_id=call.id))
-
-    # -- restart recovery -----------------------------------------------------------------
-
-    async def _recover(self) -> None:
-        assert self._recovery is not None
-        pending, approved, running, done, unfinished = self._recovery
-        self._recovery = None
-        store = self.store
-        for conf in pending:
-            if conf.expires_at <= time.time() and conf.channel in self.channels:
-                await self._expire(conf)
-        for conf, state in approved:
-            if conf.channel not in self.channels:
-                continue
-            await store.transition(conf.id, state, "interrupted")
-            await store.close_dangling(conf.conversation_id, APPROVED_INTERRUPTED)
-            # Sends are spawned: a platform that is down at start-up must not hold up the start.
-            self._spawn(self._resolve(conf, f"⚠️ Interrupted by a restart: {conf.summary}"), "r")
-            text = (
-                f"⚠️ I was restarted while running “{conf.summary}”. It may or may not have "
-                "completed; ask me again if it is still needed."
-            )
-            self._spawn(self._send(conf.channel, conf.chat_id, text, conf.reply_to), "notice")
-        for job, state in running:
-            await self._recover_job(job, state)
-        for job in done:
-            self._wake(ConversationKey(job.channel, job.chat_id), ("job", job.id))
-        for channel, chat_id, taken in unfinished:
-            if channel not in self.channels:
-                continue
-            key = ConversationKey(channel, chat_id)
-            conv = await store.conversation(channel, chat_id)
-            await store.close_dangling(conv.id, RESTARTED)
-            if taken:
-                rows = await store.requeue_taken(channel, chat_id)
-                log.warning("re-running the interrupted turn in %s", key)
-                self._wake(key, ("recover", rows))
-            self._wake(key, ("inbound", None))
-
-    async def _recover_job(self, job: Any, state: str) -> None:
-        key = ConversationKey(job.channel, job.chat_id)
-        if job.channel not in self.channels:
-            return
-        tool = self.registry.get(job.tool)
-        if job.resumable and tool is not None:
-            await self.store.set_job_state(job.id, "resumed", state)
-            ctx = ToolContext(job.channel, job.chat_id, job.user_id, self._sender(key), job.id)
-            job_ = Job(job.id, key, job.user_id, job.tool, job.args)
-            await self.jobs.start(job_, ctx, new=False)
-            return
-        if await self.store.set_job_state(job.id, "interrupted", state):
-            conv = await self.store.conversation(job.channel, job.chat_id)
-            await self._inject(conv, job.id, f"Background job {job.id} ({job.tool}) {RESTARTED}")
-            text = (
-                f"⚠️ The background task {job.tool} was interrupted by a restart and did not "
-                "finish. Ask me again if you still need it."
-            )
-            self._spawn(self._send(job.channel, job.chat_id, text, None), "notice")
-
-    def _sender(self, key: ConversationKey) -> Any:
-        async def send(text: str) -> None:
-            await self._send(key.channel, key.chat_id, text, None)
-
-        return send
