@@ -285,10 +285,8 @@ class Dispatcher:
         for conf in running:
             if await self.store.transition(conf.id, "executing", "interrupted"):
                 self._spawn(self._resolve(conf, f"⚠️ Stopped: {conf.summary}"), "resolve-stop")
-        for channel, chat_id, _ in await self.store.unfinished_chats():
-            if (channel, chat_id) == (key.channel, key.chat_id):
-                rows = await self.store.requeue_taken(channel, chat_id)
-                await self.store.answered([r.id for r in rows])
+        rows = await self.store.inbox("taken", key.channel, key.chat_id)
+        await self.store.answered([r.id for r in rows])  # "Stopped." was their answer
 
     # -- turns ----------------------------------------------------------------------------
 

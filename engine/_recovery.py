@@ -80,7 +80,7 @@ async def recover(d: Dispatcher, left: Leftovers) -> None:
         conv = await store.conversation(channel, chat_id)
         await store.close_dangling(conv.id, RESTARTED)
         if taken:
-            rows = await store.requeue_taken(channel, chat_id)
+            rows = await store.inbox("taken", channel, chat_id)
             log.warning("re-running the interrupted turn in %s", key)
             d._wake(key, ("recover", rows))
         d._wake(key, ("inbound", None))

@@ -361,14 +361,7 @@ class Store:
 
         They stay in the inbox (state 'taken') until :meth:`answered`.
         """
-        rows = [
-            InboxRow(*r[:7], bool(r[7]), r[8])
-            for r in await self._fetchall(
-                "SELECT id, channel, chat_id, message_id, user_id, user_name, text, is_private, "
-                "state FROM inbox WHERE state='queued' AND channel=? AND chat_id=? ORDER BY id",
-                (channel, chat_id),
-            )
-        ]
+        rows = await self.inbox("queued", channel, chat_id)
         if not rows:
             return rows
         conv = await self.conversation(channel, chat_id, is_private=rows[-1].is_private)
@@ -396,17 +389,14 @@ class Store:
         )
         return [(r[0], r[1], bool(r[2])) for r in rows]
 
-    async def requeue_taken(self, channel: str, chat_id: str) -> list[InboxRow]:
-        """Messages whose turn was cut off (already in history): returned and re-marked."""
-        rows = [
-            InboxRow(*r[:7], bool(r[7]), r[8])
-            for r in await self._fetchall(
-                "SELECT id, channel, chat_id, message_id, user_id, user_name, text, is_private, "
-                "state FROM inbox WHERE state='taken' AND channel=? AND chat_id=? ORDER BY id",
-                (channel, chat_id),
-            )
-        ]
-        return rows
+    async def inbox(self, state: str, channel: str, chat_id: str) -> list[InboxRow]:
+        """A chat's inbox rows in `state` ('queued', 'taken': in a turn, 'answered'), in order."""
+        rows = await self._fetchall(
+            "SELECT id, channel, chat_id, message_id, user_id, user_name, text, is_private, "
+            "state FROM inbox WHERE state=? AND channel=? AND chat_id=? ORDER BY id",
+            (state, channel, chat_id),
+        )
+        return [InboxRow(*r[:7], bool(r[7]), r[8]) for r in rows]
 
     # -- confirmations --------------------------------------------------------------------
 
