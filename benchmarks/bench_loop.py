@@ -16,9 +16,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine import ConversationKey, LLMClient, Message, ToolLoop, TurnContext  # noqa: E402
-from tests.fakes.openai_server import FakeOpenAI, text, tool_call  # noqa: E402
-from tools import ToolRegistry, tool  # noqa: E402
+from engine import ConversationKey, LLMClient, Message, ToolLoop, TurnContext
+from tests.fakes.openai_server import FakeOpenAI, text, tool_call
+from tools import ToolRegistry, tool
 
 
 @tool

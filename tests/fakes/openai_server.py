@@ -313,7 +313,7 @@ class FakeOpenAI:
         """Number of scripted replies not consumed yet."""
         return len(self._queue)
 
-    async def wait_requests(self, n: int, timeout: float = 5.0) -> list[dict[str, Any]]:  # noqa: ASYNC109
+    async def wait_requests(self, n: int, timeout: float = 5.0) -> list[dict[str, Any]]:
         """Wait until at least ``n`` chat requests arrived; return the first ``n`` bodies."""
         assert self._cond is not None, "FakeOpenAI is not started"
         cond = self._cond

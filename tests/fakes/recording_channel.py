@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 
 from channels import Capabilities, Channel, ConfirmationPrompt, Engine, InboundMessage, MessageRef
 
-
 _message_ids = itertools.count(1)  # unique across channels, like a platform's ids
 
 
