@@ -1,16 +1,25 @@
-"""Telegram updates as the engine sees them: matching (pure) and the per-chat processing order."""
+"""Telegram updates as the engine sees them: matching (pure), and long polling that confirms a
+batch to Telegram only once every update in it has been handled."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
-from typing import Any
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import timedelta
 
-from telegram import Message, MessageEntity, Update
+from telegram import Bot, Message, MessageEntity, Update
 from telegram.constants import ChatType
-from telegram.ext import BaseUpdateProcessor, filters
+from telegram.error import InvalidToken, RetryAfter, TelegramError
+from telegram.ext import filters
 
 from channels._base import InboundMessage
+
+log = logging.getLogger("channels.telegram")
+
+ALLOWED_UPDATES = (Update.MESSAGE, Update.CALLBACK_QUERY)
+_RETRY_MAX_S = 30.0  # longest pause between polls while the Bot API is unreachable
+_FINISH_S = 10.0  # on stop: how long a batch in progress may take to finish, and to confirm it
 
 
 def inbound_message(message: Message | None) -> InboundMessage | None:
@@ -59,35 +68,107 @@ class _Addressed(filters.MessageFilter):
 ADDRESSED = _Addressed(name="ADDRESSED")  # a PTB filter: mentions the bot or replies to it
 
 
-class ChatOrder(BaseUpdateProcessor):
-    """Updates run concurrently, except that those of one chat run one after another in the
-    order they arrived (PTB starts them in order; asyncio locks are FIFO)."""
+class Poller:
+    """getUpdates in a loop, handing each update to `handle` (the Application's
+    ``process_update``). A batch runs chat by chat: chats concurrently, each chat's updates one
+    after another in the order they arrived. The next request, whose offset confirms the batch to
+    Telegram, goes out only once every update of the batch has been handled, so a crash never
+    loses a confirmed update (the engine's inbox answers a redelivered message once). An update
+    that fails is logged and passed over: a poison update cannot wedge the bot."""
 
-    __slots__ = ("_locks",)
+    def __init__(
+        self,
+        bot: Bot,
+        handle: Callable[[Update], Awaitable[None]],
+        *,
+        timeout_s: float,
+        retry_initial_s: float,
+    ) -> None:
+        self._bot = bot
+        self._handle = handle
+        self._timeout_s = timeout_s
+        self._retry_initial_s = retry_initial_s
+        self._offset: int | None = None  # the first update not handled yet
+        self._confirmed: int | None = None  # the offset of the last getUpdates that succeeded
 
-    def __init__(self, max_concurrent_updates: int) -> None:
-        super().__init__(max_concurrent_updates)
-        self._locks: dict[int, tuple[asyncio.Lock, int]] = {}  # chat → (lock, updates using it)
-
-    async def do_process_update(self, update: object, coroutine: Awaitable[Any]) -> None:
-        chat = update.effective_chat if isinstance(update, Update) else None
-        if chat is None:
-            await coroutine
-            return
-        lock, users = self._locks.get(chat.id) or (asyncio.Lock(), 0)
-        self._locks[chat.id] = (lock, users + 1)
+    async def run(self) -> None:
+        """Polls until cancelled. A batch in progress then finishes (bounded), and Telegram is
+        told which updates were handled."""
         try:
-            async with lock:
-                await coroutine
+            await self._poll()
         finally:
-            lock, users = self._locks[chat.id]
-            if users == 1:
-                del self._locks[chat.id]
+            if self._offset != self._confirmed:
+                await self._confirm()
+
+    async def _poll(self) -> None:
+        delay = self._retry_initial_s
+        while True:
+            try:
+                updates = await self._fetch(self._timeout_s)
+            except InvalidToken:  # revoked while running
+                log.error("Telegram rejected the bot token; polling stops")
+                return
+            except RetryAfter as exc:
+                wait = _seconds(exc.retry_after)
+                log.warning("Telegram asked to wait %gs before polling again", wait)
+                await asyncio.sleep(wait)
+                continue
+            except TelegramError as exc:
+                log.warning("Telegram Bot API unreachable, polling again in %gs (%s)", delay, exc)
+            except Exception:  # e.g. an update PTB cannot parse
+                log.exception("could not read Telegram's updates, retrying in %gs", delay)
             else:
-                self._locks[chat.id] = (lock, users - 1)
+                delay = self._retry_initial_s
+                if updates:
+                    await _finish_when_cancelled(self._run_batch(updates))
+                continue
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, _RETRY_MAX_S)
 
-    async def initialize(self) -> None:
-        pass
+    async def _fetch(self, timeout_s: float) -> tuple[Update, ...]:
+        offset = self._offset
+        updates = await self._bot.get_updates(
+            offset=offset, timeout=timeout_s, allowed_updates=ALLOWED_UPDATES
+        )
+        self._confirmed = offset
+        return updates
 
-    async def shutdown(self) -> None:
-        pass
+    async def _run_batch(self, updates: Sequence[Update]) -> None:
+        chats: dict[tuple[str, int], list[Update]] = {}
+        for update in updates:
+            chat = update.effective_chat
+            key = ("chat", chat.id) if chat is not None else ("update", update.update_id)
+            chats.setdefault(key, []).append(update)
+        await asyncio.gather(*(self._in_order(chat) for chat in chats.values()))
+        self._offset = updates[-1].update_id + 1
+
+    async def _in_order(self, updates: list[Update]) -> None:
+        for update in updates:
+            try:
+                await self._handle(update)  # handler errors go to PTB's error handler
+            except Exception:
+                log.exception("Telegram update %s failed", update.update_id)
+
+    async def _confirm(self) -> None:
+        try:
+            await asyncio.wait_for(self._fetch(0), _FINISH_S)
+        except (TelegramError, TimeoutError) as exc:
+            log.warning("could not confirm the handled updates, they will come again: %s", exc)
+
+
+async def _finish_when_cancelled(work: Awaitable[None]) -> None:
+    """Await `work`; when cancelled meanwhile, give it _FINISH_S more, then cancel it."""
+    task = asyncio.ensure_future(work)
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        log.info("Telegram: stopping once the updates being handled are done")
+        if not (await asyncio.wait({task}, timeout=_FINISH_S))[0]:
+            log.warning("stopped with Telegram updates still being handled; they come again")
+            task.cancel()
+            await asyncio.wait({task})
+        raise
+
+
+def _seconds(period: int | timedelta) -> float:
+    return period.total_seconds() if isinstance(period, timedelta) else float(period)

@@ -1,20 +1,25 @@
 """Telegram: python-telegram-bot's Application, long polling, HTML replies and inline buttons.
 
 Updates are matched by PTB handlers and filters (commands, text or captions, other messages,
-button presses) and handed to the engine, which returns as soon as the message is stored; updates
-run concurrently across chats and in arrival order within a chat (``_telegram_updates``). The
-engine answers through send / edit / typing / confirmations (``_telegram_outbox``); requests go
-over aiohttp (``_telegram_http``) and Markdown becomes Telegram HTML (``_telegram_format``).
+button presses) and handed to the engine, which returns as soon as the message is stored. Our own
+long polling (``_telegram_updates.Poller``, in place of PTB's Updater) runs a batch concurrently
+across chats and in arrival order within a chat, and confirms it to Telegram only once every
+update of it has been handed over: a crash loses no message. What the adapter itself replies
+(command answers, "text only", button answers) goes out in tasks of the Application, off that
+path, so a slow or rate-limited reply never holds up polling. The engine answers through send /
+edit / typing / confirmations (``_telegram_outbox``); requests go over aiohttp
+(``_telegram_http``) and Markdown becomes Telegram HTML (``_telegram_format``).
 
-Start-up never blocks: ``start`` spawns a task that initialises the bot with backoff while the Bot
-API is unreachable, registers the commands and starts polling (PTB retries failed polls itself).
+Start-up never blocks: ``start`` spawns the channel's task, which initialises the bot with
+backoff while the Bot API is unreachable, registers the commands and polls until ``stop``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
 
 from telegram import (
     BotCommand,
@@ -46,7 +51,7 @@ from channels._base import (
 from channels._config import TelegramConfig
 from channels._telegram_http import AiohttpRequest
 from channels._telegram_outbox import Outbox
-from channels._telegram_updates import ADDRESSED, ChatOrder, inbound_message
+from channels._telegram_updates import ADDRESSED, Poller, inbound_message
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +81,7 @@ class TelegramChannel(Channel):
     def __init__(self, config: TelegramConfig) -> None:
         self._config = config
         self._engine: Engine | None = None
-        self._starter: asyncio.Task[None] | None = None
+        self._task: asyncio.Task[None] | None = None  # connect, then poll
         self._app = (
             Application.builder()
             .token(config.resolve_token())
@@ -85,7 +90,7 @@ class TelegramChannel(Channel):
             .request(AiohttpRequest(256))
             .get_updates_request(AiohttpRequest(1))
             .rate_limiter(_rate_limiter())
-            .concurrent_updates(ChatOrder(256))
+            .updater(None)  # polling is ours: see Poller
             .build()
         )
         self._outbox = Outbox(self._app.bot, self.retry_initial_s)
@@ -94,29 +99,30 @@ class TelegramChannel(Channel):
     # -- lifecycle -----------------------------------------------------------------------------
 
     async def start(self, engine: Engine) -> None:
-        """Returns at once; connecting (with retries) goes on in the background."""
+        """Returns at once; connecting (with retries) and polling go on in the background."""
         self._engine = engine
-        self._starter = asyncio.create_task(self._connect(), name="telegram-connect")
-        self._starter.add_done_callback(_log_failure)
+        self._task = asyncio.create_task(self._run(), name="telegram")
+        self._task.add_done_callback(_log_failure)
 
     async def stop(self) -> None:
-        if self._starter is not None:
-            self._starter.cancel()
-            await asyncio.gather(self._starter, return_exceptions=True)
+        """A batch of updates in progress finishes (bounded) and is confirmed; replies being
+        sent are awaited (by ``Application.stop``)."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
         app = self._app
-        if app.updater is not None and app.updater.running:
-            await app.updater.stop()
         if app.running:
             await app.stop()
         await app.shutdown()  # a no-op unless initialised
         await app.bot.shutdown()  # a cancelled initialize may have left the HTTP clients open
         self._outbox.close()
 
-    async def _connect(self) -> None:
+    async def _run(self) -> None:
         delay = self.retry_initial_s
         while True:
             try:
-                await self._app.initialize()
+                await self._app.initialize()  # a no-op once done
+                await self._app.bot.delete_webhook()  # getUpdates fails while a webhook is set
                 break
             except InvalidToken:  # its message contains the token: never log it
                 log.error("Telegram rejected the bot token; the Telegram channel stays off")
@@ -132,15 +138,15 @@ class TelegramChannel(Channel):
         except TelegramError as exc:
             log.warning("could not register the bot commands: %s", exc)
         await self._app.start()
-        await self._app.updater.start_polling(  # type: ignore[union-attr]
-            timeout=self._config.poll_timeout_s,
-            bootstrap_retries=-1,
-            drop_pending_updates=False,
-            allowed_updates=[Update.MESSAGE, Update.CALLBACK_QUERY],
-            error_callback=_polling_failed,
-        )
         self._outbox.open()
+        poller = Poller(
+            bot,
+            self._app.process_update,
+            timeout_s=self._config.poll_timeout_s,
+            retry_initial_s=self.retry_initial_s,
+        )
         log.info("Telegram: polling as @%s", bot.username)
+        await poller.run()
 
     # -- inbound -------------------------------------------------------------------------------
 
@@ -171,9 +177,8 @@ class TelegramChannel(Channel):
     async def _on_other(self, update: Update, _: ContextTypes.DEFAULT_TYPE) -> None:
         msg = inbound_message(update.message)  # type: ignore[arg-type]
         if msg is not None:
-            await self._outbox.send(
-                msg.chat_id, TEXT_ONLY, formatted=False, reply_to=msg.message_id
-            )
+            reply = self.send(msg.chat_id, TEXT_ONLY, reply_to=msg.message_id, formatted=False)
+            self._reply(update, reply)
 
     def _command(self, command: Command) -> Callable[..., Awaitable[None]]:
         async def on_command(update: Update, _: ContextTypes.DEFAULT_TYPE) -> None:
@@ -182,9 +187,8 @@ class TelegramChannel(Channel):
                 return
             reply = await self._engine_().handle_command(msg, command)
             if reply:
-                await self.send(
-                    msg.chat_id, reply, reply_to=None if msg.is_private else msg.message_id
-                )
+                reply_to = None if msg.is_private else msg.message_id
+                self._reply(update, self.send(msg.chat_id, reply, reply_to=reply_to))
 
         return on_command
 
@@ -193,16 +197,22 @@ class TelegramChannel(Channel):
         assert query is not None
         parsed = parse_decision(query.data or "")
         if parsed is None:
-            await query.answer(STALE_BUTTON)
+            self._reply(update, query.answer(STALE_BUTTON))
             return
         try:
             decision = await self._engine_().handle_decision(
                 parsed[0], str(query.from_user.id), parsed[1]
             )
         except Exception:
-            await query.answer("Something went wrong; please try again.", show_alert=True)
+            failed = query.answer("Something went wrong; please try again.", show_alert=True)
+            self._reply(update, failed)
             raise
-        await query.answer(decision.message[:200], show_alert=not decision.accepted)
+        self._reply(update, query.answer(decision.message[:200], show_alert=not decision.accepted))
+
+    def _reply(self, update: Update, reply: Coroutine[Any, Any, Any]) -> None:
+        """Send `reply` in a task of the Application (its errors go to the error handler;
+        ``Application.stop`` awaits it), so that polling does not wait for Telegram."""
+        self._app.create_task(reply, update=update, name="telegram-reply")
 
     async def _on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
         uid = update.update_id if isinstance(update, Update) else None
@@ -254,8 +264,4 @@ def _rate_limiter() -> AIORateLimiter:
 
 def _log_failure(task: asyncio.Task[None]) -> None:
     if not task.cancelled() and task.exception() is not None:
-        log.error("the Telegram channel failed to start", exc_info=task.exception())
-
-
-def _polling_failed(exc: TelegramError) -> None:
-    log.warning("Telegram Bot API unreachable while polling, retrying (%s)", exc)
+        log.error("the Telegram channel failed", exc_info=task.exception())

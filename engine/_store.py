@@ -183,18 +183,32 @@ class Store:
         self.path = Path(path)
         self._db: aiosqlite.Connection | None = None
         self._tx_lock = asyncio.Lock()
+        self._tx_owner: asyncio.Task[Any] | None = None
 
     @contextlib.asynccontextmanager
     async def _transaction(self) -> AsyncIterator[None]:
         """BEGIN IMMEDIATE ... COMMIT, one at a time (statements are autocommit otherwise)."""
         async with self._tx_lock:
-            await self.db.execute("BEGIN IMMEDIATE")
+            self._tx_owner = asyncio.current_task()
             try:
-                yield
-            except BaseException:
-                await self.db.execute("ROLLBACK")
-                raise
-            await self.db.execute("COMMIT")
+                await self.db.execute("BEGIN IMMEDIATE")
+                try:
+                    yield
+                except BaseException:
+                    await self.db.execute("ROLLBACK")
+                    raise
+                await self.db.execute("COMMIT")
+            finally:
+                self._tx_owner = None
+
+    async def _write(self, sql: str, params: tuple[Any, ...] = ()) -> aiosqlite.Cursor:
+        """Run a write. The connection is shared: a write from another task must wait until an
+        open transaction commits, or it would silently become part of it (and not be durable
+        when its caller returns)."""
+        if self._tx_owner is not None and self._tx_owner is asyncio.current_task():
+            return await self.db.execute(sql, params)
+        async with self._tx_lock:
+            return await self.db.execute(sql, params)
 
     async def __aenter__(self) -> Store:
         await self.open()
@@ -264,7 +278,7 @@ class Store:
             (channel, chat_id),
         )
         if row is None:
-            cur = await self.db.execute(
+            cur = await self._write(
                 "INSERT INTO conversations(channel, chat_id, is_private, created_at) "
                 "VALUES (?,?,?,?)",
                 (channel, chat_id, int(is_private), time.time()),
@@ -274,7 +288,7 @@ class Store:
 
     async def reset(self, channel: str, chat_id: str) -> None:
         """Start a fresh conversation for the chat; the old one is kept, inactive."""
-        await self.db.execute(
+        await self._write(
             "UPDATE conversations SET active=0 WHERE channel=? AND chat_id=? AND active=1",
             (channel, chat_id),
         )
@@ -285,7 +299,7 @@ class Store:
             if msg.tool_calls
             else None
         )
-        await self.db.execute(
+        await self._write(
             "INSERT INTO messages(conversation_id, role, content, tool_calls, tool_call_id, "
             "created_at) VALUES (?,?,?,?,?,?)",
             (conversation_id, msg.role, msg.content, calls, msg.tool_call_id, time.time()),
@@ -340,7 +354,7 @@ class Store:
 
     async def accept(self, msg: InboundMessage) -> bool:
         """Record an inbound message once; False when it was delivered before."""
-        cur = await self.db.execute(
+        cur = await self._write(
             "INSERT OR IGNORE INTO inbox(channel, chat_id, message_id, user_id, user_name, text, "
             "is_private, received_at) VALUES (?,?,?,?,?,?,?,?)",
             (
@@ -369,7 +383,7 @@ class Store:
             for row in rows:
                 await self.append(conv.id, Message("user", row.text))
             marks = ",".join("?" * len(rows))
-            await self.db.execute(
+            await self._write(
                 f"UPDATE inbox SET state='taken' WHERE id IN ({marks})", tuple(r.id for r in rows)
             )
         return rows
@@ -377,7 +391,7 @@ class Store:
     async def answered(self, ids: list[int]) -> None:
         if ids:
             marks = ",".join("?" * len(ids))
-            await self.db.execute(
+            await self._write(
                 f"UPDATE inbox SET state='answered' WHERE id IN ({marks})", tuple(ids)
             )
 
@@ -401,7 +415,7 @@ class Store:
     # -- confirmations --------------------------------------------------------------------
 
     async def add_confirmation(self, conv: Conversation, row: ConfirmationRow) -> None:
-        await self.db.execute(
+        await self._write(
             "INSERT INTO confirmations(id, conversation_id, channel, chat_id, user_id, user_name, "
             "tool, call_id, args, args_hash, summary, remaining, iteration, state, reply_to, "
             "expires_at, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
@@ -427,9 +441,7 @@ class Store:
         )
 
     async def set_confirmation_ref(self, cid: str, message_ref: str) -> None:
-        await self.db.execute(
-            "UPDATE confirmations SET message_ref=? WHERE id=?", (message_ref, cid)
-        )
+        await self._write("UPDATE confirmations SET message_ref=? WHERE id=?", (message_ref, cid))
 
     _CONF_COLS = (
         "id, conversation_id, channel, chat_id, user_id, user_name, tool, call_id, args, summary, "
@@ -464,7 +476,7 @@ class Store:
 
     async def transition(self, cid: str, from_state: str, to_state: str) -> bool:
         """Move a confirmation between states atomically; False if it was not in `from_state`."""
-        cur = await self.db.execute(
+        cur = await self._write(
             "UPDATE confirmations SET state=?, decided_at=? WHERE id=? AND state=?",
             (to_state, time.time(), cid, from_state),
         )
@@ -482,7 +494,7 @@ class Store:
         *,
         resumable: bool,
     ) -> None:
-        await self.db.execute(
+        await self._write(
             "INSERT INTO jobs(id, conversation_id, channel, chat_id, user_id, tool, args, "
             "resumable, created_at) VALUES (?,?,?,?,?,?,?,?,?)",
             (
@@ -502,7 +514,7 @@ class Store:
         self, job_id: str, result: str, for_user: str | None, is_error: bool
     ) -> bool:
         """Store a job's result once; False when it had finished before (a duplicate)."""
-        cur = await self.db.execute(
+        cur = await self._write(
             "UPDATE jobs SET state='done', result=?, for_user=?, is_error=?, finished_at=? "
             "WHERE id=? AND state IN ('running', 'resumed')",
             (result, for_user, int(is_error), time.time(), job_id),
@@ -510,7 +522,7 @@ class Store:
         return cur.rowcount == 1
 
     async def set_job_state(self, job_id: str, state: str, from_state: str) -> bool:
-        cur = await self.db.execute(
+        cur = await self._write(
             "UPDATE jobs SET state=? WHERE id=? AND state=?", (state, job_id, from_state)
         )
         return cur.rowcount == 1
@@ -533,7 +545,7 @@ class Store:
     # -- notes (the NotesStore protocol of tools.builtins) --------------------------------
 
     async def add_note(self, owner: str, text: str) -> int:
-        cur = await self.db.execute(
+        cur = await self._write(
             "INSERT INTO notes(owner, text, created_at) VALUES (?,?,?)", (owner, text, time.time())
         )
         return cur.lastrowid or 0
@@ -551,5 +563,5 @@ class Store:
         return [(r[0], r[1], r[2]) for r in rows]
 
     async def delete_note(self, owner: str, note_id: int) -> bool:
-        cur = await self.db.execute("DELETE FROM notes WHERE owner=? AND id=?", (owner, note_id))
+        cur = await self._write("DELETE FROM notes WHERE owner=? AND id=?", (owner, note_id))
         return cur.rowcount == 1

@@ -10,9 +10,10 @@ import dataclasses
 import functools
 import logging
 import socket
+import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, closing
 from typing import Any
 
 import pytest
@@ -270,6 +271,110 @@ async def test_background_tool_follow_up(config, tg, llm) -> None:
     assert "report on disks: all good" in str(llm.requests[-1]["messages"])
 
 
+def inbox(config: Config) -> list[tuple[str, str, str]]:
+    """(chat, message id, text) of every message in the daemon's inbox, in the order stored."""
+    with closing(sqlite3.connect(config.storage.resolved_path())) as db:
+        return list(db.execute("SELECT chat_id, message_id, text FROM inbox ORDER BY id"))
+
+
+async def test_an_update_is_confirmed_only_once_its_message_is_stored(config, tg, llm) -> None:
+    cfg = config()
+    chats = [DM, 1002, 1003, GROUP]
+
+    def write(i: int) -> list[dict[str, Any]]:  # message i from every chat
+        return [
+            tg.inject_message(chat, 7, f"@{BOT_USERNAME} message {i}", chat_type="group")
+            if chat == GROUP
+            else tg.inject_message(chat, chat, f"message {i}")
+            for chat in chats
+        ]
+
+    sent = write(0) + write(1) + write(2)  # waiting before the first poll: one batch
+    unstored: list[int] = []  # confirmed updates whose message was not in the inbox yet
+    offsets: list[int | None] = []
+
+    def on_get_updates(offset: int | None) -> None:
+        stored = {(chat, mid) for chat, mid, _ in inbox(cfg)}
+        for update in sent:
+            msg = update["message"]
+            confirmed = offset is not None and update["update_id"] < offset
+            if confirmed and (str(msg["chat"]["id"]), str(msg["message_id"])) not in stored:
+                unstored.append(update["update_id"])
+        offsets.append(offset)
+
+    tg.on_get_updates = on_get_updates
+    async with daemon(cfg):
+        await tg.wait_for_call("getUpdates", lambda p: p.get("offset") == sent[-1]["update_id"] + 1)
+        sent += write(3) + write(4)  # and more while running
+        await tg.wait_for_call("getUpdates", lambda p: p.get("offset") == sent[-1]["update_id"] + 1)
+    assert offsets[0] is None and len(offsets) >= 3
+    assert unstored == []
+    for chat in chats:  # each chat's messages were stored in the order they were written
+        texts = [text for c, _, text in inbox(cfg) if c == str(chat)]
+        assert [t.rsplit(" ", 1)[-1] for t in texts] == ["0", "1", "2", "3", "4"]
+
+
+def patch_text_handler(monkeypatch: pytest.MonkeyPatch, special: Callable[[str], Any]) -> None:
+    """Messages whose text `special` answers with an awaitable run that instead."""
+    original = TelegramChannel._on_text
+
+    async def on_text(self: TelegramChannel, update: Any, context: Any) -> None:
+        if (instead := special(update.message.text)) is not None:
+            await instead
+        else:
+            await original(self, update, context)
+
+    monkeypatch.setattr(TelegramChannel, "_on_text", on_text)
+
+
+async def test_a_failing_update_is_logged_and_passed_over(config, tg, llm, monkeypatch) -> None:
+    async def poison() -> None:
+        raise RuntimeError("poison")
+
+    patch_text_handler(monkeypatch, lambda t: poison() if t == "poison" else None)
+    async with log_waiter("Telegram update") as failed, daemon(config()):
+        bad = tg.inject_message(DM, DM, "poison")
+        tg.inject_message(DM, DM, "after it")
+        tg.inject_message(1002, 1002, "elsewhere")
+        await tg.wait_for_call("sendMessage", to(DM))
+        await tg.wait_for_call("sendMessage", to(1002))
+        await tg.wait_for_call("getUpdates", lambda p: (p.get("offset") or 0) > bad["update_id"])
+        assert failed.seen.is_set()
+    assert tg.chat_texts(DM) == ["echo: after it"]
+
+
+async def test_stop_lets_the_batch_in_progress_finish_and_confirms_it(
+    config, tg, llm, monkeypatch
+) -> None:
+    entered, gate = asyncio.Event(), asyncio.Event()
+
+    async def held() -> None:
+        entered.set()
+        await gate.wait()
+
+    patch_text_handler(monkeypatch, lambda t: held() if t == "hold" else None)
+    async with log_waiter("stopping once") as stopping, daemon(config()) as app:
+        update = tg.inject_message(DM, DM, "hold")
+        await asyncio.wait_for(entered.wait(), 5)
+        stopped = asyncio.create_task(app.channels[0].stop())
+        await asyncio.wait_for(stopping.seen.wait(), 5)
+        assert not stopped.done()
+        gate.set()
+        await asyncio.wait_for(stopped, 5)
+    final = tg.calls_of("getUpdates")[-1].params
+    assert final["offset"] == update["update_id"] + 1 and final["timeout"] == 0
+
+
+async def test_polling_waits_out_a_429(config, tg, llm) -> None:
+    tg.fail_next("getUpdates", status=429, retry_after=1)
+    async with daemon(config()):
+        tg.inject_message(DM, DM, "hello")
+        await tg.wait_for_call("sendMessage", to(DM))
+    limited, retried = tg.calls_of("getUpdates")[:2]
+    assert limited.status == 429 and retried.at - limited.at >= 1.0
+    assert tg.chat_texts(DM) == ["echo: hello"]
+
+
 # -- formatting ----------------------------------------------------------------------------------
 
 
@@ -476,7 +581,7 @@ async def test_bot_api_down_while_running(config, tg, llm, monkeypatch) -> None:
         await tg.wait_for_call("getUpdates", status=502)  # and so does polling
         tg.down = False
         await tg.wait_for_call("sendMessage", to(DM), status=200)
-        tg.inject_message(DM, DM, "and now?")  # polling is back too (PTB's own backoff)
+        tg.inject_message(DM, DM, "and now?")  # polling is back too
         await tg.wait_for_call("sendMessage", to(DM), status=200, count=2)
     assert tg.chat_texts(DM) == ["echo: still there?", "echo: and now?"]
 

@@ -8,7 +8,8 @@
 It answers the methods the adapter uses, keeps the messages the bot sent (so edits can say "not
 modified" and tests can read the visible text), checks HTML like Telegram does, and records every
 call. Faults: `fail_next(method, ...)`, `down = True` (502 for everything), `bad_entities = True`
-(the next HTML text is rejected with "can't parse entities").
+(the next HTML text is rejected with "can't parse entities"). `on_get_updates(offset)` is called
+as each getUpdates arrives, before the updates it confirms are dropped.
 """
 
 from __future__ import annotations
@@ -109,6 +110,7 @@ class FakeTelegram:
         self.commands: list[dict[str, Any]] = []
         self.down = False
         self.bad_entities = False
+        self.on_get_updates: Callable[[int | None], None] | None = None
         self._faults: dict[str, list[tuple[int, int | None]]] = {}
         self._updates: list[dict[str, Any]] = []
         self._update_ids = itertools.count(1)
@@ -320,6 +322,8 @@ class FakeTelegram:
 
     async def _api_getUpdates(self, params: dict[str, Any]) -> list[dict[str, Any]]:
         offset = int(params.get("offset") or 0)
+        if self.on_get_updates is not None:
+            self.on_get_updates(offset or None)
         if offset:
             self._updates = [u for u in self._updates if u["update_id"] >= offset]
         allowed = params.get("allowed_updates") or None
