@@ -226,7 +226,11 @@ class Store:
     async def open(self) -> None:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = await aiosqlite.connect(self.path, isolation_level=None)
+            connection = aiosqlite.connect(self.path, isolation_level=None)
+            # Its worker thread must never keep the process alive: committed data is safe in
+            # the WAL whatever happens, and an unclosed store must not hang interpreter exit.
+            connection._thread.daemon = True
+            self._db = await connection
             await self.db.execute("PRAGMA journal_mode=WAL")
             await self.db.execute("PRAGMA synchronous=NORMAL")
             await self.db.execute("PRAGMA foreign_keys=ON")
