@@ -13,8 +13,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from bot.config import Config
-from channels import Channel
-from engine import Dispatcher, LLMClient, Settings, Store, ToolLoop
+from engine import Channel, Dispatcher, LLMClient, Settings, Store, ToolLoop
 from tools import Tool, ToolRegistry
 from tools._config import apply_policy
 from tools._plugins import load_plugins

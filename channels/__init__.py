@@ -1,31 +1,9 @@
-"""Chat platform adapters and the interface they share with the engine."""
+"""Chat platform adapters: Telegram, Discord and the terminal.
 
-from channels._base import (
-    Capabilities,
-    Channel,
-    Command,
-    ConfirmationPrompt,
-    Decision,
-    DecisionStatus,
-    Engine,
-    InboundMessage,
-    MessageRef,
-    encode_decision,
-    parse_decision,
-)
+Each adapter implements :class:`engine.Channel` (the contract the engine defines); this package
+imports the engine's contract and never the other way round.
+"""
+
 from channels._split import split_text
 
-__all__ = [
-    "Capabilities",
-    "Channel",
-    "Command",
-    "ConfirmationPrompt",
-    "Decision",
-    "DecisionStatus",
-    "Engine",
-    "InboundMessage",
-    "MessageRef",
-    "encode_decision",
-    "parse_decision",
-    "split_text",
-]
+__all__ = ["split_text"]

@@ -20,9 +20,9 @@ from telegram import Bot, InlineKeyboardMarkup, Message, ReplyParameters
 from telegram.constants import ChatAction, ParseMode
 from telegram.error import BadRequest, NetworkError, TelegramError
 
-from channels._base import MessageRef
 from channels._telegram_format import html_to_plain, plain_parts, render
 from channels._telegram_http import not_sent
+from engine._channel import MessageRef
 
 log = logging.getLogger("channels.telegram")
 _T = TypeVar("_T")

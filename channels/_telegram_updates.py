@@ -13,7 +13,7 @@ from telegram.constants import ChatType
 from telegram.error import InvalidToken, RetryAfter, TelegramError
 from telegram.ext import filters
 
-from channels._base import InboundMessage
+from engine._channel import InboundMessage
 
 log = logging.getLogger("channels.telegram")
 

@@ -14,13 +14,15 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TextIO
 
-from channels._base import (
+from engine._channel import (
     Capabilities,
     Channel,
+    Choice,
     ConfirmationPrompt,
     Engine,
     InboundMessage,
     MessageRef,
+    Press,
 )
 
 WaitIdle = Callable[[str, str], Awaitable[None]]
@@ -72,9 +74,9 @@ class ConsoleChannel(Channel):
                     continue
                 prompt, self._pending = self._pending, None
                 if prompt is not None and text.lower() in ("y", "yes", "n", "no"):
-                    decision = await engine.handle_decision(
-                        prompt.id, self.user_id, text.lower().startswith("y")
-                    )
+                    choice = Choice.ONCE if text.lower().startswith("y") else Choice.CANCEL
+                    press = Press(self.name, CHAT_ID, self.user_id, prompt.id, choice)
+                    decision = await engine.handle_press(press)
                     if not decision.accepted:
                         self._write(decision.message)
                 else:

@@ -30,20 +30,22 @@ from discord.backoff import ExponentialBackoff
 from discord.gateway import DiscordWebSocket
 from discord.http import Route
 
-from channels._base import (
-    _DECISION_RE,
+from channels._config import DEFAULT_DISCORD_API as DEFAULT_API_BASE_URL
+from channels._config import DiscordConfig
+from channels._split import split_text
+from engine._channel import (
+    DECISION_PATTERN,
     Capabilities,
     Channel,
+    Choice,
     Command,
     ConfirmationPrompt,
     Engine,
     InboundMessage,
     MessageRef,
+    Press,
     encode_decision,
 )
-from channels._config import DEFAULT_DISCORD_API as DEFAULT_API_BASE_URL
-from channels._config import DiscordConfig
-from channels._split import split_text
 
 __all__ = ["DEFAULT_API_BASE_URL", "DiscordChannel", "DiscordConfig"]
 
@@ -53,11 +55,8 @@ _LIMIT = 2000
 _ACK_BUDGET_S = 2.0  # answer an interaction at once if the engine decides within this, else defer
 _CONNECT_WAIT_S = 30.0
 _EDIT_MEMORY = 256  # messages whose last text (and overflow parts) we remember for edits
-_HELP = {
-    Command.RESET: "Forget this channel's conversation and start afresh",
-    Command.STOP: "Stop the answer in progress",
-    Command.HELP: "What I can do here",
-}
+_SLASH = (Command.RESET, Command.STOP, Command.HELP)
+_DECISION_RE = re.compile(DECISION_PATTERN)
 T = TypeVar("T")
 
 
@@ -204,8 +203,8 @@ class DiscordChannel(Channel):
         if len(summary) + len(footer) > _LIMIT:
             summary = summary[: _LIMIT - len(footer) - 1] + "…"
         view = discord.ui.View(timeout=None)
-        view.add_item(_DecisionButton(prompt.id, approved=True))
-        view.add_item(_DecisionButton(prompt.id, approved=False))
+        for choice in prompt.choices:
+            view.add_item(_DecisionButton(prompt.id, choice))
         reference = _reference(prompt.chat_id, prompt.reply_to) if prompt.reply_to else None
         sent = await self._messageable(prompt.chat_id).send(
             summary + footer,
@@ -258,12 +257,18 @@ class DiscordChannel(Channel):
             await interaction.response.send_message(reply, ephemeral=ephemeral)
 
     async def _on_decision(
-        self, interaction: discord.Interaction, confirmation_id: str, approved: bool
+        self, interaction: discord.Interaction, confirmation_id: str, choice: Choice
     ) -> None:
         if not await self._guild_allowed(interaction):
             return
-        user_id = str(interaction.user.id)
-        work = self._require_engine().handle_decision(confirmation_id, user_id, approved)
+        press = Press(
+            self.name,
+            str(interaction.channel_id),
+            str(interaction.user.id),
+            confirmation_id,
+            choice,
+        )
+        work = self._require_engine().handle_press(press)
         decision = await _within_ack_budget(interaction, work, thinking=False, ephemeral=True)
         if decision.accepted:  # the engine edits the prompt itself (resolve_confirmation)
             if not interaction.response.is_done():
@@ -303,8 +308,8 @@ class _Client(discord.Client):
         )
         self.adapter = adapter
         self.tree = app_commands.CommandTree(self)
-        for command, description in _HELP.items():
-            self.tree.add_command(_slash_command(adapter, command, description))
+        for command in _SLASH:
+            self.tree.add_command(_slash_command(adapter, command, command.description))
 
     async def setup_hook(self) -> None:
         _, url, _ = await self.http.get_bot_gateway()
@@ -348,33 +353,35 @@ class _Client(discord.Client):
         match = _DECISION_RE.fullmatch(custom_id)
         shown = {getattr(c, "custom_id", None) for c in _components(interaction.message)}
         if match is not None and custom_id not in shown:
-            await self.adapter._on_decision(interaction, match["id"], match["choice"] == "y")
+            await self.adapter._on_decision(interaction, match["id"], Choice(match["choice"]))
 
 
 class _DecisionButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=_DECISION_RE):
-    """[Confirm] / [Cancel]; custom_id ``rb:<id>:y|n`` carries everything a press needs."""
+    """One answer button; custom_id ``rb:<id>:<choice>`` carries everything a press needs."""
 
-    def __init__(self, confirmation_id: str, approved: bool) -> None:
+    def __init__(self, confirmation_id: str, choice: Choice) -> None:
         super().__init__(
             discord.ui.Button(
-                label="Confirm" if approved else "Cancel",
-                style=discord.ButtonStyle.danger if approved else discord.ButtonStyle.secondary,
-                custom_id=encode_decision(confirmation_id, approved),
+                label=choice.label,
+                style=discord.ButtonStyle.danger
+                if choice.approves
+                else discord.ButtonStyle.secondary,
+                custom_id=encode_decision(confirmation_id, choice),
             )
         )
         self.confirmation_id = confirmation_id
-        self.approved = approved
+        self.choice = choice
 
     @classmethod
     async def from_custom_id(
         cls, interaction: discord.Interaction, item: discord.ui.Item[Any], match: re.Match[str], /
     ) -> _DecisionButton:
-        return cls(match["id"], approved=match["choice"] == "y")
+        return cls(match["id"], Choice(match["choice"]))
 
     async def callback(self, interaction: discord.Interaction) -> None:
         client = interaction.client
         assert isinstance(client, _Client)
-        await client.adapter._on_decision(interaction, self.confirmation_id, self.approved)
+        await client.adapter._on_decision(interaction, self.confirmation_id, self.choice)
 
 
 def _slash_command(

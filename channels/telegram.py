@@ -38,31 +38,26 @@ from telegram.ext import (
     filters,
 )
 
-from channels._base import (
+from channels._config import TelegramConfig
+from channels._telegram_http import AiohttpRequest
+from channels._telegram_outbox import Outbox
+from channels._telegram_updates import ADDRESSED, Poller, inbound_message
+from engine._channel import (
     Capabilities,
     Channel,
     Command,
     ConfirmationPrompt,
     Engine,
     MessageRef,
+    Press,
     encode_decision,
     parse_decision,
 )
-from channels._config import TelegramConfig
-from channels._telegram_http import AiohttpRequest
-from channels._telegram_outbox import Outbox
-from channels._telegram_updates import ADDRESSED, Poller, inbound_message
 
 log = logging.getLogger(__name__)
 
 TEXT_ONLY = "I can only read text for now."
 STALE_BUTTON = "This button no longer works."
-COMMANDS = {
-    Command.START: "Say hello and show your user id",
-    Command.HELP: "What I can do",
-    Command.RESET: "Forget this conversation",
-    Command.STOP: "Stop the reply in progress",
-}
 _RETRY_MAX_S = 30.0  # longest pause between start-up attempts while the Bot API is unreachable
 
 
@@ -134,7 +129,7 @@ class TelegramChannel(Channel):
                 delay = min(delay * 2, _RETRY_MAX_S)
         bot = self._app.bot
         try:
-            await bot.set_my_commands([BotCommand(c.value, d) for c, d in COMMANDS.items()])
+            await bot.set_my_commands([BotCommand(c.value, c.description) for c in Command])
         except TelegramError as exc:
             log.warning("could not register the bot commands: %s", exc)
         await self._app.start()
@@ -199,10 +194,11 @@ class TelegramChannel(Channel):
         if parsed is None:
             self._reply(update, query.answer(STALE_BUTTON))
             return
+        message = query.message
+        chat_id = str(message.chat.id) if message is not None else ""
+        press = Press(self.name, chat_id, str(query.from_user.id), parsed[0], parsed[1])
         try:
-            decision = await self._engine_().handle_decision(
-                parsed[0], str(query.from_user.id), parsed[1]
-            )
+            decision = await self._engine_().handle_press(press)
         except Exception:
             failed = query.answer("Something went wrong; please try again.", show_alert=True)
             self._reply(update, failed)
@@ -242,8 +238,8 @@ class TelegramChannel(Channel):
         buttons = InlineKeyboardMarkup(
             [
                 [
-                    InlineKeyboardButton("Confirm", callback_data=encode_decision(prompt.id, True)),
-                    InlineKeyboardButton("Cancel", callback_data=encode_decision(prompt.id, False)),
+                    InlineKeyboardButton(c.label, callback_data=encode_decision(prompt.id, c))
+                    for c in prompt.choices
                 ]
             ]
         )

@@ -17,7 +17,7 @@ from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from channels import (
+from engine._channel import (
     Channel,
     Command,
     ConfirmationPrompt,
@@ -25,6 +25,7 @@ from channels import (
     DecisionStatus,
     InboundMessage,
     MessageRef,
+    Press,
 )
 from engine._jobs import Job, JobRunner
 from engine._live import LiveReply, typing
@@ -173,11 +174,13 @@ class Dispatcher:
         if not self._closing:
             self._wake(ConversationKey(msg.channel, msg.chat_id), ("inbound", None))
 
-    async def handle_decision(self, confirmation_id: str, user_id: str, approved: bool) -> Decision:
-        conf = await self.store.confirmation(confirmation_id)
-        if conf is None:
+    async def handle_press(self, press: Press) -> Decision:
+        conf = await self.store.confirmation(press.confirmation_id)
+        if conf is None or (conf.channel, conf.chat_id) != (press.channel, press.chat_id):
             return Decision(DecisionStatus.UNKNOWN, "This request no longer exists.")
-        if conf.user_id != user_id:
+        approved = press.choice.approves
+        user_id = press.user_id
+        if conf.user_id != user_id or not self.allowed(press.channel, user_id):
             return Decision(DecisionStatus.NOT_YOURS, f"Only {conf.user_name} can confirm this.")
         if conf.state != "pending":
             return Decision(DecisionStatus.ALREADY_DECIDED, f"Already decided ({conf.state}).")

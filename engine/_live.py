@@ -8,7 +8,7 @@ import logging
 import time
 from collections.abc import AsyncIterator
 
-from channels import Channel, MessageRef
+from engine._channel import Channel, MessageRef
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import aiosqlite
 
-from channels import InboundMessage
+from engine._channel import InboundMessage
 from engine._llm import Message, ToolCall
 from tools import StoreError
 

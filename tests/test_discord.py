@@ -363,7 +363,7 @@ async def ask_to_delete(
     prompt = await fake.wait_for_call("POST", posts(CHANNEL), lambda c: bool(c.json["components"]))
     assert "Delete notes.txt" in prompt.json["content"] and "Alice" in prompt.json["content"]
     buttons = {b["label"]: b["custom_id"] for b in prompt.json["components"][0]["components"]}
-    assert set(buttons) == {"Confirm", "Cancel"}
+    assert set(buttons) == {"Allow once", "Don't run"}
     return int(prompt.response["id"]), buttons
 
 
@@ -372,7 +372,7 @@ async def test_the_requester_confirms_and_the_tool_runs(
 ) -> None:
     async with start(tools=[delete_file]):
         prompt_id, buttons = await ask_to_delete(fake, llm)
-        press = await fake.inject_button(buttons["Confirm"], ALICE, CHANNEL, prompt_id)
+        press = await fake.inject_button(buttons["Allow once"], ALICE, CHANNEL, prompt_id)
 
         ack = await fake.wait_for_call("POST", callback(press.id))
         await fake.wait_for_call("POST", posts(CHANNEL), content("Deleted notes.txt."))
@@ -390,7 +390,7 @@ async def test_cancel_declines_and_nothing_runs(
 ) -> None:
     async with start(tools=[delete_file]):
         prompt_id, buttons = await ask_to_delete(fake, llm, then="OK, I left it alone.")
-        await fake.inject_button(buttons["Cancel"], ALICE, CHANNEL, prompt_id)
+        await fake.inject_button(buttons["Don't run"], ALICE, CHANNEL, prompt_id)
 
         await fake.wait_for_call(
             "PATCH", posts(CHANNEL) + rf"/{prompt_id}", lambda c: "Cancelled" in c.json["content"]
@@ -405,7 +405,7 @@ async def test_another_user_gets_an_ephemeral_refusal(
 ) -> None:
     async with start(tools=[delete_file]):
         prompt_id, buttons = await ask_to_delete(fake, llm)
-        press = await fake.inject_button(buttons["Confirm"], BOB, CHANNEL, prompt_id)
+        press = await fake.inject_button(buttons["Allow once"], BOB, CHANNEL, prompt_id)
 
         answer = await fake.wait_for_call("POST", callback(press.id))
     assert answer.json["type"] == 4
@@ -420,12 +420,12 @@ async def test_a_second_press_says_already_decided(
 ) -> None:
     async with start(tools=[delete_file]):
         prompt_id, buttons = await ask_to_delete(fake, llm)
-        first = await fake.inject_button(buttons["Confirm"], ALICE, CHANNEL, prompt_id)
+        first = await fake.inject_button(buttons["Allow once"], ALICE, CHANNEL, prompt_id)
         await fake.wait_for_call("POST", callback(first.id))
         await fake.wait_for_call(  # the buttons are gone: this press raced the edit
             "PATCH", posts(CHANNEL) + rf"/{prompt_id}", lambda c: c.json["components"] == []
         )
-        second = await fake.inject_button(buttons["Cancel"], ALICE, CHANNEL, prompt_id)
+        second = await fake.inject_button(buttons["Don't run"], ALICE, CHANNEL, prompt_id)
 
         answer = await fake.wait_for_call("POST", callback(second.id))
         await fake.wait_for_call("POST", posts(CHANNEL), content("Deleted notes.txt."))
@@ -445,7 +445,7 @@ async def test_a_slow_engine_still_gets_interactions_acknowledged_in_time(
     monkeypatch.setattr("channels.discord._ACK_BUDGET_S", 0.0)
     async with start(tools=[delete_file]):
         prompt_id, buttons = await ask_to_delete(fake, llm)
-        press = await fake.inject_button(buttons["Confirm"], BOB, CHANNEL, prompt_id)
+        press = await fake.inject_button(buttons["Allow once"], BOB, CHANNEL, prompt_id)
         slash = await fake.inject_slash("stop", ALICE, CHANNEL, GUILD)
 
         press_ack = await fake.wait_for_call("POST", callback(press.id))
@@ -469,7 +469,7 @@ async def test_a_press_after_expiry_is_refused_and_the_prompt_closed(
     # The prompt has expired by the time anyone presses.
     async with start(tools=[delete_file], tools_config={"confirmation_timeout_s": 0.001}):
         prompt_id, buttons = await ask_to_delete(fake, llm, then="It expired; nothing deleted.")
-        press = await fake.inject_button(buttons["Confirm"], ALICE, CHANNEL, prompt_id)
+        press = await fake.inject_button(buttons["Allow once"], ALICE, CHANNEL, prompt_id)
 
         answer = await fake.wait_for_call("POST", callback(press.id))
         await fake.wait_for_call(
@@ -489,7 +489,7 @@ async def test_buttons_work_after_a_restart_and_the_conversation_is_kept(
     assert fake.connections == ["/gateway"]
 
     async with start(tools=[delete_file]):
-        press = await fake.inject_button(buttons["Confirm"], ALICE, CHANNEL, prompt_id)
+        press = await fake.inject_button(buttons["Allow once"], ALICE, CHANNEL, prompt_id)
         ack = await fake.wait_for_call("POST", callback(press.id))
         await fake.wait_for_call("POST", posts(CHANNEL), content("Deleted notes.txt."))
     assert fake.connections == ["/gateway", "/gateway"]  # a new session, not a resume

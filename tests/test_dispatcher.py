@@ -13,8 +13,7 @@ import pytest
 
 from bot.app import App
 from bot.config import Config
-from channels import Command, DecisionStatus
-from engine import Store
+from engine import Choice, Command, DecisionStatus, Press, Store
 from tests.fakes.openai_server import FakeOpenAI, error, hold, text, tool_call
 from tests.fakes.recording_channel import RecordingChannel
 from tools import StoreError, ToolContext, tool
@@ -66,6 +65,11 @@ async def running(
     async with app:
         app.dispatcher.settings.allowed_users["test"] = {"u1", "u2"}
         yield app, channel
+
+
+def press(confirmation_id: str, user_id: str, choice: Choice, chat_id: str = "c1") -> Press:
+    """A press on the recording channel's chat, as an adapter would report it."""
+    return Press("test", chat_id, user_id, confirmation_id, choice)
 
 
 def db_rows(path: Path, sql: str) -> list[Any]:
@@ -161,8 +165,8 @@ async def test_confirmation_by_requester_runs_once(config: Config, llm: FakeOpen
     async with running(config) as (app, ch):
         cid = await _ask_delete(app, ch, llm)
         assert deleted == []
-        first = await app.dispatcher.handle_decision(cid, "u1", True)
-        second = await app.dispatcher.handle_decision(cid, "u1", True)
+        first = await app.dispatcher.handle_press(press(cid, "u1", Choice.ONCE))
+        second = await app.dispatcher.handle_press(press(cid, "u1", Choice.ONCE))
         assert first.status is DecisionStatus.APPROVED
         assert second.status is DecisionStatus.ALREADY_DECIDED
         await ch.wait_for("send")
@@ -175,10 +179,10 @@ async def test_confirmation_by_requester_runs_once(config: Config, llm: FakeOpen
 async def test_confirmation_by_another_user_runs_nothing(config: Config, llm: FakeOpenAI) -> None:
     async with running(config) as (app, ch):
         cid = await _ask_delete(app, ch, llm)
-        d = await app.dispatcher.handle_decision(cid, "u2", True)
+        d = await app.dispatcher.handle_press(press(cid, "u2", Choice.ONCE))
         assert d.status is DecisionStatus.NOT_YOURS and "Only user-u1" in d.message
         assert deleted == []
-        d = await app.dispatcher.handle_decision(cid, "u1", False)
+        d = await app.dispatcher.handle_press(press(cid, "u1", Choice.CANCEL))
         assert d.status is DecisionStatus.DECLINED
         await ch.wait_for("send")
         resolved = await ch.wait_for("resolve")
@@ -192,7 +196,7 @@ async def test_expired_confirmation_never_runs(
     config = make_config(tools={"confirmation_timeout_s": 1e-9})  # below float resolution
     async with running(config) as (app, ch):
         cid = await _ask_delete(app, ch, llm)
-        d = await app.dispatcher.handle_decision(cid, "u1", True)
+        d = await app.dispatcher.handle_press(press(cid, "u1", Choice.ONCE))
         assert d.status is DecisionStatus.EXPIRED
         resolved = await ch.wait_for("resolve")
         await ch.wait_for("send")
@@ -204,7 +208,7 @@ async def test_confirmation_survives_restart(config: Config, llm: FakeOpenAI) ->
     async with running(config) as (app, ch):
         cid = await _ask_delete(app, ch, llm)
     async with running(config) as (app, ch2):
-        d = await app.dispatcher.handle_decision(cid, "u1", True)
+        d = await app.dispatcher.handle_press(press(cid, "u1", Choice.ONCE))
         assert d.status is DecisionStatus.APPROVED
         await ch2.wait_for("send")
     assert deleted == ["report.txt"] and ch2.texts() == ["Deleted it."]
@@ -217,7 +221,7 @@ async def test_new_message_cancels_pending_confirmation(config: Config, llm: Fak
         await app.dispatcher.handle_inbound(ch.message("actually, don't"))
         await ch.wait_for("send")
         resolved = await ch.wait_for("resolve")
-        late = await app.dispatcher.handle_decision(cid, "u1", True)
+        late = await app.dispatcher.handle_press(press(cid, "u1", Choice.ONCE))
     assert late.status is DecisionStatus.ALREADY_DECIDED
     assert deleted == [] and "Cancelled" in resolved[0].text
     sent = llm.requests[-1]["messages"]
@@ -365,7 +369,7 @@ async def test_approved_action_cut_off_by_restart_is_never_rerun(
         await app.dispatcher.handle_inbound(channel.message("wipe sdb"))
         shown = await channel.wait_for("confirm")
         assert shown[0].prompt is not None
-        await app.dispatcher.handle_decision(shown[0].prompt.id, "u1", True)
+        await app.dispatcher.handle_press(press(shown[0].prompt.id, "u1", Choice.ONCE))
         await started.wait()
     channel2 = RecordingChannel()
     async with App(config, channels=[channel2], extra_tools=(wipe_disk,)) as app:

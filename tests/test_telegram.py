@@ -21,8 +21,8 @@ import pytest
 from bot._logging import RedactingFilter
 from bot.app import App
 from bot.config import Config
-from channels import parse_decision
 from channels.telegram import TEXT_ONLY, TelegramChannel
+from engine import Choice, parse_decision
 from tests.fakes.openai_server import FakeOpenAI, hold, text, tool_call
 from tests.fakes.telegram_server import BOT_USERNAME, FakeTelegram, parse_html
 from tools import ToolContext, tool
@@ -451,10 +451,10 @@ async def ask_to_delete(tg: FakeTelegram, llm: FakeOpenAI, then: str) -> tuple[i
     tg.inject_message(DM, DM, "delete notes.txt", first_name="Alice")
     call = await tg.wait_for_call("sendMessage", lambda p: "reply_markup" in p)
     row = call.params["reply_markup"]["inline_keyboard"][0]
-    assert [b["text"] for b in row] == ["Confirm", "Cancel"]
+    assert [b["text"] for b in row] == ["Allow once", "Don't run"]
     assert all(len(b["callback_data"].encode()) <= 64 for b in row)
     parsed = parse_decision(row[0]["callback_data"])
-    assert parsed is not None and parsed[1] is True
+    assert parsed is not None and parsed[1] is Choice.ONCE
     prompt_id = max(mid for chat, mid in tg.messages if chat == DM)
     return prompt_id, parsed[0]
 

@@ -10,7 +10,7 @@ import asyncio
 import itertools
 from dataclasses import dataclass, field
 
-from channels import Capabilities, Channel, ConfirmationPrompt, Engine, InboundMessage, MessageRef
+from engine import Capabilities, Channel, ConfirmationPrompt, Engine, InboundMessage, MessageRef
 
 _message_ids = itertools.count(1)  # unique across channels, like a platform's ids
 

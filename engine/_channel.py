@@ -1,8 +1,10 @@
-"""The contract between a chat platform adapter and the engine.
+"""The contract between a chat platform adapter and the engine, defined by the engine.
 
-An adapter turns platform events into :class:`InboundMessage` / decisions / commands and hands
-them to an :class:`Engine`; the engine talks back only through the :class:`Channel` methods
-(send, edit, typing, show and resolve a confirmation). Adapters hold no conversation state.
+An adapter turns platform events into :class:`InboundMessage`, :class:`Press` and
+:class:`Command` and hands them to an :class:`Engine`; the engine talks back only through the
+:class:`Channel` methods (send, edit, typing, show and resolve a confirmation). Adapters hold no
+conversation state. Arrows point inward: ``channels`` imports this module, the engine never
+imports ``channels``.
 """
 
 from __future__ import annotations
@@ -47,9 +49,38 @@ class Capabilities:
     typing_interval_s: float = 4.0  # how often the typing indicator must be refreshed
 
 
+class Choice(enum.StrEnum):
+    """An answer to a confirmation, as a button (or a typed word) offers it."""
+
+    ONCE = "y"  # run this call
+    ALWAYS = "a"  # run it, and from now on this tool in this chat without asking
+    CANCEL = "n"  # do not run it
+
+    @property
+    def label(self) -> str:
+        return _CHOICE_LABELS[self]
+
+    @property
+    def approves(self) -> bool:
+        return self is not Choice.CANCEL
+
+
+_CHOICE_LABELS = {
+    Choice.ONCE: "Allow once",
+    Choice.ALWAYS: "Always allow here",
+    Choice.CANCEL: "Don't run",
+}
+
+
 @dataclass(frozen=True, slots=True)
 class ConfirmationPrompt:
-    """A destructive action waiting for its requester's yes or no."""
+    """A destructive action waiting for its requester's answer.
+
+    An adapter shows `summary` (one human line), then `details` (the complete action, exactly
+    what will run) as a code block in the same message as the buttons. When `details` does not
+    fit, the visible part says so and the complete text goes with the prompt as a file: the
+    action is never cut silently and the buttons never sit on a part that does not show it.
+    """
 
     id: str  # short hex id; fits in Telegram callback data and Discord custom_id
     chat_id: str
@@ -59,6 +90,8 @@ class ConfirmationPrompt:
     summary: str  # human-readable: what will happen
     expires_at: float  # unix time
     reply_to: str | None = None
+    details: str = ""  # the complete action (tool and arguments), shown verbatim
+    choices: tuple[Choice, ...] = (Choice.ONCE, Choice.CANCEL)
 
 
 class Command(enum.StrEnum):
@@ -66,6 +99,35 @@ class Command(enum.StrEnum):
     HELP = "help"
     RESET = "reset"
     STOP = "stop"
+
+    @property
+    def description(self) -> str:
+        """The line a platform's command menu shows."""
+        return _COMMAND_HELP[self]
+
+
+_COMMAND_HELP = {
+    Command.START: "Say hello and show your user id",
+    Command.HELP: "What I can do",
+    Command.RESET: "Forget this conversation and start afresh",
+    Command.STOP: "Stop what I am doing (and cancel a pending confirmation)",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Press:
+    """A button press (or a typed answer) on a confirmation prompt.
+
+    Everything here comes from the platform's event, except `confirmation_id` and `choice`,
+    which come from the button's payload and are therefore checked by the engine against the
+    confirmation it names (same channel, chat and requester; still pending; still allowed).
+    """
+
+    channel: str
+    chat_id: str
+    user_id: str
+    confirmation_id: str
+    choice: Choice
 
 
 class DecisionStatus(enum.StrEnum):
@@ -79,7 +141,7 @@ class DecisionStatus(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    """What the engine made of a button press; `message` is a short text for the presser."""
+    """What the engine made of a press; `message` is a short text for the presser."""
 
     status: DecisionStatus
     message: str
@@ -93,13 +155,13 @@ class Engine(Protocol):
     """What an adapter may call. Every method returns quickly: turns run in the background."""
 
     async def handle_inbound(self, msg: InboundMessage) -> None:
-        """Persist `msg` (idempotent on channel + message_id) and queue its turn."""
+        """Persist `msg` (idempotent on channel + chat + message_id) and queue its turn."""
 
-    async def handle_decision(self, confirmation_id: str, user_id: str, approved: bool) -> Decision:
-        """Record a button press; the engine edits the prompt message itself."""
+    async def handle_press(self, press: Press) -> Decision:
+        """Record a press on a confirmation; the engine edits the prompt message itself."""
 
     async def handle_command(self, msg: InboundMessage, command: Command) -> str:
-        """Run /start, /help, /reset or /stop for `msg`'s chat; returns the text to reply."""
+        """Run a command for `msg`'s chat; returns the text to reply."""
 
 
 class Channel(abc.ABC):
@@ -136,24 +198,43 @@ class Channel(abc.ABC):
 
     @abc.abstractmethod
     async def show_confirmation(self, prompt: ConfirmationPrompt) -> MessageRef:
-        """Show `prompt` with [Confirm] [Cancel] (or a yes/no text fallback)."""
+        """Show `prompt` with a button per choice (or a typed-answer fallback)."""
 
     @abc.abstractmethod
     async def resolve_confirmation(self, ref: MessageRef, text: str) -> None:
         """Edit a confirmation message to its final `text` and remove its buttons."""
 
 
-# Button payloads, shared by every adapter: "rb:<id>:y" / "rb:<id>:n" (well inside 64 bytes).
-_DECISION_RE = re.compile(r"^rb:(?P<id>[0-9a-f]{6,32}):(?P<choice>[yn])$")
+# Button payloads, shared by every adapter: "rb:<id>:<choice>" (well inside 64 bytes).
+DECISION_PATTERN = r"rb:(?P<id>[0-9a-f]{6,32}):(?P<choice>[yan])"
+_DECISION_RE = re.compile(f"^{DECISION_PATTERN}$")
 
 
-def encode_decision(confirmation_id: str, approved: bool) -> str:
-    return f"rb:{confirmation_id}:{'y' if approved else 'n'}"
+def encode_decision(confirmation_id: str, choice: Choice) -> str:
+    return f"rb:{confirmation_id}:{choice.value}"
 
 
-def parse_decision(data: str) -> tuple[str, bool] | None:
-    """Return (confirmation id, approved) for a payload made by :func:`encode_decision`."""
+def parse_decision(data: str) -> tuple[str, Choice] | None:
+    """Return (confirmation id, choice) for a payload made by :func:`encode_decision`."""
     m = _DECISION_RE.match(data or "")
     if m is None:
         return None
-    return m["id"], m["choice"] == "y"
+    return m["id"], Choice(m["choice"])
+
+
+__all__ = [
+    "DECISION_PATTERN",
+    "Capabilities",
+    "Channel",
+    "Choice",
+    "Command",
+    "ConfirmationPrompt",
+    "Decision",
+    "DecisionStatus",
+    "Engine",
+    "InboundMessage",
+    "MessageRef",
+    "Press",
+    "encode_decision",
+    "parse_decision",
+]
