@@ -1,10 +1,11 @@
 """What the bot shows in Telegram: sends and edits, with Telegram's rules applied.
 
 Markdown goes out as HTML, cut into 4096-character parts after formatting; when Telegram cannot
-parse the entities the same part goes again as plain text. An edit only sends the parts whose
-text changed ("message is not modified" counts as success); a text that outgrows its message
-continues in follow-up messages that later edits keep up to date. While the Bot API is
-unreachable a request is retried with backoff, but only when it surely was not delivered.
+parse the entities the same part goes again as plain text. Which messages show which part, and
+editing only what changed, is ``_shown.ShownMessages``; this module is its Telegram surface.
+A confirmation prompt is one message: text, or a document (the complete action) whose caption
+is the text, with the buttons on it. While the Bot API is unreachable a request is retried with
+backoff, but only when it surely was not delivered.
 """
 
 from __future__ import annotations
@@ -12,25 +13,35 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from telegram import Bot, InlineKeyboardMarkup, Message, ReplyParameters
+from telegram import Bot, InlineKeyboardMarkup, InputFile, ReplyParameters
 from telegram.constants import ChatAction, ParseMode
 from telegram.error import BadRequest, NetworkError, TelegramError
 
-from channels._telegram_format import html_to_plain, plain_parts, render
+from channels._prompt import ATTACHMENT_NAME, PromptMessage
+from channels._shown import ShownMessages
+from channels._telegram_format import CAPTION_LIMIT, html_to_plain, plain_parts, render
 from channels._telegram_http import not_sent
+from engine._backoff import Backoff
 from engine._channel import MessageRef
 
 log = logging.getLogger("channels.telegram")
 _T = TypeVar("_T")
 
-_RETRY_MAX_S = 30.0  # longest pause between attempts while the Bot API is unreachable
 _PATIENCE_S = 120.0  # how long a request keeps retrying before its error reaches the caller
 _REMEMBERED = 1024  # messages whose shown text is kept, to skip unchanged edits
 _NO_BUTTONS = InlineKeyboardMarkup([])
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """One message's worth of text: Telegram HTML, or plain text."""
+
+    text: str
+    html: bool
 
 
 class Outbox:
@@ -40,160 +51,146 @@ class Outbox:
         self.bot = bot
         self.retry_initial_s = retry_initial_s
         self._open = asyncio.Event()
-        self._refused: str | None = None
-        self._shown: OrderedDict[tuple[str, str], list[_Shown]] = OrderedDict()
+        self.shown = ShownMessages[Part](self, _REMEMBERED)
 
     def open(self) -> None:
-        self._open.set()
-
-    def refuse(self, reason: str) -> None:
-        """Nothing can be sent (e.g. the token was rejected): waiting requests fail."""
-        self._refused = reason
         self._open.set()
 
     def close(self) -> None:
         self._open.clear()
 
-    async def send(
+    async def send_prompt(
         self,
         chat_id: str,
-        text: str,
+        prompt: PromptMessage,
         *,
-        reply_to: str | None = None,
-        formatted: bool = True,
-        markup: InlineKeyboardMarkup | None = None,
+        reply_to: str | None,
+        markup: InlineKeyboardMarkup,
     ) -> MessageRef:
-        """Send every part in order (reply on the first, buttons on the last); returns the
-        last part's reference."""
-        parts = _parts(text, formatted)
-        for i, part in enumerate(parts):
-            last = i == len(parts) - 1
-            sent = await self._send_part(
-                chat_id,
-                part,
-                html=formatted,
-                reply_to=reply_to if i == 0 else None,
-                markup=markup if last else None,
+        """One message with the buttons: `prompt.text`, or a document with it as caption."""
+        if prompt.attachment is None:
+            message_id = await self.send_part(chat_id, Part(prompt.text, True), reply_to, markup)
+            return MessageRef(chat_id, message_id)
+        document = InputFile(prompt.attachment, filename=ATTACHMENT_NAME)
+
+        async def call(caption: str, mode: str | None) -> Any:
+            return await self.bot.send_document(
+                _chat(chat_id),
+                document,
+                caption=caption,
+                parse_mode=mode,
+                reply_parameters=_reply(reply_to),
+                reply_markup=markup,
             )
-        self._remember((chat_id, str(sent.message_id)), [_Shown(sent.message_id, parts[-1])])
+
+        sent = await self._patiently(lambda: _html_or_plain(call, prompt.text, True))
         return MessageRef(chat_id, str(sent.message_id))
 
-    async def edit(self, ref: MessageRef, text: str, *, formatted: bool = True) -> None:
-        parts = _parts(text, formatted)
-        key = (ref.chat_id, ref.message_id)
-        shown = self._shown.pop(key, None) or [_Shown(int(ref.message_id), "")]
-        try:
-            for i, part in enumerate(parts):
-                if i == len(shown):
-                    sent = await self._send_part(ref.chat_id, part, html=formatted)
-                    shown.append(_Shown(sent.message_id, part))
-                elif shown[i].text != part:
-                    await self._edit_part(ref.chat_id, shown[i].message_id, part, html=formatted)
-                    shown[i].text = part
-            while len(shown) > len(parts):  # the text got shorter: drop stale follow-ups
-                with contextlib.suppress(TelegramError):
-                    await self.bot.delete_message(_chat(ref.chat_id), shown[-1].message_id)
-                shown.pop()
-        finally:
-            self._remember(key, shown)
-
     async def close_buttons(self, ref: MessageRef, text: str) -> None:
-        """Replace the text of a message with buttons and remove the buttons."""
-        first, *rest = _parts(text, True)
-        await self._edit_part(
-            ref.chat_id, int(ref.message_id), first, html=True, markup=_NO_BUTTONS
-        )
+        """Replace the text (or a document's caption) of a prompt and remove its buttons."""
+        first, *rest = self.render(text, True)
+        try:
+            await self._edit(ref.chat_id, ref.message_id, first, _NO_BUTTONS)
+        except BadRequest as exc:
+            if "no text in the message" not in exc.message.lower():
+                raise
+            caption = self.render(text, True, CAPTION_LIMIT)[0]  # a status line: the file stays
+            await self._edit(ref.chat_id, ref.message_id, caption, _NO_BUTTONS, caption=True)
+            return
         for part in rest:
-            await self._send_part(ref.chat_id, part, html=True)
+            await self.send_part(ref.chat_id, part, None)
 
     async def typing(self, chat_id: str) -> None:
-        if not self._open.is_set() or self._refused:
+        if not self._open.is_set():
             return  # no point queueing an indicator
         try:
             await self.bot.send_chat_action(_chat(chat_id), ChatAction.TYPING)
         except TelegramError as exc:
             log.debug("typing indicator failed: %s", exc)
 
-    async def _send_part(
+    # -- the Surface that ShownMessages works on ----------------------------------------------
+
+    def render(self, text: str, formatted: bool, limit: int | None = None) -> list[Part]:
+        kwargs = {} if limit is None else {"limit": limit}
+        parts = render(text, **kwargs) if formatted else plain_parts(text, **kwargs)
+        return [Part(p, formatted) for p in parts] or [Part("…", False)]  # never empty
+
+    async def send_part(
         self,
         chat_id: str,
-        text: str,
-        *,
-        html: bool,
-        reply_to: str | None = None,
+        part: Part,
+        reply_to: str | None,
         markup: InlineKeyboardMarkup | None = None,
-    ) -> Message:
-        reply = (
-            ReplyParameters(int(reply_to), allow_sending_without_reply=True) if reply_to else None
-        )
-
-        async def call(body: str, mode: str | None) -> Message:
+    ) -> str:
+        async def call(body: str, mode: str | None) -> Any:
             return await self.bot.send_message(
-                _chat(chat_id), body, parse_mode=mode, reply_parameters=reply, reply_markup=markup
+                _chat(chat_id),
+                body,
+                parse_mode=mode,
+                reply_parameters=_reply(reply_to),
+                reply_markup=markup,
             )
 
-        return await self._patiently(lambda: _html_or_plain(call, text, html))
+        sent = await self._patiently(lambda: _html_or_plain(call, part.text, part.html))
+        return str(sent.message_id)
 
-    async def _edit_part(
+    async def edit_part(self, chat_id: str, message_id: str, part: Part) -> None:
+        await self._edit(chat_id, message_id, part)
+
+    async def delete_part(self, chat_id: str, message_id: str) -> None:
+        with contextlib.suppress(TelegramError):  # already gone, or too old: it stays
+            await self.bot.delete_message(_chat(chat_id), int(message_id))
+
+    # -- requests ------------------------------------------------------------------------------
+
+    async def _edit(
         self,
         chat_id: str,
-        message_id: int,
-        text: str,
-        *,
-        html: bool,
+        message_id: str,
+        part: Part,
         markup: InlineKeyboardMarkup | None = None,
-    ) -> bool:
-        """Edit one message; False when Telegram says nothing changed (which is fine)."""
+        *,
+        caption: bool = False,
+    ) -> None:
+        """Edit one message's text (or caption); Telegram's "not modified" is success."""
+
+        chat, mid = _chat(chat_id), int(message_id)
 
         async def call(body: str, mode: str | None) -> Any:
+            if caption:
+                return await self.bot.edit_message_caption(
+                    chat, mid, caption=body, parse_mode=mode, reply_markup=markup
+                )
             return await self.bot.edit_message_text(
-                body, _chat(chat_id), message_id, parse_mode=mode, reply_markup=markup
+                body, chat, mid, parse_mode=mode, reply_markup=markup
             )
 
         try:
-            await self._patiently(lambda: _html_or_plain(call, text, html))
+            await self._patiently(lambda: _html_or_plain(call, part.text, part.html))
         except BadRequest as exc:
-            if "not modified" in exc.message.lower():
-                return False
-            raise
-        return True
+            if "not modified" not in exc.message.lower():
+                raise
 
     async def _patiently(self, request: Callable[[], Awaitable[_T]]) -> _T:
         """`request` once open, retried with backoff (for a bounded time) while the Bot API is
         unreachable. A request that may have been delivered is not repeated."""
         if not self._open.is_set():
             await self._open.wait()
-        if self._refused:
-            raise RuntimeError(f"the Telegram channel is off: {self._refused}")
-        delay, waited = self.retry_initial_s, 0.0
+        backoff = Backoff(self.retry_initial_s)
         while True:
             try:
                 result = await request()
             except NetworkError as exc:
-                if not not_sent(exc) or waited >= _PATIENCE_S:
+                if not not_sent(exc) or backoff.waited_s >= _PATIENCE_S:
                     raise
-                log.warning("Telegram Bot API unreachable, retrying in %gs (%s)", delay, exc)
-                await asyncio.sleep(delay)
-                waited += delay
-                delay = min(delay * 2, _RETRY_MAX_S)
+                log.warning(
+                    "Telegram Bot API unreachable, retrying in %gs (%s)", backoff.upcoming_s, exc
+                )
+                await backoff.sleep()
                 continue
-            if waited:
+            if backoff.waited_s:
                 log.info("Telegram Bot API reachable again")
             return result
-
-    def _remember(self, key: tuple[str, str], shown: list[_Shown]) -> None:
-        self._shown[key] = shown
-        while len(self._shown) > _REMEMBERED:
-            self._shown.popitem(last=False)
-
-
-class _Shown:
-    """A message the bot sent and the text it now shows."""
-
-    __slots__ = ("message_id", "text")
-
-    def __init__(self, message_id: int, text: str) -> None:
-        self.message_id, self.text = message_id, text
 
 
 async def _html_or_plain(
@@ -211,9 +208,10 @@ async def _html_or_plain(
         return await call(html_to_plain(text), None)
 
 
-def _parts(text: str, formatted: bool) -> list[str]:
-    parts = render(text) if formatted else plain_parts(text)
-    return parts or ["…"]  # Telegram refuses empty messages
+def _reply(reply_to: str | None) -> ReplyParameters | None:
+    if not reply_to:
+        return None
+    return ReplyParameters(int(reply_to), allow_sending_without_reply=True)
 
 
 def _chat(chat_id: str) -> int | str:

@@ -1,5 +1,5 @@
 """Telegram updates as the engine sees them: matching (pure), and long polling that confirms a
-batch to Telegram only once every update in it has been handled."""
+batch to Telegram only once every update in it has been handled, and that nothing wedges."""
 
 from __future__ import annotations
 
@@ -10,15 +10,25 @@ from datetime import timedelta
 
 from telegram import Bot, Message, MessageEntity, Update
 from telegram.constants import ChatType
-from telegram.error import InvalidToken, RetryAfter, TelegramError
+from telegram.error import Conflict, InvalidToken, RetryAfter, TelegramError
 from telegram.ext import filters
 
+from engine._backoff import Backoff
 from engine._channel import InboundMessage
 
 log = logging.getLogger("channels.telegram")
 
-ALLOWED_UPDATES = (Update.MESSAGE, Update.CALLBACK_QUERY)
-_RETRY_MAX_S = 30.0  # longest pause between polls while the Bot API is unreachable
+ALLOWED_UPDATES = [Update.MESSAGE, Update.CALLBACK_QUERY]
+TOKEN_REJECTED = (
+    "Telegram rejected the bot token (401): check [telegram] token_env (or token) and the token"
+    " @BotFather gave you; retrying with backoff, up to %gs apart"
+)
+POLLING_CONFLICT = (
+    "Telegram refuses to deliver updates (409 Conflict): another relaybot or program is polling"
+    " this bot token, or a webhook is set for it; stop the other one. Polling again with backoff,"
+    " up to %gs apart"
+)
+_READ_MARGIN_S = 5.0  # how long past the long poll's own timeout an answer may take
 _FINISH_S = 10.0  # on stop: how long a batch in progress may take to finish, and to confirm it
 
 
@@ -73,8 +83,14 @@ class Poller:
     ``process_update``). A batch runs chat by chat: chats concurrently, each chat's updates one
     after another in the order they arrived. The next request, whose offset confirms the batch to
     Telegram, goes out only once every update of the batch has been handled, so a crash never
-    loses a confirmed update (the engine's inbox answers a redelivered message once). An update
-    that fails is logged and passed over: a poison update cannot wedge the bot."""
+    loses a confirmed update (the engine's inbox answers a redelivered message once).
+
+    Nothing wedges it: an update that fails is logged and passed over; an update PTB cannot even
+    parse is skipped (logged once by id and reason, never its text) and confirmed with the rest,
+    which is why the batch is fetched as JSON and parsed update by update (PTB's ``get_updates``
+    fails the whole batch and logs it raw). A rejected token (401) and another poller on the same
+    token (409) are reported once each, in words a person can act on, and retried with backoff.
+    """
 
     def __init__(
         self,
@@ -101,46 +117,82 @@ class Poller:
                 await self._confirm()
 
     async def _poll(self) -> None:
-        delay = self._retry_initial_s
+        backoff = Backoff(self._retry_initial_s)
+        reported: type[Exception] | None = None  # the trouble already logged, once per episode
         while True:
             try:
-                updates = await self._fetch(self._timeout_s)
-            except InvalidToken:  # revoked while running
-                log.error("Telegram rejected the bot token; polling stops")
-                return
+                batch = await self._fetch(self._timeout_s)
             except RetryAfter as exc:
                 wait = _seconds(exc.retry_after)
                 log.warning("Telegram asked to wait %gs before polling again", wait)
                 await asyncio.sleep(wait)
                 continue
+            except InvalidToken:  # its message may contain the token: never log it
+                if reported is not InvalidToken:
+                    log.error(TOKEN_REJECTED, backoff.max_s)
+                reported = InvalidToken
+            except Conflict:
+                if reported is not Conflict:
+                    log.error(POLLING_CONFLICT, backoff.max_s)
+                reported = Conflict
             except TelegramError as exc:
-                log.warning("Telegram Bot API unreachable, polling again in %gs (%s)", delay, exc)
-            except Exception:  # e.g. an update PTB cannot parse
-                log.exception("could not read Telegram's updates, retrying in %gs", delay)
+                log.warning(
+                    "Telegram Bot API unreachable, polling again in %gs (%s)",
+                    backoff.upcoming_s,
+                    exc,
+                )
+            except Exception as exc:  # a reply that is not the JSON the Bot API sends
+                log.error("could not read Telegram's answer to getUpdates (%s)", _reason(exc))
             else:
-                delay = self._retry_initial_s
-                if updates:
-                    await _finish_when_cancelled(self._run_batch(updates))
+                if reported is not None:
+                    log.info("Telegram: polling works again")
+                reported = None
+                backoff.reset()
+                updates, next_offset = self._read(batch)
+                if next_offset is not None:
+                    await _finish_when_cancelled(self._run_batch(updates, next_offset))
                 continue
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, _RETRY_MAX_S)
+            await backoff.sleep()
 
-    async def _fetch(self, timeout_s: float) -> tuple[Update, ...]:
+    async def _fetch(self, timeout_s: float) -> list[object]:
+        """One getUpdates, as JSON (its offset confirms what came before)."""
         offset = self._offset
-        updates = await self._bot.get_updates(
-            offset=offset, timeout=timeout_s, allowed_updates=ALLOWED_UPDATES
-        )
+        params = {"offset": offset, "timeout": timeout_s, "allowed_updates": ALLOWED_UPDATES}
+        # Bot._post: PTB's own request path (rate limiter, error mapping) without parsing.
+        batch = await self._bot._post("getUpdates", params, read_timeout=timeout_s + _READ_MARGIN_S)
         self._confirmed = offset
-        return updates
+        return batch if isinstance(batch, list) else []
 
-    async def _run_batch(self, updates: Sequence[Update]) -> None:
+    def _read(self, batch: list[object]) -> tuple[list[Update], int | None]:
+        """The updates of `batch` that PTB can parse, and the offset that confirms the whole
+        batch, unreadable updates included (None for an empty batch)."""
+        ids = [u["update_id"] for u in batch if isinstance(u, dict) and _is_id(u.get("update_id"))]
+        updates = [u for raw in batch if (u := self._parse(raw)) is not None]
+        return updates, (max(ids) + 1 if ids else None)
+
+    def _parse(self, raw: object) -> Update | None:
+        try:
+            return Update.de_json(raw, self._bot)  # type: ignore[arg-type]
+        except Exception as exc:
+            uid, fields = None, type(raw).__name__
+            if isinstance(raw, dict):
+                uid, fields = raw.get("update_id"), ", ".join(sorted(map(str, raw)))
+            log.error(
+                "Telegram update %s could not be read (%s; its fields: %s); skipped",
+                uid,
+                _reason(exc),
+                fields,
+            )
+            return None
+
+    async def _run_batch(self, updates: Sequence[Update], next_offset: int) -> None:
         chats: dict[tuple[str, int], list[Update]] = {}
         for update in updates:
             chat = update.effective_chat
             key = ("chat", chat.id) if chat is not None else ("update", update.update_id)
             chats.setdefault(key, []).append(update)
         await asyncio.gather(*(self._in_order(chat) for chat in chats.values()))
-        self._offset = updates[-1].update_id + 1
+        self._offset = next_offset
 
     async def _in_order(self, updates: list[Update]) -> None:
         for update in updates:
@@ -172,3 +224,15 @@ async def _finish_when_cancelled(work: Awaitable[None]) -> None:
 
 def _seconds(period: int | timedelta) -> float:
     return period.total_seconds() if isinstance(period, timedelta) else float(period)
+
+
+def _is_id(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _reason(exc: Exception) -> str:
+    """Why parsing failed, without the data: the messages of these errors name keys and types,
+    while others (a ValueError, say) may quote the value, which can be a user's text."""
+    if isinstance(exc, KeyError | TypeError | AttributeError):
+        return f"{type(exc).__name__}: {exc}"
+    return type(exc).__name__

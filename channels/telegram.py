@@ -17,7 +17,9 @@ backoff while the Bot API is unreachable, registers the commands and polls until
 from __future__ import annotations
 
 import asyncio
+import html
 import logging
+import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
@@ -39,9 +41,12 @@ from telegram.ext import (
 )
 
 from channels._config import TelegramConfig
+from channels._prompt import ATTACHED_NOTE, in_words, lay_out, who_and_when
+from channels._telegram_format import CAPTION_LIMIT, TELEGRAM_LIMIT, visible_len
 from channels._telegram_http import AiohttpRequest
 from channels._telegram_outbox import Outbox
-from channels._telegram_updates import ADDRESSED, Poller, inbound_message
+from channels._telegram_updates import ADDRESSED, TOKEN_REJECTED, Poller, inbound_message
+from engine._backoff import Backoff
 from engine._channel import (
     Capabilities,
     Channel,
@@ -58,7 +63,6 @@ log = logging.getLogger(__name__)
 
 TEXT_ONLY = "I can only read text for now."
 STALE_BUTTON = "This button no longer works."
-_RETRY_MAX_S = 30.0  # longest pause between start-up attempts while the Bot API is unreachable
 
 
 class TelegramChannel(Channel):
@@ -113,20 +117,22 @@ class TelegramChannel(Channel):
         self._outbox.close()
 
     async def _run(self) -> None:
-        delay = self.retry_initial_s
+        backoff = Backoff(self.retry_initial_s)
+        token_reported = False
         while True:
             try:
                 await self._app.initialize()  # a no-op once done
                 await self._app.bot.delete_webhook()  # getUpdates fails while a webhook is set
                 break
             except InvalidToken:  # its message contains the token: never log it
-                log.error("Telegram rejected the bot token; the Telegram channel stays off")
-                self._outbox.refuse("the bot token was rejected")
-                return
+                if not token_reported:
+                    log.error(TOKEN_REJECTED, backoff.max_s)
+                token_reported = True
             except TelegramError as exc:
-                log.warning("Telegram Bot API unreachable, retrying in %gs (%s)", delay, exc)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, _RETRY_MAX_S)
+                log.warning(
+                    "Telegram Bot API unreachable, retrying in %gs (%s)", backoff.upcoming_s, exc
+                )
+            await backoff.sleep()
         bot = self._app.bot
         try:
             await bot.set_my_commands([BotCommand(c.value, c.description) for c in Command])
@@ -224,17 +230,19 @@ class TelegramChannel(Channel):
     async def send(
         self, chat_id: str, text: str, *, reply_to: str | None = None, formatted: bool = True
     ) -> MessageRef:
-        return await self._outbox.send(chat_id, text, reply_to=reply_to, formatted=formatted)
+        return await self._outbox.shown.send(chat_id, text, reply_to=reply_to, formatted=formatted)
 
     async def edit(self, ref: MessageRef, text: str, *, formatted: bool = True) -> None:
         """Text past 4096 characters continues in follow-up messages, kept up to date by later
         edits of `ref`; unchanged parts are not sent again."""
-        await self._outbox.edit(ref, text, formatted=formatted)
+        await self._outbox.shown.edit(ref, text, formatted=formatted)
 
     async def typing(self, chat_id: str) -> None:
         await self._outbox.typing(chat_id)
 
     async def show_confirmation(self, prompt: ConfirmationPrompt) -> MessageRef:
+        """One message with the buttons: the summary, the action as a code block and who may
+        answer until when; when the action does not fit, it goes with the buttons as a file."""
         buttons = InlineKeyboardMarkup(
             [
                 [
@@ -243,8 +251,22 @@ class TelegramChannel(Channel):
                 ]
             ]
         )
-        return await self._outbox.send(
-            prompt.chat_id, prompt.summary, reply_to=prompt.reply_to, markup=buttons
+        footer = who_and_when(prompt.user_name, in_words(prompt.expires_at - time.time()))
+
+        def render(summary: str, details: str | None, attached: bool) -> str:
+            lines = [_esc(summary)]
+            if details is not None:
+                lines.append(f"<pre>{_esc(details)}</pre>")
+            if attached:
+                lines.append(f"<b>{_esc(ATTACHED_NOTE)}</b>")
+            lines.append(f"<i>{_esc(footer)}</i>")
+            return "\n\n".join(lines)
+
+        message = lay_out(
+            prompt, render, visible_len, limit=TELEGRAM_LIMIT, attached_limit=CAPTION_LIMIT
+        )
+        return await self._outbox.send_prompt(
+            prompt.chat_id, message, reply_to=prompt.reply_to, markup=buttons
         )
 
     async def resolve_confirmation(self, ref: MessageRef, text: str) -> None:
@@ -256,6 +278,10 @@ def _rate_limiter() -> AIORateLimiter:
     # 20/min, edits included): Telegram's 429 answers are the authority, and every request
     # waits out their retry_after.
     return AIORateLimiter(overall_max_rate=0, group_max_rate=0, max_retries=5)
+
+
+def _esc(text: str) -> str:
+    return html.escape(text, quote=False)
 
 
 def _log_failure(task: asyncio.Task[None]) -> None:

@@ -3,6 +3,7 @@
 It also defines the contract chat adapters implement (`Channel`) and call (`Engine`).
 """
 
+from engine._backoff import Backoff as Backoff  # re-exported for the adapters
 from engine._channel import (
     Capabilities,
     Channel,

@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 import yarl
-from discord.backoff import ExponentialBackoff
 from discord.gateway import DiscordWebSocket
 from discord.http import Route
 
 from bot.app import App
 from bot.config import Config
-from channels.discord import DEFAULT_API_BASE_URL
+from channels._discord_client import FOREIGN_BUTTON, STALE_BUTTON
+from channels.discord import DEFAULT_API_BASE_URL, DiscordChannel
 from tests.fakes.discord_server import Call, FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI, hold, text, tool_call
 from tools import ConfigError, Tool, tool
@@ -415,7 +415,7 @@ async def test_another_user_gets_an_ephemeral_refusal(
     assert fake.messages[prompt_id]["components"]  # still waiting for Alice
 
 
-async def test_a_second_press_says_already_decided(
+async def test_a_press_that_raced_the_buttons_removal_is_answered_without_the_engine(
     start: Callable[..., Any], fake: FakeDiscord, llm: FakeOpenAI, delete_file: Tool, deleted: list
 ) -> None:
     async with start(tools=[delete_file]):
@@ -430,7 +430,7 @@ async def test_a_second_press_says_already_decided(
         answer = await fake.wait_for_call("POST", callback(second.id))
         await fake.wait_for_call("POST", posts(CHANNEL), content("Deleted notes.txt."))
     assert answer.json["data"]["flags"] & EPHEMERAL
-    assert answer.json["data"]["content"].startswith("Already decided")
+    assert answer.json["data"]["content"] == STALE_BUTTON
     assert deleted == ["notes.txt"]
 
 
@@ -442,7 +442,7 @@ async def test_a_slow_engine_still_gets_interactions_acknowledged_in_time(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # With no budget every answer counts as late: the adapter defers, then follows up.
-    monkeypatch.setattr("channels.discord._ACK_BUDGET_S", 0.0)
+    monkeypatch.setattr("channels._discord_client._ACK_BUDGET_S", 0.0)
     async with start(tools=[delete_file]):
         prompt_id, buttons = await ask_to_delete(fake, llm)
         press = await fake.inject_button(buttons["Allow once"], BOB, CHANNEL, prompt_id)
@@ -589,7 +589,7 @@ async def test_an_unreachable_discord_at_start_up_is_retried(
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(ExponentialBackoff, "delay", lambda self: 0.01)  # not up to 2 s
+    monkeypatch.setattr(DiscordChannel, "retry_initial_s", 0.01)  # not 1 s
     fake.unavailable_logins = 1
     with caplog.at_level(logging.WARNING, logger="channels.discord"):
         async with start():

@@ -10,12 +10,12 @@ from pydantic import ValidationError
 
 from channels._telegram_format import (
     html_to_plain,
-    markdown_to_html,
     plain_parts,
     render,
     split_html,
     utf16_len,
 )
+from channels._telegram_markdown import markdown_to_html
 from channels.telegram import TelegramConfig
 from tests.fakes.telegram_server import ApiError, parse_html
 from tools import ConfigError
@@ -37,8 +37,10 @@ from tools import ConfigError
             "[the **docs**](https://ex.com/a_(b)?q=1&r=2)",
             '<a href="https://ex.com/a_(b)?q=1&amp;r=2">the <b>docs</b></a>',
         ),
-        ("[click](javascript:alert(1))", "click (javascript:alert(1))"),
-        ("| a | b |\n|---|---|\n| 1 | 2 |", "<pre>| a | b |\n|---|---|\n| 1 | 2 |</pre>"),
+        ("[click](javascript:alert(1))", "[click](javascript:alert(1))"),  # not a link
+        ("[mail](ftp://x.org/f)", 'mail (ftp://x.org/f)'),  # a scheme Telegram may not open
+        ("| a | b |\n|---|---|\n| 1 | 2 |", "<pre>a | b\n--+--\n1 | 2</pre>"),
+        ("***both***", "<i><b>both</b></i>"),
     ],
 )
 def test_markdown_to_html(markdown: str, expected: str) -> None:
@@ -50,7 +52,7 @@ def test_code_blocks_are_escaped_and_keep_their_language() -> None:
     html = markdown_to_html("```python\nif a < b and c & d:\n    pass\n```\nafter **x**")
     assert html == (
         '<pre><code class="language-python">if a &lt; b and c &amp; d:\n    pass</code></pre>'
-        "\nafter <b>x</b>"
+        "\n\nafter <b>x</b>"
     )
     assert markdown_to_html("```\n**not bold**") == "<pre>**not bold**</pre>"  # unclosed: to end
 

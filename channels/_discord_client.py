@@ -1,0 +1,174 @@
+"""discord.py's Client with relaybot's start-up, events, slash commands and answer buttons.
+
+Everything here is a discord.py extension point: ``setup_hook`` for async start-up, event methods,
+``app_commands`` for /reset /stop /help, and a :class:`discord.ui.DynamicItem` for the answer
+buttons, whose state lives in the custom_id so they keep working after a restart. The events are
+handed to the adapter (:class:`channels.discord.DiscordChannel`).
+
+A button press reaches the engine only when its custom_id is one of the buttons on the message it
+was pressed on: discord.py's DynamicItem dispatch checks that, and presses it drops are answered
+in :meth:`_Client.on_interaction` without the engine (a press that raced the edit removing the
+buttons gets "no longer works"; a custom_id the message does not carry is refused and logged).
+
+discord.py warns at start-up that the voice libraries (PyNaCl, davey) are missing; relaybot has no
+voice, so nobody can act on that warning and it is switched off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import discord
+import yarl
+from discord import app_commands
+from discord.gateway import DiscordWebSocket
+
+from channels._discord_inbound import DECISION_RE, PressOn, press_on
+from engine._channel import Choice, Command, encode_decision
+
+if TYPE_CHECKING:
+    from channels.discord import DiscordChannel
+
+log = logging.getLogger("channels.discord")
+T = TypeVar("T")
+
+STALE_BUTTON = "This button no longer works."
+FOREIGN_BUTTON = "This button does not belong to this message; nothing was done."
+_ACK_BUDGET_S = 2.0  # answer an interaction at once if the engine decides within this, else defer
+_SLASH = (Command.RESET, Command.STOP, Command.HELP)
+
+discord.VoiceClient.warn_nacl = False  # no voice here: the missing voice libraries are no news
+discord.VoiceClient.warn_dave = False
+
+
+class Client(discord.Client):
+    """discord.py's client with relaybot's start-up (setup_hook) and events."""
+
+    def __init__(self, adapter: DiscordChannel) -> None:
+        intents = discord.Intents.none()
+        intents.guilds = True
+        intents.guild_messages = True
+        intents.dm_messages = True
+        intents.message_content = True  # privileged: enable it in the Developer Portal
+        super().__init__(
+            intents=intents,
+            allowed_mentions=discord.AllowedMentions(everyone=False, roles=False, users=False),
+            chunk_guilds_at_startup=False,
+        )
+        self.adapter = adapter
+        self.tree = app_commands.CommandTree(self)
+        for command in _SLASH:
+            self.tree.add_command(_slash_command(adapter, command))
+
+    async def setup_hook(self) -> None:
+        _, url, _ = await self.http.get_bot_gateway()
+        DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(url)  # see channels.discord's docstring
+        log.info(
+            "discord: logged in as %s (%s); gateway %s", self.user, self.user and self.user.id, url
+        )
+        self.add_dynamic_items(DecisionButton)
+        await self._sync_commands()
+
+    async def _sync_commands(self) -> None:
+        guild_ids = self.adapter.config.command_guilds
+        try:
+            for guild_id in guild_ids:
+                guild = discord.Object(int(guild_id))
+                self.tree.copy_global_to(guild=guild)
+                await self.tree.sync(guild=guild)
+            if not guild_ids:
+                await self.tree.sync()
+        except discord.HTTPException as exc:
+            log.warning(
+                "discord: slash commands not synced (%s); /reset /stop /help may be missing", exc
+            )
+
+    async def on_connect(self) -> None:
+        self.adapter.connected.set()
+
+    async def on_resumed(self) -> None:
+        log.info("discord: gateway session resumed")
+
+    async def on_message(self, message: discord.Message) -> None:
+        if self.user is not None:
+            await self.adapter.on_message(message, self.user)
+
+    async def on_interaction(self, interaction: discord.Interaction) -> None:
+        """Answer the presses on answer buttons that discord.py's DynamicItem dispatch drops
+        (those whose custom_id is not on the message), without asking the engine."""
+        if interaction.type is not discord.InteractionType.component or not interaction.message:
+            return
+        custom_id = str((interaction.data or {}).get("custom_id", ""))
+        if DECISION_RE.fullmatch(custom_id) is None:
+            return
+        where = press_on(interaction.message, custom_id)
+        if where is PressOn.SHOWN:
+            return  # DecisionButton.callback has it
+        if where is PressOn.FOREIGN:
+            log.warning(
+                "discord: user %s pressed a button that message %s does not carry; refused",
+                interaction.user.id,
+                interaction.message.id,
+            )
+        answer = STALE_BUTTON if where is PressOn.CLOSED else FOREIGN_BUTTON
+        await interaction.response.send_message(answer, ephemeral=True)
+
+
+class DecisionButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=DECISION_RE):
+    """One answer button; custom_id ``rb:<id>:<choice>`` carries everything a press needs."""
+
+    def __init__(self, confirmation_id: str, choice: Choice) -> None:
+        super().__init__(
+            discord.ui.Button(
+                label=choice.label,
+                style=discord.ButtonStyle.danger
+                if choice.approves
+                else discord.ButtonStyle.secondary,
+                custom_id=encode_decision(confirmation_id, choice),
+            )
+        )
+        self.confirmation_id = confirmation_id
+        self.choice = choice
+
+    @classmethod
+    async def from_custom_id(
+        cls, interaction: discord.Interaction, item: discord.ui.Item[Any], match: re.Match[str], /
+    ) -> DecisionButton:
+        return cls(match["id"], Choice(match["choice"]))
+
+    async def callback(self, interaction: discord.Interaction) -> None:
+        client = interaction.client
+        assert isinstance(client, Client)
+        await client.adapter.on_decision(interaction, self.confirmation_id, self.choice)
+
+
+def _slash_command(
+    adapter: DiscordChannel, command: Command
+) -> app_commands.Command[Any, ..., None]:
+    async def callback(interaction: discord.Interaction) -> None:
+        await adapter.on_command(interaction, command)
+
+    return app_commands.Command(
+        name=command.value, description=command.description, callback=callback
+    )
+
+
+async def within_ack_budget(
+    interaction: discord.Interaction,
+    work: Coroutine[Any, Any, T],
+    *,
+    thinking: bool,
+    ephemeral: bool,
+) -> T:
+    """Await ``work``; if it outlasts the ack budget, defer the interaction meanwhile so Discord's
+    three seconds are always met."""
+    task = asyncio.ensure_future(work)
+    try:
+        return await asyncio.wait_for(asyncio.shield(task), _ACK_BUDGET_S)
+    except TimeoutError:
+        await interaction.response.defer(thinking=thinking, ephemeral=ephemeral)
+        return await task

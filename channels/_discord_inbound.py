@@ -1,0 +1,87 @@
+"""Discord events as the engine sees them, decided without side effects.
+
+Each function answers one "is this for us?" question from the event alone, the way a
+python-telegram-bot filter does, so the adapter's handlers only act: :func:`inbound` (is a
+gateway message for the bot, and what did it say), :func:`guild_allowed`, and :func:`press_on`
+(is a pressed button one that the message really carries).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import re
+
+import discord
+
+from channels._config import DiscordConfig
+from engine._channel import DECISION_PATTERN, InboundMessage
+
+log = logging.getLogger("channels.discord")
+
+DECISION_RE = re.compile(DECISION_PATTERN)
+
+
+def inbound(
+    message: discord.Message, me: discord.ClientUser, config: DiscordConfig
+) -> InboundMessage | None:
+    """The engine's view of ``message``, or None when it is not for the bot."""
+    if message.author.bot or message.author.id == me.id or message.webhook_id is not None:
+        return None
+    if message.type not in (discord.MessageType.default, discord.MessageType.reply):
+        return None
+    guild_id = message.guild.id if message.guild else getattr(message.channel, "guild_id", None)
+    if guild_id is not None and not guild_allowed(guild_id, config):
+        log.debug("discord: message in guild %s, not in allowed_guilds; ignored", guild_id)
+        return None
+    resolved = message.reference.resolved if message.reference else None
+    replied_to_me = isinstance(resolved, discord.Message) and resolved.author.id == me.id
+    # People often pick the bot's own role (same name) from the mention list: that counts too.
+    my_roles = [r.id for r in message.role_mentions if r.tags and r.tags.bot_id == me.id]
+    mentioned = replied_to_me or bool(my_roles) or any(u.id == me.id for u in message.mentions)
+    if guild_id is not None and not mentioned and config.respond_in_guilds == "mentions":
+        return None
+    mention = "|".join([rf"<@!?{me.id}>", *(f"<@&{role_id}>" for role_id in my_roles)])
+    text = re.sub(rf"(?:{mention})\s*", "", message.content).strip()
+    if not text:
+        return None
+    return InboundMessage(
+        channel="discord",
+        chat_id=str(message.channel.id),
+        user_id=str(message.author.id),
+        user_name=message.author.display_name,
+        text=text,
+        message_id=str(message.id),
+        is_private=guild_id is None,
+        mentioned=mentioned,
+        reply_to=str(message.reference.message_id) if message.reference else None,
+    )
+
+
+def guild_allowed(guild_id: int, config: DiscordConfig) -> bool:
+    return not config.allowed_guilds or str(guild_id) in config.allowed_guilds
+
+
+class PressOn(enum.Enum):
+    """What a pressed confirmation button's custom_id is to the message it was pressed on."""
+
+    SHOWN = "shown"  # one of the message's buttons: a real press
+    CLOSED = "closed"  # the message has no answer buttons left: a press that raced their removal
+    FOREIGN = "foreign"  # not among the message's buttons, which are there: a forged payload
+
+
+def press_on(message: discord.Message, custom_id: str) -> PressOn:
+    """Where `custom_id` stands on `message` (as Discord sent it with the interaction)."""
+    shown = {getattr(c, "custom_id", None) or "" for c in _components(message)}
+    if custom_id in shown:
+        return PressOn.SHOWN
+    if any(DECISION_RE.fullmatch(i) for i in shown):
+        return PressOn.FOREIGN
+    return PressOn.CLOSED
+
+
+def _components(message: discord.Message) -> list[discord.Component]:
+    found: list[discord.Component] = []
+    for component in message.components:
+        found.extend(getattr(component, "children", [component]))
+    return found

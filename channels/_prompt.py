@@ -1,0 +1,72 @@
+"""How a confirmation prompt is laid out, the same way on every platform.
+
+The message that carries the buttons shows the summary (one human line), then the complete
+action (``ConfirmationPrompt.details``) as a code block, then who may answer and until when. When
+that does not fit in one message, the complete action goes with the prompt as a file attached to
+the same message as the buttons, and the visible text says so in words. The action is never cut
+without saying so, and the buttons never sit on a message that does not carry the action.
+
+Until the engine fills ``details``, the summary is all there is: it is shown, and when it is too
+long to show, the attachment carries it whole.
+
+The platform adapters supply the markup (Telegram HTML, Discord Markdown), how the platform
+counts length, and its limits; :func:`lay_out` decides what is shown and what is attached.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from engine._channel import ConfirmationPrompt
+
+ATTACHMENT_NAME = "action.txt"
+ATTACHED_NOTE = f"The full action is attached as {ATTACHMENT_NAME} — read it before you answer."
+
+# (summary, details or None, attached) -> the visible text in the platform's markup
+Render = Callable[[str, str | None, bool], str]
+
+
+@dataclass(frozen=True, slots=True)
+class PromptMessage:
+    """One message with the buttons: `text` shown, `attachment` (if any) sent with it."""
+
+    text: str
+    attachment: bytes | None = None
+
+
+def lay_out(
+    prompt: ConfirmationPrompt,
+    render: Render,
+    measure: Callable[[str], int],
+    *,
+    limit: int,
+    attached_limit: int,
+) -> PromptMessage:
+    """The prompt as one message of at most `limit` (or, with a file, `attached_limit`)."""
+    details = prompt.details or None
+    text = render(prompt.summary, details, False)
+    if measure(text) <= limit:
+        return PromptMessage(text)
+    summary = prompt.summary
+    while measure(text := render(summary, None, True)) > attached_limit and len(summary) > 1:
+        over = measure(text) - attached_limit
+        summary = summary[: max(len(summary) - over - 1, 0)].rstrip() + "…"
+    return PromptMessage(text, (prompt.details or prompt.summary).encode())
+
+
+def who_and_when(user_name: str, expires_in: str) -> str:
+    """The footer line: "Only Alice can answer · expires in 5 min"."""
+    return f"Only {user_name} can answer · expires {expires_in}"
+
+
+def in_words(seconds: float) -> str:
+    """A time span as a person says it: "in 45 s", "in 5 min", "in 2 h 10 min"."""
+    seconds = max(round(seconds), 0)
+    if seconds < 60:
+        return f"in {seconds} s"
+    minutes = round(seconds / 60)
+    if minutes < 60:
+        return f"in {minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    return f"in {hours} h {minutes} min" if minutes else f"in {hours} h"
