@@ -41,9 +41,6 @@ FOREIGN_BUTTON = "This button does not belong to this message; nothing was done.
 _ACK_BUDGET_S = 2.0  # answer an interaction at once if the engine decides within this, else defer
 _SLASH = (Command.RESET, Command.STOP, Command.HELP)
 
-discord.VoiceClient.warn_nacl = False  # no voice here: the missing voice libraries are no news
-discord.VoiceClient.warn_dave = False
-
 
 class Client(discord.Client):
     """discord.py's client with relaybot's start-up (setup_hook) and events."""
@@ -54,6 +51,8 @@ class Client(discord.Client):
         intents.guild_messages = True
         intents.dm_messages = True
         intents.message_content = True  # privileged: enable it in the Developer Portal
+        # No voice here: the warning that its libraries are missing is no news to anyone.
+        discord.VoiceClient.warn_nacl = discord.VoiceClient.warn_dave = False
         super().__init__(
             intents=intents,
             allowed_mentions=discord.AllowedMentions(everyone=False, roles=False, users=False),

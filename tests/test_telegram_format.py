@@ -38,7 +38,7 @@ from tools import ConfigError
             '<a href="https://ex.com/a_(b)?q=1&amp;r=2">the <b>docs</b></a>',
         ),
         ("[click](javascript:alert(1))", "[click](javascript:alert(1))"),  # not a link
-        ("[mail](ftp://x.org/f)", 'mail (ftp://x.org/f)'),  # a scheme Telegram may not open
+        ("[mail](ftp://x.org/f)", "mail (ftp://x.org/f)"),  # a scheme Telegram may not open
         ("| a | b |\n|---|---|\n| 1 | 2 |", "<pre>a | b\n--+--\n1 | 2</pre>"),
         ("***both***", "<i><b>both</b></i>"),
     ],

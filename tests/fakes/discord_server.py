@@ -22,7 +22,8 @@ Control: ``inject_message`` (returns the message), ``inject_button`` / ``inject_
 with the resumable code 4000), ``calls`` (REST requests in order, each with the JSON answered),
 ``await wait_for_call(...)``, ``gateway_ops`` (what the client sent), ``connections`` (the path of
 every websocket the client opened), ``messages`` (every message as it is now, edits applied),
-``commands`` (synced slash commands per guild, ``None`` for global).
+``commands`` (synced slash commands per guild, ``None`` for global), ``attachment(message id,
+file name)`` (a file uploaded with a message, read back).
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ class Call:
     at: float  # loop time when it arrived
     status: int = 0
     response: Any = None  # the JSON answered, if any
+    files: Mapping[str, bytes] = field(default_factory=dict)  # uploads: file name -> content
 
 
 @dataclass
@@ -125,6 +127,7 @@ class FakeDiscord:
         self.commands: dict[int | None, list[Json]] = {}  # guild id (None = global) -> synced
         self.dm_channels: dict[int, int] = {}  # user id -> DM channel id
         self._originals: dict[str, int] = {}  # interaction token -> its response message id
+        self._attachments: dict[tuple[int, str], bytes] = {}  # (message id, file name) -> content
         self._bot_roles: dict[int, int] = {}  # guild id -> the bot's managed role there
         self._session: _Session | None = None
         self._cond = asyncio.Condition()
@@ -486,13 +489,14 @@ class FakeDiscord:
 
     async def _rest(self, request: web.Request) -> web.Response:
         path = "/" + request.match_info["tail"]
-        raw = await request.read()
+        body, files = await self._body(request)
         call = Call(
             request.method,
             path,
-            json.loads(raw) if raw else None,
+            body,
             dict(request.query),
             asyncio.get_running_loop().time(),
+            files=files,
         )
         response = await self._route(request, call)
         body = response.body if isinstance(response.body, bytes) and response.body else None
@@ -503,6 +507,26 @@ class FakeDiscord:
             self.calls.append(call)
             self._cond.notify_all()
         return response
+
+    @staticmethod
+    async def _body(request: web.Request) -> tuple[Any, dict[str, bytes]]:
+        """The JSON of a request and the files uploaded with it (multipart: ``payload_json``
+        plus ``files[n]``, as discord.py sends an upload)."""
+        if request.content_type != "multipart/form-data":
+            raw = await request.read()
+            return (json.loads(raw) if raw else None), {}
+        form = await request.post()
+        files = {
+            value.filename: value.file.read()
+            for key, value in form.items()
+            if key.startswith("files[") and isinstance(value, web.FileField)
+        }
+        payload = form.get("payload_json")
+        return (json.loads(payload) if isinstance(payload, str) else None), files
+
+    def attachment(self, message_id: int, filename: str) -> bytes:
+        """The content of the file `filename` uploaded with message `message_id`."""
+        return self._attachments[(message_id, filename)]
 
     async def _route(self, request: web.Request, call: Call) -> web.Response:
         needs_token = not call.path.startswith(("/interactions/", "/webhooks/"))
@@ -546,8 +570,18 @@ class FakeDiscord:
         if body.get("message_reference"):
             msg["type"] = 19
             msg["message_reference"] = body["message_reference"]
+        msg["attachments"] = [self._attach(int(msg["id"]), n, c) for n, c in call.files.items()]
         self.messages[int(msg["id"])] = msg
         return _json(msg)
+
+    def _attach(self, message_id: int, filename: str, content: bytes) -> Json:
+        self._attachments[(message_id, filename)] = content
+        attachment_id = str(self._snowflake())
+        url = f"http://127.0.0.1:{self._port}/attachments/{message_id}/{attachment_id}/{filename}"
+        return {"id": attachment_id, "filename": filename, "size": len(content), "url": url} | {
+            "proxy_url": url,
+            "content_type": "text/plain; charset=utf-8",
+        }
 
     async def _patch_message(self, call: Call, channel_id: str, message_id: str) -> web.Response:
         msg = self.messages.get(int(message_id))

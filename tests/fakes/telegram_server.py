@@ -10,6 +10,9 @@ modified" and tests can read the visible text), checks HTML like Telegram does, 
 call. Faults: `fail_next(method, ...)`, `down = True` (502 for everything), `bad_entities = True`
 (the next HTML text is rejected with "can't parse entities"). `on_get_updates(offset)` is called
 as each getUpdates arrives, before the updates it confirms are dropped.
+
+Documents: sendDocument keeps the file (`document(chat_id, message_id)` gives it back) and its
+caption; editMessageCaption edits it. `parse_html` also applies Telegram's nesting rules.
 """
 
 from __future__ import annotations
@@ -77,6 +80,7 @@ def parse_html(text: str) -> str:
                 400, f"Bad Request: can't parse entities: Unsupported start tag {name!r}"
             )
         if not closing:
+            _check_nesting(stack, name)
             stack.append(name)
         elif not stack or stack.pop() != name:
             raise ApiError(400, f"Bad Request: can't parse entities: Unmatched end tag {name!r}")
@@ -85,6 +89,25 @@ def parse_html(text: str) -> str:
     if stack:
         raise ApiError(400, f"Bad Request: can't parse entities: Unclosed start tag {stack[-1]!r}")
     return "".join(out)
+
+
+_CODE_TAGS = frozenset({"code", "pre"})
+_QUOTE_TAGS = frozenset({"blockquote"})
+_LINK_TAGS = frozenset({"a"})
+
+
+def _check_nesting(open_tags: list[str], name: str) -> None:
+    """Telegram's nesting rules: nothing inside code or pre (but pre's own code), no blockquote
+    or pre inside a blockquote, no link or code inside a link."""
+    inner = {"strong": "b", "em": "i", "ins": "u", "strike": "s", "del": "s"}.get(name, name)
+    if any(t in _CODE_TAGS for t in open_tags) and not (
+        open_tags[-1:] == ["pre"] and name == "code"
+    ):
+        raise ApiError(400, f"Bad Request: can't parse entities: {inner!r} inside code")
+    if set(open_tags) & _QUOTE_TAGS and inner in {"blockquote", "pre"}:
+        raise ApiError(400, f"Bad Request: can't parse entities: {inner!r} inside a blockquote")
+    if set(open_tags) & _LINK_TAGS and inner in {"a", "code", "pre", "blockquote"}:
+        raise ApiError(400, f"Bad Request: can't parse entities: {inner!r} inside a link")
 
 
 def _check_text(chunk: str) -> str:
@@ -112,6 +135,7 @@ class FakeTelegram:
         self.bad_entities = False
         self.on_get_updates: Callable[[int | None], None] | None = None
         self._faults: dict[str, list[tuple[int, int | None]]] = {}
+        self._documents: dict[tuple[int, int], tuple[str, bytes]] = {}  # (chat, id) → file
         self._updates: list[dict[str, Any]] = []
         self._update_ids = itertools.count(1)
         self._message_ids = itertools.count(1)
@@ -267,8 +291,13 @@ class FakeTelegram:
         return [c for c in self.calls if c.method == method]
 
     def chat_texts(self, chat_id: int) -> list[str]:
-        """Visible text of every message the bot sent to `chat_id` (after edits), in order."""
-        return [m["text"] for (c, _), m in sorted(self.messages.items()) if c == chat_id]
+        """Visible text (or caption) of every message the bot sent to `chat_id` (after edits), in
+        order."""
+        return [
+            m.get("text", m.get("caption", ""))
+            for (c, _), m in sorted(self.messages.items())
+            if c == chat_id
+        ]
 
     # Bot API side ----------------------------------------------------------------------------
     async def _handle(self, request: web.Request) -> web.Response:
@@ -359,6 +388,8 @@ class FakeTelegram:
 
     async def _api_editMessageText(self, params: dict[str, Any]) -> dict[str, Any]:
         msg = self._stored(params)
+        if "text" not in msg:
+            raise ApiError(400, "Bad Request: there is no text in the message to edit")
         text, markup = self._visible(params), params.get("reply_markup") or None
         if markup is not None and not markup.get("inline_keyboard"):
             markup = None  # an empty keyboard is no keyboard
@@ -393,6 +424,58 @@ class FakeTelegram:
 
     async def _api_deleteWebhook(self, _: dict[str, Any]) -> bool:
         return True
+
+    # documents -------------------------------------------------------------------------------
+    def document(self, chat_id: int, message_id: int) -> tuple[str, bytes]:
+        """The file name and content of the document on the bot's message `message_id`."""
+        return self._documents[(chat_id, message_id)]
+
+    async def _api_sendDocument(self, params: dict[str, Any]) -> dict[str, Any]:
+        upload = params.get("document")
+        if not isinstance(upload, web.FileField):
+            raise ApiError(400, "Bad Request: there is no document in the request")
+        chat_id = int(params["chat_id"])
+        content = upload.file.read()
+        msg = {
+            "message_id": next(self._message_ids),
+            "date": int(time.time()),
+            "chat": self._chat(chat_id, "private" if chat_id > 0 else "group", None),
+            "from": {"id": BOT_ID, "is_bot": True, "first_name": "Relay", "username": BOT_USERNAME},
+            "document": {
+                "file_id": f"doc{len(self._documents) + 1}",
+                "file_unique_id": f"udoc{len(self._documents) + 1}",
+                "file_name": upload.filename,
+                "file_size": len(content),
+            },
+        }
+        if "caption" in params:
+            msg["caption"] = self._caption(params)
+        if markup := params.get("reply_markup"):
+            msg["reply_markup"] = markup
+        self.messages[(chat_id, msg["message_id"])] = msg
+        self._documents[(chat_id, msg["message_id"])] = (upload.filename, content)
+        return msg
+
+    async def _api_editMessageCaption(self, params: dict[str, Any]) -> dict[str, Any]:
+        msg = self._stored(params)
+        if "document" not in msg:
+            raise ApiError(400, "Bad Request: there is no caption in the message to edit")
+        caption, markup = self._caption(params), params.get("reply_markup") or None
+        if markup is not None and not markup.get("inline_keyboard"):
+            markup = None
+        if caption == msg.get("caption") and markup == msg.get("reply_markup"):
+            raise ApiError(400, "Bad Request: message is not modified")
+        msg["caption"] = caption
+        _set_markup(msg, markup)
+        return msg
+
+    def _caption(self, params: dict[str, Any]) -> str:
+        caption = str(params.get("caption", ""))
+        if str(params.get("parse_mode", "")).upper() == "HTML":
+            caption = parse_html(caption)
+        if _utf16_len(caption) > 1024:
+            raise ApiError(400, "Bad Request: message caption is too long")
+        return caption
 
     # helpers ---------------------------------------------------------------------------------
     def _visible(self, params: dict[str, Any]) -> str:
