@@ -27,7 +27,7 @@ def render(markdown: str, limit: int = TELEGRAM_LIMIT) -> list[str]:
 
 def plain_parts(text: str, limit: int = TELEGRAM_LIMIT) -> list[str]:
     """`text` as plain messages of at most `limit` characters (UTF-16), cut at word bounds."""
-    return [html.unescape(p) for p in split_html(_esc(text), limit)]
+    return [html.unescape(p) for p in split_html(escape(text), limit)]
 
 
 def html_to_plain(markup: str) -> str:
@@ -44,7 +44,8 @@ def visible_len(markup: str) -> int:
     return utf16_len(html_to_plain(markup))
 
 
-def _esc(text: str) -> str:
+def escape(text: str) -> str:
+    """`text` as Telegram HTML shows it literally."""
     return html.escape(text, quote=False)
 
 

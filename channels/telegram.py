@@ -7,17 +7,18 @@ across chats and in arrival order within a chat, and confirms it to Telegram onl
 update of it has been handed over: a crash loses no message. What the adapter itself replies
 (command answers, "text only", button answers) goes out in tasks of the Application, off that
 path, so a slow or rate-limited reply never holds up polling. The engine answers through send /
-edit / typing / confirmations (``_telegram_outbox``); requests go over aiohttp
-(``_telegram_http``) and Markdown becomes Telegram HTML (``_telegram_format``).
+edit / typing / confirmations (``_telegram_outbox``, with ``_shown`` keeping long texts up to date
+and ``_prompt`` laying out confirmations); requests go over aiohttp (``_telegram_http``) and
+Markdown becomes Telegram HTML (``_telegram_markdown``, split by ``_telegram_format``).
 
 Start-up never blocks: ``start`` spawns the channel's task, which initialises the bot with
-backoff while the Bot API is unreachable, registers the commands and polls until ``stop``.
+backoff while the Bot API is unreachable or rejects the token (said once, with what to check),
+registers the commands and polls until ``stop``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import html
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine
@@ -42,7 +43,7 @@ from telegram.ext import (
 
 from channels._config import TelegramConfig
 from channels._prompt import ATTACHED_NOTE, in_words, lay_out, who_and_when
-from channels._telegram_format import CAPTION_LIMIT, TELEGRAM_LIMIT, visible_len
+from channels._telegram_format import CAPTION_LIMIT, TELEGRAM_LIMIT, escape, visible_len
 from channels._telegram_http import AiohttpRequest
 from channels._telegram_outbox import Outbox
 from channels._telegram_updates import ADDRESSED, TOKEN_REJECTED, Poller, inbound_message
@@ -254,12 +255,12 @@ class TelegramChannel(Channel):
         footer = who_and_when(prompt.user_name, in_words(prompt.expires_at - time.time()))
 
         def render(summary: str, details: str | None, attached: bool) -> str:
-            lines = [_esc(summary)]
+            lines = [escape(summary)]
             if details is not None:
-                lines.append(f"<pre>{_esc(details)}</pre>")
+                lines.append(f"<pre>{escape(details)}</pre>")
             if attached:
-                lines.append(f"<b>{_esc(ATTACHED_NOTE)}</b>")
-            lines.append(f"<i>{_esc(footer)}</i>")
+                lines.append(f"<b>{escape(ATTACHED_NOTE)}</b>")
+            lines.append(f"<i>{escape(footer)}</i>")
             return "\n\n".join(lines)
 
         message = lay_out(
@@ -278,10 +279,6 @@ def _rate_limiter() -> AIORateLimiter:
     # 20/min, edits included): Telegram's 429 answers are the authority, and every request
     # waits out their retry_after.
     return AIORateLimiter(overall_max_rate=0, group_max_rate=0, max_retries=5)
-
-
-def _esc(text: str) -> str:
-    return html.escape(text, quote=False)
 
 
 def _log_failure(task: asyncio.Task[None]) -> None:
