@@ -63,6 +63,10 @@ def survivors(marks: list[str]) -> list[str]:
     return found
 
 
+def alive(pid: int) -> bool:
+    return Path(f"/proc/{pid}").exists()
+
+
 def pids(workspace: Path) -> list[int]:
     return [int((workspace / f"p{i}").read_text()) for i in (1, 2, 3)]
 
@@ -73,7 +77,7 @@ async def test_detached_children_die_when_the_command_ends(registry, workspace):
     assert result.for_llm == "Exit code 0.\nstarted\ndone\n"  # no wait for the stragglers
     assert all(pid > 0 for pid in pids(workspace))  # each one really ran
     assert survivors(marks) == []
-    assert not any(Path(f"/proc/{pid}").exists() for pid in pids(workspace))
+    assert not any(alive(pid) for pid in pids(workspace))
 
 
 async def test_detached_children_die_at_the_time_limit(registry, workspace):
@@ -85,10 +89,12 @@ async def test_detached_children_die_at_the_time_limit(registry, workspace):
 
 async def test_detached_children_die_when_the_call_is_cancelled(registry, workspace):
     command, marks = escapes()
-    call = asyncio.create_task(registry.execute("run_command", {"command": command + "sleep 60"}))
-    async with asyncio.timeout(10):  # until every straggler has written its pid file
-        while not all((workspace / f"p{i}").exists() for i in (1, 2, 3)):
-            await asyncio.sleep(0.02)
+    ready = workspace / "ready"
+    os.mkfifo(ready)
+    command += "echo ready > ready; sleep 60"
+    call = asyncio.create_task(registry.execute("run_command", {"command": command}))
+    # the command writes to the FIFO once every straggler has written its pid file
+    assert await asyncio.wait_for(asyncio.to_thread(ready.read_text), 10) == "ready\n"
     assert len(survivors(marks)) == 3
     call.cancel()
     with pytest.raises(asyncio.CancelledError):
