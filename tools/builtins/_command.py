@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import signal
 from collections.abc import Iterable
@@ -12,7 +13,9 @@ from typing import Any
 
 from tools._base import Tier, Tool
 from tools._result import ToolResult
-from tools.builtins._sandbox import keeper_argv
+from tools.builtins._sandbox import keeper_argv, landlock_abi
+
+log = logging.getLogger(__name__)
 
 _SAFE_ENV = ("PATH", "LANG", "LC_ALL", "TZ")
 
@@ -53,6 +56,12 @@ class RunCommand(Tool):
         self.root = root
         credentials = os.environ.get("CREDENTIALS_DIRECTORY")
         self.hidden = [*hidden, *([Path(credentials)] if credentials else [])]
+        if self.hidden and landlock_abi() < 1:
+            log.warning(
+                "the kernel has no Landlock (Linux >= 5.13): commands run by run_command "
+                "can read %s",
+                ", ".join(map(str, self.hidden)),
+            )
         self.command_timeout_s = timeout_s
         self.timeout_s = timeout_s + 10  # the registry's limit; ours fires first, with output
         self.output_max = output_max
