@@ -76,6 +76,8 @@ def _zero_startup_values(names: Collection[str]) -> None:
     with open("/proc/self/stat", "rb") as f:
         fields = f.read().rsplit(b")", 1)[1].split()
     start, end = int(fields[47]), int(fields[48])  # env_start, env_end (proc(5) fields 50, 51)
+    if not 0 < start < end:  # hidden (no access) or empty
+        return
     wanted = {n.encode() for n in names}
     offset = 0
     for entry in ctypes.string_at(start, end - start).split(b"\0"):
