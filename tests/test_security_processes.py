@@ -26,13 +26,17 @@ def workspace(tmp_path: Path) -> Path:
     return root
 
 
-@pytest.fixture
-def registry(workspace: Path) -> ToolRegistry:
-    config = ToolsConfig(builtins=["run_command"], workspace=workspace, command_timeout_s=2)
+def run_command(workspace: Path, timeout_s: float) -> ToolRegistry:
+    config = ToolsConfig(builtins=["run_command"], workspace=workspace, command_timeout_s=timeout_s)
     registry = ToolRegistry()
     for tool in builtin_tools(config, notes=None):
         registry.register(tool)
     return registry
+
+
+@pytest.fixture
+def registry(workspace: Path) -> ToolRegistry:
+    return run_command(workspace, timeout_s=30)
 
 
 def escapes() -> tuple[str, list[str]]:
@@ -80,10 +84,11 @@ async def test_detached_children_die_when_the_command_ends(registry, workspace):
     assert not any(alive(pid) for pid in pids(workspace))
 
 
-async def test_detached_children_die_at_the_time_limit(registry, workspace):
+async def test_detached_children_die_at_the_time_limit(workspace):
     command, marks = escapes()
+    registry = run_command(workspace, timeout_s=3)
     result = await registry.execute("run_command", {"command": command + "sleep 60"})
-    assert result.for_llm == "Timed out after 2 s; the command was killed.\nstarted\n"
+    assert result.for_llm == "Timed out after 3 s; the command was killed.\nstarted\n"
     assert survivors(marks) == []
 
 
