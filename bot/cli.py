@@ -13,6 +13,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from bot._logging import setup_logging
 from bot._sdnotify import Notifier, watchdog_interval, watchdog_loop
+from bot._secrets import harden_process, seal_secrets
 from bot.config import Config, find_config, load_config
 from tools import ConfigError, RelaybotError
 
@@ -50,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         config = load_config(args.config)
+        seal_secrets(config)  # before anything starts a process
     except ConfigError as exc:
         print(f"relaybot: config error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
@@ -59,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:
         print(f"relaybot: unknown log level {level!r}", file=sys.stderr)
         return 2
+    harden_process()
     command = {
         "run": _run,
         "chat": _chat,

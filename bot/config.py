@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
-from channels._config import DiscordConfig, TelegramConfig, resolve_secret
+from channels._config import DiscordConfig, TelegramConfig, read_secret, resolve_secret
 from tools import ConfigError
 from tools._config import McpConfig, ToolsConfig
+
+# An MCP server's `env` entry whose name says it holds a secret (GITHUB_TOKEN, API_KEY, ...).
+_SECRET_NAME = re.compile(r"(?i)token|key|secret|pass|auth|cred")
 
 
 class _Section(BaseModel):
@@ -95,7 +99,8 @@ class Config(_Section):
     log: LogConfig = LogConfig()
 
     def secrets(self) -> list[str]:
-        """Every secret this config can reach, for log redaction."""
+        """Every secret this config can reach (inline, or from a credential or the environment),
+        for log redaction."""
         found = []
         for section in (self.llm, self.telegram, self.discord):
             for attr in ("api_key", "token"):
@@ -104,8 +109,12 @@ class Config(_Section):
                     found.append(value.get_secret_value())
             for attr in ("api_key_env", "token_env"):
                 name = getattr(section, attr, None)
-                if name and os.environ.get(name):
-                    found.append(os.environ[name])
+                value = read_secret(name) if name else None
+                if value:
+                    found.append(value)
+        for server in self.mcp.servers:  # what a server is given to authenticate with
+            found += server.headers.values()
+            found += [v for k, v in server.env.items() if _SECRET_NAME.search(k)]
         return [s for s in found if s]
 
 

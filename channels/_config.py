@@ -4,6 +4,7 @@ reading a config imports neither python-telegram-bot nor discord.py."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
@@ -13,15 +14,34 @@ from tools import ConfigError
 DEFAULT_DISCORD_API = "https://discord.com/api/v10"
 
 
+def read_secret(name: str) -> str | None:
+    """The secret called `name`: the systemd credential ``$CREDENTIALS_DIRECTORY/<name>``
+    (``LoadCredential=``) first, else the environment variable; None when neither holds one."""
+    folder = os.environ.get("CREDENTIALS_DIRECTORY")
+    if folder and name not in ("", ".", "..") and "/" not in name:
+        try:
+            found = (Path(folder) / name).read_text(encoding="utf-8").strip()
+        except FileNotFoundError:
+            found = ""
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError("", f"cannot read the credential {name}: {exc}") from None
+        if found:
+            return found
+    return os.environ.get(name, "").strip() or None
+
+
 def resolve_secret(key: str, value: SecretStr | None, env: str | None) -> str:
-    """A secret from the config, else from the environment variable `env` (config key `key`)."""
+    """A secret from the config, else the credential or environment variable `env` names
+    (config key `key`)."""
     if value is not None:
         return value.get_secret_value()
     if not env:
         return ""
-    found = os.environ.get(env, "").strip()
-    if not found:
-        raise ConfigError(key, f"the environment variable {env} is not set")
+    found = read_secret(env)
+    if found is None:
+        creds = "CREDENTIALS_DIRECTORY" in os.environ
+        also = " (nor is there a credential of that name)" if creds else ""
+        raise ConfigError(key, f"the environment variable {env} is not set{also}")
     return found
 
 

@@ -3,7 +3,7 @@
 [tools]
 builtins = ["current_time", "fetch_url", "remind_me"]
 confirm = ["fetch_url"]        # always ask before these run
-dm_only = ["recall"]           # never offered in group chats
+dm_only = ["recall"]           # never offered in group chats (default: the notes tools)
 plugins = ["my_tools"]
 workspace = "/srv/relaybot/workspace"
 
@@ -33,6 +33,9 @@ DEFAULT_BUILTINS = (
     "recall",
     "forget",
 )
+# Tools that read or write one user's own data: in a group, any member's message (an injected
+# one too) runs the turn, so they are offered in DMs only unless the operator sets `dm_only`.
+PERSONAL_TOOLS = ("remember", "recall", "forget")
 
 
 class ToolsConfig(BaseModel):
@@ -42,7 +45,8 @@ class ToolsConfig(BaseModel):
 
     builtins: list[str] = Field(default_factory=lambda: list(DEFAULT_BUILTINS))
     confirm: list[str] = []  # force confirmation (never lowers a built-in's destructive tier)
-    dm_only: list[str] = []  # tools not offered in group chats
+    # tools not offered in group chats; a list set here replaces the default (`[]`: none)
+    dm_only: list[str] = Field(default_factory=lambda: list(PERSONAL_TOOLS))
     plugins: list[str] = []  # importable module names
     confirmation_timeout_s: float = Field(300, gt=0)
     workspace: Path | None = None  # the only directory the file tools and run_command touch
@@ -77,7 +81,9 @@ def apply_policy(registry: ToolRegistry, config: ToolsConfig) -> list[str]:
             warnings.append(f"tools.confirm: no tool named {name!r}")
         else:
             tool.tier = Tier.DESTRUCTIVE
-    warnings += [f"tools.dm_only: no tool named {n!r}" for n in config.dm_only if n not in registry]
+    if "dm_only" in config.model_fields_set:  # the default names tools that may be disabled
+        unknown = [n for n in config.dm_only if n not in registry]
+        warnings += [f"tools.dm_only: no tool named {n!r}" for n in unknown]
     return warnings
 
 

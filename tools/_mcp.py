@@ -13,6 +13,11 @@ all is logged and skipped.
 Tiers: a tool is safe only if it declares `readOnlyHint: true` and the server's
 `trust_annotations` is on, or if it is in the server's `trusted_tools`; every other tool asks.
 What a tool returns reaches the model only as a tool result.
+
+A stdio server runs under the same keeper as run_command (`tools/builtins/_sandbox.py`): its
+descendants die with it, and it cannot read the daemon's /proc entries or the credentials
+directory. Its stderr is read line by line into this module's logger, so the daemon's log
+handler redacts secrets from it like from any other record.
 """
 
 from __future__ import annotations
@@ -22,7 +27,10 @@ import contextlib
 import hashlib
 import json
 import logging
+import os
 import re
+import shutil
+import threading
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -41,11 +49,13 @@ from tools._config import McpServerConfig
 from tools._errors import ToolDefinitionError
 from tools._registry import ToolRegistry
 from tools._result import ToolResult
+from tools.builtins._sandbox import keeper_argv
 from tools.builtins._text import clip
 
 log = logging.getLogger(__name__)
 
 MAX_RESULT_CHARS = 16_000
+MAX_STDERR_LINE = 2_000
 _CLIENT = types.Implementation(name="relaybot", version="0.1.0")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -243,9 +253,24 @@ class _Server:
     ) -> AsyncIterator[tuple[MemoryObjectReceiveStream[Any], MemoryObjectSendStream[Any]]]:
         cfg = self.config
         if cfg.command is not None:
-            params = StdioServerParameters(command=cfg.command, args=cfg.args, env=cfg.env or None)
-            async with stdio_client(params) as streams:
-                yield streams
+            path = (cfg.env or {}).get("PATH", os.environ.get("PATH"))
+            command = shutil.which(cfg.command, path=path)
+            if command is None:
+                raise FileNotFoundError(f"no command {cfg.command!r} found")
+            credentials = os.environ.get("CREDENTIALS_DIRECTORY")
+            keeper, *args = keeper_argv([command, *cfg.args], [credentials] if credentials else [])
+            params = StdioServerParameters(command=keeper, args=args, env=cfg.env or None)
+            read_end, write_end = os.pipe()
+            threading.Thread(
+                target=_log_stderr,
+                args=(cfg.name, read_end),
+                name=f"mcp-stderr:{cfg.name}",
+                daemon=True,
+            ).start()
+            with os.fdopen(write_end, "w") as errlog:  # closed once the server has its own copy
+                async with stdio_client(params, errlog=errlog) as streams:
+                    errlog.close()
+                    yield streams
             return
         assert cfg.url is not None
         timeout = httpx2.Timeout(30.0, read=300.0)
@@ -366,6 +391,15 @@ def _to_result(result: types.CallToolResult) -> ToolResult:
         parts.append(json.dumps(result.structured_content, ensure_ascii=False, default=str))
     text = clip("\n".join(parts), MAX_RESULT_CHARS) or "(no output)"
     return ToolResult.fail(text) if result.is_error else ToolResult.ok(text)
+
+
+def _log_stderr(server: str, fd: int) -> None:
+    """Log each line the server writes to stderr, until every copy of the pipe is closed."""
+    with os.fdopen(fd, "rb") as pipe:
+        while raw := pipe.readline(MAX_STDERR_LINE):
+            line = raw.decode("utf-8", "replace").rstrip()
+            if line:
+                log.info("MCP server %s: %s", server, line)
 
 
 def _describe(exc: BaseException) -> str:

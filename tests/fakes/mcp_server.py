@@ -11,12 +11,17 @@ Tools:
 * ``crash()``: the server process exits in the middle of the call.
 * ``hang()``: never answers (for timeouts).
 * ``pid()``: the server's process id (to see a restart).
+* ``log_env(name)``: writes ``NAME=value`` of its environment to stderr, as a careless server does.
+* ``read_path(path)``: a file's text, or the error reading it.
+* ``detach(seconds)``: starts ``sleep <seconds>`` in its own session, to outlive the call.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import subprocess
+import sys
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -60,6 +65,36 @@ async def hang() -> str:
 def pid() -> str:
     """The server's process id."""
     return str(os.getpid())
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+def log_env(name: str) -> str:
+    """Write one environment variable to stderr."""
+    print(f"{name}={os.environ.get(name, '')}", file=sys.stderr, flush=True)
+    return "logged"
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+def read_path(path: str) -> str:
+    """A file's text, or why it cannot be read."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as exc:
+        return f"{type(exc).__name__}: {exc.strerror}"
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+def detach(seconds: int) -> str:
+    """Start a `sleep` in its own session (setsid) and return its pid."""
+    child = subprocess.Popen(
+        ["sleep", str(seconds)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    return str(child.pid)
 
 
 def main() -> None:

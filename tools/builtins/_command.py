@@ -4,22 +4,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import signal
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from tools._base import Tier, Tool
 from tools._result import ToolResult
+from tools.builtins._sandbox import keeper_argv, landlock_abi
+
+log = logging.getLogger(__name__)
 
 _SAFE_ENV = ("PATH", "LANG", "LC_ALL", "TZ")
 
 
 class RunCommand(Tool):
-    """Runs `/bin/sh -c <command>` in the workspace, in its own process group.
+    """Runs `/bin/sh -c <command>` in the workspace under a keeper process (`_sandbox.py`).
 
-    The child gets a minimal environment (no tokens or API keys from the daemon's), no stdin,
-    and is killed with its whole group when the time limit passes or the call is cancelled.
+    The command gets a minimal environment (no tokens or API keys from the daemon's) and no
+    stdin. Its keeper kills everything it started, however detached, when the shell exits; a
+    time limit or a cancelled call sends the keeper SIGTERM, which does the same. The command
+    cannot read `hidden` paths (the systemd credentials directory is always one) nor the
+    daemon's /proc entries, where the kernel has Landlock.
     """
 
     name = "run_command"
@@ -37,8 +45,23 @@ class RunCommand(Tool):
         "additionalProperties": False,
     }
 
-    def __init__(self, root: Path, *, timeout_s: float = 60.0, output_max: int = 8_000) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        timeout_s: float = 60.0,
+        output_max: int = 8_000,
+        hidden: Iterable[Path] = (),
+    ) -> None:
         self.root = root
+        credentials = os.environ.get("CREDENTIALS_DIRECTORY")
+        self.hidden = [*hidden, *([Path(credentials)] if credentials else [])]
+        if self.hidden and landlock_abi() < 1:
+            log.warning(
+                "the kernel has no Landlock (Linux >= 5.13): commands run by run_command "
+                "can read %s",
+                ", ".join(map(str, self.hidden)),
+            )
         self.command_timeout_s = timeout_s
         self.timeout_s = timeout_s + 10  # the registry's limit; ours fires first, with output
         self.output_max = output_max
@@ -56,9 +79,7 @@ class RunCommand(Tool):
         env = {k: os.environ[k] for k in _SAFE_ENV if k in os.environ}
         env["HOME"] = str(self.root)
         proc = await asyncio.create_subprocess_exec(
-            "/bin/sh",
-            "-c",
-            args["command"],
+            *keeper_argv(["/bin/sh", "-c", args["command"]], map(str, self.hidden)),
             cwd=self.root,
             env=env,
             stdin=asyncio.subprocess.DEVNULL,
@@ -84,12 +105,8 @@ class RunCommand(Tool):
                 await pump()
         except TimeoutError:
             timed_out = True
-        finally:  # also on cancellation; leftover background children go too
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(5):
-                    await proc.wait()
+        finally:  # also on cancellation: the keeper kills everything the command started
+            await _stop(proc)
         return ToolResult.ok(self._report(proc.returncode, kept, total, timed_out))
 
     def _report(self, code: int | None, kept: bytearray, total: int, timed_out: bool) -> str:
@@ -101,3 +118,18 @@ class RunCommand(Tool):
         else:
             status = f"Exit code {code}."
         return f"{status}\n{text}" if text.strip() else f"{status} No output."
+
+
+async def _stop(proc: asyncio.subprocess.Process) -> None:
+    """Ask the keeper to kill everything and exit; if it does not within 5 s, kill its group."""
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGTERM)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(5):
+                await proc.wait()
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(5):
+            await proc.wait()

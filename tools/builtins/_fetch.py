@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import zlib
 from collections.abc import Iterable
 from typing import Any
 
@@ -28,6 +29,10 @@ class FetchUrl(Tool):
     here, not by httpx) is resolved first and refused if any address is not public (hosts in
     `allow_hosts` skip that check); the request then goes to the resolved address itself, so a
     second DNS answer cannot swap it (DNS rebinding).
+
+    The body is capped at `max_bytes` after decompression, counted as it streams: only gzip or
+    deflate is accepted, inflated here a bounded piece at a time (httpx would inflate each
+    network chunk whole, ~64 MiB for 64 KiB of a gzip bomb), and Content-Length is not trusted.
     """
 
     name = "fetch_url"
@@ -75,7 +80,11 @@ class FetchUrl(Tool):
             return ToolResult.fail(f"Could not fetch {url}: {type(exc).__name__}: {exc}")
 
     async def _fetch(self, url: httpx.URL) -> ToolResult:
-        headers = {"User-Agent": USER_AGENT, "Accept": "text/html,text/*;q=0.9,*/*;q=0.5"}
+        headers = {
+            "User-Agent": USER_AGENT,
+            "Accept": "text/html,text/*;q=0.9,*/*;q=0.5",
+            "Accept-Encoding": "gzip, deflate",
+        }
         async with httpx.AsyncClient(
             headers=headers, timeout=self.fetch_timeout_s, trust_env=False
         ) as client:
@@ -152,10 +161,27 @@ def _parse(raw: str, *, redirect: bool = False) -> httpx.URL:
 
 
 async def _read_capped(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
-    """At most `limit` bytes of the body, and whether more was left unread."""
+    """At most `limit` bytes of the decoded body, and whether more was left unread."""
+    encoding = response.headers.get("content-encoding", "").strip().lower()
+    if encoding in ("", "identity"):
+        inflate = None
+    elif encoding in ("gzip", "x-gzip", "deflate"):
+        inflate = zlib.decompressobj(zlib.MAX_WBITS | 32)  # a gzip or zlib header
+    else:
+        raise httpx.DecodingError(f"unsupported Content-Encoding {encoding!r}")
     body = bytearray()
-    async for chunk in response.aiter_bytes():
-        body += chunk
-        if len(body) > limit:
-            return bytes(body[:limit]), True
+    async for raw in response.aiter_raw():
+        chunk = raw
+        while chunk:
+            if inflate is None:
+                piece, chunk = chunk, b""
+            else:
+                try:
+                    piece = inflate.decompress(chunk, limit + 1 - len(body))
+                except zlib.error as exc:
+                    raise httpx.DecodingError(f"bad {encoding} data: {exc}") from None
+                chunk = inflate.unconsumed_tail
+            body += piece
+            if len(body) > limit:
+                return bytes(body[:limit]), True
     return bytes(body), False

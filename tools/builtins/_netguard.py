@@ -1,4 +1,11 @@
-"""The SSRF guard for fetch_url: which addresses a fetch may reach."""
+"""The SSRF guard for fetch_url: which addresses a fetch may reach.
+
+An IPv6 address can carry an IPv4 one, and some of those forms reach it: IPv4-mapped
+(::ffff:a.b.c.d), IPv4-compatible (::a.b.c.d), IPv4-translated (::ffff:0:a.b.c.d), NAT64
+(64:ff9b::a.b.c.d), 6to4 (2002:AABB:CCDD::) and Teredo (2001:0::, the client obfuscated). Each
+carried address is judged as itself; NAT64 and 6to4 of a public IPv4 address are public (that
+is how an IPv6-only host reaches IPv4), every other form is refused.
+"""
 
 from __future__ import annotations
 
@@ -22,10 +29,41 @@ class Refused(Exception):
     """The fetch would reach an address or scheme it must not."""
 
 
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+_COMPATIBLE = ipaddress.IPv6Network("::/96")
+_TRANSLATED = ipaddress.IPv6Network("::ffff:0:0:0/96")
+
+
+def carried(ip: ipaddress.IPv6Address) -> tuple[str, list[ipaddress.IPv4Address]]:
+    """The form name and the IPv4 addresses `ip` carries; ("", []) for none."""
+    low32 = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    if ip.sixtofour is not None:
+        return "6to4", [ip.sixtofour]
+    if ip.teredo is not None:
+        return "Teredo", list(ip.teredo)
+    if ip in _NAT64:
+        return "NAT64", [low32]
+    if ip in _TRANSLATED:
+        return "IPv4-translated", [low32]
+    if ip in _COMPATIBLE and int(ip) > 1:
+        return "IPv4-compatible", [low32]
+    return "", []
+
+
 def refusal(ip: IPAddress) -> str | None:
     """Why `ip` must not be fetched ("a private address"), or None when it is public."""
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         ip = ip.ipv4_mapped
+    if isinstance(ip, ipaddress.IPv6Address):
+        form, inner = carried(ip)
+        for v4 in inner:
+            reason = refusal(v4)
+            if reason:
+                return f"{reason} ({v4}) in {form} form"
+        if form in ("NAT64", "6to4"):
+            return None
+        if form:
+            return f"an {form} address" if form[0] in "IA" else f"a {form} address"
     for attr, kind in _KINDS:
         if getattr(ip, attr):
             return f"{kind} address"

@@ -1,7 +1,13 @@
-"""Workspace files: list, read, write and delete, never outside one directory."""
+"""Workspace files: list, read, write and delete, never outside one directory.
+
+What the model sees names paths relative to the workspace only: errors never show where the
+workspace is, and a symbolic link leading out of it is listed without anything about its target.
+"""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import Annotated
 
@@ -38,7 +44,8 @@ class Workspace:
             parent = full.parent.resolve()
             target = full.resolve()
         except (OSError, ValueError) as exc:
-            raise ToolRetry(f"{rel!r} is not a usable path: {exc}.") from None
+            reason = exc.strerror if isinstance(exc, OSError) else exc
+            raise ToolRetry(f"{rel!r} is not a usable path: {reason}.") from None
         inside = parent.is_relative_to(self.root) and target.is_relative_to(self.root)
         if pure.parts and not inside:
             raise ToolRetry(f"{rel!r} is refused: a symbolic link leads outside the workspace.")
@@ -47,6 +54,36 @@ class Workspace:
 
     def show(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix() if path != self.root else "."
+
+    def inside(self, path: Path) -> bool:
+        """Whether `path`, links followed, is in the workspace."""
+        try:
+            return path.resolve().is_relative_to(self.root)
+        except (OSError, RuntimeError):  # a link loop
+            return False
+
+    @contextlib.contextmanager
+    def errors(self, rel: str) -> Iterator[None]:
+        """An OSError as a ToolRetry naming `rel` (the OS's message names the absolute path)."""
+        try:
+            yield
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+            raise ToolRetry(f"{rel!r}: {reason}.") from None
+
+    def is_dir(self, path: Path) -> bool:
+        """Whether `path` is a folder in the workspace (a link out of it is not: nothing about
+        its target is told, not even by the order of a listing)."""
+        return path.is_dir() and (not path.is_symlink() or self.inside(path))
+
+    def entry(self, path: Path) -> str | None:
+        """One list_files line: "name/", "name (N bytes)", a link out of the workspace without
+        anything about its target; None for a broken link inside."""
+        if path.is_symlink() and not self.inside(path):
+            return f"{path.name} (a link out of the workspace)"
+        if self.is_dir(path):
+            return f"{path.name}/"
+        return f"{path.name} ({path.stat().st_size} bytes)" if path.exists() else None
 
 
 def workspace_tools(workspace: Workspace) -> dict[str, Tool]:
@@ -63,12 +100,11 @@ def workspace_tools(workspace: Workspace) -> dict[str, Tool]:
         folder = workspace.path(path)
         if not folder.is_dir():
             raise ToolRetry(f"{path!r} is not a folder in the workspace.")
-        entries = sorted(folder.iterdir(), key=lambda p: (not p.is_dir(), p.name.lower()))
-        lines = [
-            f"{p.name}/" if p.is_dir() else f"{p.name} ({p.stat().st_size} bytes)"
-            for p in entries[:LIST_LIMIT]
-            if p.exists()
-        ]
+        with workspace.errors(path):
+            entries = sorted(
+                folder.iterdir(), key=lambda p: (not workspace.is_dir(p), p.name.lower())
+            )
+            lines = [line for p in entries[:LIST_LIMIT] if (line := workspace.entry(p))]
         if len(entries) > LIST_LIMIT:
             lines.append(f"[… and {len(entries) - LIST_LIMIT} more entries]")
         return "\n".join(lines) or f"{workspace.show(folder)} is empty."
@@ -84,10 +120,10 @@ def workspace_tools(workspace: Workspace) -> dict[str, Tool]:
         file = workspace.path(path)
         if not file.is_file():
             raise ToolRetry(f"No file {path!r} in the workspace; call list_files to see them.")
-        with file.open("rb") as f:
+        with workspace.errors(path), file.open("rb") as f:
             if b"\0" in f.read(_SNIFF):
                 return f"{path} is a binary file ({file.stat().st_size} bytes); not shown."
-        with file.open(encoding="utf-8", errors="replace") as f:
+        with workspace.errors(path), file.open(encoding="utf-8", errors="replace") as f:
             f.read(offset)
             text = f.read(READ_LIMIT + 1)
         if len(text) > READ_LIMIT:
@@ -109,9 +145,10 @@ def workspace_tools(workspace: Workspace) -> dict[str, Tool]:
         file = workspace.path(path)
         if file == workspace.root or file.is_dir():
             raise ToolRetry(f"{path!r} is a folder; give a file path.")
-        file.parent.mkdir(parents=True, exist_ok=True)
-        with file.open("a" if append else "w", encoding="utf-8") as f:
-            f.write(content)
+        with workspace.errors(path):
+            file.parent.mkdir(parents=True, exist_ok=True)
+            with file.open("a" if append else "w", encoding="utf-8") as f:
+                f.write(content)
         return f"{'Appended' if append else 'Wrote'} {len(content)} characters to {path}."
 
     @tool(destructive=True, summary="Delete the workspace file {path}")
@@ -126,7 +163,8 @@ def workspace_tools(workspace: Workspace) -> dict[str, Tool]:
             raise ToolRetry(f"{path!r} is a folder; delete_file removes files only.")
         if not file.is_symlink() and not file.exists():
             raise ToolRetry(f"No file {path!r} in the workspace; call list_files to see them.")
-        file.unlink()
+        with workspace.errors(path):
+            file.unlink()
         return f"Deleted {path}."
 
     tools = [list_files, read_file, write_file, delete_file]
