@@ -25,7 +25,7 @@ run: $(BIN)/.installed
 		$(BIN)/relaybot check-config -c $(CONFIG) && exec $(BIN)/relaybot run -c $(CONFIG); \
 	else \
 		$(BIN)/relaybot init -c $(CONFIG) && \
-		echo "Then: make run (the daemon), or make chat (talk to it in this terminal)."; \
+		echo "Then: make run (the daemon), or make chat (talk to it here)."; \
 	fi
 
 chat: $(BIN)/.installed

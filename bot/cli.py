@@ -12,7 +12,6 @@ import signal
 import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
 
 from bot._checks import tool_problems, validate
 from bot._lock import lock_store
@@ -150,23 +149,20 @@ async def _chat(config: Config, args: argparse.Namespace) -> int:
     holder.append(app)
     loop = asyncio.get_running_loop()
     lock_store(config.storage.resolved_path())  # see bot/_lock.py: chat refuses to share
+    # Ctrl-C: stop the running turn and leave at once. SIGTERM: stop reading; a running turn
+    # finishes (as the daemon does). Caught from here on, even while the App is starting.
+    signals: asyncio.Queue[signal.Signals] = asyncio.Queue()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, signals.put_nowait, sig)
     async with app:
-        # Ctrl-C: stop the running turn and leave at once. SIGTERM: stop reading; a running
-        # turn finishes (as the daemon does).
-        loop.add_signal_handler(signal.SIGINT, lambda: _spawn(console.interrupt()))
-        loop.add_signal_handler(signal.SIGTERM, lambda: _spawn(console.stop()))
-        await console.finished.wait()
+        finished = asyncio.ensure_future(console.finished.wait())
+        caught = asyncio.ensure_future(signals.get())
+        await asyncio.wait([finished, caught], return_when=asyncio.FIRST_COMPLETED)
+        finished.cancel()
+        caught.cancel()
+        if caught.done() and not caught.cancelled():
+            await (console.interrupt() if caught.result() is signal.SIGINT else console.stop())
     return 0
-
-
-_background: set[asyncio.Task[None]] = set()
-
-
-def _spawn(coro: Any) -> None:
-    """Run a signal handler's coroutine, keeping a reference until it is done."""
-    task = asyncio.ensure_future(coro)
-    _background.add(task)
-    task.add_done_callback(_background.discard)
 
 
 async def _run(config: Config, args: argparse.Namespace) -> int:
