@@ -13,7 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bot.config import Config
-from tools import ConfigError, ToolRegistry, apply_policy, builtin_tools, load_plugins
+from tools import (
+    ConfigError,
+    ToolDefinitionError,
+    ToolRegistry,
+    apply_policy,
+    builtin_tools,
+    load_plugins,
+)
 from tools._config import check_tools
 
 NO_CHANNEL = (
@@ -62,9 +69,15 @@ def tool_problems(config: Config) -> ToolReport:
     for tool in builtin_tools(config.tools, notes=None):
         registry.register(tool)
     plugin_tools, problems = load_plugins(config.tools.plugins, log_problems=False)
+    loaded = []
     for tool in plugin_tools:
-        registry.register(tool)
+        try:
+            registry.register(tool)
+        except ToolDefinitionError as exc:  # e.g. the name of a built-in: run leaves it out
+            problems.append(f"tool {tool.name!r} not registered: {exc}")
+        else:
+            loaded.append(tool.name)
     servers = tuple(f"{s.name}__" for s in config.mcp.servers)
     warnings = apply_policy(registry, config.tools)
     unknown = [w for w in warnings if not any(f"'{prefix}" in w for prefix in servers)]
-    return ToolReport([t.name for t in plugin_tools], problems, unknown)
+    return ToolReport(loaded, problems, unknown)

@@ -27,6 +27,7 @@ _CHATTY_AT_DEBUG = (
     "httpx",
     "httpx2",
     "httpcore",
+    "httpcore2",
     "hpack",
     "openai",
     "telegram",

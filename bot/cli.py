@@ -78,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"relaybot: config error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     level = args.log_level or config.log.level
+    if args.command == "chat" and not args.log_level and "level" not in config.log.model_fields_set:
+        level = "WARNING"  # the terminal is the conversation: no INFO lines in between
     try:
         setup_logging(level, secrets=config.secrets())
     except ValueError:

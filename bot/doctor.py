@@ -42,7 +42,7 @@ def _config(config: Config) -> list[Check]:
     try:
         warnings = validate(config, resolve_secrets=False)  # the llm and channel checks do those
     except ConfigError as exc:
-        return [Check("config", Status.FAILED, str(exc), "see config.example.toml")]
+        return [Check("config", Status.FAILED, str(exc))]  # the message says what to change
     return [
         Check("config", Status.OK, "valid"),
         *(Check("config", Status.WARNING, w) for w in warnings),

@@ -127,9 +127,12 @@ class ConsoleChannel(Channel):
         self._reading = True
         threading.Thread(target=read, name="console-input", daemon=True).start()
         try:
-            return await done
+            line = await done
         finally:
             self._reading = False
+        if line is None and self._interactive:  # Ctrl-D: the shell's prompt on a line of its own
+            self._write("")
+        return line
 
     async def _read(self, engine: Engine) -> None:
         try:

@@ -362,9 +362,15 @@ async def test_plugins_next_to_the_config_file(tmp_path: Path, llm: FakeOpenAI) 
     proc, io = await relaybot("tools", "-c", cfg, "--log-level", "DEBUG")
     code, out, err = await finish(proc, io)
     assert code == 0 and "Traceback" in err  # the traceback, at DEBUG only
+    tools += '\nconfirm = ["shuot", "notes__write"]\n[[mcp.servers]]\nname = "notes"\nurl = "http://127.0.0.1:9/"'
+    cfg = str(channel_config(tmp_path, llm, tools, 'allowed_users = ["1"]'))
     proc, io = await relaybot("check-config", "-c", cfg)
     code, out, err = await finish(proc, io)
-    assert code == 78 and "no channel is enabled" in err  # (the config's own problem)
+    assert code == 0, err  # run starts without them: warnings
+    warnings = [line for line in out.splitlines() if line.startswith("warning: ")]
+    assert len(warnings) == 3 and "plugin 'team_broken'" in warnings[0]
+    assert "plugin 'team_missing'" in warnings[1]
+    assert warnings[2] == "warning: tools.confirm: no tool named 'shuot'"  # MCP's taken on trust
 
 
 async def test_one_process_per_store(tmp_path: Path, llm: FakeOpenAI) -> None:
