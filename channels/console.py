@@ -67,7 +67,7 @@ class ConsoleChannel(Channel):
         self._shown: dict[str, ConfirmationPrompt] = {}  # prompt message id → prompt
         self._answered: set[str] = set()  # prompts just answered: their "running" line is noise
         self._interactive = self._in is sys.stdin and _isatty(self._in) and _isatty(self._out)
-        self._reading = False
+        self._reading: str | None = None  # the prompt of the read in progress
         self._terminal: Any = None  # termios settings to restore
         self.finished = asyncio.Event()
         self._engine: Engine | None = None
@@ -92,7 +92,7 @@ class ConsoleChannel(Channel):
         """Ctrl-C: stop what the bot is doing and leave."""
         if self._engine is not None:
             await self._engine.handle_command(self._message("/stop"), Command.STOP)
-        if self._reading:
+        if self._reading is not None and self._interactive:
             self._out.write("\n")
         await self.stop()
 
@@ -124,12 +124,12 @@ class ConsoleChannel(Channel):
             with contextlib.suppress(RuntimeError):  # the loop is gone: we are exiting
                 loop.call_soon_threadsafe(deliver, line)
 
-        self._reading = True
+        self._reading = prompt
         threading.Thread(target=read, name="console-input", daemon=True).start()
         try:
             line = await done
         finally:
-            self._reading = False
+            self._reading = None
         if line is None and self._interactive:  # Ctrl-D: the shell's prompt on a line of its own
             self._write("")
         return line
@@ -191,7 +191,8 @@ class ConsoleChannel(Channel):
                 return command
             if command is not None:
                 self._write(await engine.handle_command(self._message(answer), command))
-            self._write(f"Please answer y (yes) or n (no). {QUESTION.rstrip()}")
+            again = "" if self._interactive else f" {QUESTION.rstrip()}"  # else: the prompt
+            self._write(f"Please answer y (yes) or n (no).{again}")
         return None
 
     def _message(self, text: str) -> InboundMessage:
@@ -205,10 +206,10 @@ class ConsoleChannel(Channel):
         )
 
     def _write(self, text: str) -> None:
-        if self._reading and self._interactive:  # a background result while at the prompt
+        if self._reading is not None and self._interactive:  # e.g. a reminder, at the prompt
             import readline
 
-            self._out.write(f"\r\033[K{text}\n{PROMPT}{readline.get_line_buffer()}")
+            self._out.write(f"\r\033[K{text}\n{self._reading}{readline.get_line_buffer()}")
         else:
             self._out.write(text + "\n")
         self._out.flush()
