@@ -114,8 +114,12 @@ async def _check_llm(config: Config) -> Check:
             model=cfg.model, messages=_PING_ASK, tools=[_PING], **cfg.request_options()
         )
     except openai.AuthenticationError:
-        source = f"${cfg.api_key_env}" if cfg.api_key_env else "[llm] api_key"
-        return Check("llm", Status.FAILED, f"{where} rejected the API key", f"check {source}")
+        return Check(
+            "llm",
+            Status.FAILED,
+            f"{where} rejected the API key",
+            "check the key: the variable [llm] api_key_env names, or [llm] api_key",
+        )
     except openai.BadRequestError as exc:
         message = _message(exc)
         if "tool" in message.lower() or "function" in message.lower():

@@ -112,7 +112,7 @@ async def test_doctor_makes_a_real_request_with_a_tool(tmp_path: Path, llm: Fake
         llm.api_key = "sk-the-right-one"  # the config has "sk-test"
         code, out = await doctor(cfg, tg.token, dc.token)
         assert code == 1 and f"llm: FAILED - {llm.base_url} rejected the API key" in out
-        assert "fix: check [llm] api_key" in out and "sk-test" not in out
+        assert "fix: check the key" in out and "sk-test" not in out
 
         llm.api_key = None
         llm.script(error(400, "registry.ollama.ai/library/gemma:2b does not support tools"))
