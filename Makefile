@@ -1,38 +1,51 @@
 # Two commands for a newcomer:  make run   (set up, then run the daemon)
 #                               make test  (set up, then run the tests)
+# `make run` installs what relaybot needs to run; the dev tools come with `make test`/`make lint`.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 CONFIG ?= config.toml
 
-.PHONY: run chat test lint bench clean
+.PHONY: run chat init test lint bench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e .
+	touch $@
+
+$(BIN)/.dev: $(BIN)/.installed
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $@
 
-$(CONFIG):
-	cp config.example.toml $(CONFIG)
-	@echo "Created $(CONFIG) from config.example.toml: set your model, keys and channels, then run 'make run' again."
-	@exit 1
+# First use: `relaybot init` asks for the essentials and writes $(CONFIG); nothing else runs,
+# so you can set the environment variables it names first.
+run: $(BIN)/.installed
+	@if [ -f $(CONFIG) ]; then \
+		$(BIN)/relaybot check-config -c $(CONFIG) && exec $(BIN)/relaybot run -c $(CONFIG); \
+	else \
+		$(BIN)/relaybot init -c $(CONFIG) && \
+		echo "Then: make run (the daemon), or make chat (talk to it here)."; \
+	fi
 
-run: $(BIN)/.installed $(CONFIG)
-	$(BIN)/relaybot check-config -c $(CONFIG)
-	$(BIN)/relaybot run -c $(CONFIG)
+chat: $(BIN)/.installed
+	@if [ -f $(CONFIG) ]; then \
+		exec $(BIN)/relaybot chat -c $(CONFIG); \
+	else \
+		$(BIN)/relaybot init -c $(CONFIG) && echo "Then: make chat again."; \
+	fi
 
-chat: $(BIN)/.installed $(CONFIG)
-	$(BIN)/relaybot chat -c $(CONFIG)
+init: $(BIN)/.installed
+	$(BIN)/relaybot init -c $(CONFIG)
 
-test: $(BIN)/.installed
+test: $(BIN)/.dev
 	$(BIN)/python -m pytest -q
 
-lint: $(BIN)/.installed
+lint: $(BIN)/.dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-bench: $(BIN)/.installed
+bench: $(BIN)/.dev
 	for b in benchmarks/bench_*.py; do $(BIN)/python $$b || exit 1; done
 
 clean:

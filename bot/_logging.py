@@ -18,7 +18,29 @@ from urllib.parse import quote
 
 __all__ = ["RedactingFilter", "setup_logging"]
 
-_NOISY = ("httpx", "httpx2", "telegram.ext", "discord.gateway", "discord.client", "aiosqlite")
+# Libraries that log every request at INFO: WARNING and up unless relaybot logs at DEBUG.
+_CHATTY_AT_INFO = ("httpx", "httpx2", "telegram.ext", "discord.gateway", "discord.client")
+# Libraries whose DEBUG drowns relaybot's own (aiosqlite: ~100 lines per message): INFO and up
+# even at DEBUG, so --log-level DEBUG shows relaybot's and your plugins' debug lines.
+_CHATTY_AT_DEBUG = (
+    "asyncio",
+    "httpx",
+    "httpx2",
+    "httpcore",
+    "httpcore2",
+    "hpack",
+    "openai",
+    "telegram",
+    "discord",
+    "websockets",
+    "aiohttp",
+    "mcp",
+    "sse_starlette",
+    "multipart",
+    "charset_normalizer",
+    "urllib3",
+)
+_NOISY = tuple(dict.fromkeys(("aiosqlite", *_CHATTY_AT_INFO, *_CHATTY_AT_DEBUG)))
 _MIN_SECRET = 6
 # A Telegram bot token in an API URL, even one nobody told us about: /bot123456:AAE.../getMe
 _TELEGRAM_URL_TOKEN = r"(?<=/bot)\d+(?::|%3[Aa])[A-Za-z0-9_-]{30,}"
@@ -146,6 +168,9 @@ def setup_logging(level: str = "INFO", *, secrets: Iterable[str] = ()) -> None:
         old.close()
     root.addHandler(handler)
     root.setLevel(numeric)
+    quiet = _CHATTY_AT_INFO if numeric >= logging.INFO else _CHATTY_AT_DEBUG
+    floor = logging.WARNING if numeric >= logging.INFO else logging.INFO
     for name in _NOISY:
-        logging.getLogger(name).setLevel(logging.WARNING if numeric >= logging.INFO else 0)
+        level = logging.WARNING if name == "aiosqlite" else floor if name in quiet else 0
+        logging.getLogger(name).setLevel(level)
     logging.captureWarnings(True)

@@ -1,4 +1,4 @@
-"""The `relaybot` command: run, chat, check-config, tools, doctor."""
+"""The `relaybot` command: run, chat, check-config, tools, doctor, init."""
 
 from __future__ import annotations
 
@@ -7,15 +7,20 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import signal
 import sys
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 
+from bot._checks import tool_problems, validate
+from bot._lock import lock_store
 from bot._logging import setup_logging
 from bot._sdnotify import Notifier, watchdog_interval, watchdog_loop
 from bot._secrets import harden_process, seal_secrets
 from bot.config import Config, find_config, load_config
 from tools import ConfigError, RelaybotError
+from tools._plugins import add_plugin_dir
 
 log = logging.getLogger("relaybot")
 
@@ -29,26 +34,45 @@ def _version() -> str:
         return "0+unknown"
 
 
+def _options(parser: argparse.ArgumentParser, default: str | None) -> None:
+    """-c and --log-level, accepted before the command and after it."""
+    parser.add_argument(
+        "-c",
+        "--config",
+        default=default,
+        metavar="PATH",
+        help="the config file (else $RELAYBOT_CONFIG, ./config.toml, "
+        "$XDG_CONFIG_HOME/relaybot/config.toml)",
+    )
+    parser.add_argument(
+        "--log-level", default=default, metavar="LEVEL", help="DEBUG, INFO, WARNING or ERROR"
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="relaybot", description="An LLM with tools in your chats.")
     p.add_argument("--version", action="version", version=f"relaybot {_version()}")
-    p.add_argument("--log-level", default=None, help="DEBUG, INFO, WARNING or ERROR")
+    _options(p, None)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, text in (
         ("run", "run every enabled channel"),
         ("chat", "talk to the bot in this terminal"),
         ("check-config", "validate the config and say what is wrong"),
         ("tools", "list every tool with its tier and schema"),
-        ("doctor", "check config, store, LLM endpoint and channel tokens"),
+        ("doctor", "check config, store, LLM endpoint, plugins and channel tokens"),
+        ("init", "ask for the essentials and write a config file"),
     ):
         sp = sub.add_parser(name, help=text, description=text)
-        sp.add_argument("-c", "--config", default=None, help="path to config.toml")
-        sp.add_argument("--log-level", default=None, help=argparse.SUPPRESS)
+        _options(sp, argparse.SUPPRESS)  # absent here: keep what was given before the command
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "init":
+        from bot._init import run_init
+
+        return run_init(Path(args.config or os.environ.get("RELAYBOT_CONFIG") or "config.toml"))
     try:
         config = load_config(args.config)
         seal_secrets(config)  # before anything starts a process
@@ -56,12 +80,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"relaybot: config error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     level = args.log_level or config.log.level
+    if args.command == "chat" and not args.log_level and "level" not in config.log.model_fields_set:
+        level = "WARNING"  # the terminal is the conversation: no INFO lines in between
     try:
         setup_logging(level, secrets=config.secrets())
     except ValueError:
         print(f"relaybot: unknown log level {level!r}", file=sys.stderr)
         return 2
     harden_process()
+    add_plugin_dir(find_config(args.config).parent)  # plugins may sit next to config.toml
     command = {
         "run": _run,
         "chat": _chat,
@@ -82,16 +109,16 @@ def main(argv: list[str] | None = None) -> int:
 
 
 async def _check_config(config: Config, args: argparse.Namespace) -> int:
-    config.llm.resolve_api_key()
-    for section in (config.telegram, config.discord):
-        if section.enabled:
-            section.resolve_token()
+    warnings = validate(config)
+    tools = await asyncio.to_thread(tool_problems, config)  # imports the plugins
     path = find_config(args.config)
-    enabled = [n for n in ("telegram", "discord") if getattr(config, n).enabled] or ["none"]
+    enabled = [n for n in ("telegram", "discord") if getattr(config, n).enabled]
     print(f"{path}: OK")
     print(f"  model: {config.llm.model} at {config.llm.base_url}")
     print(f"  channels: {', '.join(enabled)}")
     print(f"  store: {config.storage.resolved_path()}")
+    for warning in [*warnings, *tools.problems, *tools.unknown]:
+        print(f"warning: {warning}")
     return 0
 
 
@@ -116,6 +143,7 @@ async def _chat(config: Config, args: argparse.Namespace) -> int:
     from bot.app import App
     from channels.console import ConsoleChannel
 
+    validate(config, need_channel=False)
     holder: list[App] = []
 
     async def wait_idle(channel: str, chat_id: str) -> None:
@@ -125,16 +153,29 @@ async def _chat(config: Config, args: argparse.Namespace) -> int:
     app = App(config, channels=[console])
     holder.append(app)
     loop = asyncio.get_running_loop()
+    lock_store(config.storage.resolved_path())  # see bot/_lock.py: chat refuses to share
+    # Ctrl-C: stop the running turn and leave at once. SIGTERM: stop reading; a running turn
+    # finishes (as the daemon does). Caught from here on, even while the App is starting.
+    signals: asyncio.Queue[signal.Signals] = asyncio.Queue()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, signals.put_nowait, sig)
     async with app:
-        for sig in (signal.SIGTERM, signal.SIGINT):  # stop reading; running turns finish
-            loop.add_signal_handler(sig, lambda: asyncio.ensure_future(console.stop()))
-        await console.finished.wait()
+        finished = asyncio.ensure_future(console.finished.wait())
+        caught = asyncio.ensure_future(signals.get())
+        await asyncio.wait([finished, caught], return_when=asyncio.FIRST_COMPLETED)
+        finished.cancel()
+        caught.cancel()
+        if caught.done() and not caught.cancelled():
+            await (console.interrupt() if caught.result() is signal.SIGINT else console.stop())
     return 0
 
 
 async def _run(config: Config, args: argparse.Namespace) -> int:
     from bot.app import App
 
+    for warning in validate(config):
+        log.warning("%s", warning)
+    lock_store(config.storage.resolved_path())  # one daemon per store, until this process exits
     notifier = Notifier.from_env(unset_environment=True)
     watchdog = asyncio.create_task(watchdog_loop(notifier, watchdog_interval()))
     stop = asyncio.Event()
@@ -143,8 +184,6 @@ async def _run(config: Config, args: argparse.Namespace) -> int:
         loop.add_signal_handler(sig, stop.set)
     try:
         app = App(config)
-        if not app.channels:
-            log.warning("no channel is enabled: set [telegram] or [discord] enabled = true")
         async with app:
             notifier.ready(app.status())
             log.info("relaybot %s running (%s)", _version(), app.status())

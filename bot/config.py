@@ -1,10 +1,18 @@
-"""Configuration: one TOML file validated by pydantic. Errors name the key and the reason."""
+"""Configuration: one TOML file validated by pydantic. Errors name the key and the reason.
+
+An error says what the right form looks like (`e.g. allowed_users = ["123456789"]`), suggests
+the key that was probably meant for an unknown one, and takes booleans strictly (`stream =
+"yes"` is refused: TOML has true and false, and a quoted word is more likely a mistake).
+"""
 
 from __future__ import annotations
 
+import difflib
+import json
 import os
 import re
 import tomllib
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +106,14 @@ class Config(_Section):
     mcp: McpConfig = McpConfig()
     log: LogConfig = LogConfig()
 
+    @model_validator(mode="after")
+    def _numeric_user_ids(self) -> Config:
+        for name in ("telegram", "discord"):
+            for user in getattr(self, name).allowed_users:
+                if user != "*" and not _USER_ID.match(user):
+                    raise ConfigError(f"{name}.allowed_users", _not_an_id(name, user))
+        return self
+
     def secrets(self) -> list[str]:
         """Every secret this config can reach (inline, or from a credential or the environment),
         for log redaction."""
@@ -118,17 +134,158 @@ class Config(_Section):
         return [s for s in found if s]
 
 
+_USER_ID = re.compile(r"^\d+$")
+_FIND_ID = {
+    "telegram": "send /start to your bot in Telegram: it answers with your id",
+    "discord": "in Discord turn on Developer Mode (Settings → Advanced), then right-click "
+    "your name → Copy User ID",
+}
+
+
+def _not_an_id(channel: str, user: str) -> str:
+    return (
+        f"{user!r} is not a numeric user id; allowed_users takes user ids in quotes, "
+        f'e.g. allowed_users = ["123456789"] ("*" allows everyone). To find yours, '
+        f"{_FIND_ID[channel]}; the bot's refusal message shows it too."
+    )
+
+
 def parse_config(data: dict[str, Any]) -> Config:
+    loose = _loose_boolean(Config, data, ())
+    if loose is not None:
+        key = ".".join(loose)
+        raise ConfigError(key, f"must be true or false, without quotes, e.g. {loose[-1]} = true")
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
+        errors = exc.errors(include_url=False)
+        err = errors[0]
         key = ".".join(str(p) for p in err["loc"])
-        reason = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            reason = "unknown key (see config.example.toml for the keys there are)"
-        more = len(exc.errors()) - 1
+        reason = _explain(err)
+        more = len(errors) - 1
         raise ConfigError(key, reason + (f" (and {more} more problems)" if more else "")) from None
+
+
+# Examples for keys whose default does not show the form a value takes.
+_EXAMPLES: dict[str, Any] = {
+    "allowed_users": ["123456789"],
+    "allowed_guilds": ["112233445566778899"],
+    "command_guilds": ["112233445566778899"],
+    "builtins": ["current_time", "fetch_url"],
+    "confirm": ["fetch_url"],
+    "dm_only": ["recall"],
+    "plugins": ["my_tools"],
+    "fetch_allow_hosts": ["intranet.example.com"],
+    "args": ["--port", "8080"],
+    "trusted_tools": ["lookup"],
+    "path": "/var/lib/relaybot/relaybot.db",
+    "workspace": "/srv/relaybot/workspace",
+    "api_key_env": "OPENAI_API_KEY",
+    "token_env": "TELEGRAM_BOT_TOKEN",
+    "options": {"top_p": 0.9},
+    "env": {"LANG": "C.UTF-8"},
+    "headers": {"Authorization": "Bearer ..."},
+    "temperature": 0.7,
+    "max_tokens": 1024,
+}
+_KINDS = {
+    "list_type": "a list",
+    "string_type": "text in quotes",
+    "int_parsing": "a whole number",
+    "int_type": "a whole number",
+    "int_from_float": "a whole number",
+    "float_parsing": "a number",
+    "float_type": "a number",
+    "dict_type": "a table",
+    "path_type": "a path in quotes",
+}
+
+
+def _explain(err: Any) -> str:
+    """pydantic's wording, with the form the value should take."""
+    loc = tuple(p for p in err["loc"] if isinstance(p, str))
+    reason = str(err["msg"]).removeprefix("Value error, ").replace("Input should be", "must be")
+    if err["type"] == "extra_forbidden":
+        known = list(_fields_at(loc[:-1]))
+        close = difflib.get_close_matches(loc[-1], known, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        return f"unknown key ({hint}see config.example.toml for the keys there are)"
+    if err["type"] == "model_type":
+        return f"must be a table: a [{'.'.join(loc)}] section with keys under it"
+    example = _example(loc)
+    if err["type"] in _KINDS:
+        reason = f"must be {_KINDS[err['type']]}"
+    elif err["type"] != "literal_error":
+        return reason
+    return f"{reason}, e.g. {loc[-1]} = {example}" if example else reason
+
+
+def _fields_at(loc: tuple[str, ...]) -> dict[str, Any]:
+    """The fields of the section at `loc` ({} when it is not a section)."""
+    model: Any = Config
+    for part in loc:
+        field = model.model_fields.get(part) if _is_model(model) else None
+        model = _model_in(field.annotation) if field is not None else None
+    return dict(model.model_fields) if _is_model(model) else {}
+
+
+def _example(loc: tuple[str, ...]) -> str | None:
+    field = _fields_at(loc[:-1]).get(loc[-1])
+    if field is None:
+        return None
+    value = _EXAMPLES.get(loc[-1], field.get_default(call_default_factory=True))
+    literal = [a for a in typing.get_args(field.annotation) if isinstance(a, str)]
+    if literal:
+        value = literal[0]
+    return None if value is None else _toml(value)
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + " }"
+    if isinstance(value, str | Path):
+        return json.dumps(str(value), ensure_ascii=False)
+    return str(value)
+
+
+def _is_model(obj: Any) -> bool:
+    return isinstance(obj, type) and issubclass(obj, BaseModel)
+
+
+def _model_in(annotation: Any) -> Any:
+    """The section model inside an annotation (`X`, `X | None`, `list[X]`), or None."""
+    if _is_model(annotation):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _loose_boolean(model: Any, data: Any, loc: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The key of the first boolean setting given as something else (e.g. "yes"), or None."""
+    if not isinstance(data, dict):
+        return None
+    for key, value in data.items():
+        field = model.model_fields.get(key)
+        if field is None:
+            continue
+        if field.annotation is bool and not isinstance(value, bool):
+            return (*loc, key)
+        sub = _model_in(field.annotation)
+        if sub is None:
+            continue
+        items = enumerate(value) if isinstance(value, list) else [(None, value)]
+        for i, item in items:
+            found = _loose_boolean(sub, item, (*loc, key) if i is None else (*loc, key, str(i)))
+            if found is not None:
+                return found
+    return None
 
 
 def find_config(explicit: str | Path | None = None) -> Path:

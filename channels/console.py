@@ -1,23 +1,35 @@
 """A terminal channel for `relaybot chat`: one line in, the answer out, then the next line.
 
-Confirmations are a yes/no question answered by the next line. It exits cleanly at the end of
-its input, so it can be scripted: `printf 'hello\\n' | relaybot chat`.
+Lines starting with a command (/help, /reset, /stop, /start) go to the engine's
+`handle_command`, as a chat platform's commands do; everything else is a message. A
+confirmation is a typed yes/no question: y, yes, n or no answer it, anything else repeats it.
+It exits cleanly at the end of its input, so it can be scripted: `printf 'hello\\n' |
+relaybot chat`.
+
+Lines are read in a daemon thread, one at a time when the engine is idle, so a blocked read
+never keeps the process alive: Ctrl-C and Ctrl-D leave at once. On a terminal the standard
+library's readline gives line editing and history (input() uses it once it is imported), and
+the terminal's settings are put back on the way out, even when a read is still pending.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import getpass
 import itertools
+import re
 import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable
-from typing import TextIO
+from typing import Any, TextIO
 
 from engine._channel import (
     Capabilities,
     Channel,
     Choice,
+    Command,
     ConfirmationPrompt,
     Engine,
     InboundMessage,
@@ -27,6 +39,9 @@ from engine._channel import (
 
 WaitIdle = Callable[[str, str], Awaitable[None]]
 CHAT_ID = "local"
+PROMPT = "you> "
+QUESTION = "Allow it? [y/n] "
+ANSWERS = {"y": Choice.ONCE, "yes": Choice.ONCE, "n": Choice.CANCEL, "no": Choice.CANCEL}
 
 
 class ConsoleChannel(Channel):
@@ -49,52 +64,154 @@ class ConsoleChannel(Channel):
         self.user_id = user_id or getpass.getuser()
         self._ids = itertools.count(1)
         self._run_id = time.time_ns()  # message ids stay unique across runs of the same store
-        self._pending: ConfirmationPrompt | None = None
-        self._interactive = self._in.isatty()
+        self._shown: dict[str, ConfirmationPrompt] = {}  # prompt message id → prompt
+        self._answered: set[str] = set()  # prompts just answered: their "running" line is noise
+        self._interactive = self._in is sys.stdin and _isatty(self._in) and _isatty(self._out)
+        self._reading: str | None = None  # the prompt of the read in progress
+        self._terminal: Any = None  # termios settings to restore
         self.finished = asyncio.Event()
+        self._engine: Engine | None = None
         self._task: asyncio.Task[None] | None = None
 
     async def start(self, engine: Engine) -> None:
+        self._engine = engine
+        if self._interactive:
+            import readline  # noqa: F401  (input() edits lines and keeps history once imported)
+            import termios
+
+            with contextlib.suppress(termios.error):
+                self._terminal = termios.tcgetattr(self._in.fileno())
         self._task = asyncio.create_task(self._read(engine), name="console-input")
 
     async def stop(self) -> None:
         if self._task is not None and not self._task.done():
             self._task.cancel()
+        self._restore_terminal()
 
-    async def _readline(self) -> str:
-        if self._interactive:
-            self._write("you> ", end="")
-        return await asyncio.to_thread(self._in.readline)
+    async def interrupt(self) -> None:
+        """Ctrl-C: stop what the bot is doing and leave."""
+        if self._engine is not None:
+            await self._engine.handle_command(self._message("/stop"), Command.STOP)
+        if self._reading is not None and self._interactive:
+            self._out.write("\n")
+        await self.stop()
+
+    def _restore_terminal(self) -> None:
+        if self._terminal is not None:
+            import termios
+
+            with contextlib.suppress(termios.error):
+                termios.tcsetattr(self._in.fileno(), termios.TCSADRAIN, self._terminal)
+
+    async def _readline(self, prompt: str) -> str | None:
+        """The next line without its newline; None at the end of the input."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[str | None] = loop.create_future()
+
+        def deliver(line: str | None) -> None:
+            if not done.done():
+                done.set_result(line)
+
+        def read() -> None:
+            try:
+                if self._interactive:
+                    line: str | None = input(prompt)
+                else:
+                    raw = self._in.readline()
+                    line = raw.rstrip("\r\n") if raw else None
+            except (EOFError, OSError, ValueError):
+                line = None
+            with contextlib.suppress(RuntimeError):  # the loop is gone: we are exiting
+                loop.call_soon_threadsafe(deliver, line)
+
+        self._reading = prompt
+        threading.Thread(target=read, name="console-input", daemon=True).start()
+        try:
+            line = await done
+        finally:
+            self._reading = None
+        if line is None and self._interactive:  # Ctrl-D: the shell's prompt on a line of its own
+            self._write("")
+        return line
 
     async def _read(self, engine: Engine) -> None:
         try:
-            while line := await self._readline():
+            while (line := await self._readline(PROMPT)) is not None:
                 text = line.strip()
                 if not text:
                     continue
-                prompt, self._pending = self._pending, None
-                if prompt is not None and text.lower() in ("y", "yes", "n", "no"):
-                    choice = Choice.ONCE if text.lower().startswith("y") else Choice.CANCEL
-                    press = Press(self.name, CHAT_ID, self.user_id, prompt.id, choice)
-                    decision = await engine.handle_press(press)
-                    if not decision.accepted:
-                        self._write(decision.message)
-                else:
-                    msg = InboundMessage(
-                        channel=self.name,
-                        chat_id=CHAT_ID,
-                        user_id=self.user_id,
-                        user_name=self.user_id,
-                        text=text,
-                        message_id=f"{self._run_id}-{next(self._ids)}",
-                    )
-                    await engine.handle_inbound(msg)
-                await self._wait_idle(self.name, CHAT_ID)
+                command = _command(text)
+                if command is not None:
+                    self._write(await engine.handle_command(self._message(text), command))
+                    continue
+                if _COMMAND_LIKE.match(text):
+                    self._write(f"Unknown command {text}. Commands: {_COMMANDS}.")
+                    continue
+                await engine.handle_inbound(self._message(text))
+                await self._settle(engine)
         finally:
+            self._restore_terminal()
             self.finished.set()
 
-    def _write(self, text: str, end: str = "\n") -> None:
-        self._out.write(text + end)
+    async def _settle(self, engine: Engine) -> None:
+        """Wait until the engine is idle, asking each confirmation question it leaves open."""
+        while True:
+            await self._wait_idle(self.name, CHAT_ID)
+            pending = [(ref, p) for ref, p in self._shown.items() if ref not in self._answered]
+            if not pending:
+                return
+            ref, prompt = pending[-1]
+            answer = await self._ask(engine)
+            if answer is None:  # end of input: left pending, it expires on its own
+                return
+            if isinstance(answer, Command):  # /reset: the engine cancels the question
+                self._write(await engine.handle_command(self._message(f"/{answer}"), answer))
+                self._shown.pop(ref, None)
+                continue
+            decision = await engine.handle_press(
+                Press(self.name, CHAT_ID, self.user_id, prompt.id, answer)
+            )
+            if decision.accepted:
+                self._answered.add(ref)
+            else:
+                self._shown.pop(ref, None)
+                self._write(decision.message)
+
+    async def _ask(self, engine: Engine) -> Choice | Command | None:
+        """The answer to the open question: a choice, /reset, or None at the end of input.
+        /stop declines; /help and /start are answered and the question asked again."""
+        while (line := await self._readline(QUESTION if self._interactive else "")) is not None:
+            answer = line.strip().lower()
+            command = _command(answer)
+            if answer in ANSWERS:
+                return ANSWERS[answer]
+            if command is Command.STOP:
+                return Choice.CANCEL
+            if command is Command.RESET:
+                return command
+            if command is not None:
+                self._write(await engine.handle_command(self._message(answer), command))
+            again = "" if self._interactive else f" {QUESTION.rstrip()}"  # else: the prompt
+            self._write(f"Please answer y (yes) or n (no).{again}")
+        return None
+
+    def _message(self, text: str) -> InboundMessage:
+        return InboundMessage(
+            channel=self.name,
+            chat_id=CHAT_ID,
+            user_id=self.user_id,
+            user_name=self.user_id,
+            text=text,
+            message_id=f"{self._run_id}-{next(self._ids)}",
+        )
+
+    def _write(self, text: str) -> None:
+        if self._reading is not None and self._interactive:  # e.g. a reminder, at the prompt
+            import readline
+
+            self._out.write(f"\r\033[K{text}\n{self._reading}{readline.get_line_buffer()}")
+        else:
+            self._out.write(text + "\n")
         self._out.flush()
 
     async def send(
@@ -111,9 +228,36 @@ class ConsoleChannel(Channel):
         return None
 
     async def show_confirmation(self, prompt: ConfirmationPrompt) -> MessageRef:
-        self._pending = prompt
-        self._write(f"Confirm: {prompt.summary} [y/n]")
-        return MessageRef(prompt.chat_id, str(next(self._ids)))
+        ref = MessageRef(prompt.chat_id, str(next(self._ids)))
+        self._shown[ref.message_id] = prompt
+        self._write(f"relaybot wants to: {prompt.summary}")
+        if not self._interactive:
+            self._write(QUESTION.rstrip())
+        return ref
 
     async def resolve_confirmation(self, ref: MessageRef, text: str) -> None:
+        self._shown.pop(ref.message_id, None)
+        if ref.message_id in self._answered:  # the user's own answer, just typed: not repeated
+            self._answered.discard(ref.message_id)
+            return
         self._write(text)
+
+
+_COMMANDS = ", ".join(f"/{c}" for c in Command)
+_COMMAND_LIKE = re.compile(r"^/[A-Za-z_]+$")
+
+
+def _command(text: str) -> Command | None:
+    """The command a line starts with (`/help`, `/reset now`), or None."""
+    word = text.split(maxsplit=1)[0].lower() if text.strip() else ""
+    try:
+        return Command(word[1:]) if word.startswith("/") else None
+    except ValueError:
+        return None
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import sys
@@ -70,7 +71,7 @@ async def test_chat_answers_piped_lines(tmp_path: Path, llm: FakeOpenAI) -> None
     assert "sk-secret-test-key-987654" not in err  # the key never reaches the logs
 
 
-async def test_chat_confirmation_prompt(tmp_path: Path, llm: FakeOpenAI) -> None:
+async def test_chat_confirmation_is_a_yes_no_question(tmp_path: Path, llm: FakeOpenAI) -> None:
     workspace = tmp_path / "ws"
     workspace.mkdir()
     (workspace / "old.txt").write_text("bye")
@@ -80,9 +81,68 @@ async def test_chat_confirmation_prompt(tmp_path: Path, llm: FakeOpenAI) -> None
     code, out, err = await finish(proc, io)
     assert code == 0, err
     lines = out.splitlines()
-    assert lines[0].startswith("Confirm:") and "old.txt" in lines[0] and lines[0].endswith("[y/n]")
+    assert lines[:2] == ["relaybot wants to: Delete the workspace file old.txt", "Allow it? [y/n]"]
+    assert not any("Confirmed" in line for line in lines)  # the typed "y" is not echoed back
     assert "Deleted old.txt." in lines
     assert not (workspace / "old.txt").exists()
+
+
+async def test_chat_repeats_the_question_until_answered(tmp_path: Path, llm: FakeOpenAI) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "keep.txt").write_text("stay")
+    cfg = write_config(tmp_path, llm, f'builtins = ["delete_file"]\nworkspace = "{workspace}"')
+    llm.script(tool_call("delete_file", {"path": "keep.txt"}), text("Kept it."))
+    stdin = b"delete keep.txt\nmaybe later\nNO\n"
+    proc, io = await relaybot("chat", "-c", str(cfg), stdin=stdin)
+    code, out, err = await finish(proc, io)
+    assert code == 0, err
+    assert out.count("Please answer y (yes) or n (no). Allow it? [y/n]") == 1
+    assert (workspace / "keep.txt").exists()
+    assert "Kept it." in out.splitlines()
+    assert len(llm.requests) == 2  # "maybe later" was never sent to the model
+    assert "maybe later" not in json.dumps(llm.requests)
+
+
+async def test_chat_commands_are_handled_not_sent(tmp_path: Path, llm: FakeOpenAI) -> None:
+    cfg = write_config(tmp_path, llm)
+    llm.script(text("Hi."), text("A fresh start."))
+    stdin = b"hello\n/help\n/bogus\n/reset\nagain\n/stop\n"
+    proc, io = await relaybot("chat", "-c", str(cfg), stdin=stdin)
+    code, out, err = await finish(proc, io)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == "Hi." and lines[-2] == "A fresh start."
+    assert "Unknown command /bogus. Commands: /start, /help, /reset, /stop." in lines
+    assert len(lines) > 5  # /help, /reset and /stop each answered
+    assert len(llm.requests) == 2
+    sent = [m["content"] for m in llm.requests[1]["messages"] if m["role"] == "user"]
+    assert sent == ["again"]  # /reset cleared "hello"; no command reached the model
+
+
+async def test_ctrl_c_leaves_chat_at_once(tmp_path: Path, llm: FakeOpenAI) -> None:
+    cfg = write_config(tmp_path, llm, "builtins = []\n[engine]\nshutdown_grace_s = 90")
+    # Idle at the prompt, the read still pending: Ctrl-C leaves.
+    proc, io = await relaybot("chat", "-c", str(cfg), stdin=None)
+    io.cancel()
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(b"hello\n")
+    await proc.stdin.drain()
+    assert await asyncio.wait_for(proc.stdout.readline(), 30) == b"echo: hello\n"
+    proc.send_signal(signal.SIGINT)
+    assert await asyncio.wait_for(proc.wait(), 10) == 0
+    # In the middle of a turn: the turn is stopped, not waited for (the grace is 90 s).
+    stuck = asyncio.Event()
+    llm.script(hold(stuck, text("too late")))
+    proc, io = await relaybot("chat", "-c", str(cfg), stdin=None)
+    io.cancel()
+    assert proc.stdin is not None
+    proc.stdin.write(b"think hard\n")
+    await proc.stdin.drain()
+    await llm.wait_requests(2, timeout=20)  # the turn is in flight
+    proc.send_signal(signal.SIGINT)
+    assert await asyncio.wait_for(proc.wait(), 10) == 0
+    stuck.set()
 
 
 async def test_unfinished_turn_recovered_after_kill(tmp_path: Path, llm: FakeOpenAI) -> None:
@@ -139,7 +199,8 @@ async def test_check_config_explains_a_broken_file(tmp_path: Path) -> None:
     proc, io = await relaybot("check-config", "-c", str(bad))
     code, _, err = await finish(proc, io)
     assert code == 78
-    assert "llm.request_timeout_s" in err and "valid number" in err and "Traceback" not in err
+    assert "llm.request_timeout_s: must be a number, e.g. request_timeout_s = 60" in err
+    assert "Traceback" not in err
     bad.write_text("[llm\n")
     proc, io = await relaybot("check-config", "-c", str(bad))
     code, _, err = await finish(proc, io)
@@ -188,3 +249,145 @@ args = ["{mcp}"]
     assert "[safe]" in heads["notes__lookup"] and "(mcp:notes)" in heads["notes__lookup"]
     assert "[destructive]" in heads["notes__write_note"]  # no readOnlyHint: it must ask
     assert "relaybot_broken_plugin" in err  # the broken plugin is named, the rest still loads
+
+
+async def test_global_options_before_or_after_the_command(tmp_path: Path, llm: FakeOpenAI) -> None:
+    cfg = str(write_config(tmp_path, llm))
+    other = str(tmp_path / "missing.toml")
+    for args in (
+        ("-c", cfg, "check-config"),
+        ("check-config", "-c", cfg),
+        ("-c", other, "check-config", "-c", cfg),  # after the command wins
+    ):
+        proc, io = await relaybot(*args)
+        code, _, err = await finish(proc, io)
+        assert code == 78, (args, err)  # found and read: no channel is enabled in it
+        assert "no channel is enabled" in err and "no config file" not in err
+    for args in (
+        ("--log-level", "LOUD", "-c", cfg, "doctor"),
+        ("doctor", "-c", cfg, "--log-level", "LOUD"),
+    ):
+        proc, io = await relaybot(*args)
+        code, _, err = await finish(proc, io)
+        assert code == 2 and "unknown log level 'LOUD'" in err, args  # the option was read
+
+
+def channel_config(tmp_path: Path, llm: FakeOpenAI, tools: str, telegram: str = "") -> Path:
+    path = write_config(tmp_path, llm, tools)
+    section = f'[telegram]\nenabled = true\ntoken_env = "RELAYBOT_TEST_KEY"\n{telegram}\n'
+    path.write_text(path.read_text() + section)
+    return path
+
+
+async def test_check_config_refuses_what_run_refuses(tmp_path: Path, llm: FakeOpenAI) -> None:
+    cases = {
+        'builtins = ["current_time", "web_search"]': "tools.builtins: unknown built-in tool "
+        "'web_search'",
+        'builtins = ["write_file"]': "tools.workspace: write_file need a workspace directory",
+    }
+    for tools, expected in cases.items():
+        cfg = str(channel_config(tmp_path, llm, tools, 'allowed_users = ["1"]'))
+        for command in ("check-config", "run", "doctor"):
+            proc, io = await relaybot(command, "-c", cfg)
+            code, out, err = await finish(proc, io)
+            assert expected in out + err, (command, out, err)
+            assert code == (1 if command == "doctor" else 78), (command, err)
+            assert "Traceback" not in err
+
+
+async def test_run_without_a_channel_says_which_to_enable(tmp_path: Path, llm: FakeOpenAI) -> None:
+    cfg = str(write_config(tmp_path, llm))
+    proc, io = await relaybot("run", "-c", cfg)
+    code, _, err = await finish(proc, io)
+    assert code == 78
+    assert "no channel is enabled" in err and "[telegram] or [discord]" in err
+    assert "`relaybot chat` needs no channel" in err
+
+
+async def test_allowed_users_nobody_or_names(tmp_path: Path, llm: FakeOpenAI) -> None:
+    cfg = str(channel_config(tmp_path, llm, "builtins = []"))  # allowed_users: the default []
+    proc, io = await relaybot("check-config", "-c", cfg)
+    code, out, err = await finish(proc, io)
+    assert code == 0, err
+    assert "warning: telegram.allowed_users is empty, so nobody can use the bot" in out
+    cfg = str(channel_config(tmp_path, llm, "builtins = []", 'allowed_users = ["@alice"]'))
+    proc, io = await relaybot("check-config", "-c", cfg)
+    code, out, err = await finish(proc, io)
+    assert code == 78
+    assert "telegram.allowed_users: '@alice' is not a numeric user id" in err
+    assert "send /start to your bot" in err
+
+
+async def test_config_errors_show_the_right_form(tmp_path: Path) -> None:
+    cases = {
+        '[llm]\nstream = "yes"\n': "llm.stream: must be true or false, without quotes, "
+        "e.g. stream = true",
+        '[llm]\nmodle = "gpt-4o"\n': "llm.modle: unknown key (did you mean 'model'?",
+        '[discord]\nallowed_users = "123"\n': "discord.allowed_users: must be a list, "
+        'e.g. allowed_users = ["123456789"]',
+    }
+    for text_, expected in cases.items():
+        cfg = tmp_path / "config.toml"
+        cfg.write_text(text_)
+        proc, io = await relaybot("check-config", "-c", str(cfg))
+        code, _, err = await finish(proc, io)
+        assert code == 78 and expected in err, err
+
+
+PLUGIN = '''
+from tools import tool
+
+
+@tool
+def shout(text: str) -> str:
+    """Say it louder."""
+    return text.upper()
+'''
+
+
+async def test_plugins_next_to_the_config_file(tmp_path: Path, llm: FakeOpenAI) -> None:
+    (tmp_path / "team_tools.py").write_text(PLUGIN)
+    (tmp_path / "team_broken.py").write_text("import relaybot_no_such_dependency\n")
+    tools = 'builtins = []\nplugins = ["team_tools", "team_broken", "team_missing"]'
+    cfg = str(write_config(tmp_path, llm, tools))
+    proc, io = await relaybot("tools", "-c", cfg)  # no PYTHONPATH: found next to config.toml
+    code, out, err = await finish(proc, io)
+    assert code == 0, err
+    assert out.splitlines()[0] == "shout  [safe]  (local)"
+    problems = [line for line in err.splitlines() if "team_" in line]
+    assert len(problems) == 2 and "Traceback" not in err  # one line each
+    assert "plugin 'team_broken': ModuleNotFoundError: No module named " in problems[0]
+    assert "fix: install the package that provides 'relaybot_no_such_dependency'" in problems[0]
+    assert f"fix: put team_missing.py in {tmp_path}" in problems[1]
+    proc, io = await relaybot("tools", "-c", cfg, "--log-level", "DEBUG")
+    code, out, err = await finish(proc, io)
+    assert code == 0 and "Traceback" in err  # the traceback, at DEBUG only
+    tools += '\nconfirm = ["shuot", "notes__write"]\n[[mcp.servers]]\nname = "notes"\nurl = "http://127.0.0.1:9/"'
+    cfg = str(channel_config(tmp_path, llm, tools, 'allowed_users = ["1"]'))
+    proc, io = await relaybot("check-config", "-c", cfg)
+    code, out, err = await finish(proc, io)
+    assert code == 0, err  # run starts without them: warnings
+    warnings = [line for line in out.splitlines() if line.startswith("warning: ")]
+    assert len(warnings) == 3 and "plugin 'team_broken'" in warnings[0]
+    assert "plugin 'team_missing'" in warnings[1]
+    assert warnings[2] == "warning: tools.confirm: no tool named 'shuot'"  # MCP's taken on trust
+
+
+async def test_one_process_per_store(tmp_path: Path, llm: FakeOpenAI) -> None:
+    cfg = str(channel_config(tmp_path, llm, "builtins = []", 'allowed_users = ["1"]'))
+    first, io = await relaybot("chat", "-c", cfg, stdin=None)
+    io.cancel()
+    assert first.stdin is not None and first.stdout is not None
+    first.stdin.write(b"hello\n")
+    await first.stdin.drain()
+    assert await asyncio.wait_for(first.stdout.readline(), 30) == b"echo: hello\n"
+    for command in ("run", "chat"):
+        proc, io = await relaybot(command, "-c", cfg, stdin=b"")
+        code, out, err = await finish(proc, io)
+        assert code == 1, err
+        assert f"another relaybot (pid {first.pid}) is already using the store" in err
+    first.stdin.close()
+    assert await asyncio.wait_for(first.wait(), 30) == 0
+    proc, io = await relaybot("chat", "-c", cfg, stdin=b"again\n")  # free once it exits
+    code, out, err = await finish(proc, io)
+    assert code == 0 and out == "echo: again\n", err

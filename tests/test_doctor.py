@@ -1,4 +1,4 @@
-"""`relaybot doctor` against fake servers: all good, a bad token, the LLM down."""
+"""`relaybot doctor` against fake servers: all good, a bad token, the LLM down or refusing."""
 
 from __future__ import annotations
 
@@ -6,10 +6,26 @@ import asyncio
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from bot._lock import StoreLock
 from tests.fakes.discord_server import FakeDiscord
-from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.openai_server import FakeOpenAI, Reply, error, text, tool_call
 from tests.fakes.telegram_server import FakeTelegram
+
+
+def calls_the_tool(body: dict[str, Any]) -> Reply:
+    """A model with tool support: calls the first tool it is offered."""
+    if body.get("tools"):
+        return tool_call(body["tools"][0]["function"]["name"], {})
+    return text("no tools offered")
+
+
+@pytest.fixture(autouse=True)
+def tool_model(llm: FakeOpenAI) -> None:
+    llm.default = calls_the_tool
 
 
 def config_text(tmp_path: Path, llm_url: str, tg: FakeTelegram, dc: FakeDiscord) -> str:
@@ -26,11 +42,13 @@ path = "{tmp_path / "state.db"}"
 enabled = true
 token_env = "TG_TOKEN"
 api_base_url = "{tg.base_url}"
+allowed_users = ["1"]
 
 [discord]
 enabled = true
 token_env = "DC_TOKEN"
 api_base_url = "{dc.api_base_url}"
+allowed_users = ["2"]
 """
 
 
@@ -59,7 +77,10 @@ async def test_doctor_reports_all_good_then_each_failure(tmp_path: Path, llm: Fa
         code, out = await doctor(cfg, tg.token, dc.token)
         assert code == 0, out
         assert "llm: OK" in out and "telegram: OK" in out and "discord: OK" in out
-        assert "store: OK" in out and "all good" in out
+        assert "store: OK" in out and "config: OK" in out and out.endswith("all good\n")
+        assert "model fake-model calls tools" in out
+        ping = llm.requests[-1]
+        assert ping["model"] == "fake-model" and ping["tools"][0]["function"]["name"] == "ping"
 
         code, out = await doctor(cfg, "123:wrong", dc.token)
         assert code == 1
@@ -81,3 +102,52 @@ async def test_doctor_reports_all_good_then_each_failure(tmp_path: Path, llm: Fa
         )
         code, out = await doctor(cfg, tg.token, dc.token)
         assert code == 1 and "model 'gpt-9' not offered" in out and "fake-model" in out
+
+
+async def test_doctor_makes_a_real_request_with_a_tool(tmp_path: Path, llm: FakeOpenAI) -> None:
+    async with FakeTelegram() as tg, FakeDiscord() as dc:
+        cfg = tmp_path / "config.toml"
+        cfg.write_text(config_text(tmp_path, llm.base_url, tg, dc))
+
+        llm.api_key = "sk-the-right-one"  # the config has "sk-test"
+        code, out = await doctor(cfg, tg.token, dc.token)
+        assert code == 1 and f"llm: FAILED - {llm.base_url} rejected the API key" in out
+        assert "fix: check the key" in out and "sk-test" not in out
+
+        llm.api_key = None
+        llm.script(error(400, "registry.ollama.ai/library/gemma:2b does not support tools"))
+        code, out = await doctor(cfg, tg.token, dc.token)
+        assert code == 1
+        assert "llm: FAILED - model fake-model refused a request with a tool: " in out
+        assert "does not support tools" in out and "fix: choose a model with tool" in out
+
+        llm.script(text("pong"))  # answers, but ignores the tool
+        code, out = await doctor(cfg, tg.token, dc.token)
+        assert code == 0 and "llm: WARNING - model fake-model answered but did not call" in out
+        assert out.endswith("all good, 1 warning(s)\n")
+
+
+async def test_doctor_reports_config_plugins_and_users(tmp_path: Path, llm: FakeOpenAI) -> None:
+    async with FakeTelegram() as tg, FakeDiscord() as dc:
+        cfg = tmp_path / "config.toml"
+        (tmp_path / "team_broken.py").write_text("raise RuntimeError('no database configured')\n")
+        base = config_text(tmp_path, llm.base_url, tg, dc).replace('allowed_users = ["2"]', "")
+        cfg.write_text(base + '[tools]\nbuiltins = []\nplugins = ["team_broken"]\n')
+        lock = StoreLock(tmp_path / "state.db")  # as a running daemon holds it
+        try:
+            code, out = await doctor(cfg, tg.token, dc.token)
+        finally:
+            lock.release()
+        assert code == 1
+        assert "config: WARNING - discord.allowed_users is empty, so nobody can use" in out
+        assert (
+            "plugins: FAILED - plugin 'team_broken': RuntimeError: no database configured; " in out
+        )
+        assert f"fix: correct the plugin (raised at {tmp_path}/team_broken.py, line 1)" in out
+        assert f"store: OK - {tmp_path}/state.db (schema v" in out
+        assert f"in use by relaybot pid {os.getpid()}" in out
+        assert "1 problem(s): plugins" in out
+
+        cfg.write_text(base + '[tools]\nbuiltins = ["web_search"]\n')
+        code, out = await doctor(cfg, tg.token, dc.token)
+        assert code == 1 and "config: FAILED - tools.builtins: unknown built-in tool" in out

@@ -165,7 +165,21 @@ def test_noisy_loggers_quieted_at_info_only(plain):
     for name in ("httpx", "telegram.ext", "discord.gateway", "discord.client", "aiosqlite"):
         assert logging.getLogger(name).getEffectiveLevel() == logging.WARNING
     setup_logging("DEBUG")
-    assert logging.getLogger("httpx").getEffectiveLevel() == logging.DEBUG
+    assert logging.getLogger("httpx").getEffectiveLevel() == logging.INFO
+
+
+async def test_debug_shows_relaybot_not_the_libraries(tmp_path, capfd, plain):
+    from engine import Store
+
+    setup_logging("DEBUG")
+    async with Store(tmp_path / "state.db") as store:
+        await store.schema_version()
+    logging.getLogger("engine.test").debug("our own detail")
+    logging.getLogger("my_tools").debug("a plugin's detail")
+    logging.getLogger("openai._base_client").debug("Request options: {...}")
+    loggers = [json.loads(line)["logger"] for line in capfd.readouterr().err.splitlines()]
+    assert "engine.test" in loggers and "my_tools" in loggers
+    assert "aiosqlite" not in loggers and "openai._base_client" not in loggers
 
 
 def test_unknown_level():

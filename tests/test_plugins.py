@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
+import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from tools import Tier, ToolContext, ToolRegistry, load_plugins
+from tools import Tier, ToolContext, ToolRegistry, _plugins, load_plugins
+from tools._plugins import add_plugin_dir
 
 FIXTURES = Path(__file__).parent / "fixtures" / "plugins"
 
@@ -33,16 +36,56 @@ async def test_a_plugin_module_gives_its_tools():
 
 
 def test_an_import_error_is_reported_and_the_rest_still_loads(caplog):
-    caplog.set_level(logging.ERROR, logger="tools._plugins")
+    caplog.set_level(logging.INFO, logger="tools._plugins")
     tools, problems = load_plugins(["relaybot_broken_plugin", "relaybot_demo_plugin"])
     assert len(tools) == 3
     assert problems == [
         "plugin 'relaybot_broken_plugin': ModuleNotFoundError: "
-        "No module named 'relaybot_no_such_dependency'"
+        "No module named 'relaybot_no_such_dependency'; fix: install the package that provides "
+        "'relaybot_no_such_dependency' into relaybot's environment, e.g. "
+        f"{sys.executable} -m pip install relaybot_no_such_dependency"
     ]
-    assert "relaybot_broken_plugin" in caplog.text and "starting without it" in caplog.text
-    missing_tools, missing = load_plugins(["relaybot_not_installed"])
-    assert missing_tools == [] and "No module named 'relaybot_not_installed'" in missing[0]
+    [record] = caplog.records
+    assert record.getMessage() == problems[0] + "; starting without it"
+    assert record.exc_info is None  # one line: no traceback unless logging at DEBUG
+    caplog.clear()
+    caplog.set_level(logging.DEBUG, logger="tools._plugins")
+    load_plugins(["relaybot_broken_plugin"])
+    assert "Traceback" in caplog.text and "import relaybot_no_such_dependency" in caplog.text
+
+
+def test_a_missing_plugin_says_where_to_put_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setattr(_plugins, "_plugin_dirs", [])
+    add_plugin_dir(tmp_path)
+    tools, [problem] = load_plugins(["relaybot_team_tools"])
+    assert tools == [] and problem == (
+        "plugin 'relaybot_team_tools': ModuleNotFoundError: No module named "
+        f"'relaybot_team_tools'; fix: put relaybot_team_tools.py in {tmp_path.resolve()}, "
+        "or install it into relaybot's environment"
+    )
+    (tmp_path / "relaybot_team_tools.py").write_text(
+        "from tools import tool\n\n@tool\ndef nod() -> str:\n    'Nod.'\n    return 'ok'\n"
+    )
+    importlib.invalidate_caches()
+    tools, problems = load_plugins(["relaybot_team_tools"])
+    assert [t.name for t in tools] == ["nod"] and problems == []
+    assert sys.path[-1] == str(tmp_path.resolve())  # after the installed packages
+
+
+def test_syntax_and_runtime_errors_point_at_the_line(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "relaybot_typo_plugin.py").write_text("def f(:\n    pass\n")
+    (tmp_path / "relaybot_raising_plugin.py").write_text("x = 1\nraise KeyError('DB_URL')\n")
+    _, problems = load_plugins(["relaybot_typo_plugin", "relaybot_raising_plugin"])
+    assert problems[0].startswith("plugin 'relaybot_typo_plugin': SyntaxError: ")
+    assert problems[0].endswith(
+        f"fix: correct the syntax at {tmp_path}/relaybot_typo_plugin.py, line 1"
+    )
+    assert problems[1] == (
+        "plugin 'relaybot_raising_plugin': KeyError: 'DB_URL'; fix: correct the plugin (raised "
+        f"at {tmp_path}/relaybot_raising_plugin.py, line 2); --log-level DEBUG shows the traceback"
+    )
 
 
 def test_bad_tools_are_left_out_with_the_reason():

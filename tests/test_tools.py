@@ -249,3 +249,82 @@ async def test_decorated_context_under_concurrency() -> None:
         *(registry.execute("whoami", "", ToolContext("t", f"c{i}", f"u{i}")) for i in range(100))
     )
     assert [r.for_llm for r in results] == [f"c{i}/u{i}" for i in range(100)]
+
+
+def test_docstrings_in_every_common_style() -> None:
+    @tool
+    def google(city: str, days: int = 1) -> str:
+        """Forecast for a city.
+
+        Mentions rain when there is any.
+
+        Args:
+            city: The city, e.g. 'Oslo'.
+            days (int): How many days
+                ahead, 1 to 7.
+
+        Returns:
+            The forecast.
+        """
+        return city
+
+    @tool
+    def rest(city: str, days: int = 1) -> str:
+        """Forecast for a city.
+
+        :param city: The city, e.g. 'Oslo'.
+        :param days: How many days ahead, 1 to 7.
+        :returns: the forecast
+        """
+        return city
+
+    @tool
+    def numpy(city: str, days: int = 1) -> str:
+        """Forecast for a city.
+
+        Parameters
+        ----------
+        city : str
+            The city, e.g. 'Oslo'.
+        days : int
+            How many days ahead, 1 to 7.
+        """
+        return city
+
+    assert google.description == "Forecast for a city.\n\nMentions rain when there is any."
+    for fn in (google, rest, numpy):
+        props = fn.parameters["properties"]
+        assert props["city"]["description"] == "The city, e.g. 'Oslo'.", fn.name
+        assert props["days"]["description"] == "How many days ahead, 1 to 7.", fn.name
+        assert "Returns" not in fn.description and ":param" not in fn.description
+
+
+def test_confirmation_summaries_read_as_sentences() -> None:
+    @tool(destructive=True)
+    def delete_item(name: str, everywhere: bool = False, tags: list[str] | None = None) -> str:
+        """Delete an item from the shopping list. Use it when the user asks."""
+        return name
+
+    @tool(destructive=True)
+    def wipe(name: str) -> str:
+        return name
+
+    @tool(destructive=True, summary="Cancel order {order_id} ({reason})")
+    def cancel(order_id: str, reason: str = "no reason given") -> str:
+        """Cancel an order."""
+        return order_id
+
+    @tool(destructive=True, summary="Refund {amount} to {customer}")
+    def refund(amount: int) -> str:
+        """Refund a payment."""
+        return str(amount)
+
+    args = {"name": "milk", "everywhere": True, "tags": ["dairy", "cold"]}
+    assert delete_item.describe_call(args) == (
+        "Delete an item from the shopping list (name: milk, everywhere: yes, tags: dairy, cold)"
+    )
+    assert wipe.describe_call({"name": "foo"}) == "Wipe (name: foo)"
+    assert cancel.describe_call({"order_id": "10234"}) == "Cancel order 10234 (no reason given)"
+    assert refund.describe_call({"amount": 5}) == "Refund a payment (amount: 5)"  # a bad template
+    long = delete_item.describe_call({"name": "x" * 500})
+    assert len(long) <= 300 and long.endswith("…)")

@@ -105,11 +105,37 @@ class Tool(abc.ABC):
         return args
 
     def describe_call(self, args: dict[str, Any]) -> str:
-        """A short human-readable line saying what this call will do (shown for confirmation)."""
-        shown = json.dumps(args, ensure_ascii=False, default=str)
-        if len(shown) > 300:
-            shown = shown[:300] + "…"
-        return f"{self.name} {shown}"
+        """One line a person can answer yes or no to, shown when this call asks first.
+
+        By default the first sentence of the description with the arguments in words:
+        "Cancel one of the user's orders (order id: 10234)". Override it for a better one.
+        """
+        return call_summary(self.name, self.description, args)
+
+
+def call_summary(name: str, description: str | None, args: dict[str, Any]) -> str:
+    """ "<what the tool does> (<argument>: <value>, ...)", at most about 300 characters."""
+    first = (description or "").strip().split("\n\n")[0]
+    what = " ".join(first.split()).split(". ")[0].rstrip(".") or name.replace("_", " ")
+    what = _clip(what[:1].upper() + what[1:], 160)
+    words = [f"{k.replace('_', ' ')}: {_in_words(v)}" for k, v in args.items() if v is not None]
+    return _clip(f"{what} ({', '.join(words)})", 300) if words else what
+
+
+def _in_words(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, str):
+        return _clip(" ".join(value.split()), 80)
+    if isinstance(value, list) and all(isinstance(v, str | int | float) for v in value):
+        return _clip(", ".join(map(str, value)) or "none", 80)
+    if isinstance(value, int | float):
+        return str(value)
+    return _clip(json.dumps(value, ensure_ascii=False, default=str), 80)
+
+
+def _clip(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 class ContextualTool(Tool):

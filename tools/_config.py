@@ -15,12 +15,14 @@ args = ["-y", "@modelcontextprotocol/server-filesystem", "/srv/share"]
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tools._base import Tier
+from tools._errors import ConfigError
 from tools._registry import ToolRegistry
 
 # The built-ins enabled when `[tools] builtins` is not set: all safe, none needs a workspace.
@@ -36,6 +38,18 @@ DEFAULT_BUILTINS = (
 # Tools that read or write one user's own data: in a group, any member's message (an injected
 # one too) runs the turn, so they are offered in DMs only unless the operator sets `dm_only`.
 PERSONAL_TOOLS = ("remember", "recall", "forget")
+
+
+NOTES_TOOLS = ("remember", "recall", "forget")
+WORKSPACE_TOOLS = ("list_files", "read_file", "write_file", "delete_file", "run_command")
+BUILTIN_NAMES = (
+    "current_time",
+    "fetch_url",
+    "remind_me",
+    "send_message",
+    *NOTES_TOOLS,
+    *WORKSPACE_TOOLS,
+)
 
 
 class ToolsConfig(BaseModel):
@@ -69,6 +83,32 @@ class ToolsConfig(BaseModel):
         """The tools from `names` to offer in a chat (`dm_only` ones are left out of groups)."""
         hidden = set(self.dm_only) if group else set()
         return [n for n in names if n not in hidden]
+
+
+def check_tools(config: ToolsConfig) -> None:
+    """Raise ConfigError for a `[tools]` table the daemon cannot start with: an unknown
+    built-in, or a workspace tool without an existing `workspace` directory.
+
+    The one check behind `relaybot run` (through `builtin_tools`), `check-config` and `doctor`.
+    """
+    for name in config.builtins:
+        if name not in BUILTIN_NAMES:
+            close = difflib.get_close_matches(name, BUILTIN_NAMES, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ConfigError(
+                "tools.builtins",
+                f"unknown built-in tool {name!r}; {hint}the built-ins are "
+                f"{', '.join(BUILTIN_NAMES)} (other tools come from plugins or MCP servers)",
+            )
+    needing = [n for n in dict.fromkeys(config.builtins) if n in WORKSPACE_TOOLS]
+    if needing and config.workspace is None:
+        raise ConfigError(
+            "tools.workspace",
+            f"{', '.join(needing)} need a workspace directory: set tools.workspace, "
+            "or remove them from tools.builtins",
+        )
+    if needing and config.workspace is not None and not config.workspace.is_dir():
+        raise ConfigError("tools.workspace", f"{config.workspace} is not an existing directory")
 
 
 def apply_policy(registry: ToolRegistry, config: ToolsConfig) -> list[str]:

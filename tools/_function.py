@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import re
+import logging
 import typing
 from collections.abc import Callable
 from typing import Annotated, Any, get_origin
 
+import docstring_parser
 import pydantic
 from pydantic import ConfigDict, Field
 
@@ -17,39 +18,18 @@ from tools._errors import ToolDefinitionError, ToolRetry
 from tools._result import ToolResult
 from tools._schema import clean_schema
 
-_PARAM_LINE = re.compile(r"^\s*(?::param\s+)?(\w+)(?:\s*\([^)]*\))?\s*:\s*(.+)$")
+log = logging.getLogger(__name__)
 
 
 def _split_docstring(doc: str) -> tuple[str, dict[str, str]]:
-    """(description, {param: description}) from a Google-style or reST docstring."""
-    doc = inspect.cleandoc(doc or "")
-    lines = doc.splitlines()
-    desc: list[str] = []
-    params: dict[str, str] = {}
-    in_args = False
-    last: str | None = None
-    for line in lines:
-        stripped = line.strip()
-        if stripped in ("Args:", "Arguments:", "Parameters:"):
-            in_args = True
-            continue
-        if stripped.startswith(":param "):
-            in_args = True
-        if in_args:
-            if stripped in ("Returns:", "Raises:", "Yields:", "Examples:"):
-                in_args = False
-                continue
-            m = _PARAM_LINE.match(line)
-            if m and (line.startswith((" ", "\t", ":")) or stripped.startswith(":param")):
-                last = m[1]
-                params[last] = m[2].strip()
-            elif stripped and last:
-                params[last] += " " + stripped
-            continue
-        if stripped.startswith((":return", ":raises")):
-            continue
-        desc.append(line)
-    return "\n".join(desc).strip(), params
+    """(description, {param: description}) from a Google, reST or numpydoc docstring.
+
+    The description is the docstring without its sections (Args, Returns, Raises, ...);
+    a parameter's description is folded onto one line.
+    """
+    parsed = docstring_parser.parse(doc or "")
+    params = {p.arg_name: " ".join((p.description or "").split()) for p in parsed.params}
+    return (parsed.description or "").strip(), {k: v for k, v in params.items() if v}
 
 
 class FunctionTool(Tool):
@@ -143,11 +123,22 @@ class FunctionTool(Tool):
         return value if isinstance(value, ToolResult) else ToolResult.ok(value)
 
     def describe_call(self, args: dict[str, Any]) -> str:
-        if callable(self._summary):
-            return self._summary(**args)
-        if isinstance(self._summary, str):
-            return self._summary.format(**args)
-        return super().describe_call(args)
+        """`summary` filled in with the arguments (defaults included), else the default line."""
+        if self._summary is None:
+            return super().describe_call(args)
+        values = {
+            name: field.get_default(call_default_factory=True)
+            for name, field in self._model.model_fields.items()
+            if not field.is_required()
+        }
+        values.update(args)
+        try:
+            if callable(self._summary):
+                return self._summary(**values)
+            return self._summary.format_map(values)
+        except (KeyError, IndexError, TypeError, ValueError):
+            log.warning("summary of tool %s does not fit its arguments", self.name, exc_info=True)
+            return super().describe_call(args)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)

@@ -4,8 +4,13 @@ A plugin module's tools are its module-level Tool instances (functions decorated
 instances of Tool subclasses), or only those named in its `__all__` when it has one. An entry
 point may name a module, a Tool, or a callable returning a Tool or a list of them.
 
-A plugin that fails to load, or a tool that is declared wrongly, is logged and reported with
-the plugin's name and the reason; everything else still loads and the daemon starts.
+A plugin that fails to load, or a tool that is declared wrongly, is logged and reported in one
+line with the plugin's name, the reason and the likely fix (the traceback only at DEBUG);
+everything else still loads and the daemon starts.
+
+Modules are looked up on the import path, to which `add_plugin_dir` appends the directory of
+the config file: a `my_tools.py` next to `config.toml` just works. Appended, not prepended, so
+a file there can never shadow an installed package relaybot itself imports later.
 """
 
 from __future__ import annotations
@@ -14,7 +19,10 @@ import importlib
 import importlib.metadata
 import inspect
 import logging
+import sys
+import traceback
 from collections.abc import Iterable
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -27,32 +35,47 @@ log = logging.getLogger(__name__)
 ENTRY_POINT_GROUP = "relaybot.tools"
 
 
+_plugin_dirs: list[Path] = []  # directories added by add_plugin_dir, for the hints
+
+
 class PluginError(Exception):
     """Why one plugin was left out (internal: becomes a problem string)."""
 
 
+def add_plugin_dir(directory: Path) -> None:
+    """Let plugin modules be imported from `directory` (the config file's directory)."""
+    directory = directory.resolve()
+    if directory not in _plugin_dirs:
+        _plugin_dirs.append(directory)
+    if str(directory) not in sys.path:
+        sys.path.append(str(directory))
+
+
 def load_plugins(
-    modules: Iterable[str], *, group: str = ENTRY_POINT_GROUP
+    modules: Iterable[str], *, group: str = ENTRY_POINT_GROUP, log_problems: bool = True
 ) -> tuple[list[Tool], list[str]]:
     """(tools, problems) from the named modules, then from the installed entry points.
 
-    Never raises for a plugin's fault: each problem is logged and returned as one line naming
-    the plugin and the reason. A tool name seen twice keeps the first tool.
+    Never raises for a plugin's fault: each problem is returned (and logged, unless
+    `log_problems` is false) as one line naming the plugin, the reason and the likely fix.
+    A tool name seen twice keeps the first tool.
     """
     tools: dict[str, Tool] = {}
     problems: list[str] = []
 
     def report(problem: str, exc: Exception | None = None) -> None:
         problems.append(problem)
-        log.error("%s; starting without it", problem, exc_info=exc)
+        if log_problems:
+            trace = exc if exc is not None and log.isEnabledFor(logging.DEBUG) else None
+            log.error("%s; starting without it", problem, exc_info=trace)
 
-    def collect(label: str, load: Any) -> None:
+    def collect(label: str, load: Any, module: str | None = None) -> None:
         try:
             found = load()
         except PluginError as exc:
             return report(f"plugin {label}: {exc}")
         except Exception as exc:  # anything a plugin's import or factory can raise
-            return report(f"plugin {label}: {type(exc).__name__}: {exc}", exc)
+            return report(f"plugin {label}: {type(exc).__name__}: {exc}; {_fix(exc, module)}", exc)
         for tool in found:
             problem = _problem(tool)
             if problem is None and tools.get(tool.name, tool) is not tool:
@@ -63,10 +86,29 @@ def load_plugins(
                 tools[tool.name] = tool
 
     for name in modules:
-        collect(repr(name), lambda name=name: _module_tools(importlib.import_module(name)))
+        collect(repr(name), lambda name=name: _module_tools(importlib.import_module(name)), name)
     for ep in importlib.metadata.entry_points(group=group):
         collect(f"{ep.name!r} ({ep.value})", lambda ep=ep: _entry_point_tools(ep.load()))
     return list(tools.values()), problems
+
+
+def _fix(exc: Exception, module: str | None) -> str:
+    """The likely fix for an exception raised while loading the plugin `module`."""
+    if isinstance(exc, ModuleNotFoundError) and exc.name:
+        if module is not None and (module == exc.name or module.startswith(exc.name + ".")):
+            where = ", ".join(str(d) for d in _plugin_dirs) or "a directory on PYTHONPATH"
+            file = module.replace(".", "/") + ".py"
+            return f"fix: put {file} in {where}, or install it into relaybot's environment"
+        top = exc.name.split(".")[0]
+        return (
+            f"fix: install the package that provides {top!r} into relaybot's environment, "
+            f"e.g. {sys.executable} -m pip install {top}"
+        )
+    if isinstance(exc, SyntaxError):
+        return f"fix: correct the syntax at {exc.filename}, line {exc.lineno}"
+    frames = traceback.extract_tb(exc.__traceback__)
+    at = f" (raised at {frames[-1].filename}, line {frames[-1].lineno})" if frames else ""
+    return f"fix: correct the plugin{at}; --log-level DEBUG shows the traceback"
 
 
 def _module_tools(module: ModuleType) -> list[Tool]:

@@ -8,8 +8,7 @@ from __future__ import annotations
 import copy
 
 from tools._base import Tool
-from tools._config import ToolsConfig
-from tools._errors import ConfigError
+from tools._config import BUILTIN_NAMES, NOTES_TOOLS, WORKSPACE_TOOLS, ToolsConfig, check_tools
 from tools.builtins._chat import send_message
 from tools.builtins._command import RunCommand
 from tools.builtins._fetch import FetchUrl
@@ -17,17 +16,6 @@ from tools.builtins._notes import NotesStore, notes_tools
 from tools.builtins._reminders import RemindMe
 from tools.builtins._time import current_time
 from tools.builtins._workspace import Workspace, workspace_tools
-
-NOTES_TOOLS = ("remember", "recall", "forget")
-WORKSPACE_TOOLS = ("list_files", "read_file", "write_file", "delete_file", "run_command")
-BUILTIN_NAMES = (
-    "current_time",
-    "fetch_url",
-    "remind_me",
-    "send_message",
-    *NOTES_TOOLS,
-    *WORKSPACE_TOOLS,
-)
 
 
 def builtin_tools(config: ToolsConfig, *, notes: NotesStore | None) -> list[Tool]:
@@ -37,13 +25,8 @@ def builtin_tools(config: ToolsConfig, *, notes: NotesStore | None) -> list[Tool
     Raises ConfigError for an unknown name, or a workspace tool without a usable
     `tools.workspace` directory.
     """
+    check_tools(config)
     wanted = list(dict.fromkeys(config.builtins))
-    for name in wanted:
-        if name not in BUILTIN_NAMES:
-            raise ConfigError(
-                "tools.builtins",
-                f"unknown built-in tool {name!r}; the built-ins are {', '.join(BUILTIN_NAMES)}",
-            )
     made: dict[str, Tool] = {
         "current_time": copy.copy(current_time),
         "send_message": copy.copy(send_message),
@@ -59,7 +42,8 @@ def builtin_tools(config: ToolsConfig, *, notes: NotesStore | None) -> list[Tool
     if any(n in NOTES_TOOLS for n in wanted):
         made.update((t.name, t) for t in notes_tools(notes))
     if any(n in WORKSPACE_TOOLS for n in wanted):
-        workspace = _workspace(config, [n for n in wanted if n in WORKSPACE_TOOLS])
+        assert config.workspace is not None  # check_tools made sure
+        workspace = Workspace(config.workspace)
         made.update(workspace_tools(workspace))
         made["run_command"] = RunCommand(
             workspace.root,
@@ -67,18 +51,6 @@ def builtin_tools(config: ToolsConfig, *, notes: NotesStore | None) -> list[Tool
             output_max=config.command_output_max,
         )
     return [made[name] for name in wanted]
-
-
-def _workspace(config: ToolsConfig, names: list[str]) -> Workspace:
-    if config.workspace is None:
-        raise ConfigError(
-            "tools.workspace",
-            f"{', '.join(names)} need a workspace directory: set tools.workspace, "
-            "or remove them from tools.builtins",
-        )
-    if not config.workspace.is_dir():
-        raise ConfigError("tools.workspace", f"{config.workspace} is not an existing directory")
-    return Workspace(config.workspace)
 
 
 __all__ = [

@@ -1,0 +1,83 @@
+"""What `relaybot run` refuses and what it warns about, decided in one place.
+
+`run`, `chat`, `check-config` and `doctor` all call :func:`validate`, so a config that
+`check-config` passes is one `run` starts with, and the other way round. Parsing
+(bot/config.py) catches what is malformed; this catches what is well-formed but unusable:
+an unknown built-in, a workspace tool without a workspace, a secret that is not set, no
+channel to run. Warnings are for configs that start but cannot work as meant, such as a
+channel nobody may use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bot.config import Config
+from tools import (
+    ConfigError,
+    ToolDefinitionError,
+    ToolRegistry,
+    apply_policy,
+    builtin_tools,
+    load_plugins,
+)
+from tools._config import check_tools
+
+NO_CHANNEL = (
+    "no channel is enabled, so `relaybot run` has nothing to serve: set enabled = true under "
+    "[telegram] or [discord] (and its token_env). `relaybot chat` needs no channel."
+)
+
+
+def validate(
+    config: Config, *, need_channel: bool = True, resolve_secrets: bool = True
+) -> list[str]:
+    """Raise ConfigError for what `run` would refuse (`need_channel=False` for `chat`);
+    return the warnings, each naming its key. `resolve_secrets=False` leaves the API key and
+    tokens to the caller (doctor checks each against its service)."""
+    check_tools(config.tools)
+    channels = {"telegram": config.telegram, "discord": config.discord}
+    if resolve_secrets:
+        config.llm.resolve_api_key()
+        for section in channels.values():
+            if section.enabled:
+                section.resolve_token()
+    if need_channel and not any(section.enabled for section in channels.values()):
+        raise ConfigError("", NO_CHANNEL)
+    warnings = []
+    for name, section in channels.items():
+        if section.enabled and not section.allowed_users:
+            warnings.append(
+                f"{name}.allowed_users is empty, so nobody can use the bot on {name.title()}: "
+                f'add your numeric user id, e.g. allowed_users = ["123456789"] (the bot tells '
+                "you yours when you write to it)"
+            )
+    return warnings
+
+
+@dataclass(frozen=True, slots=True)
+class ToolReport:
+    plugin_tools: list[str]  # names of the tools the plugins gave
+    problems: list[str]  # one line per plugin left out, with the likely fix
+    unknown: list[str]  # `confirm` / `dm_only` names that match no tool
+
+
+def tool_problems(config: Config) -> ToolReport:
+    """What loading the tools would report, without starting MCP servers: a name of an MCP
+    server's tool (`<server>__<tool>`) in `confirm` or `dm_only` is taken on trust."""
+    registry = ToolRegistry()
+    for tool in builtin_tools(config.tools, notes=None):
+        registry.register(tool)
+    plugin_tools, problems = load_plugins(config.tools.plugins, log_problems=False)
+    loaded = []
+    for tool in plugin_tools:
+        try:
+            registry.register(tool)
+        except ToolDefinitionError as exc:  # e.g. the name of a built-in: run leaves it out
+            problems.append(f"tool {tool.name!r} not registered: {exc}")
+        else:
+            loaded.append(tool.name)
+    servers = tuple(f"{s.name}__" for s in config.mcp.servers)
+    warnings = apply_policy(registry, config.tools)
+    unknown = [w for w in warnings if not any(f"'{prefix}" in w for prefix in servers)]
+    return ToolReport(loaded, problems, unknown)
