@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from bot.config import Config
-from engine import Channel, Dispatcher, LLMClient, Settings, Store, ToolLoop
+from engine import Channel, Dispatcher, LoopOptions, OpenAIModel, Settings, SqliteStore, Store
 from tools import Tool, ToolRegistry
 from tools._config import apply_policy
 from tools._plugins import load_plugins
@@ -95,30 +95,26 @@ class App:
     async def _start(self) -> None:
         cfg = self.config
         stack = self._stack
-        self.store = await stack.enter_async_context(Store(cfg.storage.resolved_path()))
+        self.store = await stack.enter_async_context(SqliteStore(cfg.storage.resolved_path()))
         self.registry, self.mcp = await stack.enter_async_context(
-            open_tools(cfg, notes=self.store, extra=self.extra_tools)
+            open_tools(cfg, notes=self.store.notes, extra=self.extra_tools)
         )
-        llm = LLMClient(
+        self.model = OpenAIModel(
             base_url=cfg.llm.base_url,
             api_key=cfg.llm.resolve_api_key(),
             model=cfg.llm.model,
             timeout_s=cfg.llm.request_timeout_s,
             max_retries=cfg.llm.max_retries,
             options=cfg.llm.request_options(),
+            strict_tools=cfg.tools.strict_schemas,
         )
-        stack.push_async_callback(llm.aclose)
-        self.llm = llm
-        loop = ToolLoop(
-            llm,
-            self.registry,
+        stack.push_async_callback(self.model.aclose)
+        loop_options = LoopOptions(
             max_iterations=cfg.llm.max_iterations,
             max_output_chars=cfg.engine.max_tool_output_chars,
             retry_budget=cfg.engine.retry_budget,
             confirmation_timeout_s=cfg.tools.confirmation_timeout_s,
             max_parallel_tools=cfg.engine.max_parallel_tools,
-            strict=cfg.tools.strict_schemas,
-            stream=cfg.llm.stream,
         )
         allowed = {
             "telegram": set(cfg.telegram.allowed_users),
@@ -127,7 +123,8 @@ class App:
         }
         self.dispatcher = Dispatcher(
             self.store,
-            loop,
+            self.model,
+            self.registry,
             Settings(
                 system_prompt=cfg.llm.system_prompt,
                 allowed_users=allowed,
@@ -135,21 +132,24 @@ class App:
                 history_limit=cfg.engine.history_limit,
                 shutdown_grace_s=cfg.engine.shutdown_grace_s,
                 stream=cfg.llm.stream,
+                max_message_chars=cfg.access.max_message_chars,
             ),
+            loop_options,
         )
         # Exit order (reverse): the dispatcher finishes running turns while the channels can
         # still deliver their answers; then the channels stop.
         started: list[Channel] = []
         stack.push_async_callback(self._stop_channels, started)
         stack.push_async_callback(self.dispatcher.aclose)
-        await self.dispatcher.prepare()
         for channel in self.channels:
             self.dispatcher.add_channel(channel)
+        await self.dispatcher.prepare()  # before the channels deliver anything new
+        for channel in self.channels:
             await channel.start(self.dispatcher)
             started.append(channel)
             log.info("channel %s started", channel.name)
         await self.dispatcher.start()
-        await self.llm.warm_up()  # in a thread; the channels are already listening
+        await self.model.warm_up()  # in a thread; the channels are already listening
 
     @staticmethod
     async def _stop_channels(started: list[Channel]) -> None:

@@ -91,6 +91,10 @@ class EngineConfig(_Section):
     shutdown_grace_s: float = Field(20.0, ge=0)
 
 
+class AccessConfig(_Section):
+    max_message_chars: int = Field(8_000, ge=100)  # longer messages get a short reply instead
+
+
 class LogConfig(_Section):
     level: str = "INFO"
 
@@ -99,6 +103,7 @@ class Config(_Section):
     llm: LLMConfig = LLMConfig()
     storage: StorageConfig = StorageConfig()
     engine: EngineConfig = EngineConfig()
+    access: AccessConfig = AccessConfig()
     telegram: TelegramConfig = TelegramConfig()
     discord: DiscordConfig = DiscordConfig()
     console: ConsoleConfig = ConsoleConfig()

@@ -20,7 +20,7 @@ import openai
 from bot._checks import tool_problems, validate
 from bot._lock import holder
 from bot.config import Config
-from engine import Store
+from engine import SqliteStore
 from tools import ConfigError, RelaybotError
 
 
@@ -65,10 +65,9 @@ def _plugins(config: Config) -> list[Check]:
 async def _check_store(config: Config) -> Check:
     path = config.storage.resolved_path()
     try:
-        async with Store(path) as store:
-            await store.db.execute("BEGIN IMMEDIATE")  # proves we can take the write lock
-            await store.db.execute("ROLLBACK")
-            version = await store.schema_version()
+        async with SqliteStore(path) as store:
+            async with store.transaction():  # proves we can take the write lock
+                version = await store.schema_version()
     except RelaybotError as exc:
         return Check(
             "store", Status.FAILED, str(exc), f"make {path.parent} writable, or set [storage] path"

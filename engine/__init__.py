@@ -1,9 +1,10 @@
-"""The engine: LLM client, tool loop, background jobs, store and dispatcher.
+"""The engine: the model layer, the tool loop, background jobs, the store and the dispatcher.
 
-It also defines the contract chat adapters implement (`Channel`) and call (`Engine`).
+It also defines the contract chat adapters implement (`Channel`) and call (`Engine`), and the
+one model providers implement (`Model`). Arrows point inward: channels → engine → tools.
 """
 
-from engine._backoff import Backoff as Backoff  # re-exported for the adapters
+from engine._backoff import Backoff
 from engine._channel import (
     Capabilities,
     Channel,
@@ -19,46 +20,70 @@ from engine._channel import (
     encode_decision,
     parse_decision,
 )
-from engine._dispatcher import Dispatcher, Settings
+from engine._context import ensure_pairing
+from engine._dispatcher import Dispatcher, LoopOptions, Settings
 from engine._jobs import Job, JobRunner
-from engine._llm import Completion, LLMClient, Message, ToolCall
-from engine._loop import (
-    ConversationKey,
-    PendingCall,
-    ToolLoop,
-    TurnContext,
-    TurnResult,
-    ensure_pairing,
+from engine._loop import ToolLoop
+from engine._model import (
+    FinishReason,
+    Image,
+    Message,
+    Model,
+    ModelRequest,
+    ModelResponse,
+    Role,
+    Text,
+    ToolCall,
+    ToolOutput,
+    ToolSpec,
+    Usage,
 )
-from engine._store import Store
+from engine._openai import OpenAIModel
+from engine._scripted import ScriptedModel, reply
+from engine._store import SqliteStore, Store
+from engine._types import ConversationKey, PendingCall, TurnContext, TurnResult
 
 __all__ = [
+    "Backoff",
     "Capabilities",
     "Channel",
     "Choice",
     "Command",
-    "Completion",
     "ConfirmationPrompt",
     "ConversationKey",
     "Decision",
     "DecisionStatus",
     "Dispatcher",
     "Engine",
+    "FinishReason",
+    "Image",
     "InboundMessage",
     "Job",
     "JobRunner",
-    "LLMClient",
+    "LoopOptions",
     "Message",
     "MessageRef",
+    "Model",
+    "ModelRequest",
+    "ModelResponse",
+    "OpenAIModel",
     "PendingCall",
     "Press",
+    "Role",
+    "ScriptedModel",
     "Settings",
+    "SqliteStore",
     "Store",
+    "Text",
     "ToolCall",
     "ToolLoop",
+    "ToolOutput",
+    "ToolSpec",
     "TurnContext",
     "TurnResult",
+    "Usage",
     "encode_decision",
     "ensure_pairing",
     "parse_decision",
+    "reply",
 ]

@@ -1,48 +1,50 @@
-"""The dispatcher: from a platform message to an answer, one turn at a time per conversation.
+"""The dispatcher: the engine as the adapters see it (:class:`engine.Engine`), wiring its parts.
 
-Every inbound message is committed to the inbox before anything else happens; each chat has a
-worker that takes its queued messages (folding several into one turn), runs the tool loop, and
-sends the answer. Confirmations, background results and restarts all go through the same
-per-chat queue, so a conversation's history is always written in order.
+A message is checked (allowed user, length), committed to the inbox, and queued for its chat;
+the call returns at once. Each chat's queue (engine/_queue.py) runs its items in order: turns
+(engine/_turns.py), answers to confirmations (engine/_confirmations.py), background results
+(engine/_background.py), notices. At start-up each part queues what a restart left, before the
+channels deliver anything new (:meth:`Dispatcher.prepare`), and the queues open once the
+channels run (:meth:`Dispatcher.start`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
-import json
+import dataclasses
 import logging
-import time
-from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from typing import Any
 
-from engine._channel import (
-    Channel,
-    Command,
-    ConfirmationPrompt,
-    Decision,
-    DecisionStatus,
-    InboundMessage,
-    MessageRef,
-    Press,
-)
-from engine._jobs import Job, JobRunner
-from engine._live import LiveReply, typing
-from engine._llm import Message, ToolCall
-from engine._loop import ConversationKey, PendingCall, ToolLoop, TurnContext, TurnResult
-from engine._recovery import Leftovers, recover
-from engine._store import ConfirmationRow, Conversation, Store
-from tools import LLMError, ToolRegistry, ToolResult
+from engine._background import Background
+from engine._channel import Channel, Command, Decision, InboundMessage, Press
+from engine._confirmations import Confirmations
+from engine._loop import ToolLoop
+from engine._model import Model
+from engine._queue import ChatQueues, Decided, Inbound, JobDone, Notice, Recover, WorkItem
+from engine._store import InboxState, Store
+from engine._tasks import Tasks
+from engine._turns import TurnRunner, TurnSettings
+from engine._types import ConversationKey
+from tools import ToolRegistry
 
 log = logging.getLogger(__name__)
 
-EXPIRED = "The confirmation expired before the user answered; the action was not run."
 CANCELLED_BY_MESSAGE = "cancelled: the user sent a new message instead of confirming."
 # In a shared chat a message from anyone moves the conversation on: a confirmation left pending
 # under later messages would put its result out of order in the history.
 STOPPED = "cancelled: the user stopped the turn."
 SHUTDOWN = "interrupted: the daemon shut down before this call finished."
+
+
+@dataclass(frozen=True, slots=True)
+class LoopOptions:
+    """How the tool loop runs (see engine/_loop.py)."""
+
+    max_iterations: int = 10
+    max_output_chars: int = 16_000
+    retry_budget: int = 3
+    confirmation_timeout_s: float = 300.0
+    max_parallel_tools: int = 8
 
 
 @dataclass(slots=True)
@@ -54,47 +56,40 @@ class Settings:
     shutdown_grace_s: float = 20.0
     expiry_check_s: float = 5.0
     stream: bool = False
-
-
-@dataclass(slots=True)
-class _Chat:
-    key: ConversationKey
-    items: collections.deque[tuple[str, Any]] = field(default_factory=collections.deque)
-    worker: asyncio.Task[None] | None = None
-    turn: asyncio.Task[None] | None = None
-    idle: asyncio.Event = field(default_factory=asyncio.Event)
-
-
-class _StoredJobs(JobRunner):
-    """Background jobs whose start is committed before they run."""
-
-    def __init__(self, registry: ToolRegistry, dispatcher: Dispatcher) -> None:
-        super().__init__(registry, dispatcher._job_done)
-        self.dispatcher = dispatcher
-
-    async def before_start(self, job: Job) -> None:
-        store = self.dispatcher.store
-        conv = await store.conversation(job.key.channel, job.key.chat_id)
-        tool = self.registry.get(job.tool)
-        resumable = bool(tool and tool.resumable)
-        await store.add_job(conv, job.id, job.user_id, job.tool, job.args, resumable=resumable)
+    max_message_chars: int = 8_000
 
 
 class Dispatcher:
-    """Implements channels.Engine for every adapter; owns the per-chat workers."""
+    """Implements engine.Engine for every adapter."""
 
-    def __init__(self, store: Store, loop: ToolLoop, settings: Settings | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        model: Model,
+        registry: ToolRegistry,
+        settings: Settings | None = None,
+        loop_options: LoopOptions | None = None,
+    ) -> None:
         self.store = store
-        self.loop = loop
-        self.settings = settings or Settings()
-        self.registry = loop.registry
-        self.jobs = _StoredJobs(loop.registry, self)
-        loop.jobs = self.jobs
+        self.registry = registry
+        self.settings = s = settings or Settings()
         self.channels: dict[str, Channel] = {}
-        self._chats: dict[ConversationKey, _Chat] = {}
-        self._tasks: set[asyncio.Task[Any]] = set()
-        self._closing = False
-        self._leftovers: Leftovers | None = None
+        self.tasks = Tasks()
+        self.queues = ChatQueues(self._handle, self._stopped)
+        self.confirmations = Confirmations(
+            store, self.channels, self.queues, self.tasks, self.allowed
+        )
+        self.background = Background(
+            store, registry, self.queues, lambda key: self.turns.sender(key)
+        )
+        options = dataclasses.asdict(loop_options or LoopOptions())
+        self.loop = ToolLoop(
+            model, registry, jobs=self.background.runner, stream=s.stream, **options
+        )
+        turn_settings = TurnSettings(
+            s.system_prompt or "", s.history_limit, s.stream, set(s.dm_only)
+        )
+        self.turns = TurnRunner(store, self.loop, self.channels, self.confirmations, turn_settings)
 
     def add_channel(self, channel: Channel) -> None:
         self.channels[channel.name] = channel
@@ -102,54 +97,43 @@ class Dispatcher:
     @property
     def busy(self) -> int:
         """Conversations with a turn running now."""
-        return sum(1 for c in self._chats.values() if c.turn is not None)
+        return self.queues.busy
 
     # -- lifecycle ------------------------------------------------------------------------
 
     async def prepare(self) -> None:
-        """Take stock of what a crash or restart left unfinished. Call before channels start
-        delivering, so a message that arrives now is not mistaken for an interrupted one."""
-        self._leftovers = await Leftovers.take_stock(self.store)
+        """Queue what a crash or restart left unfinished, chat by chat, before the channels
+        deliver anything new: it then runs first in each chat's order."""
+        unfinished = await self.store.inbox.unfinished_chats()
+        for channel, chat_id in unfinished:
+            self.queues.put(ConversationKey(channel, chat_id), Recover())
+        await self.confirmations.recover()
+        await self.background.recover()
+        for channel, chat_id in unfinished:
+            self.queues.put(ConversationKey(channel, chat_id), Inbound())
 
     async def start(self) -> None:
-        """Finish what was left unfinished (see prepare), then watch for expiries."""
-        leftovers, self._leftovers = self._leftovers, None
-        await recover(self, leftovers or await Leftovers.take_stock(self.store))
-        self._spawn(self._expiry_watch(), "confirmation-expiry")
+        """The channels run: open the queues, watch for expiries."""
+        self.confirmations.ready.set()
+        self.queues.open()
+        self.tasks.spawn(self._expiry_watch(), "confirmation-expiry")
 
     async def aclose(self) -> None:
         """Let running turns finish (bounded), then cancel and record what was cut off."""
-        self._closing = True
-        workers = [c.worker for c in self._chats.values() if c.worker is not None]
-        if workers:
-            await asyncio.wait(workers, timeout=self.settings.shutdown_grace_s)
-        cut = [c.key for c in self._chats.values() if c.worker and not c.worker.done()]
-        for chat in list(self._chats.values()):
-            for task in (chat.turn, chat.worker):
-                if task is not None:
-                    task.cancel()
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*workers, *self._tasks, return_exceptions=True)
-        await self.jobs.aclose()
+        cut = await self.queues.aclose(self.settings.shutdown_grace_s)
+        await self.tasks.aclose()
+        await self.background.aclose()
         for key in cut:
-            conv = await self.store.conversation(key.channel, key.chat_id)
-            n = await self.store.close_dangling(conv.id, SHUTDOWN)
+            conv = await self.store.conversations.active(key.channel, key.chat_id)
+            n = await self.store.conversations.close_dangling(conv.id, SHUTDOWN)
             log.warning("shutdown cut off the turn in %s (%d tool calls interrupted)", key, n)
 
-    def _spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
-        task = asyncio.create_task(coro, name=name)
-        self._tasks.add(task)
+    async def _expiry_watch(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.expiry_check_s)  # a periodic timer
+            await self.confirmations.expire_due()
 
-        def done(t: asyncio.Task[Any]) -> None:
-            self._tasks.discard(t)
-            if not t.cancelled() and t.exception() is not None:
-                log.error("task %s failed", name, exc_info=t.exception())
-
-        task.add_done_callback(done)
-        return task
-
-    # -- channels.Engine ------------------------------------------------------------------
+    # -- engine.Engine --------------------------------------------------------------------
 
     def allowed(self, channel: str, user_id: str) -> bool:
         users = self.settings.allowed_users.get(channel, set())
@@ -158,44 +142,36 @@ class Dispatcher:
     async def handle_inbound(self, msg: InboundMessage) -> None:
         if not self.allowed(msg.channel, msg.user_id):
             log.warning("refused %s user %s (%s)", msg.channel, msg.user_id, msg.user_name)
-            if not (msg.is_private or msg.mentioned):
-                return  # chatter in a group the bot reads everything in: no reply to spam
-            await self._send(
-                msg.channel,
-                msg.chat_id,
-                f"Sorry, you are not allowed to use this bot. Your user id is {msg.user_id}; "
-                "ask the owner to add it to allowed_users.",
-                reply_to=msg.message_id,
+            if msg.is_private or msg.mentioned:  # no reply to chatter in a group
+                text = (
+                    f"Sorry, you are not allowed to use this bot. Your user id is {msg.user_id}; "
+                    "ask the owner to add it to allowed_users."
+                )
+                self._reply(msg, text)
+            return
+        limit = self.settings.max_message_chars
+        if len(msg.text) > limit:
+            log.info(
+                "refused a %d-character message in %s:%s", len(msg.text), msg.channel, msg.chat_id
+            )
+            self._reply(
+                msg,
+                f"⚠️ Your message is too long for me ({len(msg.text):,} characters; the limit is "
+                f"{limit:,}). Please shorten it, or split it into several messages.",
             )
             return
-        if not await self.store.accept(msg):
+        if not await self.store.inbox.accept(msg):
             log.info("duplicate delivery of %s message %s ignored", msg.channel, msg.message_id)
             return
-        if not self._closing:
-            self._wake(ConversationKey(msg.channel, msg.chat_id), ("inbound", None))
+        self.queues.put(ConversationKey(msg.channel, msg.chat_id), Inbound())
+
+    def _reply(self, msg: InboundMessage, text: str) -> None:
+        """Answer outside the chat's order (a refusal): the adapter's delivery is not held up."""
+        reply = self.turns.say(msg.channel, msg.chat_id, text, msg.message_id)
+        self.tasks.spawn(reply, "refusal")
 
     async def handle_press(self, press: Press) -> Decision:
-        conf = await self.store.confirmation(press.confirmation_id)
-        if conf is None or (conf.channel, conf.chat_id) != (press.channel, press.chat_id):
-            return Decision(DecisionStatus.UNKNOWN, "This request no longer exists.")
-        approved = press.choice.approves
-        user_id = press.user_id
-        if conf.user_id != user_id or not self.allowed(press.channel, user_id):
-            return Decision(DecisionStatus.NOT_YOURS, f"Only {conf.user_name} can confirm this.")
-        if conf.state != "pending":
-            return Decision(DecisionStatus.ALREADY_DECIDED, f"Already decided ({conf.state}).")
-        if conf.expires_at <= time.time():
-            await self._expire(conf)
-            return Decision(DecisionStatus.EXPIRED, "This request has expired; nothing was run.")
-        to_state = "approved" if approved else "declined"
-        if not await self.store.transition(conf.id, "pending", to_state):
-            return Decision(DecisionStatus.ALREADY_DECIDED, "Already decided.")
-        mark = "✅ Confirmed, running" if approved else "✖️ Cancelled"
-        self._spawn(self._resolve(conf, f"{mark}: {conf.summary}"), "resolve-confirmation")
-        self._wake(ConversationKey(conf.channel, conf.chat_id), ("decision", conf.id))
-        if approved:
-            return Decision(DecisionStatus.APPROVED, "Confirmed.")
-        return Decision(DecisionStatus.DECLINED, "Cancelled.")
+        return await self.confirmations.press(press)
 
     async def handle_command(self, msg: InboundMessage, command: Command) -> str:
         key = ConversationKey(msg.channel, msg.chat_id)
@@ -207,324 +183,74 @@ class Dispatcher:
         if not self.allowed(msg.channel, msg.user_id):
             return f"Sorry, you are not allowed to use this bot. Your user id is {msg.user_id}."
         if command is Command.HELP:
-            tools = "\n".join(f"• {s}" for s in self.registry.summaries()) or "• (no tools)"
-            return (
-                "Talk to me in plain language; I can use these tools:\n"
-                f"{tools}\n\n/reset starts a fresh conversation, /stop cancels what I'm doing."
-            )
+            return self._help()
         if command is Command.STOP:
-            return "Stopped." if await self._stop(key) else "Nothing to stop."
+            stopped = self.queues.stop(key)
+            cancelled = await self.confirmations.cancel_pending(key, STOPPED)
+            log.info("/stop in %s by user %s", key, msg.user_id)
+            return "Stopped." if stopped or cancelled else "Nothing to stop."
         if command is Command.RESET:
-            await self._stop(key)
-            await self._cancel_pending(key, "cancelled: the conversation was reset.")
-            await self.store.reset(key.channel, key.chat_id)
+            self.queues.stop(key)
+            await self.confirmations.cancel_pending(key, "cancelled: the conversation was reset.")
+            await self.store.conversations.reset(key.channel, key.chat_id)
             return "Started a fresh conversation."
         return "Unknown command."
 
-    # -- per-chat workers -----------------------------------------------------------------
-
-    def _wake(self, key: ConversationKey, item: tuple[str, Any]) -> None:
-        chat = self._chats.get(key)
-        if chat is None:
-            chat = self._chats[key] = _Chat(key)
-        chat.items.append(item)
-        if chat.worker is None:
-            chat.worker = asyncio.create_task(self._work(chat), name=f"chat-{key}")
-
-    async def _work(self, chat: _Chat) -> None:
-        try:
-            while chat.items:
-                kind, arg = chat.items.popleft()
-                chat.turn = asyncio.create_task(self._item(chat.key, kind, arg))
-                try:
-                    await chat.turn
-                except asyncio.CancelledError:
-                    current = asyncio.current_task()
-                    if current is not None and current.cancelling():
-                        raise  # we are being shut down
-                    await self._after_stop(chat.key)
-                except Exception:
-                    log.exception("turn in %s failed", chat.key)
-                finally:
-                    chat.turn = None
-        finally:
-            chat.worker = None
-            if not chat.items:
-                self._chats.pop(chat.key, None)
-                chat.idle.set()
+    def _help(self) -> str:
+        lines = []
+        for tool in self.registry.select():
+            first = (tool.description or "").strip().split("\n")[0].split(". ")[0].rstrip(".")
+            if first:
+                ask = " (I ask you first)" if tool.destructive else ""
+                lines.append(f"• {first[0].upper()}{first[1:]}{ask}")
+        can = "\n".join(lines) or "• Just talk: I have no tools here."
+        return (
+            "Talk to me in plain language. Besides answering, I can:\n"
+            f"{can}\n\n/stop stops what I am doing, /reset starts a fresh conversation."
+        )
 
     async def wait_idle(self, channel: str, chat_id: str) -> None:
         """Wait until the chat has nothing queued or running (the console reads line by line)."""
-        chat = self._chats.get(ConversationKey(channel, chat_id))
-        if chat is not None:
-            await chat.idle.wait()
+        await self.queues.wait_idle(ConversationKey(channel, chat_id))
 
-    async def _item(self, key: ConversationKey, kind: str, arg: Any) -> None:
-        if kind == "inbound":
-            await self._cancel_pending(key, CANCELLED_BY_MESSAGE)
-            rows = await self.store.take_queued(key.channel, key.chat_id)
-            if rows:
-                await self._user_turn(key, rows)
-        elif kind == "recover":
-            await self._user_turn(key, arg, recovering=True)
-        elif kind == "decision":
-            await self._resume(arg)
-        elif kind == "job":
-            await self._follow_up(arg)
+    # -- the chat's queue -----------------------------------------------------------------
 
-    async def _stop(self, key: ConversationKey) -> bool:
-        chat = self._chats.get(key)
-        if chat is None or chat.turn is None:
-            return False
-        chat.turn.cancel()
-        return True
-
-    async def _after_stop(self, key: ConversationKey) -> None:
-        conv = await self.store.conversation(key.channel, key.chat_id)
-        await self.store.close_dangling(conv.id, STOPPED)
-        running = await self.store.confirmations(
-            "executing", channel=key.channel, chat_id=key.chat_id
-        )
-        for conf in running:
-            if await self.store.transition(conf.id, "executing", "interrupted"):
-                self._spawn(self._resolve(conf, f"⚠️ Stopped: {conf.summary}"), "resolve-stop")
-        rows = await self.store.inbox("taken", key.channel, key.chat_id)
-        await self.store.answered([r.id for r in rows])  # "Stopped." was their answer
-
-    # -- turns ----------------------------------------------------------------------------
-
-    def _context(
-        self, conv: Conversation, user_id: str, user_name: str, live: LiveReply | None
-    ) -> TurnContext:
-        channel = self.channels[conv.channel]
-
-        async def send(text: str) -> None:
-            await channel.send(conv.chat_id, text)
-
-        tools = None
-        if not conv.is_private and self.settings.dm_only:
-            tools = [n for n in self.registry.names() if n not in self.settings.dm_only]
-        return TurnContext(
-            ConversationKey(conv.channel, conv.chat_id),
-            user_id,
-            user_name,
-            send,
-            live.on_text if live is not None else None,
-            tools,
-        )
-
-    async def _history(self, conv: Conversation) -> list[Message]:
-        history = await self.store.history(conv.id, self.settings.history_limit)
-        if self.settings.system_prompt:
-            history.insert(0, Message("system", self.settings.system_prompt))
-        return history
-
-    async def _user_turn(
-        self, key: ConversationKey, rows: list[Any], recovering: bool = False
-    ) -> None:
-        last = rows[-1]
-        conv = await self.store.conversation(key.channel, key.chat_id, is_private=last.is_private)
-        history = await self._history(conv)
-        last_msg = history[-1] if history else None
-        if recovering and last_msg and last_msg.role == "assistant" and not last_msg.tool_calls:
-            # The answer was produced before the crash but may not have been sent: send it.
-            await self._send(key.channel, key.chat_id, last_msg.content or "", last.message_id)
-        else:
-            await self._run_turn(conv, history, last.user_id, last.user_name, last.message_id)
-        await self.store.answered([r.id for r in rows])
-
-    async def _run_turn(
-        self,
-        conv: Conversation,
-        history: list[Message],
-        user_id: str,
-        user_name: str,
-        reply_to: str | None,
-        *,
-        pending: PendingCall | None = None,
-        approved: bool = False,
-        reason: str | None = None,
-    ) -> TurnResult | None:
-        channel = self.channels.get(conv.channel)
-        if channel is None:
-            log.warning("no channel %s is running; turn in %s skipped", conv.channel, conv.chat_id)
-            return None
-        streaming = self.settings.stream and channel.capabilities.edits
-        live = LiveReply(channel, conv.chat_id, reply_to) if streaming else None
-        ctx = self._context(conv, user_id, user_name, live)
-
-        async def record(msg: Message) -> None:
-            await self.store.append(conv.id, msg)
-
-        try:
-            async with typing(channel, conv.chat_id):
-                if pending is None:
-                    result = await self.loop.run(history, ctx, record=record)
+    async def _handle(self, key: ConversationKey, item: WorkItem) -> None:
+        match item:
+            case Inbound():
+                await self.confirmations.cancel_pending(key, CANCELLED_BY_MESSAGE)
+                rows = await self.store.inbox.take_queued(key.channel, key.chat_id)
+                if rows:
+                    await self.turns.user_turn(key, rows)
+            case Recover():
+                await self.turns.recover(key)
+            case Decided(confirmation_id):
+                begun = await self.confirmations.begin(confirmation_id)
+                if begun is None:
+                    return
+                conf, approved, _ = begun
+                conv = await self.store.conversations.active(conf.channel, conf.chat_id)
+                result = await self.turns.run(
+                    conv, conf.user_id, conf.user_name, conf.reply_to, resume=begun
+                )
+                if approved:
+                    await self.confirmations.finish(conf, result)
+            case JobDone(job_id):
+                followed = await self.background.follow_up(job_id)
+                if followed is None:
+                    return
+                job, conv = followed
+                if job.for_user:
+                    await self.turns.say(conv.channel, conv.chat_id, job.for_user, None)
                 else:
-                    result = await self.loop.resume(
-                        history, pending, approved, ctx, record=record, reason=reason
-                    )
-        except LLMError as exc:
-            log.error("LLM request failed in %s: %s", ctx.key, exc)
-            if live is not None:
-                await live.abandon()
-            await self._send(
-                conv.channel,
-                conv.chat_id,
-                f"⚠️ I can't reach the language model right now ({exc}). Your message is saved; "
-                "please try again in a moment.",
-                reply_to,
-            )
-            return None
-        if result.pending is not None:
-            if live is not None:
-                await live.abandon()
-            await self._ask(conv, result.pending, user_name, reply_to)
-        elif result.text is not None:
-            if live is None or not await live.finish(result.text):
-                await self._send(conv.channel, conv.chat_id, result.text, reply_to)
-        return result
+                    await self.turns.run(conv, job.user_id, "", None)
+            case Notice(text, reply_to):
+                await self.turns.say(key.channel, key.chat_id, text, reply_to)
 
-    async def _send(self, channel: str, chat_id: str, text: str, reply_to: str | None) -> None:
-        ch = self.channels.get(channel)
-        if ch is None:
-            log.warning("cannot send to %s:%s: channel not running", channel, chat_id)
-            return
-        await ch.send(chat_id, text, reply_to=reply_to)
-
-    # -- confirmations --------------------------------------------------------------------
-
-    async def _ask(
-        self, conv: Conversation, pending: PendingCall, user_name: str, reply_to: str | None
-    ) -> None:
-        row = ConfirmationRow(
-            id=pending.id,
-            conversation_id=conv.id,
-            channel=conv.channel,
-            chat_id=conv.chat_id,
-            user_id=pending.user_id,
-            user_name=user_name or pending.user_id,
-            tool=pending.tool,
-            call_id=pending.call_id,
-            args=pending.args,
-            summary=pending.summary,
-            remaining=pending.remaining,
-            iteration=pending.iteration,
-            state="pending",
-            message_ref=None,
-            reply_to=reply_to,
-            expires_at=pending.expires_at,
-        )
-        await self.store.add_confirmation(conv, row)
-        prompt = ConfirmationPrompt(
-            row.id,
-            conv.chat_id,
-            row.user_id,
-            row.user_name,
-            row.tool,
-            row.summary,
-            row.expires_at,
-            reply_to,
-        )
-        ref = await self.channels[conv.channel].show_confirmation(prompt)
-        await self.store.set_confirmation_ref(row.id, ref.message_id)
-
-    async def _resolve(self, conf: ConfirmationRow, text: str) -> None:
-        channel = self.channels.get(conf.channel)
-        if channel is None or conf.message_ref is None:
-            return
-        try:
-            await channel.resolve_confirmation(MessageRef(conf.chat_id, conf.message_ref), text)
-        except Exception as exc:
-            log.warning("could not update confirmation %s: %s", conf.id, exc)
-
-    async def _expire(self, conf: ConfirmationRow) -> None:
-        if await self.store.transition(conf.id, "pending", "expired"):
-            self._spawn(self._resolve(conf, f"⌛ Expired: {conf.summary}"), "resolve-expired")
-            self._wake(ConversationKey(conf.channel, conf.chat_id), ("decision", conf.id))
-
-    async def _expiry_watch(self) -> None:
-        while True:
-            await asyncio.sleep(self.settings.expiry_check_s)  # a periodic timer
-            now = time.time()
-            for conf in await self.store.confirmations("pending"):
-                if conf.expires_at <= now:
-                    await self._expire(conf)
-
-    async def _cancel_pending(self, key: ConversationKey, reason: str) -> None:
-        pending = await self.store.confirmations(
-            "pending", channel=key.channel, chat_id=key.chat_id
-        )
-        for conf in pending:
-            if await self.store.transition(conf.id, "pending", "cancelled"):
-                await self.store.close_dangling(conf.conversation_id, reason)
-                self._spawn(self._resolve(conf, f"✖️ Cancelled: {conf.summary}"), "resolve-cancel")
-
-    async def _resume(self, confirmation_id: str) -> None:
-        conf = await self.store.confirmation(confirmation_id)
-        if conf is None or conf.state not in ("approved", "declined", "expired"):
-            return
-        approved = conf.state == "approved"
-        if approved and not await self.store.transition(conf.id, "approved", "executing"):
-            return
-        conv = await self.store.conversation(conf.channel, conf.chat_id)
-        pending = PendingCall(
-            conf.id,
-            conf.call_id,
-            conf.tool,
-            conf.args,
-            conf.summary,
-            conf.user_id,
-            conf.expires_at,
-            conf.remaining,
-            conf.iteration,
-        )
-        reason = EXPIRED if conf.state == "expired" else None
-        history = await self._history(conv)
-        # Cancelled (shutdown, /stop) while running, the state stays "executing": the action
-        # may have happened, so it is reported and never re-run without a new confirmation.
-        await self._run_turn(
-            conv,
-            history,
-            conf.user_id,
-            conf.user_name,
-            conf.reply_to,
-            pending=pending,
-            approved=approved,
-            reason=reason,
-        )
-        if approved and await self.store.transition(conf.id, "executing", "executed"):
-            await self._resolve(conf, f"✅ Done: {conf.summary}")
-
-    # -- background jobs ------------------------------------------------------------------
-
-    async def _job_done(self, key: ConversationKey, job_id: str, result: ToolResult) -> None:
-        if await self.store.job_state(job_id) is None:  # an AsyncTool's own callback
-            conv = await self.store.conversation(key.channel, key.chat_id)
-            await self.store.add_job(conv, job_id, "", job_id.split("-")[0], {}, resumable=False)
-        for_user = result.for_user if result.for_user and not result.silent else None
-        if await self.store.finish_job(job_id, result.for_llm, for_user, result.is_error):
-            self._wake(key, ("job", job_id))
-        else:
-            log.info("duplicate result for job %s ignored", job_id)
-
-    async def _follow_up(self, job_id: str) -> None:
-        job = next((j for j in await self.store.jobs("done") if j.id == job_id), None)
-        if job is None:
-            return
-        conv = await self.store.conversation(job.channel, job.chat_id)
-        outcome = "failed" if job.is_error else "finished"
-        text = f"Background job {job_id} ({job.tool}) {outcome}: {job.result}"
-        await self._inject(conv, job_id, text)
-        await self.store.set_job_state(job_id, "delivered", "done")
-        if job.for_user:
-            await self._send(conv.channel, conv.chat_id, job.for_user, None)
-            return
-        history = await self._history(conv)
-        await self._run_turn(conv, history, job.user_id, "", None)
-
-    async def _inject(self, conv: Conversation, job_id: str, text: str) -> None:
-        """Background results enter the history as tool data, never as a user or system line."""
-        call = ToolCall(f"job_{job_id}", "background_job_result", json.dumps({"job_id": job_id}))
-        await self.store.append(conv.id, Message("assistant", None, [call]))
-        await self.store.append(conv.id, Message("tool", text, tool_call_id=call.id))
+    async def _stopped(self, key: ConversationKey) -> None:
+        """/stop cut off the running item: close its calls, report an action it ran."""
+        conv = await self.store.conversations.active(key.channel, key.chat_id)
+        await self.store.conversations.close_dangling(conv.id, STOPPED)
+        await self.confirmations.stopped(key)
+        rows = await self.store.inbox.rows(InboxState.TAKEN, key.channel, key.chat_id)
+        await self.store.inbox.answered([r.id for r in rows])  # "Stopped." was their answer

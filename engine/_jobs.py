@@ -1,4 +1,8 @@
-"""Background jobs: tools that report back later, as a follow-up in their conversation."""
+"""Background jobs: tools that report back later, as a follow-up in their conversation.
+
+The runner only runs them (a task each) and hands each result to `on_done` exactly once; what is
+stored about a job, and how its result reaches the chat, is engine/_background.py's business.
+"""
 
 from __future__ import annotations
 
@@ -6,17 +10,14 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from engine._types import ConversationKey
 from tools import ToolContext, ToolRegistry, ToolResult
-
-if TYPE_CHECKING:
-    from engine._loop import ConversationKey
 
 log = logging.getLogger(__name__)
 
 _NO_LIMIT_S = 10 * 365 * 24 * 3600.0
-OnDone = Callable[["ConversationKey", str, ToolResult], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,33 +29,42 @@ class Job:
     args: dict[str, Any]
 
 
-async def _ignore(key: ConversationKey, job_id: str, result: ToolResult) -> None:
-    log.info("background job %s in %s finished; no one is listening", job_id, key)
+OnStart = Callable[[Job], Awaitable[None]]
+OnDone = Callable[[Job, ToolResult], Awaitable[None]]
+
+
+async def _nobody_listens(job: Job, result: ToolResult) -> None:
+    log.info("background job %s in %s finished; no one is listening", job.id, job.key)
+
+
+async def _nothing(job: Job) -> None:
+    return None
 
 
 class JobRunner:
-    """Runs background jobs as tasks and hands each result to `on_done` exactly once.
+    """Runs background jobs as tasks; `on_start` is awaited before a new job's task exists
+    (so it can be recorded first), `on_done` receives each result once. `aclose` cancels what
+    is still running and waits for it."""
 
-    Subclasses may persist a job before it starts (`before_start`). `aclose` cancels what is
-    still running and waits for it.
-    """
-
-    def __init__(self, registry: ToolRegistry, on_done: OnDone = _ignore) -> None:
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        on_done: OnDone = _nobody_listens,
+        on_start: OnStart = _nothing,
+    ) -> None:
         self.registry = registry
         self.on_done = on_done
+        self.on_start = on_start
         self._tasks: dict[str, asyncio.Task[None]] = {}
 
     @property
     def running(self) -> list[str]:
         return list(self._tasks)
 
-    async def before_start(self, job: Job) -> None:
-        """Hook: called (and awaited) before the job's task is created."""
-
     async def start(self, job: Job, context: ToolContext, *, new: bool = True) -> None:
         """Run `job`; `new=False` re-runs a job recorded before (after a restart)."""
         if new:
-            await self.before_start(job)
+            await self.on_start(job)
         task = asyncio.create_task(self._run(job, context), name=f"job-{job.id}")
         self._tasks[job.id] = task
         task.add_done_callback(lambda _t: self._tasks.pop(job.id, None))
@@ -67,12 +77,13 @@ class JobRunner:
             # A background job runs as long as it needs unless the tool sets its own limit.
             limit = prepared.tool.timeout_s or _NO_LIMIT_S
             result = await self.registry.run(prepared, context, timeout_s=limit)
-        await self._deliver(job.key, job.id, result)
+        await self._deliver(job, result)
 
     def callback(
-        self, key: ConversationKey, job_id: str
+        self, key: ConversationKey, job_id: str, tool: str, user_id: str = ""
     ) -> Callable[[ToolResult], Awaitable[None]]:
         """A once-only callback for an AsyncTool reporting its own result later."""
+        job = Job(job_id, key, user_id, tool, {})
         fired = False
 
         async def report(result: ToolResult) -> None:
@@ -81,15 +92,15 @@ class JobRunner:
                 log.warning("job %s reported twice; the second report is ignored", job_id)
                 return
             fired = True
-            await self._deliver(key, job_id, result)
+            await self._deliver(job, result)
 
         return report
 
-    async def _deliver(self, key: ConversationKey, job_id: str, result: ToolResult) -> None:
+    async def _deliver(self, job: Job, result: ToolResult) -> None:
         try:
-            await self.on_done(key, job_id, result)
+            await self.on_done(job, result)
         except Exception:
-            log.exception("delivering the result of job %s failed", job_id)
+            log.exception("delivering the result of job %s failed", job.id)
 
     async def aclose(self) -> None:
         tasks = list(self._tasks.values())

@@ -74,6 +74,11 @@ class LiveReply:
             self._last = time.monotonic()
             self._push = None
 
+    @property
+    def ref(self) -> MessageRef | None:
+        """The message the reply is shown in, once the first part went out."""
+        return self._ref
+
     async def finish(self, final: str) -> bool:
         """Put the final, formatted text in place. False if nothing was shown yet."""
         if self._push is not None:

@@ -3,6 +3,7 @@
 A turn ends with the model's answer, a pending confirmation (a destructive call waits for its
 requester), or the iteration bound (one last request without tools sums up). It never raises for
 tool problems; LLMError propagates so the caller can tell the user the model is unavailable.
+The loop speaks only the neutral model layer (engine/_model.py).
 """
 
 from __future__ import annotations
@@ -13,14 +14,22 @@ import logging
 import secrets
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
-from typing import Any
 
+from engine._context import for_model, sanitised
 from engine._jobs import Job, JobRunner
-from engine._llm import LLMClient, Message, OnText, ToolCall
-from tools import AsyncTool, PreparedCall, ToolContext, ToolRegistry, ToolResult
-from tools._base import Send, _no_send
+from engine._model import (
+    FinishReason,
+    Message,
+    Model,
+    ModelRequest,
+    ModelResponse,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
+from engine._types import PendingCall, Record, TurnContext, TurnResult
+from tools import AsyncTool, PreparedCall, Tool, ToolContext, ToolRegistry, ToolResult
 
 log = logging.getLogger(__name__)
 
@@ -35,51 +44,6 @@ TRUNCATED = (
 )
 DECLINED = "The user declined this action; it was not run."
 
-Record = Callable[[Message], Awaitable[None]]
-
-
-@dataclass(frozen=True, slots=True)
-class ConversationKey:
-    channel: str
-    chat_id: str
-
-    def __str__(self) -> str:
-        return f"{self.channel}:{self.chat_id}"
-
-
-@dataclass(slots=True)
-class TurnContext:
-    """Who the turn is for and how to reach them."""
-
-    key: ConversationKey
-    user_id: str
-    user_name: str = ""
-    send: Send = _no_send  # shows text to the user as it is (for_user results, ctx.send)
-    on_text: OnText | None = None  # streamed text deltas
-    tools: Collection[str] | None = None  # tool names offered in this turn; None = all
-
-
-@dataclass(slots=True)
-class PendingCall:
-    """A destructive call halted before it ran, waiting for its requester."""
-
-    id: str
-    call_id: str
-    tool: str
-    args: dict[str, Any]
-    summary: str
-    user_id: str
-    expires_at: float
-    remaining: list[ToolCall]  # calls of the same reply not processed yet (raw arguments)
-    iteration: int
-
-
-@dataclass(slots=True)
-class TurnResult:
-    text: str | None  # the answer to send; None when halted for a confirmation
-    messages: list[Message]  # every message this call produced, in order
-    pending: PendingCall | None = None
-
 
 @dataclass(slots=True)
 class _State:
@@ -91,6 +55,8 @@ class _State:
     failures: Counter[str] = field(default_factory=Counter)
     repeats: Counter[tuple[str, str, str]] = field(default_factory=Counter)
     stop_text: str | None = None  # set by the governor
+    usage: Usage = field(default_factory=Usage)
+    called: list[str] = field(default_factory=list)
 
     async def add(self, msg: Message) -> None:
         self.history.append(msg)
@@ -98,11 +64,14 @@ class _State:
         if self.record is not None:
             await self.record(msg)
 
+    def result(self, text: str | None, pending: PendingCall | None = None) -> TurnResult:
+        return TurnResult(text, self.produced, pending, self.usage, self.called)
+
 
 class ToolLoop:
     def __init__(
         self,
-        llm: LLMClient,
+        model: Model,
         registry: ToolRegistry,
         *,
         jobs: JobRunner | None = None,
@@ -111,26 +80,24 @@ class ToolLoop:
         retry_budget: int = 3,
         confirmation_timeout_s: float = 300.0,
         max_parallel_tools: int = 8,
-        strict: bool = False,
         stream: bool = False,
     ) -> None:
-        self.llm = llm
+        self.model = model
         self.registry = registry
         self.jobs = jobs or JobRunner(registry)
         self.max_iterations = max_iterations
         self.max_output_chars = max_output_chars
         self.retry_budget = retry_budget
         self.confirmation_timeout_s = confirmation_timeout_s
-        self.strict = strict
         self.stream = stream
         self._slots = asyncio.Semaphore(max_parallel_tools)
+        self._specs: dict[str, tuple[Tool, ToolSpec]] = {}
 
     async def run(
         self, history: list[Message], ctx: TurnContext, *, record: Record | None = None
     ) -> TurnResult:
         """Drive one turn from `history` (which ends with the user's message)."""
-        state = _State(ctx, list(history), record)
-        return await self._drive(state)
+        return await self._drive(_State(ctx, list(history), record))
 
     async def resume(
         self,
@@ -148,32 +115,34 @@ class ToolLoop:
         call = ToolCall(pending.call_id, pending.tool, json.dumps(pending.args))
         if approved:
             prepared = self.registry.prepare(pending.tool, pending.args)
-            result = prepared if isinstance(prepared, ToolResult) else None
-            if result is None:
-                assert isinstance(prepared, PreparedCall)
+            if isinstance(prepared, ToolResult):
+                result = prepared
+            else:
+                state.called.append(pending.tool)
                 result = await self._run_one(state, call, prepared)
         else:
             result = ToolResult.fail(reason or DECLINED)
         await self._add_result(state, call, result)
         halted = await self._process_calls(state, pending.remaining)
-        if halted is not None:
-            return halted
-        if state.stop_text is not None:
-            return await self._finish(state, state.stop_text)
-        return await self._drive(state)
+        if halted is None:
+            halted = await self._drive(state) if state.stop_text is None else None
+        if halted is None:
+            assert state.stop_text is not None
+            halted = await self._finish(state, state.stop_text)
+        halted.approved = result if approved else None
+        return halted
 
     # -- the loop -------------------------------------------------------------------------
 
     async def _drive(self, state: _State) -> TurnResult:
         while state.iteration < self.max_iterations:
             state.iteration += 1
-            tools = self._definitions(state.ctx)
-            reply = await self._request(state, tools)
+            reply = await self._request(state, self._tool_specs(state.ctx))
             if not reply.tool_calls:
-                return await self._finish(state, reply.content or FALLBACK_TEXT)
+                return await self._finish(state, reply.text or FALLBACK_TEXT)
             calls = reply.tool_calls
-            await state.add(Message("assistant", reply.content, [_sanitised(c) for c in calls]))
-            if reply.finish_reason == "length":
+            await state.add(Message.assistant(reply.text, [sanitised(c) for c in calls]))
+            if reply.finish_reason is FinishReason.LENGTH:
                 for c in calls:
                     await self._add_result(state, c, ToolResult.fail(TRUNCATED, retryable=True))
                 continue
@@ -182,26 +151,36 @@ class ToolLoop:
                 return halted
             if state.stop_text is not None:
                 return await self._finish(state, state.stop_text)
-        reply = await self._request(state, None, extra=Message("system", SUM_UP))
-        return await self._finish(state, reply.content or FALLBACK_TEXT)
+        reply = await self._request(state, [], extra=SUM_UP)
+        return await self._finish(state, reply.text or FALLBACK_TEXT)
 
     async def _finish(self, state: _State, text: str) -> TurnResult:
-        await state.add(Message("assistant", text))
-        return TurnResult(text, state.produced)
+        await state.add(Message.assistant(text))
+        return state.result(text)
 
-    def _definitions(self, ctx: TurnContext) -> list[dict[str, Any]] | None:
-        defs = self.registry.definitions(strict=self.strict, only=ctx.tools)
-        return defs or None
+    def _tool_specs(self, ctx: TurnContext) -> list[ToolSpec]:
+        specs = []
+        for tool in self.registry.select(ctx.tools):
+            cached = self._specs.get(tool.name)
+            if cached is None or cached[0] is not tool:  # schemas are computed once per tool
+                spec = ToolSpec(tool.name, tool.description, tool.parameters, _strict(tool))
+                cached = self._specs[tool.name] = (tool, spec)
+            specs.append(cached[1])
+        return specs
 
     async def _request(
-        self, state: _State, tools: list[dict[str, Any]] | None, extra: Message | None = None
-    ):
-        messages = ensure_pairing(state.history)
-        if extra is not None:
-            messages = [*messages, extra]
-        return await self.llm.complete(
-            messages, tools, stream=self.stream, on_text=state.ctx.on_text if self.stream else None
+        self, state: _State, tools: list[ToolSpec], extra: str | None = None
+    ) -> ModelResponse:
+        system = state.ctx.system if extra is None else f"{state.ctx.system}\n\n{extra}".strip()
+        request = ModelRequest(system, for_model(state.history), tools, self.stream)
+        reply = await self.model.complete(request, state.ctx.on_text if self.stream else None)
+        u = reply.usage
+        state.usage = Usage(
+            state.usage.prompt_tokens + u.prompt_tokens,
+            state.usage.completion_tokens + u.completion_tokens,
+            state.usage.cached_tokens + u.cached_tokens,
         )
+        return reply
 
     # -- tool calls -----------------------------------------------------------------------
 
@@ -214,8 +193,7 @@ class ToolLoop:
             if isinstance(prepared, PreparedCall) and prepared.tool.destructive:
                 await self._run_batch(state, batch)
                 if state.stop_text is not None:
-                    rest = calls[i:]
-                    for c in rest:
+                    for c in calls[i:]:
                         await self._add_result(state, c, ToolResult.fail("Not run: turn stopped."))
                     return None
                 return self._halt(state, call, prepared, calls[i + 1 :])
@@ -240,7 +218,7 @@ class ToolLoop:
                 f"Tool {call.name!r} has failed {state.failures[call.name]} times in this turn; "
                 "do not call it again. Explain the problem to the user instead."
             )
-        return self.registry.prepare(call.name, call.arguments, strict=self.strict)
+        return self.registry.prepare(call.name, call.arguments)
 
     async def _run_batch(
         self, state: _State, batch: list[tuple[ToolCall, PreparedCall | ToolResult]]
@@ -259,6 +237,7 @@ class ToolLoop:
     ) -> ToolResult:
         if isinstance(prepared, ToolResult):
             return prepared
+        state.called.append(prepared.tool.name)
         if prepared.tool.background:
             job = Job(
                 id=secrets.token_hex(6),
@@ -274,7 +253,10 @@ class ToolLoop:
     async def _run_one(self, state: _State, call: ToolCall, prepared: PreparedCall) -> ToolResult:
         callback = None
         if isinstance(prepared.tool, AsyncTool):
-            callback = self.jobs.callback(state.ctx.key, f"{prepared.tool.name}-{call.id}")
+            job_id = f"call_{call.id}"
+            callback = self.jobs.callback(
+                state.ctx.key, job_id, prepared.tool.name, state.ctx.user_id
+            )
         async with self._slots:
             result = await self.registry.run(
                 prepared, self._tool_context(state, call), callback=callback
@@ -303,8 +285,9 @@ class ToolLoop:
             expires_at=time.time() + self.confirmation_timeout_s,
             remaining=rest,
             iteration=state.iteration,
+            details=_details(prepared),
         )
-        return TurnResult(None, state.produced, pending)
+        return state.result(None, pending)
 
     async def _add_result(self, state: _State, call: ToolCall, result: ToolResult) -> None:
         text = result.for_llm
@@ -323,7 +306,15 @@ class ToolLoop:
         if len(text) > self.max_output_chars:
             cut = len(text) - self.max_output_chars
             text = text[: self.max_output_chars] + f"\n…[truncated: {cut} more characters]"
-        await state.add(Message("tool", text, tool_call_id=call.id))
+        await state.add(Message.tool_result(call.id, text, is_error=result.is_error))
+
+
+def _strict(tool: Tool) -> dict | None:
+    try:
+        return tool.strict_parameters()
+    except Exception:  # a schema strict mode cannot express: the provider sends the plain one
+        log.warning("tool %s has no strict-mode schema; sending the plain one", tool.name)
+        return None
 
 
 def _safe_summary(prepared: PreparedCall) -> str:
@@ -331,65 +322,17 @@ def _safe_summary(prepared: PreparedCall) -> str:
         return prepared.tool.describe_call(prepared.json_args)
     except Exception:
         log.exception("describe_call failed for %s", prepared.tool.name)
-        return f"{prepared.tool.name} {json.dumps(prepared.json_args, default=str)[:300]}"
+        return f"Run {prepared.tool.name}"
+
+
+def _details(prepared: PreparedCall) -> str:
+    """The complete action, exactly as it will run (never cut: the channel attaches it)."""
+    try:
+        return prepared.tool.describe_action(prepared.json_args)
+    except Exception:
+        log.exception("describe_action failed for %s", prepared.tool.name)
+        return f"{prepared.tool.name} {json.dumps(prepared.json_args, default=str)}"
 
 
 def _clip(text: str, n: int) -> str:
     return text if len(text) <= n else text[:n] + "…"
-
-
-def _sanitised(call: ToolCall) -> ToolCall:
-    """The call as it is stored: arguments that are not a JSON object become a valid one."""
-    raw = call.arguments.strip()
-    if not raw:
-        return ToolCall(call.id, call.name, "{}")
-    try:
-        if isinstance(json.loads(raw), dict):
-            return call
-    except json.JSONDecodeError:
-        pass
-    return ToolCall(call.id, call.name, json.dumps({"invalid_json": raw[:2000]}))
-
-
-def ensure_pairing(history: list[Message]) -> list[Message]:
-    """Every assistant tool call followed by exactly one result; orphans dropped.
-
-    Providers reject a history that breaks this. A repaired copy is returned (and logged);
-    the common case returns `history` itself.
-    """
-    out: list[Message] = []
-    open_ids: list[str] = []
-    seen: set[str] = set()
-    repaired = False
-
-    def close_open() -> None:
-        nonlocal repaired
-        for cid in open_ids:
-            out.append(Message("tool", "No result was recorded for this call.", tool_call_id=cid))
-            repaired = True
-        open_ids.clear()
-
-    for msg in history:
-        if msg.role == "tool":
-            if msg.tool_call_id in open_ids:
-                open_ids.remove(msg.tool_call_id)
-                out.append(msg)
-            else:
-                repaired = True  # an orphan or duplicate result
-            continue
-        close_open()
-        if msg.role == "assistant" and msg.tool_calls:
-            ids = [c.id for c in msg.tool_calls if c.id not in seen]
-            if len(ids) != len(msg.tool_calls):
-                repaired = True
-                msg = Message(
-                    msg.role, msg.content, [c for c in msg.tool_calls if c.id in ids], None
-                )
-            seen.update(ids)
-            open_ids.extend(ids)
-        out.append(msg)
-    close_open()
-    if not repaired:
-        return history
-    log.error("conversation history broke the tool-call pairing; repaired before sending")
-    return out

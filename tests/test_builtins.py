@@ -5,16 +5,17 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime, timedelta
 
+import jsonschema
 import pytest
 
-from engine._store import Store
+from engine import SqliteStore
 from tools import ConfigError, Tier, ToolContext, ToolRegistry, ToolsConfig, apply_policy
 from tools.builtins import BUILTIN_NAMES, RemindMe, builtin_tools
 
 
 @pytest.fixture
 async def store(tmp_path):
-    async with Store(tmp_path / "relaybot.db") as store:
+    async with SqliteStore(tmp_path / "relaybot.db") as store:
         yield store
 
 
@@ -22,7 +23,7 @@ async def store(tmp_path):
 async def registry(store, tmp_path):
     config = ToolsConfig(builtins=list(BUILTIN_NAMES), workspace=tmp_path)
     registry = ToolRegistry()
-    for tool in builtin_tools(config, notes=store):
+    for tool in builtin_tools(config, notes=store.notes):
         registry.register(tool)
     return registry
 
@@ -39,7 +40,7 @@ def ctx(user: str = "u1", channel: str = "telegram", sent: list[str] | None = No
 
 
 def test_default_builtins_are_the_safe_ones(store):
-    tools = builtin_tools(ToolsConfig(), notes=store)
+    tools = builtin_tools(ToolsConfig(), notes=store.notes)
     assert [t.name for t in tools] == [
         "current_time",
         "fetch_url",
@@ -54,26 +55,27 @@ def test_default_builtins_are_the_safe_ones(store):
 
 def test_all_builtins_register_with_valid_schemas(registry):
     assert registry.names() == sorted(BUILTIN_NAMES)
-    for definition in registry.definitions(strict=True):
-        assert definition["function"]["description"]
+    for tool in registry.select():
+        assert tool.description
+        jsonschema.Draft202012Validator.check_schema(tool.strict_parameters())
     destructive = {n for n in registry.names() if registry.get(n).destructive}
     assert destructive == {"forget", "write_file", "delete_file", "run_command"}
 
 
 def test_unknown_builtin_is_a_config_error_naming_the_key(store):
     with pytest.raises(ConfigError) as info:
-        builtin_tools(ToolsConfig(builtins=["current_time", "curent_time"]), notes=store)
+        builtin_tools(ToolsConfig(builtins=["current_time", "curent_time"]), notes=store.notes)
     assert info.value.key == "tools.builtins"
     assert "'curent_time'" in info.value.reason
 
 
 def test_workspace_tools_need_a_workspace(store, tmp_path):
     with pytest.raises(ConfigError) as info:
-        builtin_tools(ToolsConfig(builtins=["read_file"]), notes=store)
+        builtin_tools(ToolsConfig(builtins=["read_file"]), notes=store.notes)
     assert info.value.key == "tools.workspace"
     missing = tmp_path / "nope"
     with pytest.raises(ConfigError, match="not an existing directory"):
-        builtin_tools(ToolsConfig(builtins=["run_command"], workspace=missing), notes=store)
+        builtin_tools(ToolsConfig(builtins=["run_command"], workspace=missing), notes=store.notes)
 
 
 async def test_without_a_store_notes_tools_are_listed_but_fail():
@@ -87,11 +89,11 @@ async def test_without_a_store_notes_tools_are_listed_but_fail():
 def test_instances_are_fresh_so_policy_never_leaks(store):
     config = ToolsConfig(builtins=["current_time"], confirm=["current_time", "no_such_tool"])
     first = ToolRegistry()
-    first.register(builtin_tools(config, notes=store)[0])
+    first.register(builtin_tools(config, notes=store.notes)[0])
     warnings = apply_policy(first, config)
     assert first.get("current_time").tier is Tier.DESTRUCTIVE
     assert warnings == ["tools.confirm: no tool named 'no_such_tool'"]
-    again = builtin_tools(ToolsConfig(builtins=["current_time"]), notes=store)[0]
+    again = builtin_tools(ToolsConfig(builtins=["current_time"]), notes=store.notes)[0]
     assert again.tier is Tier.SAFE
 
 
@@ -221,7 +223,7 @@ async def test_notes_are_private_to_each_user(registry, store):
     stolen = await registry.execute("forget", {"note_id": note_id}, bob)
     assert stolen.is_error
     assert "alice's secret" in (await registry.execute("recall", {}, alice)).for_llm
-    assert await store.list_notes("telegram:alice", None, 10)
+    assert await store.notes.list_notes("telegram:alice", None, 10)
 
 
 async def test_notes_without_a_user_are_refused(registry):

@@ -113,9 +113,8 @@ async def test_symlinks_inside_the_workspace_work(registry, workspace):
 async def test_run_command_in_the_workspace(registry, workspace):
     call = registry.prepare("run_command", {"command": "pwd; cat docs/a.txt; exit 3"})
     assert call.tool.destructive
-    assert call.tool.describe_call(call.args) == (
-        f"Run in {workspace.resolve()}:\n$ pwd; cat docs/a.txt; exit 3"
-    )
+    assert call.tool.describe_call(call.args) == "Run pwd; cat docs/a.txt; exit 3 in the workspace"
+    assert call.tool.describe_action(call.args) == ("pwd; cat docs/a.txt; exit 3")
     result = await registry.run(call)
     assert result.for_llm == f"Exit code 3.\n{workspace.resolve()}\nalpha\n"
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import json
 import logging
 import re
 import socket
@@ -145,26 +146,30 @@ async def test_mention_in_a_guild_gets_a_reply_to_that_message(
     bot: App, fake: FakeDiscord, llm: FakeOpenAI
 ) -> None:
     release = asyncio.Event()
-    llm.script(hold(release, text("echo: hello there")))  # a slow model: typing shows meanwhile
+    llm.script(
+        hold(release, text("echo: [Alice] hello there"))
+    )  # a slow model: typing shows meanwhile
     msg = await fake.inject_message(CHANNEL, ALICE, "hello there", GUILD, mentions_bot=True)
 
     typing = await fake.wait_for_call("POST", rf"/channels/{CHANNEL}/typing")
     release.set()
-    reply = await fake.wait_for_call("POST", posts(CHANNEL), content("echo: hello there"))
+    reply = await fake.wait_for_call("POST", posts(CHANNEL), content("echo: [Alice] hello there"))
 
     assert replied_to(reply) == msg["id"]
-    assert user_texts(llm) == ["hello there"]  # the mention itself was stripped
+    assert user_texts(llm) == [
+        "[Alice] hello there"
+    ]  # named: a guild has many speakers  # the mention itself was stripped
     assert typing.at <= reply.at
     assert reply.json["allowed_mentions"]["parse"] == []  # the model cannot ping @everyone
 
 
 async def test_a_reply_to_the_bot_counts_as_a_mention(bot: App, fake: FakeDiscord) -> None:
     await fake.inject_message(CHANNEL, ALICE, "first", GUILD, mentions_bot=True)
-    answer = await fake.wait_for_call("POST", posts(CHANNEL), content("echo: first"))
+    answer = await fake.wait_for_call("POST", posts(CHANNEL), content("echo: [Alice] first"))
 
     await fake.inject_message(CHANNEL, ALICE, "and then?", GUILD, reference=answer.response["id"])
 
-    await fake.wait_for_call("POST", posts(CHANNEL), content("echo: and then?"))
+    await fake.wait_for_call("POST", posts(CHANNEL), content("echo: [Alice] and then?"))
 
 
 async def test_mentioning_the_bots_role_counts_as_a_mention(
@@ -172,8 +177,8 @@ async def test_mentioning_the_bots_role_counts_as_a_mention(
 ) -> None:
     await fake.inject_message(CHANNEL, ALICE, "via the role", GUILD, mentions_bot_role=True)
 
-    await fake.wait_for_call("POST", posts(CHANNEL), content("echo: via the role"))
-    assert user_texts(llm) == ["via the role"]
+    await fake.wait_for_call("POST", posts(CHANNEL), content("echo: [Alice] via the role"))
+    assert user_texts(llm) == ["[Alice] via the role"]  # named: a guild has many speakers
 
 
 async def test_guild_messages_without_a_mention_are_not_answered(
@@ -182,8 +187,8 @@ async def test_guild_messages_without_a_mention_are_not_answered(
     await fake.inject_message(CHANNEL, ALICE, "just chatting", GUILD)
     await fake.inject_message(CHANNEL, ALICE, "now you", GUILD, mentions_bot=True)  # a barrier
 
-    await fake.wait_for_call("POST", posts(CHANNEL), content("echo: now you"))
-    assert user_texts(llm) == ["now you"]
+    await fake.wait_for_call("POST", posts(CHANNEL), content("echo: [Alice] now you"))
+    assert user_texts(llm) == ["[Alice] now you"]  # named: a guild has many speakers
     assert len(fake.calls_to("POST", posts(CHANNEL))) == 1
 
 
@@ -192,7 +197,7 @@ async def test_respond_in_guilds_all_answers_every_message(
 ) -> None:
     async with start(respond_in_guilds="all"):
         await fake.inject_message(CHANNEL, ALICE, "no mention needed", GUILD)
-        await fake.wait_for_call("POST", posts(CHANNEL), content("echo: no mention needed"))
+        await fake.wait_for_call("POST", posts(CHANNEL), content("echo: [Alice] no mention needed"))
 
 
 async def test_direct_messages_are_always_answered(bot: App, fake: FakeDiscord) -> None:
@@ -231,10 +236,10 @@ async def test_guilds_outside_allowed_guilds_are_ignored(
         slash = await fake.inject_slash("reset", ALICE, OTHER_CHANNEL, OTHER_GUILD)
         await fake.inject_message(CHANNEL, ALICE, "in here", GUILD, mentions_bot=True)
 
-        await fake.wait_for_call("POST", posts(CHANNEL), content("echo: in here"))
+        await fake.wait_for_call("POST", posts(CHANNEL), content("echo: [Alice] in here"))
         answer = await fake.wait_for_call("POST", callback(slash.id))
     assert answer.json["data"]["flags"] & EPHEMERAL  # "not enabled in this server"
-    assert user_texts(llm) == ["in here"]
+    assert user_texts(llm) == ["[Alice] in here"]  # named: a guild has many speakers
     assert fake.calls_to("POST", posts(OTHER_CHANNEL)) == []
 
 
@@ -246,7 +251,7 @@ async def test_slash_reset_starts_a_fresh_conversation(
 ) -> None:
     assert {c["name"] for c in fake.commands[None]} == {"reset", "stop", "help"}  # synced
     await fake.inject_message(CHANNEL, ALICE, "remember 42", GUILD, mentions_bot=True)
-    await fake.wait_for_call("POST", posts(CHANNEL), content("echo: remember 42"))
+    await fake.wait_for_call("POST", posts(CHANNEL), content("echo: [Alice] remember 42"))
 
     slash = await fake.inject_slash("reset", ALICE, CHANNEL, GUILD)
     answer = await fake.wait_for_call("POST", callback(slash.id))
@@ -255,8 +260,8 @@ async def test_slash_reset_starts_a_fresh_conversation(
     assert slash.acked_after_s is not None and slash.acked_after_s < 3
 
     await fake.inject_message(CHANNEL, ALICE, "what number?", GUILD, mentions_bot=True)
-    await fake.wait_for_call("POST", posts(CHANNEL), content("echo: what number?"))
-    assert user_texts(llm)[-1:] == ["what number?"]
+    await fake.wait_for_call("POST", posts(CHANNEL), content("echo: [Alice] what number?"))
+    assert user_texts(llm)[-1:] == ["[Alice] what number?"]
     assert "remember 42" not in str(llm.requests[-1]["messages"])
 
 
@@ -495,7 +500,9 @@ async def test_a_long_action_is_confirmed_on_the_message_that_carries_it_as_a_fi
         await fake.inject_message(CHANNEL, ALICE, "tidy up", GUILD, mentions_bot=True)
         prompt = await fake.wait_for_call("POST", posts(CHANNEL), lambda c: bool(c.files))
         prompt_id = int(prompt.response["id"])
-        assert fake.attachment(prompt_id, "action.txt").decode() == f"Run {command}"
+        assert json.loads(
+            fake.attachment(prompt_id, "action.txt").decode().removeprefix("run_command ")
+        ) == {"command": command}
         assert "The full action is attached as action.txt" in prompt.json["content"]
         assert (
             len(prompt.json["content"]) <= 2000
@@ -612,7 +619,7 @@ async def test_a_dropped_gateway_resumes_and_replays_missed_events(
     await fake.drop_connection()  # close code 4000: resumable
     await fake.inject_message(CHANNEL, ALICE, "while you were away", GUILD, mentions_bot=True)
 
-    await fake.wait_for_call("POST", posts(CHANNEL), content("echo: while you were away"))
+    await fake.wait_for_call("POST", posts(CHANNEL), content("echo: [Alice] while you were away"))
     assert fake.connections == ["/gateway", "/gateway/resume"]
     assert [p["op"] for p in fake.gateway_ops].count(2) == 1  # IDENTIFY once, then RESUME
     resume = await fake.wait_for_gateway_op(6)

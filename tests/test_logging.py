@@ -169,10 +169,10 @@ def test_noisy_loggers_quieted_at_info_only(plain):
 
 
 async def test_debug_shows_relaybot_not_the_libraries(tmp_path, capfd, plain):
-    from engine import Store
+    from engine import SqliteStore
 
     setup_logging("DEBUG")
-    async with Store(tmp_path / "state.db") as store:
+    async with SqliteStore(tmp_path / "state.db") as store:
         await store.schema_version()
     logging.getLogger("engine.test").debug("our own detail")
     logging.getLogger("my_tools").debug("a plugin's detail")

@@ -9,21 +9,21 @@ from typing import Any
 
 import pytest
 
-from engine import ConversationKey, JobRunner, LLMClient, Message, ToolLoop, TurnContext
+from engine import ConversationKey, Job, JobRunner, Message, OpenAIModel, ToolLoop, TurnContext
 from tests.fakes.openai_server import FakeOpenAI, error, text, tool_call, tool_calls
 from tools import LLMError, ToolRegistry, ToolResult, tool
 
 KEY = ConversationKey("test", "c1")
 
 
-_clients: list[LLMClient] = []
+_clients: list[OpenAIModel] = []
 
 
 def make_loop(llm: FakeOpenAI, *tools: Any, retries: int = 0, **options: Any) -> ToolLoop:
     registry = ToolRegistry()
     for t in tools:
         registry.register(t)
-    client = LLMClient(
+    client = OpenAIModel(
         base_url=llm.base_url, api_key="k", model="fake-model", max_retries=retries, timeout_s=5
     )
     _clients.append(client)
@@ -41,7 +41,7 @@ def ctx(**kw: Any) -> TurnContext:
     return TurnContext(KEY, "u1", "Alice", **kw)
 
 
-USER = [Message("user", "hi")]
+USER = [Message.user("hi")]
 
 
 @tool
@@ -233,12 +233,12 @@ async def test_background_job_reports_through_callback(llm: FakeOpenAI) -> None:
         await release.wait()
         return f"report on {topic}"
 
-    async def on_done(key: ConversationKey, job_id: str, result: ToolResult) -> None:
-        await done.put((key, job_id, result))
+    async def on_done(job: Job, result: ToolResult) -> None:
+        await done.put((job.key, job.id, result))
 
     registry = ToolRegistry()
     registry.register(slow_report)
-    client = LLMClient(base_url=llm.base_url, api_key="k", model="fake-model", max_retries=0)
+    client = OpenAIModel(base_url=llm.base_url, api_key="k", model="fake-model", max_retries=0)
     _clients.append(client)
     loop = ToolLoop(client, registry, jobs=JobRunner(registry, on_done))
     llm.script(tool_call("slow_report", {"topic": "sales"}), text("started it"))
@@ -260,7 +260,8 @@ async def test_iteration_bound_sums_up_without_tools(llm: FakeOpenAI) -> None:
     result = await make_loop(llm, add, max_iterations=3).run(USER, ctx())
     assert result.text == "summary"
     assert len(llm.requests) == 4 and "tools" not in llm.requests[-1]
-    assert "used all the tool calls" in llm.requests[-1]["messages"][-1]["content"]
+    system = llm.requests[-1]["messages"][0]
+    assert system["role"] == "system" and "used all the tool calls" in system["content"]
 
 
 async def test_length_cut_calls_are_not_executed(llm: FakeOpenAI) -> None:
@@ -323,7 +324,7 @@ async def test_streaming_gives_same_transcript(llm: FakeOpenAI) -> None:
 
     def shape(msgs: list[Message]) -> list[Any]:
         return [
-            (m.role, m.content, [(c.name, json.loads(c.arguments)) for c in m.tool_calls])
+            (m.role, m.text, [(c.name, json.loads(c.arguments)) for c in m.tool_calls])
             for m in msgs
         ]
 
@@ -350,9 +351,9 @@ async def test_history_pairing_is_repaired_before_sending(llm: FakeOpenAI) -> No
     from engine import ToolCall
 
     broken = [
-        Message("user", "hi"),
-        Message("assistant", None, [ToolCall("c9", "add", "{}")]),
-        Message("user", "again"),
+        Message.user("hi"),
+        Message.assistant(None, [ToolCall("c9", "add", "{}")]),
+        Message.user("again"),
     ]
     llm.script(text("fine"))
     await make_loop(llm, add).run(broken, ctx())

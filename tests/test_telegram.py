@@ -8,6 +8,7 @@ import asyncio
 import copy
 import dataclasses
 import functools
+import json
 import logging
 import socket
 import sqlite3
@@ -191,12 +192,12 @@ async def test_group_answers_mentions_replies_and_commands_only(config, tg, llm)
         help_reply = await addressed(4, text="/help")
         await addressed(5, text=f"/help@{BOT_USERNAME}")
     asked = [last_user_text(r) for r in llm.requests]
-    assert asked == [
-        f"@{BOT_USERNAME} what time is it?",
-        "and tomorrow?",
-        f"look @{BOT_USERNAME.upper()}",
+    assert asked == [  # in a group the model is told who speaks, by name
+        f"[User7] @{BOT_USERNAME} what time is it?",
+        "[User7] and tomorrow?",
+        f"[User7] look @{BOT_USERNAME.upper()}",
     ]
-    assert first["text"] == f"echo: @{BOT_USERNAME} what time is it?"
+    assert first["text"] == f"echo: [User7] @{BOT_USERNAME} what time is it?"  # speaker named
     assert "/reset" in help_reply["text"] and "reply_parameters" in help_reply
     assert len(sent_to(tg, GROUP)) == 5
 
@@ -205,7 +206,7 @@ async def test_group_mode_all_answers_every_text_message(config, tg, llm) -> Non
     async with daemon(config(group_mode="all")):
         tg.inject_message(GROUP, 7, "anyone here?", chat_type="supergroup")
         call = await tg.wait_for_call("sendMessage", to(GROUP))
-    assert call.params["text"] == "echo: anyone here?"
+    assert call.params["text"] == "echo: [User7] anyone here?"
 
 
 async def test_private_media_without_text_gets_a_short_reply(config, tg, llm) -> None:
@@ -226,7 +227,9 @@ async def test_commands(config, tg, llm) -> None:
             tg.inject_message(DM, DM, command, first_name="Alice")
             replies.append((await tg.wait_for_call("sendMessage", to(DM), count=n)).params["text"])
     assert f"Your user id is {DM}" in replies[0] and "Alice" in replies[0]
-    assert "delete_file" in replies[1]
+    # /help in plain words: what each tool does, which ask first; no internal names or tiers
+    assert "Delete a file for good (I ask you first)" in replies[1]
+    assert "delete_file" not in replies[1] and "destructive" not in replies[1]
     assert replies[2] == "Nothing to stop."
     assert replies[3] == "Started a fresh conversation."
     assert llm.requests == []
@@ -542,7 +545,9 @@ async def test_a_long_action_is_confirmed_on_the_message_that_carries_it_as_a_fi
         await tg.wait_for_call("sendDocument")
         ((chat, prompt), message), *_ = [(k, m) for k, m in tg.messages.items() if "document" in m]
         name, content = tg.document(chat, prompt)
-        assert name == "action.txt" and content.decode() == f"Run {command}"
+        assert name == "action.txt" and json.loads(
+            content.decode().removeprefix("run_command ")
+        ) == {"command": command}
         assert "The full action is attached as action.txt" in message["caption"]
         assert "Only Alice can answer · expires in 1 min" in message["caption"]
         assert len(tg.calls_of("sendMessage")) == 0  # the buttons are on the file's message

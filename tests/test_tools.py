@@ -95,14 +95,11 @@ async def test_strict_variant_keeps_meaning_for_nested_models() -> None:
     jsonschema.validate(sent, strict)
     registry = ToolRegistry()
     registry.register(place_order)
-    result = await registry.execute("place_order", sent, ToolContext(user_id="u7"), strict=True)
+    result = await registry.execute("place_order", sent, ToolContext(user_id="u7"))
     assert not result.is_error, result.for_llm
     assert result.for_llm == (
         '{"user":"u7","items":["tea"],"city":"Paris","priority":3,"gift":false}'
     )
-    defs = registry.definitions(strict=True)[0]["function"]
-    assert defs["strict"] is True
-    assert "strict" not in registry.definitions()[0]["function"]
 
 
 def test_context_parameter_checked_at_definition() -> None:

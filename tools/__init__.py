@@ -12,7 +12,11 @@ from tools._base import AsyncTool, ContextualTool, Tier, Tool, ToolContext, curr
 from tools._config import McpConfig, McpServerConfig, ToolsConfig, apply_policy
 from tools._errors import (
     ConfigError,
+    ContextOverflow,
     LLMError,
+    ModelAuthError,
+    ModelRateLimited,
+    ModelUnavailable,
     RelaybotError,
     StoreError,
     ToolDefinitionError,
@@ -27,6 +31,7 @@ from tools.builtins import NotesStore, builtin_tools
 __all__ = [
     "AsyncTool",
     "ConfigError",
+    "ContextOverflow",
     "ContextualTool",
     "FunctionTool",
     "LLMError",
@@ -34,6 +39,9 @@ __all__ = [
     "McpManager",
     "McpServerConfig",
     "McpToolInfo",
+    "ModelAuthError",
+    "ModelRateLimited",
+    "ModelUnavailable",
     "NotesStore",
     "PreparedCall",
     "RelaybotError",

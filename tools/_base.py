@@ -112,6 +112,14 @@ class Tool(abc.ABC):
         """
         return call_summary(self.name, self.description, args)
 
+    def describe_action(self, args: dict[str, Any]) -> str:
+        """The complete action, exactly what will run, shown verbatim next to the buttons.
+
+        By default the tool's name and every argument as JSON. Override it when something
+        plainer says exactly the same (`run_command` shows the command line itself).
+        """
+        return f"{self.name} {json.dumps(args, ensure_ascii=False, indent=2, default=str)}"
+
 
 def call_summary(name: str, description: str | None, args: dict[str, Any]) -> str:
     """ "<what the tool does> (<argument>: <value>, ...)", at most about 300 characters."""

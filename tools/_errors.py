@@ -5,6 +5,10 @@ RelaybotError                 base of everything relaybot raises on purpose
 ├── ToolDefinitionError       a tool is declared wrongly (bad name, misplaced context, ...)
 ├── ToolRetry                 raised by a tool: its message goes back to the model to retry
 ├── LLMError                  the model endpoint failed after the SDK's retries
+│   ├── ModelUnavailable      unreachable, timed out, 5xx or overloaded: worth trying elsewhere
+│   ├── ModelRateLimited      429 past the SDK's retries
+│   ├── ModelAuthError        the key was rejected (401/403)
+│   └── ContextOverflow       the request is longer than the model's window
 └── StoreError                the SQLite store cannot be opened or migrated
 """
 
@@ -37,6 +41,22 @@ class ToolRetry(RelaybotError):
 
 class LLMError(RelaybotError):
     """The model endpoint could not be reached or answered with an error after retries."""
+
+
+class ModelUnavailable(LLMError):
+    """The model endpoint is unreachable, timed out, or answered 5xx / overloaded."""
+
+
+class ModelRateLimited(LLMError):
+    """The model endpoint kept answering 429 (rate limited) after the SDK's retries."""
+
+
+class ModelAuthError(LLMError):
+    """The model endpoint rejected the API key (401/403)."""
+
+
+class ContextOverflow(LLMError):
+    """The request did not fit the model's context window."""
 
 
 class StoreError(RelaybotError):

@@ -70,22 +70,11 @@ class ToolRegistry:
     def __len__(self) -> int:
         return len(self._tools)
 
-    def definitions(
-        self, *, strict: bool = False, only: Iterable[str] | None = None
-    ) -> list[dict[str, Any]]:
-        """Tool definitions in the OpenAI `tools` format."""
-        wanted = self._tools if only is None else {n: self._tools[n] for n in only if n in self}
-        out = []
-        for tool in wanted.values():
-            fn: dict[str, Any] = {
-                "name": tool.name,
-                "description": tool.description,
-                "parameters": tool.strict_parameters() if strict else tool.parameters,
-            }
-            if strict:
-                fn["strict"] = True
-            out.append({"type": "function", "function": fn})
-        return out
+    def select(self, only: Iterable[str] | None = None) -> list[Tool]:
+        """The registered tools, or those named in `only` (unknown names are skipped)."""
+        if only is None:
+            return list(self._tools.values())
+        return [self._tools[n] for n in only if n in self._tools]
 
     def summaries(self) -> list[str]:
         """One line per tool: name, tier and the first line of its description."""
@@ -95,7 +84,7 @@ class ToolRegistry:
         ]
 
     def prepare(
-        self, name: str, raw_arguments: str | dict[str, Any] | None, *, strict: bool = False
+        self, name: str, raw_arguments: str | dict[str, Any] | None
     ) -> PreparedCall | ToolResult:
         """Find the tool and validate its arguments; an is_error ToolResult says what to fix."""
         tool = self._tools.get(name)
@@ -122,8 +111,7 @@ class ToolRegistry:
                 f"{_snippet(json.dumps(args))!r}.",
                 retryable=True,
             )
-        if strict:
-            args = tool.from_strict(args)
+        args = tool.from_strict(args)  # a null for an optional argument means "left out"
         try:
             validated = tool.validate(args)
         except ToolRetry as exc:
@@ -177,11 +165,9 @@ class ToolRegistry:
         name: str,
         raw_arguments: str | dict[str, Any] | None,
         context: ToolContext | None = None,
-        *,
-        strict: bool = False,
     ) -> ToolResult:
         """Validate and run one call; every failure comes back as an is_error result."""
-        prepared = self.prepare(name, raw_arguments, strict=strict)
+        prepared = self.prepare(name, raw_arguments)
         if isinstance(prepared, ToolResult):
             return prepared
         return await self.run(prepared, context)

@@ -73,7 +73,12 @@ class RunCommand(Tool):
         )
 
     def describe_call(self, args: dict[str, Any]) -> str:
-        return f"Run in {self.root}:\n$ {args['command']}"
+        first = args["command"].strip().split("\n")[0]
+        shown = first if len(first) <= 60 and "\n" not in args["command"].strip() else "a command"
+        return f"Run {shown} in the workspace"
+
+    def describe_action(self, args: dict[str, Any]) -> str:
+        return str(args["command"])
 
     async def execute(self, args: dict[str, Any]) -> ToolResult:
         env = {k: os.environ[k] for k in _SAFE_ENV if k in os.environ}

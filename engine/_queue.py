@@ -1,0 +1,156 @@
+"""The per-chat queue: everything that touches a conversation, in order, one item at a time.
+
+Whatever writes a chat's history travels as a typed work item through that chat's queue:
+new messages, what a restart left unsettled, a confirmation's answer, a background result, a
+notice. Chats run concurrently; within a chat items run strictly in order, so the history is
+always written in order and recovery is part of that order instead of racing it.
+
+Items may be queued before :meth:`ChatQueues.open` (at start-up, while the store is read and
+before the channels deliver): workers start only when the queues open, so what a restart queued
+for a chat runs before any message that arrives afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from engine._types import ConversationKey
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Inbound:
+    """Take the chat's queued inbox messages and answer them in one turn."""
+
+
+@dataclass(frozen=True, slots=True)
+class Recover:
+    """Settle what a crash left in this chat: deliver stored answers, finish cut-off turns."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decided:
+    """A confirmation was answered (or expired): run or refuse the call, go on with the turn."""
+
+    confirmation_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class JobDone:
+    """A background job's result is stored: put it in the history and tell the user."""
+
+    job_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """A text relaybot itself must show in the chat, in order with the answers."""
+
+    text: str
+    reply_to: str | None = None
+
+
+WorkItem = Inbound | Recover | Decided | JobDone | Notice
+Handler = Callable[[ConversationKey, WorkItem], Awaitable[None]]
+Stopped = Callable[[ConversationKey], Awaitable[None]]
+
+
+@dataclass(slots=True)
+class _Chat:
+    key: ConversationKey
+    items: collections.deque[WorkItem] = field(default_factory=collections.deque)
+    worker: asyncio.Task[None] | None = None
+    turn: asyncio.Task[None] | None = None
+    idle: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class ChatQueues:
+    """`handle(key, item)` runs each item; `on_stopped(key)` runs when /stop cancelled one."""
+
+    def __init__(self, handle: Handler, on_stopped: Stopped) -> None:
+        self._handle = handle
+        self._on_stopped = on_stopped
+        self._chats: dict[ConversationKey, _Chat] = {}
+        self._open = False
+        self._closing = False
+
+    @property
+    def busy(self) -> int:
+        """Chats with an item running now."""
+        return sum(1 for c in self._chats.values() if c.turn is not None)
+
+    def depths(self) -> list[int]:
+        """Items waiting per chat (for metrics)."""
+        return [len(c.items) for c in self._chats.values()]
+
+    def put(self, key: ConversationKey, item: WorkItem) -> None:
+        if self._closing:
+            return
+        chat = self._chats.get(key)
+        if chat is None:
+            chat = self._chats[key] = _Chat(key)
+        chat.items.append(item)
+        if self._open and chat.worker is None:
+            chat.worker = asyncio.create_task(self._work(chat), name=f"chat-{key}")
+
+    def open(self) -> None:
+        """Start the workers (of the chats queued so far, and of every chat from now on)."""
+        self._open = True
+        for chat in list(self._chats.values()):
+            if chat.items and chat.worker is None:
+                chat.worker = asyncio.create_task(self._work(chat), name=f"chat-{chat.key}")
+
+    def stop(self, key: ConversationKey) -> bool:
+        """Cancel the item running in the chat; False if nothing runs."""
+        chat = self._chats.get(key)
+        if chat is None or chat.turn is None:
+            return False
+        chat.turn.cancel()
+        return True
+
+    async def wait_idle(self, key: ConversationKey) -> None:
+        """Wait until the chat has nothing queued or running."""
+        chat = self._chats.get(key)
+        if chat is not None:
+            await chat.idle.wait()
+
+    async def _work(self, chat: _Chat) -> None:
+        try:
+            while chat.items:
+                item = chat.items.popleft()
+                chat.turn = asyncio.create_task(self._handle(chat.key, item))
+                try:
+                    await chat.turn
+                except asyncio.CancelledError:
+                    current = asyncio.current_task()
+                    if current is not None and current.cancelling():
+                        raise  # we are being shut down
+                    await self._on_stopped(chat.key)
+                except Exception:
+                    log.exception("work in %s failed (%s)", chat.key, type(item).__name__)
+                finally:
+                    chat.turn = None
+        finally:
+            chat.worker = None
+            if not chat.items:
+                self._chats.pop(chat.key, None)
+                chat.idle.set()
+
+    async def aclose(self, grace_s: float) -> list[ConversationKey]:
+        """Let running items finish (bounded), then cancel; returns the chats cut off."""
+        self._closing = True
+        workers = [c.worker for c in self._chats.values() if c.worker is not None]
+        if workers:
+            await asyncio.wait(workers, timeout=grace_s)
+        cut = [c.key for c in self._chats.values() if c.worker and not c.worker.done()]
+        for chat in list(self._chats.values()):
+            for task in (chat.turn, chat.worker):
+                if task is not None:
+                    task.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+        return cut

@@ -1,0 +1,162 @@
+"""The store as each consumer sees it: one narrow protocol per part of the engine.
+
+A backend (SQLite today) implements :class:`Store`, whose attributes are the parts. The engine
+depends on these protocols only, and ``tests/test_store_contract.py`` checks every backend
+against them, unchanged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from engine._channel import InboundMessage
+from engine._model import Message
+from engine._store._records import (
+    ConfirmationRow,
+    ConfirmationState,
+    Conversation,
+    Delivery,
+    InboxRow,
+    JobRow,
+    JobState,
+)
+
+
+class ConversationStore(Protocol):
+    async def active(self, channel: str, chat_id: str, *, is_private: bool = True) -> Conversation:
+        """The chat's active conversation, created on first use (safe under concurrency)."""
+        ...
+
+    async def reset(self, channel: str, chat_id: str) -> None:
+        """Start afresh: the active conversation is kept, inactive."""
+        ...
+
+    async def append(
+        self, conversation_id: int, msg: Message, *, deliver: str | None = None
+    ) -> int:
+        """Store `msg`; returns its id. `deliver` (a reply_to id, or "" for none) records that
+        the message is an answer still to be delivered."""
+        ...
+
+    async def history(self, conversation_id: int, limit: int = 200) -> list[Message]:
+        """The last `limit` messages, oldest first, starting at a user message when cut."""
+        ...
+
+    async def drop_last_exchange(self, conversation_id: int) -> int:
+        """Delete the last user message and everything after it; returns how many messages."""
+        ...
+
+    async def close_dangling(self, conversation_id: int, reason: str) -> int:
+        """Give every recent tool call without a result the error result `reason`."""
+        ...
+
+    async def undelivered(self, channel: str, chat_id: str) -> list[Delivery]:
+        """Answers stored for the chat but not yet delivered, oldest first."""
+        ...
+
+    async def delivered(self, message_id: int, ref: str | None, *, failed: bool = False) -> None:
+        """Record the platform's id of a delivered answer (or that delivery failed for good)."""
+        ...
+
+
+class InboxStore(Protocol):
+    async def accept(self, msg: InboundMessage) -> bool:
+        """Record an inbound message once; False when it was delivered before."""
+        ...
+
+    async def take_queued(self, channel: str, chat_id: str) -> list[InboxRow]:
+        """Move the chat's queued messages into its active conversation as user messages, in
+        order, in one transaction; they stay TAKEN until :meth:`answered`."""
+        ...
+
+    async def rows(self, state: Any, channel: str, chat_id: str) -> list[InboxRow]:
+        """The chat's inbox rows in `state` (an InboxState), oldest first."""
+        ...
+
+    async def answered(self, ids: Sequence[int]) -> None: ...
+
+    async def unfinished_chats(self) -> list[tuple[str, str]]:
+        """Chats with messages not answered yet."""
+        ...
+
+    async def prune(self, older_than: float) -> int:
+        """Delete answered rows received before `older_than` (unix time); returns how many."""
+        ...
+
+
+class ConfirmationStore(Protocol):
+    async def add(self, row: ConfirmationRow) -> None: ...
+
+    async def get(self, confirmation_id: str) -> ConfirmationRow | None: ...
+
+    async def in_state(
+        self, state: ConfirmationState, channel: str | None = None, chat_id: str | None = None
+    ) -> list[ConfirmationRow]: ...
+
+    async def transition(
+        self, confirmation_id: str, from_state: ConfirmationState, to_state: ConfirmationState
+    ) -> bool:
+        """Move atomically; False if it was not in `from_state`. Raises ValueError for a
+        transition the table (engine/_store/_records.py) does not list."""
+        ...
+
+    async def set_ref(self, confirmation_id: str, message_ref: str) -> None: ...
+
+
+class JobStore(Protocol):
+    async def add(
+        self,
+        conversation: Conversation,
+        job_id: str,
+        user_id: str,
+        tool: str,
+        args: dict[str, Any],
+        *,
+        resumable: bool,
+    ) -> bool:
+        """Record a started job; False when a job with that id exists already."""
+        ...
+
+    async def get(self, job_id: str) -> JobRow | None: ...
+
+    async def in_state(self, state: JobState) -> list[JobRow]: ...
+
+    async def finish(self, job_id: str, result: str, for_user: str | None, is_error: bool) -> bool:
+        """Store a job's result once; False when it had finished before."""
+        ...
+
+    async def transition(self, job_id: str, from_state: JobState, to_state: JobState) -> bool: ...
+
+
+class NoteStore(Protocol):
+    """The notes tools' store (tools.builtins.NotesStore). `owner` is "<channel>:<user id>"."""
+
+    async def add_note(self, owner: str, text: str) -> int: ...
+
+    async def list_notes(
+        self, owner: str, query: str | None = None, limit: int = 20
+    ) -> list[tuple[int, str, float]]: ...
+
+    async def delete_note(self, owner: str, note_id: int) -> bool: ...
+
+
+class Store(Protocol):
+    """A backend: its parts, one transaction spanning them, and its lifecycle."""
+
+    conversations: ConversationStore
+    inbox: InboxStore
+    confirmations: ConfirmationStore
+    jobs: JobStore
+    notes: NoteStore
+
+    def transaction(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """Writes of every part inside the block commit together, or not at all."""
+        ...
+
+    async def schema_version(self) -> int: ...
+
+    async def __aenter__(self) -> Store: ...
+
+    async def __aexit__(self, *exc: object) -> None: ...

@@ -1,0 +1,157 @@
+"""What the store holds, as typed rows, and the state machines of its rows.
+
+Each state machine is one enum and its transition table; the store refuses a transition the
+table does not list (``transition`` returns False, and a row never moves backwards).
+
+Inbox message::
+
+    QUEUED ──take──▶ TAKEN ──answer──▶ ANSWERED
+
+Confirmation::
+
+    PENDING ──press yes──▶ APPROVED ──run──▶ EXECUTING ──done──▶ EXECUTED
+       │                      │                 └──cut off──▶ INTERRUPTED
+       ├──press no──▶ DECLINED └──/stop, /reset──▶ CANCELLED
+       ├──timeout──▶ EXPIRED
+       └──new message, /stop, /reset──▶ CANCELLED
+
+Background job::
+
+    RUNNING ──result──▶ DONE ──told the chat──▶ DELIVERED
+       │  └──restart, resumable──▶ RESUMED ──result──▶ DONE
+       └──restart, not resumable──▶ INTERRUPTED   (RESUMED ──restart──▶ RESUMED | INTERRUPTED)
+
+Delivery (an answer the user must see)::
+
+    PENDING ──sent, platform id recorded──▶ SENT
+       └──the platform refused it──▶ FAILED
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+from engine._model import ToolCall
+
+
+class InboxState(enum.StrEnum):
+    QUEUED = "queued"
+    TAKEN = "taken"
+    ANSWERED = "answered"
+
+
+class ConfirmationState(enum.StrEnum):
+    PENDING = "pending"
+    APPROVED = "approved"
+    DECLINED = "declined"
+    EXPIRED = "expired"
+    CANCELLED = "cancelled"
+    EXECUTING = "executing"
+    EXECUTED = "executed"
+    INTERRUPTED = "interrupted"
+
+
+class JobState(enum.StrEnum):
+    RUNNING = "running"
+    RESUMED = "resumed"
+    DONE = "done"
+    DELIVERED = "delivered"
+    INTERRUPTED = "interrupted"
+
+
+class DeliveryState(enum.StrEnum):
+    PENDING = "pending"
+    SENT = "sent"
+    FAILED = "failed"
+
+
+_C = ConfirmationState
+CONFIRMATION_TRANSITIONS: dict[ConfirmationState, frozenset[ConfirmationState]] = {
+    _C.PENDING: frozenset({_C.APPROVED, _C.DECLINED, _C.EXPIRED, _C.CANCELLED}),
+    _C.APPROVED: frozenset({_C.EXECUTING, _C.CANCELLED}),
+    _C.EXECUTING: frozenset({_C.EXECUTED, _C.INTERRUPTED}),
+}
+_J = JobState
+JOB_TRANSITIONS: dict[JobState, frozenset[JobState]] = {
+    _J.RUNNING: frozenset({_J.DONE, _J.RESUMED, _J.INTERRUPTED}),
+    _J.RESUMED: frozenset({_J.DONE, _J.RESUMED, _J.INTERRUPTED}),
+    _J.DONE: frozenset({_J.DELIVERED}),
+}
+
+
+def allowed(table: dict[Any, frozenset[Any]], from_state: Any, to_state: Any) -> bool:
+    return to_state in table.get(from_state, frozenset())
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    id: int
+    channel: str
+    chat_id: str
+    is_private: bool
+
+
+@dataclass(frozen=True, slots=True)
+class InboxRow:
+    id: int
+    channel: str
+    chat_id: str
+    message_id: str
+    user_id: str
+    user_name: str
+    text: str
+    is_private: bool
+    state: InboxState
+
+
+@dataclass(frozen=True, slots=True)
+class ConfirmationRow:
+    id: str
+    conversation_id: int
+    channel: str
+    chat_id: str
+    user_id: str
+    user_name: str
+    tool: str
+    call_id: str
+    args: dict[str, Any]
+    summary: str
+    details: str
+    remaining: list[ToolCall]
+    iteration: int
+    state: ConfirmationState
+    message_ref: str | None
+    reply_to: str | None
+    expires_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class JobRow:
+    id: str
+    conversation_id: int
+    channel: str
+    chat_id: str
+    user_id: str
+    tool: str
+    args: dict[str, Any]
+    resumable: bool
+    state: JobState
+    result: str | None
+    for_user: str | None
+    is_error: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """An answer stored for a chat and whether the platform has it (`ref`: its message id)."""
+
+    message_id: int
+    conversation_id: int
+    channel: str
+    chat_id: str
+    text: str
+    reply_to: str | None
+    state: DeliveryState
+    ref: str | None

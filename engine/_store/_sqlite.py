@@ -1,0 +1,50 @@
+"""The SQLite backend: one file holds every part of the store.
+
+``async with SqliteStore(path) as store:`` opens (creating or migrating) and closes the file.
+All SQL lives in this package's ``_sqlite_*`` modules, one per part.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from engine._store._sqlite_confirmations import SqliteConfirmations
+from engine._store._sqlite_conversations import SqliteConversations
+from engine._store._sqlite_db import SqliteDb
+from engine._store._sqlite_inbox import SqliteInbox
+from engine._store._sqlite_jobs import SqliteJobs
+from engine._store._sqlite_notes import SqliteNotes
+
+
+class SqliteStore:
+    def __init__(self, path: str | Path) -> None:
+        self.db = SqliteDb(path)
+        self.path = self.db.path
+        self.conversations = SqliteConversations(self.db)
+        self.inbox = SqliteInbox(self.db, self.conversations)
+        self.confirmations = SqliteConfirmations(self.db)
+        self.jobs = SqliteJobs(self.db)
+        self.notes = SqliteNotes(self.db)
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[None]:
+        async with self.db.transaction():
+            yield
+
+    async def schema_version(self) -> int:
+        return await self.db.schema_version()
+
+    async def open(self) -> None:
+        await self.db.open()
+
+    async def close(self) -> None:
+        await self.db.close()
+
+    async def __aenter__(self) -> SqliteStore:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

@@ -1,0 +1,160 @@
+"""Conversations, their messages, and the delivery of answers, in SQLite."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+
+from engine._model import Image, Message, Part, Role, Text, ToolCall, ToolOutput
+from engine._store._records import Conversation, Delivery, DeliveryState
+from engine._store._sqlite_db import SqliteDb, marks
+
+
+class SqliteConversations:
+    def __init__(self, db: SqliteDb) -> None:
+        self.db = db
+
+    async def active(self, channel: str, chat_id: str, *, is_private: bool = True) -> Conversation:
+        sql = "SELECT id, is_private FROM conversations WHERE channel=? AND chat_id=? AND active=1"
+        row = await self.db.one(sql, (channel, chat_id))
+        if row is None:  # an upsert: two tasks creating it at once both get the same row
+            await self.db.write(
+                "INSERT INTO conversations(channel, chat_id, is_private, created_at) "
+                "VALUES (?,?,?,?) ON CONFLICT (channel, chat_id) WHERE active = 1 DO NOTHING",
+                (channel, chat_id, int(is_private), time.time()),
+            )
+            row = await self.db.one(sql, (channel, chat_id))
+            assert row is not None
+        return Conversation(row["id"], channel, chat_id, bool(row["is_private"]))
+
+    async def reset(self, channel: str, chat_id: str) -> None:
+        await self.db.write(
+            "UPDATE conversations SET active=0 WHERE channel=? AND chat_id=? AND active=1",
+            (channel, chat_id),
+        )
+
+    async def append(
+        self, conversation_id: int, msg: Message, *, deliver: str | None = None
+    ) -> int:
+        now = time.time()
+        calls = msg.tool_calls
+        result = msg.result
+        images = [{"type": i.media_type, "url": i.url, "name": i.name} for i in msg.images]
+        params = (
+            conversation_id,
+            msg.role.value,
+            msg.text,
+            json.dumps([[c.id, c.name, c.arguments] for c in calls]) if calls else None,
+            result.call_id if result else None,
+            int(bool(result and result.is_error)),
+            msg.speaker,
+            json.dumps(images) if images else None,
+            now,
+        )
+        async with self.db.transaction():
+            cur = await self.db.write(
+                "INSERT INTO messages(conversation_id, role, content, tool_calls, tool_call_id, "
+                "is_error, speaker, media, created_at) VALUES (?,?,?,?,?,?,?,?,?)",
+                params,
+            )
+            message_id = cur.lastrowid or 0
+            if deliver is not None:
+                await self.db.write(
+                    "INSERT INTO deliveries(message_id, conversation_id, channel, chat_id, "
+                    "reply_to, created_at) SELECT ?, id, channel, chat_id, ?, ? "
+                    "FROM conversations WHERE id=?",
+                    (message_id, deliver or None, now, conversation_id),
+                )
+        return message_id
+
+    async def history(self, conversation_id: int, limit: int = 200) -> list[Message]:
+        rows = await self.db.all(
+            "SELECT role, content, tool_calls, tool_call_id, is_error, speaker, media "
+            "FROM messages WHERE conversation_id=? ORDER BY id DESC LIMIT ?",
+            (conversation_id, limit),
+        )
+        msgs = [_message(r) for r in reversed(rows)]
+        if len(rows) == limit:  # cut at a user message so no tool result loses its call
+            while msgs and msgs[0].role is not Role.USER:
+                msgs.pop(0)
+        return msgs
+
+    async def drop_last_exchange(self, conversation_id: int) -> int:
+        row = await self.db.one(
+            "SELECT MAX(id) AS id FROM messages WHERE conversation_id=? AND role='user'",
+            (conversation_id,),
+        )
+        if row is None or row["id"] is None:
+            return 0
+        cur = await self.db.write(
+            "DELETE FROM messages WHERE conversation_id=? AND id>=?", (conversation_id, row["id"])
+        )
+        return cur.rowcount
+
+    async def close_dangling(self, conversation_id: int, reason: str) -> int:
+        rows = await self.db.all(
+            "SELECT tool_calls FROM messages WHERE conversation_id=? AND tool_calls IS NOT NULL "
+            "ORDER BY id DESC LIMIT 5",
+            (conversation_id,),
+        )
+        wanted = [c[0] for r in rows for c in json.loads(r["tool_calls"])]
+        if not wanted:
+            return 0
+        have = {
+            r["tool_call_id"]
+            for r in await self.db.all(
+                f"SELECT tool_call_id FROM messages WHERE conversation_id=? AND "
+                f"tool_call_id IN ({marks(len(wanted))})",
+                (conversation_id, *wanted),
+            )
+        }
+        missing = [cid for cid in wanted if cid not in have]
+        async with self.db.transaction():
+            for cid in missing:
+                await self.append(conversation_id, Message.tool_result(cid, reason, is_error=True))
+        return len(missing)
+
+    async def undelivered(self, channel: str, chat_id: str) -> list[Delivery]:
+        rows = await self.db.all(
+            "SELECT d.message_id, d.conversation_id, d.channel, d.chat_id, m.content AS text, "
+            "d.reply_to, d.state, d.ref FROM deliveries d JOIN messages m ON m.id = d.message_id "
+            "WHERE d.state='pending' AND d.channel=? AND d.chat_id=? ORDER BY d.message_id",
+            (channel, chat_id),
+        )
+        return [
+            Delivery(
+                r["message_id"],
+                r["conversation_id"],
+                r["channel"],
+                r["chat_id"],
+                r["text"] or "",
+                r["reply_to"],
+                DeliveryState(r["state"]),
+                r["ref"],
+            )
+            for r in rows
+        ]
+
+    async def delivered(self, message_id: int, ref: str | None, *, failed: bool = False) -> None:
+        state = DeliveryState.FAILED if failed else DeliveryState.SENT
+        await self.db.write(
+            "UPDATE deliveries SET state=?, ref=?, sent_at=? "
+            "WHERE message_id=? AND state='pending'",
+            (state.value, ref, time.time(), message_id),
+        )
+
+
+def _message(r: sqlite3.Row) -> Message:
+    role = Role(r["role"])
+    parts: list[Part] = []
+    if role is Role.TOOL:
+        parts.append(ToolOutput(r["tool_call_id"] or "", r["content"] or "", bool(r["is_error"])))
+    else:
+        if r["content"]:
+            parts.append(Text(r["content"]))
+        for image in json.loads(r["media"]) if r["media"] else ():
+            parts.append(Image(image["type"], url=image.get("url"), name=image.get("name", "")))
+        if r["tool_calls"]:
+            parts.extend(ToolCall(*c) for c in json.loads(r["tool_calls"]))
+    return Message(role, parts, r["speaker"])

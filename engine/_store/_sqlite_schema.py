@@ -1,0 +1,116 @@
+"""The SQLite schema, as numbered migrations (PRAGMA user_version counts the ones applied).
+
+Never edit a released entry: add a new one. tests/test_store_migrations.py upgrades a file of
+every earlier version and checks what it holds afterwards.
+"""
+
+from __future__ import annotations
+
+MIGRATIONS: list[str] = [
+    # 1: the first release
+    """
+    CREATE TABLE conversations (
+        id INTEGER PRIMARY KEY,
+        channel TEXT NOT NULL,
+        chat_id TEXT NOT NULL,
+        is_private INTEGER NOT NULL DEFAULT 1,
+        active INTEGER NOT NULL DEFAULT 1,
+        created_at REAL NOT NULL
+    );
+    CREATE UNIQUE INDEX conversations_active ON conversations(channel, chat_id) WHERE active = 1;
+    CREATE TABLE messages (
+        id INTEGER PRIMARY KEY,
+        conversation_id INTEGER NOT NULL REFERENCES conversations(id),
+        role TEXT NOT NULL,
+        content TEXT,
+        tool_calls TEXT,
+        tool_call_id TEXT,
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX messages_conversation ON messages(conversation_id, id);
+    CREATE TABLE inbox (
+        id INTEGER PRIMARY KEY,
+        channel TEXT NOT NULL,
+        chat_id TEXT NOT NULL,
+        message_id TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        user_name TEXT NOT NULL,
+        text TEXT NOT NULL,
+        is_private INTEGER NOT NULL,
+        state TEXT NOT NULL DEFAULT 'queued',
+        received_at REAL NOT NULL,
+        UNIQUE(channel, chat_id, message_id)
+    );
+    CREATE INDEX inbox_queued ON inbox(state, channel, chat_id) WHERE state != 'answered';
+    CREATE TABLE confirmations (
+        id TEXT PRIMARY KEY,
+        conversation_id INTEGER NOT NULL REFERENCES conversations(id),
+        channel TEXT NOT NULL,
+        chat_id TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        user_name TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        call_id TEXT NOT NULL,
+        args TEXT NOT NULL,
+        args_hash TEXT NOT NULL,
+        summary TEXT NOT NULL,
+        remaining TEXT NOT NULL,
+        iteration INTEGER NOT NULL,
+        state TEXT NOT NULL DEFAULT 'pending',
+        message_ref TEXT,
+        reply_to TEXT,
+        expires_at REAL NOT NULL,
+        created_at REAL NOT NULL,
+        decided_at REAL
+    );
+    CREATE INDEX confirmations_state ON confirmations(state);
+    CREATE TABLE jobs (
+        id TEXT PRIMARY KEY,
+        conversation_id INTEGER NOT NULL REFERENCES conversations(id),
+        channel TEXT NOT NULL,
+        chat_id TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        args TEXT NOT NULL,
+        resumable INTEGER NOT NULL DEFAULT 0,
+        state TEXT NOT NULL DEFAULT 'running',
+        result TEXT,
+        for_user TEXT,
+        is_error INTEGER NOT NULL DEFAULT 0,
+        created_at REAL NOT NULL,
+        finished_at REAL
+    );
+    CREATE INDEX jobs_state ON jobs(state);
+    """,
+    # 2: notes
+    """
+    CREATE TABLE notes (
+        id INTEGER PRIMARY KEY,
+        owner TEXT NOT NULL,
+        text TEXT NOT NULL,
+        created_at REAL NOT NULL
+    );
+    CREATE INDEX notes_owner ON notes(owner, id);
+    """,
+    # 3: message parts (errors, speakers, media), the complete action of a confirmation,
+    #    deliveries of answers (exactly once across restarts), inbox pruning
+    """
+    ALTER TABLE messages ADD COLUMN is_error INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE messages ADD COLUMN speaker TEXT;
+    ALTER TABLE messages ADD COLUMN media TEXT;
+    ALTER TABLE confirmations ADD COLUMN details TEXT NOT NULL DEFAULT '';
+    CREATE TABLE deliveries (
+        message_id INTEGER PRIMARY KEY REFERENCES messages(id) ON DELETE CASCADE,
+        conversation_id INTEGER NOT NULL REFERENCES conversations(id),
+        channel TEXT NOT NULL,
+        chat_id TEXT NOT NULL,
+        reply_to TEXT,
+        state TEXT NOT NULL DEFAULT 'pending',
+        ref TEXT,
+        created_at REAL NOT NULL,
+        sent_at REAL
+    );
+    CREATE INDEX deliveries_pending ON deliveries(channel, chat_id) WHERE state = 'pending';
+    CREATE INDEX inbox_answered ON inbox(received_at) WHERE state = 'answered';
+    """,
+]
