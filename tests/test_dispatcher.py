@@ -399,3 +399,49 @@ def test_config_lookup_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("RELAYBOT_CONFIG", "/etc/relaybot/config.toml")
     assert find_config() == Path("/etc/relaybot/config.toml")
     assert find_config("explicit.toml") == Path("explicit.toml")
+
+
+async def test_stop_cancels_a_pending_confirmation(config: Config, llm: FakeOpenAI) -> None:
+    async with running(config) as (app, ch):
+        cid = await _ask_delete(app, ch, llm)
+        reply = await app.dispatcher.handle_command(ch.message("/stop"), Command.STOP)
+        assert reply == "Stopped."
+        resolved = await ch.wait_for("resolve")
+        late = await app.dispatcher.handle_press(press(cid, "u1", Choice.ONCE))
+        await app.dispatcher.wait_idle("test", "c1")
+    assert "Cancelled" in resolved[0].text
+    assert late.status is DecisionStatus.ALREADY_DECIDED and deleted == []
+
+
+async def test_a_press_counts_only_from_the_requests_platform_chat_and_allowed_user(
+    config: Config, llm: FakeOpenAI
+) -> None:
+    async with running(config) as (app, ch):
+        cid = await _ask_delete(app, ch, llm)
+        # the same user id on another platform (a Discord user who is not allowlisted)
+        other_platform = Press("discord", "c1", "u1", cid, Choice.ONCE)
+        assert (await app.dispatcher.handle_press(other_platform)).status is DecisionStatus.UNKNOWN
+        # the requester, but from another chat (a forged payload)
+        elsewhere = press(cid, "u1", Choice.ONCE, chat_id="c2")
+        assert (await app.dispatcher.handle_press(elsewhere)).status is DecisionStatus.UNKNOWN
+        # the requester, removed from allowed_users meanwhile
+        app.dispatcher.settings.allowed_users["test"] = {"u2"}
+        removed = await app.dispatcher.handle_press(press(cid, "u1", Choice.ONCE))
+        assert removed.status is DecisionStatus.NOT_YOURS
+        app.dispatcher.settings.allowed_users["test"] = {"u1"}
+        ok = await app.dispatcher.handle_press(press(cid, "u1", Choice.ONCE))
+        assert ok.status is DecisionStatus.APPROVED
+        await ch.wait_for("send")
+    assert deleted == ["report.txt"]
+
+
+async def test_an_overlong_message_gets_a_short_reply_and_reaches_no_model(
+    make_config: Callable[..., Config], llm: FakeOpenAI
+) -> None:
+    config = make_config(access={"max_message_chars": 1000})
+    async with running(config) as (app, ch):
+        await app.dispatcher.handle_inbound(ch.message("x" * 100_000))
+        sent = await ch.wait_for("send")
+    assert "too long" in sent[0].text and "1,000" in sent[0].text
+    assert llm.requests == []
+    assert db_rows(config.storage.resolved_path(), "SELECT COUNT(*) FROM inbox") == [(0,)]

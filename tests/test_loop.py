@@ -363,3 +363,13 @@ async def test_history_pairing_is_repaired_before_sending(llm: FakeOpenAI) -> No
         "content": "No result was recorded for this call.",
         "tool_call_id": "c9",
     }
+
+
+async def test_a_streamed_request_is_retried_by_the_sdk_only(llm: FakeOpenAI) -> None:
+    """The SDK retries a failed streamed request itself; relaybot adds no retries around it
+    (it used to wrap them: an endpoint answering 500 received 9 requests instead of 3)."""
+    llm.default = lambda body: error(500, "down")
+    loop = make_loop(llm, retries=2, stream=True)
+    with pytest.raises(LLMError):
+        await asyncio.wait_for(loop.run(USER, ctx()), 30)
+    assert len(llm.requests) == 3

@@ -48,6 +48,7 @@ class SqliteDb:
             connection._thread.daemon = True
             self._db = await connection
             self._db.row_factory = sqlite3.Row
+            await self._refuse_newer()  # before anything writes to the file
             for pragma in (
                 "journal_mode=WAL",
                 "synchronous=NORMAL",
@@ -103,7 +104,7 @@ class SqliteDb:
         row = await self.one("PRAGMA user_version")
         return int(row[0]) if row else 0
 
-    async def _migrate(self) -> None:
+    async def _refuse_newer(self) -> None:
         version = await self.schema_version()
         if version > len(MIGRATIONS):
             raise StoreError(
@@ -112,6 +113,9 @@ class SqliteDb:
                 "Upgrade relaybot, or restore a backup made by this version; the file was "
                 "left untouched."
             )
+
+    async def _migrate(self) -> None:
+        version = await self.schema_version()
         for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
             statements = [s for s in script.split(";") if s.strip()]
             async with self.transaction():

@@ -1,0 +1,284 @@
+"""The store contract: what every backend must do, checked through engine.Store's parts only.
+
+Parametrized over the backends (`store` fixture); a new backend adds itself to BACKENDS and
+runs these tests unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine import (
+    Image,
+    InboundMessage,
+    Message,
+    Role,
+    SqliteStore,
+    Store,
+    Text,
+    ToolCall,
+    ToolOutput,
+)
+from engine._store import (
+    ConfirmationRow,
+    ConfirmationState,
+    DeliveryState,
+    InboxState,
+    JobState,
+)
+
+
+async def _sqlite(tmp_path: Path) -> Store:
+    store = SqliteStore(tmp_path / "contract.db")
+    await store.open()
+    return store
+
+
+BACKENDS: dict[str, Callable[[Path], Any]] = {"sqlite": _sqlite}
+
+
+@pytest.fixture(params=sorted(BACKENDS))
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    opened = await BACKENDS[request.param](tmp_path)
+    try:
+        yield opened
+    finally:
+        await opened.__aexit__(None, None, None)
+
+
+def inbound(text: str, message_id: str, chat_id: str = "c1", **kw: Any) -> InboundMessage:
+    return InboundMessage("t", chat_id, kw.pop("user_id", "u1"), "Ann", text, message_id, **kw)
+
+
+# -- conversations ------------------------------------------------------------------------
+
+
+async def test_one_active_conversation_per_chat_even_when_created_concurrently(
+    store: Store,
+) -> None:
+    convs = await asyncio.gather(*(store.conversations.active("t", "c1") for _ in range(20)))
+    assert len({c.id for c in convs}) == 1
+    await store.conversations.reset("t", "c1")
+    after = await asyncio.gather(*(store.conversations.active("t", "c1") for _ in range(20)))
+    assert len({c.id for c in after}) == 1 and after[0].id != convs[0].id
+
+
+async def test_every_kind_of_part_comes_back_as_it_went_in(store: Store) -> None:
+    conv = await store.conversations.active("t", "c1", is_private=False)
+    sent = [
+        Message(Role.USER, [Text("look"), Image("image/png", url="tg:file1", name="a.png")], "Ann"),
+        Message.assistant(
+            "checking", [ToolCall("c1", "fetch", '{"u": 1}'), ToolCall("c2", "x", "{}")]
+        ),
+        Message.tool_result("c1", "page text"),
+        Message.tool_result("c2", "boom", is_error=True),
+        Message.assistant("done"),
+    ]
+    for msg in sent:
+        await store.conversations.append(conv.id, msg)
+    got = await store.conversations.history(conv.id)
+    assert got == sent
+    assert got[0].speaker == "Ann" and got[3].result == ToolOutput("c2", "boom", True)
+    assert not conv.is_private
+
+
+async def test_history_is_cut_at_a_user_message_so_no_result_loses_its_call(store: Store) -> None:
+    conv = await store.conversations.active("t", "c1")
+    for i in range(3):
+        await store.conversations.append(conv.id, Message.user(f"q{i}"))
+        await store.conversations.append(
+            conv.id, Message.assistant(None, [ToolCall(f"k{i}", "x", "{}")])
+        )
+        await store.conversations.append(conv.id, Message.tool_result(f"k{i}", "r"))
+        await store.conversations.append(conv.id, Message.assistant(f"a{i}"))
+    got = await store.conversations.history(conv.id, limit=6)
+    assert got[0] == Message.user("q2") and len(got) == 4
+
+
+async def test_dangling_calls_are_closed_once(store: Store) -> None:
+    conv = await store.conversations.active("t", "c1")
+    await store.conversations.append(conv.id, Message.user("go"))
+    calls = [ToolCall("a", "x", "{}"), ToolCall("b", "x", "{}")]
+    await store.conversations.append(conv.id, Message.assistant(None, calls))
+    await store.conversations.append(conv.id, Message.tool_result("a", "ok"))
+    assert await store.conversations.close_dangling(conv.id, "interrupted") == 1
+    assert await store.conversations.close_dangling(conv.id, "interrupted") == 0
+    last = (await store.conversations.history(conv.id))[-1]
+    assert last.result == ToolOutput("b", "interrupted", is_error=True)
+
+
+async def test_the_last_exchange_can_be_dropped(store: Store) -> None:
+    conv = await store.conversations.active("t", "c1")
+    for msg in (Message.user("1"), Message.assistant("one"), Message.user("2")):
+        await store.conversations.append(conv.id, msg)
+    await store.conversations.append(conv.id, Message.assistant("two"), deliver="")
+    assert await store.conversations.drop_last_exchange(conv.id) == 2
+    assert await store.conversations.history(conv.id) == [
+        Message.user("1"),
+        Message.assistant("one"),
+    ]
+    assert await store.conversations.undelivered("t", "c1") == []
+
+
+async def test_an_answer_is_pending_until_its_delivery_is_recorded(store: Store) -> None:
+    conv = await store.conversations.active("t", "c1")
+    first = await store.conversations.append(conv.id, Message.assistant("one"), deliver="m7")
+    second = await store.conversations.append(conv.id, Message.assistant("two"), deliver="")
+    await store.conversations.append(conv.id, Message.assistant("not an answer"))
+    pending = await store.conversations.undelivered("t", "c1")
+    assert [(d.message_id, d.text, d.reply_to, d.state) for d in pending] == [
+        (first, "one", "m7", DeliveryState.PENDING),
+        (second, "two", None, DeliveryState.PENDING),
+    ]
+    await store.conversations.delivered(first, "p100")
+    await store.conversations.delivered(second, None, failed=True)
+    await store.conversations.delivered(first, "p999")  # recorded once: never overwritten
+    assert await store.conversations.undelivered("t", "c1") == []
+    assert await store.inbox.unfinished_chats() == []
+
+
+# -- inbox --------------------------------------------------------------------------------
+
+
+async def test_a_message_is_accepted_once(store: Store) -> None:
+    assert await store.inbox.accept(inbound("hi", "m1"))
+    assert not await store.inbox.accept(inbound("hi again", "m1"))
+    assert await store.inbox.accept(inbound("hi", "m1", chat_id="c2"))  # ids are per chat
+    rows = await store.inbox.rows(InboxState.QUEUED, "t", "c1")
+    assert [r.text for r in rows] == ["hi"]
+
+
+async def test_taking_moves_queued_messages_into_the_conversation_in_order(store: Store) -> None:
+    for i in range(3):
+        await store.inbox.accept(inbound(f"m{i}", f"id{i}", is_private=False))
+    taken = await store.inbox.take_queued("t", "c1")
+    assert [r.text for r in taken] == ["m0", "m1", "m2"]
+    assert all(r.state is InboxState.QUEUED for r in taken)  # as they were when taken
+    assert await store.inbox.take_queued("t", "c1") == []
+    conv = await store.conversations.active("t", "c1")
+    history = await store.conversations.history(conv.id)
+    assert [(m.text, m.speaker) for m in history] == [("m0", "Ann"), ("m1", "Ann"), ("m2", "Ann")]
+    assert [r.id for r in await store.inbox.rows(InboxState.TAKEN, "t", "c1")] == [
+        r.id for r in taken
+    ]
+    assert await store.inbox.unfinished_chats() == [("t", "c1")]
+    await store.inbox.answered([r.id for r in taken])
+    assert await store.inbox.unfinished_chats() == []
+
+
+async def test_only_old_answered_messages_are_pruned(store: Store) -> None:
+    await store.inbox.accept(inbound("old", "a"))
+    await store.inbox.accept(inbound("waiting", "b"))
+    rows = await store.inbox.take_queued("t", "c1")
+    await store.inbox.answered([rows[0].id])
+    assert await store.inbox.prune(time.time() - 3600) == 0
+    assert await store.inbox.prune(time.time() + 1) == 1
+    assert [r.text for r in await store.inbox.rows(InboxState.TAKEN, "t", "c1")] == ["waiting"]
+    assert not await store.inbox.accept(inbound("waiting", "b"))
+
+
+# -- confirmations ------------------------------------------------------------------------
+
+
+def confirmation(conv_id: int, cid: str = "abc123", chat_id: str = "c1") -> ConfirmationRow:
+    return ConfirmationRow(
+        id=cid,
+        conversation_id=conv_id,
+        channel="t",
+        chat_id=chat_id,
+        user_id="u1",
+        user_name="Ann",
+        tool="delete",
+        call_id="call_1",
+        args={"name": "x"},
+        summary="Delete x",
+        details='delete {"name": "x"}',
+        remaining=[ToolCall("call_2", "add", '{"a": 1}')],
+        iteration=2,
+        state=ConfirmationState.PENDING,
+        message_ref=None,
+        reply_to="m1",
+        expires_at=time.time() + 60,
+    )
+
+
+async def test_a_confirmation_comes_back_as_stored(store: Store) -> None:
+    conv = await store.conversations.active("t", "c1")
+    row = confirmation(conv.id)
+    await store.confirmations.add(row)
+    await store.confirmations.set_ref(row.id, "p5")
+    assert await store.confirmations.get(row.id) == dataclasses.replace(row, message_ref="p5")
+    assert await store.confirmations.get("nope00") is None
+
+
+async def test_confirmation_transitions_follow_the_table(store: Store) -> None:
+    conv = await store.conversations.active("t", "c1")
+    await store.confirmations.add(confirmation(conv.id, "aaa111"))
+    await store.confirmations.add(confirmation(conv.id, "bbb222", chat_id="c2"))
+    S = ConfirmationState
+    moves = await asyncio.gather(
+        *(store.confirmations.transition("aaa111", S.PENDING, S.APPROVED) for _ in range(10))
+    )
+    assert moves.count(True) == 1  # one press wins, however many arrive at once
+    assert not await store.confirmations.transition("aaa111", S.PENDING, S.DECLINED)
+    with pytest.raises(ValueError, match="cannot go from executed"):
+        await store.confirmations.transition("aaa111", S.EXECUTED, S.PENDING)
+    assert [c.id for c in await store.confirmations.in_state(S.APPROVED)] == ["aaa111"]
+    assert [c.id for c in await store.confirmations.in_state(S.PENDING, "t", "c2")] == ["bbb222"]
+    assert await store.confirmations.in_state(S.PENDING, "t", "c1") == []
+
+
+# -- jobs ---------------------------------------------------------------------------------
+
+
+async def test_a_job_finishes_once_and_moves_by_the_table(store: Store) -> None:
+    conv = await store.conversations.active("t", "c1")
+    assert await store.jobs.add(conv, "j1", "u1", "report", {"m": "may"}, resumable=True)
+    assert not await store.jobs.add(conv, "j1", "u1", "report", {}, resumable=False)
+    job = await store.jobs.get("j1")
+    assert job is not None and job.args == {"m": "may"} and job.resumable
+    assert job.state is JobState.RUNNING
+    assert await store.jobs.finish("j1", "42", "shown", False)
+    assert not await store.jobs.finish("j1", "43", None, True)
+    done = await store.jobs.get("j1")
+    assert done is not None and (done.result, done.for_user, done.state) == (
+        "42",
+        "shown",
+        JobState.DONE,
+    )
+    assert [j.id for j in await store.jobs.in_state(JobState.DONE)] == ["j1"]
+    assert await store.jobs.transition("j1", JobState.DONE, JobState.DELIVERED)
+    with pytest.raises(ValueError):
+        await store.jobs.transition("j1", JobState.DELIVERED, JobState.RUNNING)
+
+
+# -- notes and transactions ---------------------------------------------------------------
+
+
+async def test_notes_belong_to_their_owner_and_search_literally(store: Store) -> None:
+    a = await store.notes.add_note("t:ann", "likes 100% tea")
+    await store.notes.add_note("t:ann", "likes coffee_beans")
+    await store.notes.add_note("t:bob", "likes tea")
+    assert [n[1] for n in await store.notes.list_notes("t:ann", "100%")] == ["likes 100% tea"]
+    assert [n[1] for n in await store.notes.list_notes("t:ann", "_")] == ["likes coffee_beans"]
+    assert not await store.notes.delete_note("t:bob", a)
+    assert await store.notes.delete_note("t:ann", a)
+    assert len(await store.notes.list_notes("t:ann")) == 1
+
+
+async def test_a_transaction_spans_the_parts_and_rolls_back_whole(store: Store) -> None:
+    conv = await store.conversations.active("t", "c1")
+    with pytest.raises(RuntimeError):
+        async with store.transaction():
+            await store.conversations.append(conv.id, Message.user("lost"))
+            await store.inbox.accept(inbound("lost too", "m1"))
+            raise RuntimeError("crash inside")
+    assert await store.conversations.history(conv.id) == []
+    assert await store.inbox.accept(inbound("kept", "m1"))
