@@ -39,7 +39,7 @@ T = TypeVar("T")
 STALE_BUTTON = "This button no longer works."
 FOREIGN_BUTTON = "This button does not belong to this message; nothing was done."
 _ACK_BUDGET_S = 2.0  # answer an interaction at once if the engine decides within this, else defer
-_SLASH = (Command.RESET, Command.STOP, Command.HELP)
+_SLASH = tuple(c for c in Command if c is not Command.START)  # /start is Telegram's
 
 
 class Client(discord.Client):

@@ -99,6 +99,8 @@ class Command(enum.StrEnum):
     HELP = "help"
     RESET = "reset"
     STOP = "stop"
+    RETRY = "retry"
+    UNDO = "undo"
 
     @property
     def description(self) -> str:
@@ -111,6 +113,8 @@ _COMMAND_HELP = {
     Command.HELP: "What I can do",
     Command.RESET: "Forget this conversation and start afresh",
     Command.STOP: "Stop what I am doing (and cancel a pending confirmation)",
+    Command.RETRY: "Ask again: replace my last answer with a new one",
+    Command.UNDO: "Forget your last message and my answer to it",
 }
 
 

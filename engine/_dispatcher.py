@@ -20,7 +20,16 @@ from engine._channel import Channel, Command, Decision, InboundMessage, Press
 from engine._confirmations import Confirmations
 from engine._loop import ToolLoop
 from engine._model import Model
-from engine._queue import ChatQueues, Decided, Inbound, JobDone, Notice, Recover, WorkItem
+from engine._queue import (
+    ChatQueues,
+    Decided,
+    Inbound,
+    JobDone,
+    Notice,
+    Recover,
+    Rewind,
+    WorkItem,
+)
 from engine._store import InboxState, Store
 from engine._tasks import Tasks
 from engine._turns import TurnRunner, TurnSettings
@@ -189,6 +198,12 @@ class Dispatcher:
             cancelled = await self.confirmations.cancel_pending(key, STOPPED)
             log.info("/stop in %s by user %s", key, msg.user_id)
             return "Stopped." if stopped or cancelled else "Nothing to stop."
+        if command in (Command.RETRY, Command.UNDO):
+            done: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+            retry = command is Command.RETRY
+            if not self.queues.put(key, Rewind(retry, msg.user_id, msg.user_name, done)):
+                return "I am shutting down; try again in a moment."
+            return await done
         if command is Command.RESET:
             self.queues.stop(key)
             await self.confirmations.cancel_pending(key, "cancelled: the conversation was reset.")
@@ -246,6 +261,29 @@ class Dispatcher:
                     await self.turns.run(conv, job.user_id, "", None)
             case Notice(text, reply_to):
                 await self.turns.say(key.channel, key.chat_id, text, reply_to)
+            case Rewind():
+                try:
+                    await self._rewind(key, item)
+                finally:
+                    if not item.done.done():
+                        item.done.set_result("That did not work; please try again.")
+
+    async def _rewind(self, key: ConversationKey, item: Rewind) -> None:
+        await self.confirmations.cancel_pending(
+            key, "cancelled: the user rewound the conversation."
+        )
+        conv = await self.store.conversations.active(key.channel, key.chat_id)
+        dropped = await self.store.conversations.rewind(conv.id, keep_question=item.retry)
+        if not item.retry:
+            text = "Forgot your last message and my answer." if dropped else "Nothing to undo."
+            item.done.set_result(text)
+            return
+        tail = await self.store.conversations.history(conv.id, 1)
+        if not tail:
+            item.done.set_result("Nothing to answer again.")
+            return
+        item.done.set_result("Asking again…")
+        await self.turns.run(conv, item.user_id, item.user_name, None)
 
     async def _stopped(self, key: ConversationKey) -> None:
         """/stop cut off the running item: close its calls, report an action it ran."""

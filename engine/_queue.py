@@ -55,7 +55,18 @@ class Notice:
     reply_to: str | None = None
 
 
-WorkItem = Inbound | Recover | Decided | JobDone | Notice
+@dataclass(frozen=True, slots=True)
+class Rewind:
+    """/retry or /undo: drop the last exchange (and for a retry, answer the message again).
+    `done` receives the text to reply once it ran in the chat's order."""
+
+    retry: bool
+    user_id: str
+    user_name: str
+    done: asyncio.Future[str] = field(compare=False, repr=False)
+
+
+WorkItem = Inbound | Recover | Decided | JobDone | Notice | Rewind
 Handler = Callable[[ConversationKey, WorkItem], Awaitable[None]]
 Stopped = Callable[[ConversationKey], Awaitable[None]]
 
@@ -88,15 +99,17 @@ class ChatQueues:
         """Items waiting per chat (for metrics)."""
         return [len(c.items) for c in self._chats.values()]
 
-    def put(self, key: ConversationKey, item: WorkItem) -> None:
+    def put(self, key: ConversationKey, item: WorkItem) -> bool:
+        """Queue `item` for the chat; False when shutting down (nothing is taken any more)."""
         if self._closing:
-            return
+            return False
         chat = self._chats.get(key)
         if chat is None:
             chat = self._chats[key] = _Chat(key)
         chat.items.append(item)
         if self._open and chat.worker is None:
             chat.worker = asyncio.create_task(self._work(chat), name=f"chat-{key}")
+        return True
 
     def open(self) -> None:
         """Start the workers (of the chats queued so far, and of every chat from now on)."""

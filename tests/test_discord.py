@@ -249,7 +249,13 @@ async def test_guilds_outside_allowed_guilds_are_ignored(
 async def test_slash_reset_starts_a_fresh_conversation(
     bot: App, fake: FakeDiscord, llm: FakeOpenAI
 ) -> None:
-    assert {c["name"] for c in fake.commands[None]} == {"reset", "stop", "help"}  # synced
+    assert {c["name"] for c in fake.commands[None]} == {
+        "reset",
+        "stop",
+        "help",
+        "retry",
+        "undo",
+    }  # synced
     await fake.inject_message(CHANNEL, ALICE, "remember 42", GUILD, mentions_bot=True)
     await fake.wait_for_call("POST", posts(CHANNEL), content("echo: [Alice] remember 42"))
 
@@ -270,7 +276,13 @@ async def test_slash_help_is_ephemeral_and_commands_sync_to_listed_guilds(
 ) -> None:
     async with start(command_guilds=[GUILD]):
         assert None not in fake.commands
-        assert {c["name"] for c in fake.commands[GUILD]} == {"reset", "stop", "help"}
+        assert {c["name"] for c in fake.commands[GUILD]} == {
+            "reset",
+            "stop",
+            "help",
+            "retry",
+            "undo",
+        }
         slash = await fake.inject_slash("help", BOB, CHANNEL, GUILD)
         answer = await fake.wait_for_call("POST", callback(slash.id))
     assert answer.json["data"]["flags"] & EPHEMERAL

@@ -445,3 +445,26 @@ async def test_an_overlong_message_gets_a_short_reply_and_reaches_no_model(
     assert "too long" in sent[0].text and "1,000" in sent[0].text
     assert llm.requests == []
     assert db_rows(config.storage.resolved_path(), "SELECT COUNT(*) FROM inbox") == [(0,)]
+
+
+async def test_retry_replaces_the_last_answer_and_undo_forgets_the_exchange(
+    config: Config, llm: FakeOpenAI
+) -> None:
+    llm.script(text("first try"), text("second try"), text("third"))
+    async with running(config) as (app, ch):
+        await app.dispatcher.handle_inbound(ch.message("a riddle"))
+        await ch.wait_for("send")
+        reply = await app.dispatcher.handle_command(ch.message("/retry"), Command.RETRY)
+        assert reply == "Asking again…"
+        await ch.wait_for("send", 2)
+        again = [m["content"] for m in llm.requests[1]["messages"] if m["role"] != "system"]
+        assert again == ["a riddle"]  # the question again, without the replaced answer
+        await app.dispatcher.handle_inbound(ch.message("another"))
+        await ch.wait_for("send", 3)
+        assert await app.dispatcher.handle_command(ch.message("/undo"), Command.UNDO) == (
+            "Forgot your last message and my answer."
+        )
+        conv = await app.store.conversations.active("test", "c1")
+        kept = [m.text for m in await app.store.conversations.history(conv.id)]
+    assert ch.texts() == ["first try", "second try", "third"]
+    assert kept == ["a riddle", "second try"]

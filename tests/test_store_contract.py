@@ -114,12 +114,23 @@ async def test_dangling_calls_are_closed_once(store: Store) -> None:
     assert last.result == ToolOutput("b", "interrupted", is_error=True)
 
 
+async def test_a_retry_keeps_the_question_and_drops_the_answer(store: Store) -> None:
+    conv = await store.conversations.active("t", "c1")
+    for msg in (Message.user("1"), Message.user("1b"), Message.assistant("one")):
+        await store.conversations.append(conv.id, msg)
+    assert await store.conversations.rewind(conv.id, keep_question=True) == 1
+    assert await store.conversations.history(conv.id) == [Message.user("1"), Message.user("1b")]
+    await store.conversations.reset("t", "c1")
+    fresh = await store.conversations.active("t", "c1")
+    assert await store.conversations.rewind(fresh.id) == 0
+
+
 async def test_the_last_exchange_can_be_dropped(store: Store) -> None:
     conv = await store.conversations.active("t", "c1")
     for msg in (Message.user("1"), Message.assistant("one"), Message.user("2")):
         await store.conversations.append(conv.id, msg)
     await store.conversations.append(conv.id, Message.assistant("two"), deliver="")
-    assert await store.conversations.drop_last_exchange(conv.id) == 2
+    assert await store.conversations.rewind(conv.id) == 2
     assert await store.conversations.history(conv.id) == [
         Message.user("1"),
         Message.assistant("one"),

@@ -23,7 +23,7 @@ from bot._logging import RedactingFilter
 from bot.app import App
 from bot.config import Config
 from channels.telegram import TEXT_ONLY, TelegramChannel
-from engine import Choice, parse_decision
+from engine import Choice, Command, parse_decision
 from tests.fakes.openai_server import FakeOpenAI, hold, text, tool_call
 from tests.fakes.telegram_server import BOT_USERNAME, FakeTelegram, parse_html
 from tools import ToolContext, tool
@@ -155,7 +155,7 @@ async def test_dm_reply_is_formatted_and_replies_to_the_message(config, tg, llm)
     }
     assert last_user_text(llm.requests[0]) == "hello"
     assert tg.chat_texts(DM) == ["Hi <there> & welcome"]
-    assert {c["command"] for c in tg.commands} == {"start", "help", "reset", "stop"}
+    assert {c["command"] for c in tg.commands} == {c.value for c in Command}  # all of them
 
 
 async def test_typing_is_shown_and_refreshed_until_the_reply(config, tg, llm, monkeypatch) -> None:

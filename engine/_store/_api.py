@@ -44,8 +44,9 @@ class ConversationStore(Protocol):
         """The last `limit` messages, oldest first, starting at a user message when cut."""
         ...
 
-    async def drop_last_exchange(self, conversation_id: int) -> int:
-        """Delete the last user message and everything after it; returns how many messages."""
+    async def rewind(self, conversation_id: int, *, keep_question: bool = False) -> int:
+        """Delete everything after the last user message (and that message too unless
+        `keep_question`); returns how many messages were deleted."""
         ...
 
     async def close_dangling(self, conversation_id: int, reason: str) -> int:

@@ -80,15 +80,17 @@ class SqliteConversations:
                 msgs.pop(0)
         return msgs
 
-    async def drop_last_exchange(self, conversation_id: int) -> int:
+    async def rewind(self, conversation_id: int, *, keep_question: bool = False) -> int:
         row = await self.db.one(
             "SELECT MAX(id) AS id FROM messages WHERE conversation_id=? AND role='user'",
             (conversation_id,),
         )
         if row is None or row["id"] is None:
             return 0
+        after = ">" if keep_question else ">="
         cur = await self.db.write(
-            "DELETE FROM messages WHERE conversation_id=? AND id>=?", (conversation_id, row["id"])
+            f"DELETE FROM messages WHERE conversation_id=? AND id {after} ?",
+            (conversation_id, row["id"]),
         )
         return cur.rowcount
 
