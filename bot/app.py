@@ -13,7 +13,16 @@ from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from bot.config import Config
-from engine import Channel, Dispatcher, LoopOptions, OpenAIModel, Settings, SqliteStore, Store
+from engine import (
+    Channel,
+    Dispatcher,
+    LimitSettings,
+    LoopOptions,
+    OpenAIModel,
+    Settings,
+    SqliteStore,
+    Store,
+)
 from tools import Tool, ToolRegistry
 from tools._config import apply_policy
 from tools._plugins import load_plugins
@@ -133,6 +142,13 @@ class App:
                 shutdown_grace_s=cfg.engine.shutdown_grace_s,
                 stream=cfg.llm.stream,
                 max_message_chars=cfg.access.max_message_chars,
+                admins=set(cfg.access.admins),
+                always_ask=set(cfg.tools.always_ask),
+                limits=LimitSettings(
+                    messages_per_minute=cfg.limits.messages_per_minute,
+                    tokens_per_day=cfg.limits.tokens_per_day,
+                ),
+                tool_calls_per_turn=cfg.limits.tool_calls_per_turn,
             ),
             loop_options,
         )

@@ -16,7 +16,15 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from channels._config import DiscordConfig, TelegramConfig, read_secret, resolve_secret
 from tools import ConfigError
@@ -93,6 +101,25 @@ class EngineConfig(_Section):
 
 class AccessConfig(_Section):
     max_message_chars: int = Field(8_000, ge=100)  # longer messages get a short reply instead
+    admins: list[str] = []  # owners: "telegram:123456789", "discord:80351110224678912"
+
+    @field_validator("admins")
+    @classmethod
+    def _qualified(cls, admins: list[str]) -> list[str]:
+        for entry in admins:
+            channel, _, user_id = entry.partition(":")
+            if not channel.isalpha() or not user_id or " " in user_id:
+                raise ValueError(
+                    f"{entry!r} must name the platform and the user id, e.g. "
+                    '"telegram:123456789" or "discord:80351110224678912"'
+                )
+        return admins
+
+
+class LimitsConfig(_Section):
+    messages_per_minute: int = Field(20, ge=1)  # per user; more are held and answered together
+    tokens_per_day: int | None = Field(None, ge=1)  # per user (prompt + completion); off: unset
+    tool_calls_per_turn: int = Field(25, ge=1)
 
 
 class LogConfig(_Section):
@@ -104,6 +131,7 @@ class Config(_Section):
     storage: StorageConfig = StorageConfig()
     engine: EngineConfig = EngineConfig()
     access: AccessConfig = AccessConfig()
+    limits: LimitsConfig = LimitsConfig()
     telegram: TelegramConfig = TelegramConfig()
     discord: DiscordConfig = DiscordConfig()
     console: ConsoleConfig = ConsoleConfig()

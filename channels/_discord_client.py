@@ -28,7 +28,14 @@ from discord import app_commands
 from discord.gateway import DiscordWebSocket
 
 from channels._discord_inbound import DECISION_RE, PressOn, press_on
-from engine._channel import Choice, Command, encode_decision
+from engine._channel import (
+    ACTION_PATTERN,
+    Choice,
+    Command,
+    Reply,
+    encode_action,
+    encode_decision,
+)
 
 if TYPE_CHECKING:
     from channels.discord import DiscordChannel
@@ -69,7 +76,7 @@ class Client(discord.Client):
         log.info(
             "discord: logged in as %s (%s); gateway %s", self.user, self.user and self.user.id, url
         )
-        self.add_dynamic_items(DecisionButton)
+        self.add_dynamic_items(DecisionButton, ActionButton)
         await self._sync_commands()
 
     async def _sync_commands(self) -> None:
@@ -143,6 +150,41 @@ class DecisionButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=DE
         client = interaction.client
         assert isinstance(client, Client)
         await client.adapter.on_decision(interaction, self.confirmation_id, self.choice)
+
+
+class ActionButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=ACTION_PATTERN):
+    """A button under a command's reply; custom_id ``ra:<action>``."""
+
+    def __init__(self, label: str, action: str) -> None:
+        super().__init__(
+            discord.ui.Button(
+                label=label[:80],
+                style=discord.ButtonStyle.secondary,
+                custom_id=encode_action(action),
+            )
+        )
+        self.action = action
+
+    @classmethod
+    async def from_custom_id(
+        cls, interaction: discord.Interaction, item: discord.ui.Item[Any], match: re.Match[str], /
+    ) -> ActionButton:
+        return cls(getattr(item, "label", None) or "", match["action"])
+
+    async def callback(self, interaction: discord.Interaction) -> None:
+        client = interaction.client
+        assert isinstance(client, Client)
+        await client.adapter.on_action(interaction, self.action)
+
+
+def menu(reply: Reply) -> discord.ui.View | None:
+    """A command reply's buttons as a view (None: no buttons, or none any more)."""
+    if not reply.buttons:
+        return None
+    view = discord.ui.View(timeout=None)
+    for button in reply.buttons[:25]:  # Discord's limit per message
+        view.add_item(ActionButton(button.label, button.action))
+    return view
 
 
 def _slash_command(

@@ -86,6 +86,25 @@ class Outbox:
         sent = await self._patiently(lambda: _html_or_plain(call, prompt.text, True))
         return MessageRef(chat_id, str(sent.message_id))
 
+    async def send_menu(
+        self, chat_id: str, text: str, reply_to: str | None, markup: InlineKeyboardMarkup
+    ) -> MessageRef:
+        """A command's reply: its parts in order, the buttons under the last one."""
+        parts = self.render(text, True)
+        message_id = ""
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            message_id = await self.send_part(
+                chat_id, part, reply_to if i == 0 else None, markup if last else None
+            )
+        return MessageRef(chat_id, message_id)
+
+    async def edit_menu(
+        self, chat_id: str, message_id: str, text: str, markup: InlineKeyboardMarkup
+    ) -> None:
+        """Replace a command reply's text and buttons (a menu is short: one part)."""
+        await self._edit(chat_id, message_id, self.render(text, True)[0], markup)
+
     async def close_buttons(self, ref: MessageRef, text: str) -> None:
         """Replace the text (or a document's caption) of a prompt and remove its buttons."""
         first, *rest = self.render(text, True)

@@ -26,6 +26,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TextIO
 
 from engine._channel import (
+    Action,
+    Button,
     Capabilities,
     Channel,
     Choice,
@@ -35,6 +37,7 @@ from engine._channel import (
     InboundMessage,
     MessageRef,
     Press,
+    Reply,
 )
 
 WaitIdle = Callable[[str, str], Awaitable[None]]
@@ -66,6 +69,7 @@ class ConsoleChannel(Channel):
         self._run_id = time.time_ns()  # message ids stay unique across runs of the same store
         self._shown: dict[str, ConfirmationPrompt] = {}  # prompt message id → prompt
         self._answered: set[str] = set()  # prompts just answered: their "running" line is noise
+        self._menu: tuple[Button, ...] = ()  # the buttons of the last command reply
         self._interactive = self._in is sys.stdin and _isatty(self._in) and _isatty(self._out)
         self._reading: str | None = None  # the prompt of the read in progress
         self._terminal: Any = None  # termios settings to restore
@@ -142,7 +146,13 @@ class ConsoleChannel(Channel):
                     continue
                 command = _command(text)
                 if command is not None:
-                    self._write(await engine.handle_command(self._message(text), command))
+                    self._show(await engine.handle_command(self._message(text), command))
+                    continue
+                if text.isdigit() and 0 < int(text) <= len(self._menu):
+                    action = Action(
+                        self.name, CHAT_ID, self.user_id, self._menu[int(text) - 1].action
+                    )
+                    self._show(await engine.handle_action(action))
                     continue
                 if _COMMAND_LIKE.match(text):
                     self._write(f"Unknown command {text}. Commands: {_COMMANDS}.")
@@ -165,7 +175,7 @@ class ConsoleChannel(Channel):
             if answer is None:  # end of input: left pending, it expires on its own
                 return
             if isinstance(answer, Command):  # /reset: the engine cancels the question
-                self._write(await engine.handle_command(self._message(f"/{answer}"), answer))
+                self._show(await engine.handle_command(self._message(f"/{answer}"), answer))
                 self._shown.pop(ref, None)
                 continue
             decision = await engine.handle_press(
@@ -190,10 +200,20 @@ class ConsoleChannel(Channel):
             if command is Command.RESET:
                 return command
             if command is not None:
-                self._write(await engine.handle_command(self._message(answer), command))
+                self._show(await engine.handle_command(self._message(answer), command))
             again = "" if self._interactive else f" {QUESTION.rstrip()}"  # else: the prompt
             self._write(f"Please answer y (yes) or n (no).{again}")
         return None
+
+    def _show(self, reply: Reply) -> None:
+        """A command's reply; its buttons become numbered choices the next line can pick."""
+        self._menu = reply.buttons
+        lines = [reply.text] if reply.text else []
+        lines += [f"  [{i}] {b.label}" for i, b in enumerate(reply.buttons, 1)]
+        if reply.buttons:
+            lines.append("Type a number to choose.")
+        if lines:
+            self._write("\n".join(lines))
 
     def _message(self, text: str) -> InboundMessage:
         return InboundMessage(

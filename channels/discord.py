@@ -31,13 +31,14 @@ from discord.http import Route
 
 from channels._config import DEFAULT_DISCORD_API as DEFAULT_API_BASE_URL
 from channels._config import DiscordConfig
-from channels._discord_client import Client, DecisionButton, within_ack_budget
+from channels._discord_client import Client, DecisionButton, menu, within_ack_budget
 from channels._discord_inbound import guild_allowed, inbound
 from channels._prompt import ATTACHED_NOTE, ATTACHMENT_NAME, lay_out, who_and_when
 from channels._shown import ShownMessages
 from channels._split import split_text
 from engine._backoff import Backoff
 from engine._channel import (
+    Action,
     Capabilities,
     Channel,
     Choice,
@@ -253,10 +254,28 @@ class DiscordChannel(Channel):
         ephemeral = command is Command.HELP
         work = self._require_engine().handle_command(msg, command)
         reply = await within_ack_budget(interaction, work, thinking=True, ephemeral=ephemeral)
+        text, view = reply.text or "Done.", menu(reply)
         if interaction.response.is_done():
-            await interaction.followup.send(reply, ephemeral=ephemeral)
+            if view is None:
+                await interaction.followup.send(text, ephemeral=ephemeral)
+            else:
+                await interaction.followup.send(text, ephemeral=ephemeral, view=view)
+        elif view is None:
+            await interaction.response.send_message(text, ephemeral=ephemeral)
         else:
-            await interaction.response.send_message(reply, ephemeral=ephemeral)
+            await interaction.response.send_message(text, ephemeral=ephemeral, view=view)
+
+    async def on_action(self, interaction: discord.Interaction, action: str) -> None:
+        """A press on a command reply's button: the message shows what the engine says now."""
+        if not await self._guild_allowed(interaction):
+            return
+        pressed = Action(self.name, str(interaction.channel_id), str(interaction.user.id), action)
+        work = self._require_engine().handle_action(pressed)
+        reply = await within_ack_budget(interaction, work, thinking=False, ephemeral=True)
+        if interaction.response.is_done():
+            await interaction.edit_original_response(content=reply.text, view=menu(reply))
+        else:
+            await interaction.response.edit_message(content=reply.text, view=menu(reply))
 
     async def on_decision(
         self, interaction: discord.Interaction, confirmation_id: str, choice: Choice

@@ -49,6 +49,7 @@ from channels._telegram_outbox import Outbox
 from channels._telegram_updates import ADDRESSED, TOKEN_REJECTED, Poller, inbound_message
 from engine._backoff import Backoff
 from engine._channel import (
+    Action,
     Capabilities,
     Channel,
     Command,
@@ -56,7 +57,10 @@ from engine._channel import (
     Engine,
     MessageRef,
     Press,
+    Reply,
+    encode_action,
     encode_decision,
+    parse_action,
     parse_decision,
 )
 
@@ -188,15 +192,19 @@ class TelegramChannel(Channel):
             if msg is None:
                 return
             reply = await self._engine_().handle_command(msg, command)
-            if reply:
+            if reply.text:
                 reply_to = None if msg.is_private else msg.message_id
-                self._reply(update, self.send(msg.chat_id, reply, reply_to=reply_to))
+                sent = self._outbox.send_menu(msg.chat_id, reply.text, reply_to, _menu(reply))
+                self._reply(update, sent)
 
         return on_command
 
     async def _on_button(self, update: Update, _: ContextTypes.DEFAULT_TYPE) -> None:
         query = update.callback_query
         assert query is not None
+        if (action := parse_action(query.data or "")) is not None:
+            await self._on_action(update, action)
+            return
         parsed = parse_decision(query.data or "")
         if parsed is None:
             self._reply(update, query.answer(STALE_BUTTON))
@@ -211,6 +219,21 @@ class TelegramChannel(Channel):
             self._reply(update, failed)
             raise
         self._reply(update, query.answer(decision.message[:200], show_alert=not decision.accepted))
+
+    async def _on_action(self, update: Update, action: str) -> None:
+        """A press on a command reply's button: the engine says what the message shows now."""
+        query = update.callback_query
+        assert query is not None
+        message = query.message
+        if message is None:
+            self._reply(update, query.answer(STALE_BUTTON))
+            return
+        chat_id = str(message.chat.id)
+        pressed = Action(self.name, chat_id, str(query.from_user.id), action)
+        reply = await self._engine_().handle_action(pressed)
+        self._reply(update, query.answer())
+        edit = self._outbox.edit_menu(chat_id, str(message.message_id), reply.text, _menu(reply))
+        self._reply(update, edit)
 
     def _reply(self, update: Update, reply: Coroutine[Any, Any, Any]) -> None:
         """Send `reply` in a task of the Application (its errors go to the error handler;
@@ -272,6 +295,16 @@ class TelegramChannel(Channel):
 
     async def resolve_confirmation(self, ref: MessageRef, text: str) -> None:
         await self._outbox.close_buttons(ref, text)
+
+
+def _menu(reply: Reply) -> InlineKeyboardMarkup:
+    """A command reply's buttons, one per row (an empty keyboard removes them)."""
+    return InlineKeyboardMarkup(
+        [
+            [InlineKeyboardButton(b.label, callback_data=encode_action(b.action))]
+            for b in reply.buttons
+        ]
+    )
 
 
 def _rate_limiter() -> AIORateLimiter:

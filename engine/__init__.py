@@ -6,6 +6,8 @@ one model providers implement (`Model`). Arrows point inward: channels → engin
 
 from engine._backoff import Backoff
 from engine._channel import (
+    Action,
+    Button,
     Capabilities,
     Channel,
     Choice,
@@ -17,12 +19,16 @@ from engine._channel import (
     InboundMessage,
     MessageRef,
     Press,
+    Reply,
+    encode_action,
     encode_decision,
+    parse_action,
     parse_decision,
 )
 from engine._context import ensure_pairing
 from engine._dispatcher import Dispatcher, LoopOptions, Settings
 from engine._jobs import Job, JobRunner
+from engine._limits import LimitSettings
 from engine._loop import ToolLoop
 from engine._model import (
     FinishReason,
@@ -44,7 +50,9 @@ from engine._store import SqliteStore, Store
 from engine._types import ConversationKey, PendingCall, TurnContext, TurnResult
 
 __all__ = [
+    "Action",
     "Backoff",
+    "Button",
     "Capabilities",
     "Channel",
     "Choice",
@@ -60,6 +68,7 @@ __all__ = [
     "InboundMessage",
     "Job",
     "JobRunner",
+    "LimitSettings",
     "LoopOptions",
     "Message",
     "MessageRef",
@@ -69,6 +78,7 @@ __all__ = [
     "OpenAIModel",
     "PendingCall",
     "Press",
+    "Reply",
     "Role",
     "ScriptedModel",
     "Settings",
@@ -82,8 +92,10 @@ __all__ = [
     "TurnContext",
     "TurnResult",
     "Usage",
+    "encode_action",
     "encode_decision",
     "ensure_pairing",
+    "parse_action",
     "parse_decision",
     "reply",
 ]

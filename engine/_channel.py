@@ -101,6 +101,8 @@ class Command(enum.StrEnum):
     STOP = "stop"
     RETRY = "retry"
     UNDO = "undo"
+    PERMISSIONS = "permissions"
+    USAGE = "usage"
 
     @property
     def description(self) -> str:
@@ -115,6 +117,8 @@ _COMMAND_HELP = {
     Command.STOP: "Stop what I am doing (and cancel a pending confirmation)",
     Command.RETRY: "Ask again: replace my last answer with a new one",
     Command.UNDO: "Forget your last message and my answer to it",
+    Command.PERMISSIONS: "What I may do here without asking; revoke it",
+    Command.USAGE: "How much you have used me today and this month",
 }
 
 
@@ -132,6 +136,33 @@ class Press:
     user_id: str
     confirmation_id: str
     choice: Choice
+
+
+@dataclass(frozen=True, slots=True)
+class Button:
+    """A button under a command's reply; its `action` comes back in an :class:`Action`."""
+
+    label: str
+    action: str  # short: [A-Za-z0-9_:.-]{1,61} (Telegram allows 64 bytes of payload)
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """What a command (or a press on one of its buttons) shows: text, and buttons under it."""
+
+    text: str
+    buttons: tuple[Button, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """A press on a command reply's button. Like a :class:`Press`, the platform, chat and user
+    come from the platform's event; only `action` comes from the button's payload."""
+
+    channel: str
+    chat_id: str
+    user_id: str
+    action: str
 
 
 class DecisionStatus(enum.StrEnum):
@@ -164,8 +195,11 @@ class Engine(Protocol):
     async def handle_press(self, press: Press) -> Decision:
         """Record a press on a confirmation; the engine edits the prompt message itself."""
 
-    async def handle_command(self, msg: InboundMessage, command: Command) -> str:
-        """Run a command for `msg`'s chat; returns the text to reply."""
+    async def handle_command(self, msg: InboundMessage, command: Command) -> Reply:
+        """Run a command for `msg`'s chat; returns what to reply."""
+
+    async def handle_action(self, action: Action) -> Reply:
+        """Run a press on a command reply's button; returns what that message shows now."""
 
 
 class Channel(abc.ABC):
@@ -214,6 +248,22 @@ DECISION_PATTERN = r"rb:(?P<id>[0-9a-f]{6,32}):(?P<choice>[yan])"
 _DECISION_RE = re.compile(f"^{DECISION_PATTERN}$")
 
 
+ACTION_PATTERN = r"ra:(?P<action>[A-Za-z0-9_:.-]{1,61})"
+_ACTION_RE = re.compile(f"^{ACTION_PATTERN}$")
+
+
+def encode_action(action: str) -> str:
+    if not _ACTION_RE.match(f"ra:{action}"):
+        raise ValueError(f"not a valid button action: {action!r}")
+    return f"ra:{action}"
+
+
+def parse_action(data: str) -> str | None:
+    """The action of a payload made by :func:`encode_action`, else None."""
+    m = _ACTION_RE.match(data or "")
+    return m["action"] if m else None
+
+
 def encode_decision(confirmation_id: str, choice: Choice) -> str:
     return f"rb:{confirmation_id}:{choice.value}"
 
@@ -227,7 +277,10 @@ def parse_decision(data: str) -> tuple[str, Choice] | None:
 
 
 __all__ = [
+    "ACTION_PATTERN",
     "DECISION_PATTERN",
+    "Action",
+    "Button",
     "Capabilities",
     "Channel",
     "Choice",
@@ -239,6 +292,9 @@ __all__ = [
     "InboundMessage",
     "MessageRef",
     "Press",
+    "Reply",
+    "encode_action",
     "encode_decision",
+    "parse_action",
     "parse_decision",
 ]

@@ -25,6 +25,7 @@ from engine._channel import (
     MessageRef,
     Press,
 )
+from engine._permissions import Permissions
 from engine._queue import ChatQueues, Decided, Notice
 from engine._store import ConfirmationRow, Conversation, Store
 from engine._store import ConfirmationState as S
@@ -48,6 +49,7 @@ class Confirmations:
         queues: ChatQueues,
         tasks: Tasks,
         allowed: Callable[[str, str], bool],
+        permissions: Permissions,
     ) -> None:
         self.store = store
         self.rows = store.confirmations
@@ -55,6 +57,7 @@ class Confirmations:
         self.queues = queues
         self.tasks = tasks
         self.allowed = allowed
+        self.permissions = permissions
         self.ready = asyncio.Event()  # set once the channels run: prompts can be edited
 
     # -- asking ---------------------------------------------------------------------------
@@ -80,6 +83,12 @@ class Confirmations:
             message_ref=None,
             reply_to=reply_to,
             expires_at=pending.expires_at,
+            offered="".join(
+                c.value
+                for c in self.permissions.choices(
+                    pending.tool, conv.channel, pending.user_id, conv.is_private
+                )
+            ),
         )
         await self.rows.add(row)
         await self.show(row)
@@ -96,7 +105,7 @@ class Confirmations:
             row.expires_at,
             row.reply_to,
             row.details,
-            (Choice.ONCE, Choice.CANCEL),
+            tuple(Choice(c) for c in row.offered),
         )
         ref = await self.channels[row.channel].show_confirmation(prompt)
         await self.rows.set_ref(row.id, ref.message_id)
@@ -118,6 +127,8 @@ class Confirmations:
             return Decision(DecisionStatus.NOT_YOURS, f"Only {conf.user_name} can confirm this.")
         if conf.state is not S.PENDING:
             return Decision(DecisionStatus.ALREADY_DECIDED, f"Already decided ({conf.state}).")
+        if press.choice.value not in conf.offered:  # a payload for a button never shown
+            return Decision(DecisionStatus.UNKNOWN, "This answer is not offered here.")
         if conf.expires_at <= time.time():
             await self.expire(conf)
             return Decision(DecisionStatus.EXPIRED, "This request has expired; nothing was run.")
@@ -126,6 +137,9 @@ class Confirmations:
             conf.id, S.PENDING, S.APPROVED if approved else S.DECLINED
         ):
             return Decision(DecisionStatus.ALREADY_DECIDED, "Already decided.")
+        key = ConversationKey(conf.channel, conf.chat_id)
+        if press.choice is Choice.ALWAYS:
+            await self.permissions.grant(key, conf.tool, press.user_id, conf.user_name)
         log.info(
             "confirmation %s (%s) in %s:%s %s by user %s",
             conf.id,
@@ -139,7 +153,7 @@ class Confirmations:
         if channel is not None and channel.capabilities.edits:  # a terminal shows the end only
             mark = "⏳ Running" if approved else "✖️ Cancelled"
             self.tasks.spawn(self.resolve(conf, f"{mark}: {conf.summary}"), "confirmation-edit")
-        self.queues.put(ConversationKey(conf.channel, conf.chat_id), Decided(conf.id))
+        self.queues.put(key, Decided(conf.id))
         if approved:
             return Decision(DecisionStatus.APPROVED, "Confirmed.")
         return Decision(DecisionStatus.DECLINED, "Cancelled.")

@@ -13,13 +13,16 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import time
 from dataclasses import dataclass, field
 
 from engine._background import Background
-from engine._channel import Channel, Command, Decision, InboundMessage, Press
+from engine._channel import Action, Channel, Command, Decision, InboundMessage, Press, Reply
 from engine._confirmations import Confirmations
+from engine._limits import Limits, LimitSettings
 from engine._loop import ToolLoop
 from engine._model import Model
+from engine._permissions import Permissions, Policy
 from engine._queue import (
     ChatQueues,
     Decided,
@@ -66,6 +69,10 @@ class Settings:
     expiry_check_s: float = 5.0
     stream: bool = False
     max_message_chars: int = 8_000
+    admins: set[str] = field(default_factory=set)  # "<channel>:<user id>": owners
+    always_ask: set[str] = field(default_factory=lambda: {"run_command", "delete_file"})
+    limits: LimitSettings = field(default_factory=LimitSettings)
+    tool_calls_per_turn: int | None = 25
 
 
 class Dispatcher:
@@ -85,8 +92,11 @@ class Dispatcher:
         self.channels: dict[str, Channel] = {}
         self.tasks = Tasks()
         self.queues = ChatQueues(self._handle, self._stopped)
+        policy = Policy(s.admins, s.always_ask)
+        self.permissions = Permissions(store, policy)
+        self.limits = Limits(store, s.limits, policy)
         self.confirmations = Confirmations(
-            store, self.channels, self.queues, self.tasks, self.allowed
+            store, self.channels, self.queues, self.tasks, self.allowed, self.permissions
         )
         self.background = Background(
             store, registry, self.queues, lambda key: self.turns.sender(key)
@@ -96,9 +106,12 @@ class Dispatcher:
             model, registry, jobs=self.background.runner, stream=s.stream, **options
         )
         turn_settings = TurnSettings(
-            s.system_prompt or "", s.history_limit, s.stream, set(s.dm_only)
+            s.system_prompt or "", s.history_limit, s.stream, set(s.dm_only), s.tool_calls_per_turn
         )
-        self.turns = TurnRunner(store, self.loop, self.channels, self.confirmations, turn_settings)
+        self.turns = TurnRunner(
+            store, self.loop, self.channels, self.confirmations, self.permissions, turn_settings
+        )
+        self._releases: dict[ConversationKey, asyncio.TimerHandle] = {}
 
     def add_channel(self, channel: Channel) -> None:
         self.channels[channel.name] = channel
@@ -119,7 +132,9 @@ class Dispatcher:
         await self.confirmations.recover()
         await self.background.recover()
         for channel, chat_id in unfinished:
-            self.queues.put(ConversationKey(channel, chat_id), Inbound())
+            key = ConversationKey(channel, chat_id)
+            self.queues.put(key, Inbound())
+            await self._schedule_release(key)
 
     async def start(self) -> None:
         """The channels run: open the queues, watch for expiries."""
@@ -129,6 +144,8 @@ class Dispatcher:
 
     async def aclose(self) -> None:
         """Let running turns finish (bounded), then cancel and record what was cut off."""
+        for timer in self._releases.values():
+            timer.cancel()
         cut = await self.queues.aclose(self.settings.shutdown_grace_s)
         await self.tasks.aclose()
         await self.background.aclose()
@@ -169,10 +186,38 @@ class Dispatcher:
                 f"{limit:,}). Please shorten it, or split it into several messages.",
             )
             return
-        if not await self.store.inbox.accept(msg):
+        admission = await self.limits.admit(msg)
+        if admission.reply is not None:
+            self._reply(msg, admission.reply)
+        if admission.refuse:
+            return
+        key = ConversationKey(msg.channel, msg.chat_id)
+        if not await self.store.inbox.accept(msg, hold_until=admission.hold_until):
             log.info("duplicate delivery of %s message %s ignored", msg.channel, msg.message_id)
             return
-        self.queues.put(ConversationKey(msg.channel, msg.chat_id), Inbound())
+        if admission.hold_until is not None:
+            await self._schedule_release(key)
+        else:
+            self.queues.put(key, Inbound())
+
+    async def _schedule_release(self, key: ConversationKey) -> None:
+        """Queue the chat's held messages for when their hold ends (one timer per chat)."""
+        when = await self.store.inbox.next_release(key.channel, key.chat_id)
+        if when is None:
+            return
+        loop = asyncio.get_running_loop()
+        timer = self._releases.get(key)
+        at = loop.time() + max(0.0, when - time.time())
+        if timer is not None and not timer.cancelled() and timer.when() <= at:
+            return
+        if timer is not None:
+            timer.cancel()
+
+        def release() -> None:
+            self._releases.pop(key, None)
+            self.queues.put(key, Inbound())
+
+        self._releases[key] = loop.call_at(at, release)
 
     def _reply(self, msg: InboundMessage, text: str) -> None:
         """Answer outside the chat's order (a refusal): the adapter's delivery is not held up."""
@@ -182,7 +227,19 @@ class Dispatcher:
     async def handle_press(self, press: Press) -> Decision:
         return await self.confirmations.press(press)
 
-    async def handle_command(self, msg: InboundMessage, command: Command) -> str:
+    async def handle_command(self, msg: InboundMessage, command: Command) -> Reply:
+        result = await self._command(msg, command)
+        return result if isinstance(result, Reply) else Reply(result)
+
+    async def handle_action(self, action: Action) -> Reply:
+        if not self.allowed(action.channel, action.user_id):
+            return Reply(
+                f"Sorry, you are not allowed to use this bot. Your user id is {action.user_id}."
+            )
+        reply = await self.permissions.act(action)
+        return reply or Reply("This button no longer works.")
+
+    async def _command(self, msg: InboundMessage, command: Command) -> str | Reply:
         key = ConversationKey(msg.channel, msg.chat_id)
         if command is Command.START:
             greeting = f"Hi {msg.user_name or 'there'}! Your user id is {msg.user_id}."
@@ -204,6 +261,10 @@ class Dispatcher:
             if not self.queues.put(key, Rewind(retry, msg.user_id, msg.user_name, done)):
                 return "I am shutting down; try again in a moment."
             return await done
+        if command is Command.PERMISSIONS:
+            return await self.permissions.menu(key)
+        if command is Command.USAGE:
+            return await self.limits.usage(msg)
         if command is Command.RESET:
             self.queues.stop(key)
             await self.confirmations.cancel_pending(key, "cancelled: the conversation was reset.")
@@ -237,6 +298,7 @@ class Dispatcher:
                 rows = await self.store.inbox.take_queued(key.channel, key.chat_id)
                 if rows:
                     await self.turns.user_turn(key, rows)
+                await self._schedule_release(key)
             case Recover():
                 await self.turns.recover(key)
             case Decided(confirmation_id):

@@ -190,18 +190,24 @@ class ToolLoop:
         batch: list[tuple[ToolCall, PreparedCall | ToolResult]] = []
         for i, call in enumerate(calls):
             prepared = self._prepare(state, call)
-            if isinstance(prepared, PreparedCall) and prepared.tool.destructive:
-                await self._run_batch(state, batch)
-                if state.stop_text is not None:
-                    for c in calls[i:]:
-                        await self._add_result(state, c, ToolResult.fail("Not run: turn stopped."))
-                    return None
-                return self._halt(state, call, prepared, calls[i + 1 :])
-            if isinstance(prepared, PreparedCall) and prepared.tool.exclusive:
-                await self._run_batch(state, batch)
-                batch = []
-                await self._run_batch(state, [(call, prepared)])
-                continue
+            if isinstance(prepared, PreparedCall):
+                tool = prepared.tool
+                if tool.destructive and tool.name not in state.ctx.granted:
+                    await self._run_batch(state, batch)
+                    if state.stop_text is not None:
+                        for c in calls[i:]:
+                            await self._add_result(
+                                state, c, ToolResult.fail("Not run: turn stopped.")
+                            )
+                        return None
+                    return self._halt(state, call, prepared, calls[i + 1 :])
+                if tool.exclusive or tool.destructive:  # an action always allowed runs alone
+                    if tool.destructive:
+                        log.info("%s runs in %s unasked: always allowed", tool.name, state.ctx.key)
+                    await self._run_batch(state, batch)
+                    batch = []
+                    await self._run_batch(state, [(call, prepared)])
+                    continue
             batch.append((call, prepared))
         await self._run_batch(state, batch)
         return None
@@ -212,6 +218,12 @@ class ToolLoop:
                 f"Tool {call.name!r} is not available here. Available tools: "
                 f"{', '.join(sorted(state.ctx.tools)) or 'none'}.",
                 retryable=True,
+            )
+        limit = state.ctx.max_tool_calls
+        if limit is not None and len(state.called) >= limit:
+            return ToolResult.fail(
+                f"Not run: this turn has made {limit} tool calls, the most allowed. Answer the "
+                "user with what you have, and say what is left undone."
             )
         if state.failures[call.name] >= self.retry_budget:
             return ToolResult.fail(

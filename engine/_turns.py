@@ -17,9 +17,11 @@ from dataclasses import dataclass, field
 
 from engine._channel import Channel
 from engine._confirmations import Confirmations
+from engine._limits import today
 from engine._live import LiveReply, typing
 from engine._loop import ToolLoop
 from engine._model import Message
+from engine._permissions import Permissions
 from engine._store import (
     ConfirmationRow,
     ConfirmationState,
@@ -47,6 +49,7 @@ class TurnSettings:
     history_limit: int = 200
     stream: bool = False
     dm_only: set[str] = field(default_factory=set)  # tools never offered in group chats
+    tool_calls_per_turn: int | None = 25  # admins are exempt
 
 
 def apology(exc: LLMError) -> str:
@@ -79,12 +82,14 @@ class TurnRunner:
         loop: ToolLoop,
         channels: Mapping[str, Channel],
         confirmations: Confirmations,
+        permissions: Permissions,
         settings: TurnSettings,
     ) -> None:
         self.store = store
         self.loop = loop
         self.channels = channels
         self.confirmations = confirmations
+        self.permissions = permissions
         self.settings = settings
 
     async def user_turn(self, key: ConversationKey, rows: Sequence[InboxRow]) -> None:
@@ -113,6 +118,7 @@ class TurnRunner:
         streaming = self.settings.stream and channel.capabilities.edits
         live = LiveReply(channel, conv.chat_id, reply_to) if streaming else None
         ctx = self._context(conv, user_id, user_name, live)
+        ctx.granted = await self.permissions.granted(ctx.key)
         history = await self.store.conversations.history(conv.id, self.settings.history_limit)
         answer: list[int] = []
 
@@ -150,6 +156,15 @@ class TurnRunner:
             else:
                 await self.deliver(answer[-1], conv, result.text, reply_to, answering)
         _log_turn(ctx, result, time.monotonic() - started)
+        u = result.usage
+        await self.store.usage.add(
+            conv.channel,
+            user_id,
+            today(),
+            u.prompt_tokens,
+            u.completion_tokens,
+            len(result.tool_calls),
+        )
         return result
 
     async def deliver(
@@ -237,6 +252,7 @@ class TurnRunner:
             system = f"{system}\n\n{GROUP_NOTE}".strip()
             if self.settings.dm_only:
                 tools = [n for n in self.loop.registry.names() if n not in self.settings.dm_only]
+        admin = self.permissions.policy.is_admin(conv.channel, user_id)
         return TurnContext(
             key,
             user_id,
@@ -245,6 +261,7 @@ class TurnRunner:
             live.on_text if live is not None else None,
             tools,
             system,
+            max_tool_calls=None if admin else self.settings.tool_calls_per_turn,
         )
 
 

@@ -33,6 +33,8 @@ class TurnContext:
     on_text: OnText | None = None  # streamed text deltas
     tools: Collection[str] | None = None  # tool names offered in this turn; None = all
     system: str = ""  # the system prompt of this turn
+    granted: frozenset[str] = frozenset()  # destructive tools that run here without asking
+    max_tool_calls: int | None = None  # tool calls this turn may make (None: no limit)
 
 
 @dataclass(slots=True)

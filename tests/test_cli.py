@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from bot.config import parse_config
+from engine import Command
 from tests.fakes.openai_server import FakeOpenAI, hold, text, tool_call
 from tools import ConfigError
 
@@ -113,7 +114,7 @@ async def test_chat_commands_are_handled_not_sent(tmp_path: Path, llm: FakeOpenA
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0] == "Hi." and lines[-2] == "A fresh start."
-    assert "Unknown command /bogus. Commands: /start, /help, /reset, /stop, /retry, /undo." in lines
+    assert f"Unknown command /bogus. Commands: {', '.join('/' + c for c in Command)}." in lines
     assert len(lines) > 5  # /help, /reset and /stop each answered
     assert len(llm.requests) == 2
     sent = [m["content"] for m in llm.requests[1]["messages"] if m["role"] == "user"]

@@ -26,6 +26,7 @@ from bot.app import App
 from bot.config import Config
 from channels._discord_client import FOREIGN_BUTTON, STALE_BUTTON
 from channels.discord import DEFAULT_API_BASE_URL, DiscordChannel
+from engine import Command
 from tests.fakes.discord_server import Call, FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI, hold, text, tool_call
 from tools import ConfigError, Tool, tool
@@ -249,12 +250,8 @@ async def test_guilds_outside_allowed_guilds_are_ignored(
 async def test_slash_reset_starts_a_fresh_conversation(
     bot: App, fake: FakeDiscord, llm: FakeOpenAI
 ) -> None:
-    assert {c["name"] for c in fake.commands[None]} == {
-        "reset",
-        "stop",
-        "help",
-        "retry",
-        "undo",
+    assert {c["name"] for c in fake.commands[None]} == {c.value for c in Command} - {
+        "start"
     }  # synced
     await fake.inject_message(CHANNEL, ALICE, "remember 42", GUILD, mentions_bot=True)
     await fake.wait_for_call("POST", posts(CHANNEL), content("echo: [Alice] remember 42"))
@@ -276,13 +273,7 @@ async def test_slash_help_is_ephemeral_and_commands_sync_to_listed_guilds(
 ) -> None:
     async with start(command_guilds=[GUILD]):
         assert None not in fake.commands
-        assert {c["name"] for c in fake.commands[GUILD]} == {
-            "reset",
-            "stop",
-            "help",
-            "retry",
-            "undo",
-        }
+        assert {c["name"] for c in fake.commands[GUILD]} == {c.value for c in Command} - {"start"}
         slash = await fake.inject_slash("help", BOB, CHANNEL, GUILD)
         answer = await fake.wait_for_call("POST", callback(slash.id))
     assert answer.json["data"]["flags"] & EPHEMERAL

@@ -293,7 +293,7 @@ async def test_stop_cancels_running_turn_and_keeps_history_consistent(
         app.dispatcher.settings.allowed_users["test"] = {"u1"}
         await app.dispatcher.handle_inbound(channel.message("go"))
         await started.wait()
-        reply = await app.dispatcher.handle_command(channel.message("/stop"), Command.STOP)
+        reply = (await app.dispatcher.handle_command(channel.message("/stop"), Command.STOP)).text
         assert reply == "Stopped."
         await app.dispatcher.wait_idle("test", "c1")
         llm.script(text("fresh"))
@@ -311,7 +311,7 @@ async def test_reset_starts_fresh_conversation(config: Config, llm: FakeOpenAI) 
     async with running(config) as (app, ch):
         await app.dispatcher.handle_inbound(ch.message("first"))
         await ch.wait_for("send")
-        reply = await app.dispatcher.handle_command(ch.message("/reset"), Command.RESET)
+        reply = (await app.dispatcher.handle_command(ch.message("/reset"), Command.RESET)).text
         assert reply == "Started a fresh conversation."
         await app.dispatcher.handle_inbound(ch.message("second"))
         await ch.wait_for("send", 2)
@@ -404,7 +404,7 @@ def test_config_lookup_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 async def test_stop_cancels_a_pending_confirmation(config: Config, llm: FakeOpenAI) -> None:
     async with running(config) as (app, ch):
         cid = await _ask_delete(app, ch, llm)
-        reply = await app.dispatcher.handle_command(ch.message("/stop"), Command.STOP)
+        reply = (await app.dispatcher.handle_command(ch.message("/stop"), Command.STOP)).text
         assert reply == "Stopped."
         resolved = await ch.wait_for("resolve")
         late = await app.dispatcher.handle_press(press(cid, "u1", Choice.ONCE))
@@ -454,14 +454,14 @@ async def test_retry_replaces_the_last_answer_and_undo_forgets_the_exchange(
     async with running(config) as (app, ch):
         await app.dispatcher.handle_inbound(ch.message("a riddle"))
         await ch.wait_for("send")
-        reply = await app.dispatcher.handle_command(ch.message("/retry"), Command.RETRY)
+        reply = (await app.dispatcher.handle_command(ch.message("/retry"), Command.RETRY)).text
         assert reply == "Asking again…"
         await ch.wait_for("send", 2)
         again = [m["content"] for m in llm.requests[1]["messages"] if m["role"] != "system"]
         assert again == ["a riddle"]  # the question again, without the replaced answer
         await app.dispatcher.handle_inbound(ch.message("another"))
         await ch.wait_for("send", 3)
-        assert await app.dispatcher.handle_command(ch.message("/undo"), Command.UNDO) == (
+        assert (await app.dispatcher.handle_command(ch.message("/undo"), Command.UNDO)).text == (
             "Forgot your last message and my answer."
         )
         conv = await app.store.conversations.active("test", "c1")

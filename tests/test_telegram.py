@@ -706,3 +706,36 @@ async def test_a_rejected_token_is_reported_without_the_token(config, tg, llm, c
     for record in caplog.records:
         redact.filter(record)
         assert "AAWrongToken" not in record.getMessage() + (record.exc_text or "")
+
+
+async def test_always_in_this_chat_survives_a_restart_and_is_revoked_with_a_button(
+    make_config: Callable[..., Config], tg: FakeTelegram, llm: FakeOpenAI
+) -> None:
+    config = telegram_config(make_config, tg)
+    config.tools.always_ask = []  # so delete_file may be allowed for good
+    llm.script(tool_call("delete_file", {"name": "a"}), text("Gone."))
+    async with daemon(config):
+        tg.inject_message(DM, DM, "delete a", first_name="Alice")
+        call = await tg.wait_for_call("sendMessage", lambda p: "reply_markup" in p)
+        row = call.params["reply_markup"]["inline_keyboard"][0]
+        assert [b["text"] for b in row] == ["Allow once", "Always allow here", "Don't run"]
+        prompt = max(mid for chat, mid in tg.messages if chat == DM)
+        tg.inject_callback(DM, DM, prompt, row[1]["callback_data"])
+        await tg.wait_for_call("sendMessage", lambda p: p.get("text") == "Gone.")
+    llm.script(tool_call("delete_file", {"name": "b"}), text("Gone too."))
+    async with daemon(config):  # after a restart it runs without asking
+        tg.inject_message(DM, DM, "delete b", first_name="Alice")
+        await tg.wait_for_call("sendMessage", lambda p: p.get("text") == "Gone too.")
+        assert deleted == ["a", "b"]
+        tg.inject_message(DM, DM, "/permissions", first_name="Alice")
+        menu = await tg.wait_for_call("sendMessage", lambda p: "always allowed" in p["text"])
+        buttons = [b for r in menu.params["reply_markup"]["inline_keyboard"] for b in r]
+        revoke = next(b for b in buttons if b["text"] == "Revoke delete_file")
+        menu_id = max(mid for chat, mid in tg.messages if chat == DM)
+        tg.inject_callback(DM, DM, menu_id, revoke["callback_data"])
+        await tg.wait_for_call("editMessageText", lambda p: "Revoked" in p["text"])
+        llm.script(tool_call("delete_file", {"name": "c"}), text("unused"))
+        tg.inject_message(DM, DM, "delete c", first_name="Alice")
+        asking = lambda p: "Allow once" in str(p.get("reply_markup"))  # noqa: E731
+        await tg.wait_for_call("sendMessage", asking, count=2)  # asked again
+    assert deleted == ["a", "b"]  # c waits for an answer again

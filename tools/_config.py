@@ -62,6 +62,8 @@ class ToolsConfig(BaseModel):
     # tools not offered in group chats; a list set here replaces the default (`[]`: none)
     dm_only: list[str] = Field(default_factory=lambda: list(PERSONAL_TOOLS))
     plugins: list[str] = []  # importable module names
+    # destructive tools whose confirmation never offers "Always in this chat"
+    always_ask: list[str] = ["run_command", "delete_file"]
     confirmation_timeout_s: float = Field(300, gt=0)
     workspace: Path | None = None  # the only directory the file tools and run_command touch
     allow_private_urls: bool = False  # turn fetch_url's SSRF guard off (tests, trusted LANs)

@@ -4,10 +4,12 @@
 from engine._store._api import (
     ConfirmationStore,
     ConversationStore,
+    GrantStore,
     InboxStore,
     JobStore,
     NoteStore,
     Store,
+    UsageStore,
 )
 from engine._store._records import (
     ConfirmationRow,
@@ -15,10 +17,12 @@ from engine._store._records import (
     Conversation,
     Delivery,
     DeliveryState,
+    Grant,
     InboxRow,
     InboxState,
     JobRow,
     JobState,
+    UsageTotals,
 )
 from engine._store._sqlite import SqliteStore
 from engine._store._sqlite_schema import MIGRATIONS
@@ -32,6 +36,8 @@ __all__ = [
     "ConversationStore",
     "Delivery",
     "DeliveryState",
+    "Grant",
+    "GrantStore",
     "InboxRow",
     "InboxState",
     "InboxStore",
@@ -41,4 +47,6 @@ __all__ = [
     "NoteStore",
     "SqliteStore",
     "Store",
+    "UsageStore",
+    "UsageTotals",
 ]

@@ -18,9 +18,11 @@ from engine._store._records import (
     ConfirmationState,
     Conversation,
     Delivery,
+    Grant,
     InboxRow,
     JobRow,
     JobState,
+    UsageTotals,
 )
 
 
@@ -63,8 +65,9 @@ class ConversationStore(Protocol):
 
 
 class InboxStore(Protocol):
-    async def accept(self, msg: InboundMessage) -> bool:
-        """Record an inbound message once; False when it was delivered before."""
+    async def accept(self, msg: InboundMessage, *, hold_until: float | None = None) -> bool:
+        """Record an inbound message once; False when it was delivered before. A message held
+        (`hold_until`, unix time) is not taken before then."""
         ...
 
     async def take_queued(self, channel: str, chat_id: str) -> list[InboxRow]:
@@ -80,6 +83,14 @@ class InboxStore(Protocol):
 
     async def unfinished_chats(self) -> list[tuple[str, str]]:
         """Chats with messages not answered yet."""
+        ...
+
+    async def sent_since(self, channel: str, user_id: str, since: float) -> list[float]:
+        """When the user's messages received since `since` arrived, oldest first."""
+        ...
+
+    async def next_release(self, channel: str, chat_id: str) -> float | None:
+        """When the chat's earliest held message may be taken (None: none is held)."""
         ...
 
     async def prune(self, older_than: float) -> int:
@@ -131,6 +142,38 @@ class JobStore(Protocol):
     async def transition(self, job_id: str, from_state: JobState, to_state: JobState) -> bool: ...
 
 
+class GrantStore(Protocol):
+    """Standing permissions: a tool that runs without asking in one chat."""
+
+    async def grant(
+        self, channel: str, chat_id: str, tool: str, user_id: str, user_name: str
+    ) -> None: ...
+
+    async def in_chat(self, channel: str, chat_id: str) -> list[Grant]: ...
+
+    async def revoke(self, channel: str, chat_id: str, tool: str | None = None) -> int: ...
+
+
+class UsageStore(Protocol):
+    """What each user spent, per day (UTC, "YYYY-MM-DD")."""
+
+    async def add(
+        self,
+        channel: str,
+        user_id: str,
+        day: str,
+        prompt_tokens: int,
+        completion_tokens: int,
+        tool_calls: int,
+    ) -> None:
+        """Add one turn's figures."""
+        ...
+
+    async def totals(self, channel: str, user_id: str, day_prefix: str) -> UsageTotals: ...
+
+    async def top(self, channel: str, day_prefix: str, limit: int = 5) -> list[UsageTotals]: ...
+
+
 class NoteStore(Protocol):
     """The notes tools' store (tools.builtins.NotesStore). `owner` is "<channel>:<user id>"."""
 
@@ -151,6 +194,8 @@ class Store(Protocol):
     confirmations: ConfirmationStore
     jobs: JobStore
     notes: NoteStore
+    grants: GrantStore
+    usage: UsageStore
 
     def transaction(self) -> contextlib.AbstractAsyncContextManager[None]:
         """Writes of every part inside the block commit together, or not at all."""

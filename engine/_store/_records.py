@@ -104,6 +104,7 @@ class InboxRow:
     text: str
     is_private: bool
     state: InboxState
+    hold_until: float | None = None  # held back by the rate limit until then
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +126,7 @@ class ConfirmationRow:
     message_ref: str | None
     reply_to: str | None
     expires_at: float
+    offered: str = "yn"  # the answers its prompt offers (Choice values): a press must be one
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,3 +157,30 @@ class Delivery:
     reply_to: str | None
     state: DeliveryState
     ref: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """A standing permission: `tool` runs without asking in this chat."""
+
+    channel: str
+    chat_id: str
+    tool: str
+    granted_by: str
+    granted_by_name: str
+    granted_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class UsageTotals:
+    """What one user spent over a period (a day, a month)."""
+
+    user_id: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    turns: int = 0
+    tool_calls: int = 0
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens

@@ -13,6 +13,7 @@ from pathlib import Path
 from engine._store._sqlite_confirmations import SqliteConfirmations
 from engine._store._sqlite_conversations import SqliteConversations
 from engine._store._sqlite_db import SqliteDb
+from engine._store._sqlite_grants import SqliteGrants, SqliteUsage
 from engine._store._sqlite_inbox import SqliteInbox
 from engine._store._sqlite_jobs import SqliteJobs
 from engine._store._sqlite_notes import SqliteNotes
@@ -27,6 +28,8 @@ class SqliteStore:
         self.confirmations = SqliteConfirmations(self.db)
         self.jobs = SqliteJobs(self.db)
         self.notes = SqliteNotes(self.db)
+        self.grants = SqliteGrants(self.db)
+        self.usage = SqliteUsage(self.db)
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[None]:

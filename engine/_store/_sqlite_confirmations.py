@@ -18,7 +18,7 @@ from engine._store._sqlite_db import SqliteDb
 
 _COLS = (
     "id, conversation_id, channel, chat_id, user_id, user_name, tool, call_id, args, summary, "
-    "details, remaining, iteration, state, message_ref, reply_to, expires_at"
+    "details, remaining, iteration, state, message_ref, reply_to, expires_at, offered"
 )
 
 
@@ -31,7 +31,8 @@ class SqliteConfirmations:
         await self.db.write(
             "INSERT INTO confirmations(id, conversation_id, channel, chat_id, user_id, user_name, "
             "tool, call_id, args, args_hash, summary, details, remaining, iteration, state, "
-            "reply_to, expires_at, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "reply_to, expires_at, offered, created_at) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 row.id,
                 row.conversation_id,
@@ -50,6 +51,7 @@ class SqliteConfirmations:
                 row.state.value,
                 row.reply_to,
                 row.expires_at,
+                row.offered,
                 time.time(),
             ),
         )
@@ -104,4 +106,5 @@ def _row(r: sqlite3.Row) -> ConfirmationRow:
         message_ref=r["message_ref"],
         reply_to=r["reply_to"],
         expires_at=r["expires_at"],
+        offered=r["offered"],
     )

@@ -12,7 +12,7 @@ from engine._store._records import InboxRow, InboxState
 from engine._store._sqlite_conversations import SqliteConversations
 from engine._store._sqlite_db import SqliteDb, marks
 
-_COLS = "id, channel, chat_id, message_id, user_id, user_name, text, is_private, state"
+_COLS = "id, channel, chat_id, message_id, user_id, user_name, text, is_private, state, hold_until"
 
 
 class SqliteInbox:
@@ -20,10 +20,10 @@ class SqliteInbox:
         self.db = db
         self.conversations = conversations
 
-    async def accept(self, msg: InboundMessage) -> bool:
+    async def accept(self, msg: InboundMessage, *, hold_until: float | None = None) -> bool:
         cur = await self.db.write(
             "INSERT INTO inbox(channel, chat_id, message_id, user_id, user_name, text, "
-            "is_private, received_at) VALUES (?,?,?,?,?,?,?,?) "
+            "is_private, received_at, hold_until) VALUES (?,?,?,?,?,?,?,?,?) "
             "ON CONFLICT (channel, chat_id, message_id) DO NOTHING",
             (
                 msg.channel,
@@ -34,12 +34,18 @@ class SqliteInbox:
                 msg.text,
                 int(msg.is_private),
                 time.time(),
+                hold_until,
             ),
         )
         return cur.rowcount == 1
 
     async def take_queued(self, channel: str, chat_id: str) -> list[InboxRow]:
-        rows = await self.rows(InboxState.QUEUED, channel, chat_id)
+        now = time.time()
+        rows = [
+            r
+            for r in await self.rows(InboxState.QUEUED, channel, chat_id)
+            if r.hold_until is None or r.hold_until <= now
+        ]
         if not rows:
             return rows
         conv = await self.conversations.active(channel, chat_id, is_private=rows[-1].is_private)
@@ -69,6 +75,7 @@ class SqliteInbox:
                 r["text"],
                 bool(r["is_private"]),
                 InboxState(r["state"]),
+                r["hold_until"],
             )
             for r in found
         ]
@@ -85,6 +92,24 @@ class SqliteInbox:
             "UNION SELECT DISTINCT channel, chat_id FROM deliveries WHERE state = 'pending'"
         )
         return [(r["channel"], r["chat_id"]) for r in rows]
+
+    async def sent_since(self, channel: str, user_id: str, since: float) -> list[float]:
+        """When the user's messages received since `since` arrived, oldest first."""
+        rows = await self.db.all(
+            "SELECT received_at FROM inbox WHERE channel=? AND user_id=? AND received_at>=? "
+            "ORDER BY received_at",
+            (channel, user_id, since),
+        )
+        return [r["received_at"] for r in rows]
+
+    async def next_release(self, channel: str, chat_id: str) -> float | None:
+        """When the chat's earliest held message may be taken (None: none held)."""
+        row = await self.db.one(
+            "SELECT MIN(hold_until) AS t FROM inbox WHERE channel=? AND chat_id=? "
+            "AND state='queued' AND hold_until IS NOT NULL",
+            (channel, chat_id),
+        )
+        return row["t"] if row is not None else None
 
     async def prune(self, older_than: float) -> int:
         cur = await self.db.write(

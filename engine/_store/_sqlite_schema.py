@@ -113,4 +113,30 @@ MIGRATIONS: list[str] = [
     CREATE INDEX deliveries_pending ON deliveries(channel, chat_id) WHERE state = 'pending';
     CREATE INDEX inbox_answered ON inbox(received_at) WHERE state = 'answered';
     """,
+    # 4: standing permissions ("always allow this tool in this chat"), usage per user and day,
+    #    messages held back by the rate limit
+    """
+    CREATE TABLE grants (
+        channel TEXT NOT NULL,
+        chat_id TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        granted_by TEXT NOT NULL,
+        granted_by_name TEXT NOT NULL,
+        granted_at REAL NOT NULL,
+        PRIMARY KEY (channel, chat_id, tool)
+    );
+    CREATE TABLE usage (
+        channel TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        day TEXT NOT NULL,
+        prompt_tokens INTEGER NOT NULL DEFAULT 0,
+        completion_tokens INTEGER NOT NULL DEFAULT 0,
+        turns INTEGER NOT NULL DEFAULT 0,
+        tool_calls INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (channel, user_id, day)
+    );
+    ALTER TABLE inbox ADD COLUMN hold_until REAL;
+    ALTER TABLE confirmations ADD COLUMN offered TEXT NOT NULL DEFAULT 'yn';
+    CREATE INDEX inbox_sender ON inbox(channel, user_id, received_at);
+    """,
 ]
