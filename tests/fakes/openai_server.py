@@ -325,9 +325,7 @@ class FakeOpenAI:
         self._cond = asyncio.Condition()
         self._closing = asyncio.Event()
         app = web.Application(client_max_size=64 * 1024 * 1024)
-        app.router.add_post("/v1/chat/completions", self._chat)
-        app.router.add_get("/v1/models", self._list_models)
-        app.router.add_get("/v1/models/{model_id:.+}", self._get_model)
+        self._add_routes(app)
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
         await runner.setup()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -337,6 +335,12 @@ class FakeOpenAI:
         await web.SockSite(runner, sock, backlog=1024).start()
         self._runner = runner
         return self
+
+    def _add_routes(self, app: web.Application) -> None:
+        """The API's routes (the fake Anthropic server serves its own on the same machinery)."""
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_get("/v1/models", self._list_models)
+        app.router.add_get("/v1/models/{model_id:.+}", self._get_model)
 
     async def stop(self) -> None:
         if self._runner is not None:
