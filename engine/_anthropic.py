@@ -9,9 +9,11 @@ Everything Anthropic-shaped lives here. The translation of a neutral request:
   (the stored argument text parsed into ``input``); a tool message a ``tool_result`` block
   (``is_error`` when the tool failed) in a user turn;
 - consecutive messages of one role are merged into one turn, so parallel tool results travel
-  in one user turn and a background result after an answer joins that answer's turn; blank
-  text is left out (the API refuses it), and an id the API would refuse (it takes letters,
-  digits, ``_`` and ``-``) is rewritten the same way in a call and in its result;
+  in one user turn and a background result after an answer joins that answer's turn;
+- what the API refuses is avoided: blank text is left out (a blank newest message becomes a
+  placeholder), a history cut before its first user message starts with a placeholder user
+  turn, and an id with other characters than letters, digits, ``_`` and ``-`` is rewritten,
+  the same way in a call and in its result;
 - a history with tool blocks sent without tools (the iteration bound's last request) declares
   the tools it used, with ``tool_choice`` none: the API refuses tool blocks without tools;
 - prompt caching: the tool definitions, the system prompt and the newest message are marked
@@ -229,15 +231,15 @@ def _turns(messages: Sequence[Message]) -> list[dict[str, Any]]:
         role = "assistant" if m.role is Role.ASSISTANT else "user"
         blocks = _blocks(m)
         if not blocks:
-            if role == "assistant":
-                continue  # nothing the model said: leave it out
-            blocks = [{"type": "text", "text": EMPTY_MESSAGE}]
+            continue  # nothing but blank text: the API refuses an empty turn
         if turns and turns[-1]["role"] == role:
             turns[-1]["content"].extend(blocks)
         else:
             turns.append({"role": role, "content": blocks})
     if turns and turns[0]["role"] == "assistant":  # the history was cut before a user message
         turns.insert(0, {"role": "user", "content": [{"type": "text", "text": EARLIER}]})
+    if not turns or turns[-1]["role"] == "assistant":  # the newest message was blank
+        turns.append({"role": "user", "content": [{"type": "text", "text": EMPTY_MESSAGE}]})
     return turns
 
 

@@ -124,7 +124,8 @@ class FakeAnthropic(FakeOpenAI):
     # ---- handlers
 
     def _denied(self, request: web.Request) -> web.Response | None:
-        key = request.headers.get("x-api-key")
+        bearer = request.headers.get("Authorization", "").removeprefix("Bearer ") or None
+        key = request.headers.get("x-api-key") or bearer  # the API takes either
         self.api_keys.append(key)
         self.versions.append(request.headers.get("anthropic-version"))
         if self.api_key is not None and key != self.api_key:
