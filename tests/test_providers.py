@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import json
 import logging
+import re
+import sys
+import tomllib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -14,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from bot._checks import validate
+from bot._models import build_model
 from bot.app import App
 from bot.config import Config, parse_config
 from engine import (
@@ -36,7 +41,14 @@ from tests.fakes.models import HTTP_BACKENDS, Backend, backend, read_anthropic
 from tests.fakes.openai_server import FakeOpenAI, error, text, tool_call
 from tests.fakes.recording_channel import RecordingChannel
 from tests.fakes.telegram_server import FakeTelegram
-from tools import ContextOverflow, ModelAuthError, ModelRateLimited, ModelUnavailable, tool
+from tools import (
+    ConfigError,
+    ContextOverflow,
+    ModelAuthError,
+    ModelRateLimited,
+    ModelUnavailable,
+    tool,
+)
 from tools._registry import ToolRegistry
 
 KEY = ConversationKey("test", "c1")
@@ -409,3 +421,60 @@ async def test_a_streamed_answer_grows_in_one_message(tmp_path, tg, provider) ->
         assert answer.startswith(first.params["text"]) and len(first.params["text"]) < len(answer)
         assert tg.chat_texts(DM) == [answer]
         assert llm.server is not None and llm.server.requests[0]["stream"] is True
+
+
+# -- configuration -----------------------------------------------------------------------------
+
+
+def test_provider_defaults_and_what_each_needs() -> None:
+    config = parse_config({"llm": {"provider": "anthropic", "model": "claude-x"}})
+    assert config.llm.base_url == "https://api.anthropic.com"
+    assert parse_config({}).llm.base_url == "https://api.openai.com/v1"
+    with pytest.raises(ConfigError, match=r"^llm\.model: must be set for provider 'anthropic'"):
+        parse_config({"llm": {"provider": "anthropic"}})
+    with pytest.raises(ConfigError, match=r"^llm\.fallback\.1\.model: must be set"):
+        parse_config({"llm": {"fallback": [{"model": "b"}, {"provider": "anthropic"}]}})
+    with pytest.raises(ConfigError, match=r"^llm\.provider: must be 'openai' or 'anthropic'"):
+        parse_config({"llm": {"provider": "claude"}})
+
+
+def test_a_missing_sdk_is_a_config_error_naming_the_extra(monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "anthropic", None)  # as if not installed
+    fallback = {"provider": "anthropic", "model": "claude-x"}
+    with pytest.raises(ConfigError) as caught:
+        parse_config({"llm": {"fallback": [fallback]}})
+    assert caught.value.key == "llm.fallback.0.provider"
+    assert "pip install 'relaybot[anthropic]'" in str(caught.value)
+
+
+def test_each_model_is_built_and_its_key_required_at_start(monkeypatch) -> None:
+    monkeypatch.setenv("PRIMARY_KEY", "sk-primary-123456")
+    monkeypatch.delenv("FALLBACK_KEY", raising=False)
+    fallback = {"provider": "anthropic", "model": "claude-x", "api_key_env": "FALLBACK_KEY"}
+    llm = {"api_key_env": "PRIMARY_KEY", "fallback": [fallback], "failover_cooldown_s": 42}
+    config = parse_config({"llm": llm})
+    with pytest.raises(
+        ConfigError, match=r"llm\.fallback\.0\.api_key_env: the environment variable"
+    ):
+        validate(config, need_channel=False)
+    monkeypatch.setenv("FALLBACK_KEY", "sk-ant-fallback-123456")
+    validate(config, need_channel=False)
+    assert {"sk-primary-123456", "sk-ant-fallback-123456"} <= set(config.secrets())  # redacted
+    model = build_model(config)
+    assert isinstance(model, FailoverModel) and model.cooldown_s == 42
+    assert [type(m) for m in model.models] == [OpenAIModel, AnthropicModel]
+    alone = build_model(parse_config({"llm": {"api_key_env": "PRIMARY_KEY"}}))
+    assert isinstance(alone, OpenAIModel)
+
+
+def test_the_readme_example_is_a_working_config(monkeypatch) -> None:
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    (block,) = re.findall(r"```toml\n(\[llm\]\nprovider = \"anthropic\".*?)```", readme, re.S)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-example")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-example")
+    model = build_model(parse_config(tomllib.loads(block)))
+    assert isinstance(model, FailoverModel)
+    assert [(type(m), m.name) for m in model.models] == [
+        (AnthropicModel, "claude-sonnet-4-5"),
+        (OpenAIModel, "gpt-4o-mini"),
+    ]
