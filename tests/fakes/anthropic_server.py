@@ -272,20 +272,7 @@ class FakeAnthropic(FakeOpenAI):
             out = {"output_tokens": usage["output_tokens"]}
             events.append(_event("message_delta", delta=delta, usage=out))
             events.append(_event("message_stop"))
-        resp = web.StreamResponse(
-            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
-        )
-        resp.enable_chunked_encoding()
-        await resp.prepare(request)
-        if self.stream_chunk_delay_s:
-            for i, event in enumerate(events):
-                if i:
-                    await asyncio.sleep(self.stream_chunk_delay_s)  # paces the stream
-                await resp.write(event.encode())
-        else:
-            await resp.write("".join(events).encode())
-        await resp.write_eof()
-        return resp
+        return await self._send_events(request, [e.encode() for e in events])
 
 
 def _event(kind: str, **fields: Any) -> str:

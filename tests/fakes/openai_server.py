@@ -578,7 +578,10 @@ class FakeOpenAI:
         if usage is not None:
             events.append(f'data: {head},"choices":[],"usage":{dumps(usage)}}}\n\n'.encode())
         events.append(_DONE)
+        return await self._send_events(request, events)
 
+    async def _send_events(self, request: web.Request, events: list[bytes]) -> web.StreamResponse:
+        """Server-Sent Events, paced by `stream_chunk_delay_s` (at once when 0)."""
         resp = web.StreamResponse(
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         )
