@@ -5,6 +5,7 @@ each provider."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -69,6 +70,16 @@ async def delete_file(name: str) -> str:
     """Delete a file for good."""
     deleted.append(name)
     return f"deleted {name}"
+
+
+gates: dict[str, asyncio.Event] = {}  # made in each test's own event loop
+
+
+@tool(background=True)
+async def report(topic: str) -> str:
+    """Prepare a report in the background."""
+    await gates["report"].wait()
+    return f"report on {topic}: all good"
 
 
 @pytest.fixture
@@ -330,7 +341,7 @@ def app_config(tmp_path: Path, llm: dict[str, Any], **sections: Any) -> Config:
 @asynccontextmanager
 async def running(config: Config) -> AsyncIterator[tuple[App, RecordingChannel]]:
     channel = RecordingChannel()
-    async with App(config, channels=[channel], extra_tools=(add, delete_file)) as app:
+    async with App(config, channels=[channel], extra_tools=(add, delete_file, report)) as app:
         app.dispatcher.settings.allowed_users["test"] = {"u1"}
         yield app, channel
 
@@ -344,6 +355,25 @@ async def test_a_dead_primary_fails_over_without_the_user_noticing(tmp_path) -> 
             shown = await channel.wait_for("send")
         assert [s.text for s in shown] == ["echo: hello"]  # no apology, just the answer
         assert len(primary.sent) == 1 and len(fallback.sent) == 1
+
+
+@pytest.mark.parametrize("provider", HTTP_BACKENDS)
+async def test_a_background_result_is_followed_up_with_each_provider(tmp_path, provider) -> None:
+    gates["report"] = asyncio.Event()
+    async with backend(provider) as llm:
+        llm.script(tool_call("report", {"topic": "sales"}), text("Working on it."))
+        async with running(app_config(tmp_path, llm_section(llm))) as (app, channel):
+            await app.dispatcher.handle_inbound(channel.message("report please"))
+            await channel.wait_for("send")
+            llm.script(text("Your report: all good."))
+            gates["report"].set()
+            shown = await channel.wait_for("send", 2)
+        assert [s.text for s in shown] == ["Working on it.", "Your report: all good."]
+        follow = llm.sent[-1]  # the result came in as tool data after the answer
+        assert follow.calls[-1].name == "background_job_result"
+        assert follow.last_result.endswith("finished: report on sales: all good")
+        answers = [m.text for m in follow.messages if m.role == "assistant" and m.text]
+        assert answers[-1] == "Working on it."  # (Anthropic: the call joined the answer's turn)
 
 
 @pytest.mark.parametrize(("first", "then"), [("openai", "anthropic"), ("anthropic", "openai")])
