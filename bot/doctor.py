@@ -188,8 +188,8 @@ async def _ping(client: Any, cfg: ModelEndpoint) -> bool:
             extra_body=options or None,
         )
         return any(block.type == "tool_use" for block in reply.content)
-    tool = {"type": "function", "function": {"name": name, "description": description}}
-    tool["function"]["parameters"] = schema
+    function = {"name": name, "description": description, "parameters": schema}
+    tool = {"type": "function", "function": function}
     reply = await client.chat.completions.create(
         model=cfg.model, messages=[{"role": "user", "content": _PING_ASK}], tools=[tool], **options
     )

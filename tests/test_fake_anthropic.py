@@ -33,6 +33,12 @@ async def client(llm: FakeAnthropic) -> AsyncIterator[anthropic.AsyncAnthropic]:
     await c.close()
 
 
+def api_error(exc: anthropic.APIStatusError) -> dict[str, Any]:
+    """The ``error`` object of the API's error body."""
+    assert isinstance(exc.body, dict)
+    return exc.body["error"]
+
+
 async def ask(client: anthropic.AsyncAnthropic, messages: list[Any], **kw: Any) -> Any:
     return await client.messages.create(model="fake-model", max_tokens=100, messages=messages, **kw)
 
@@ -85,7 +91,7 @@ async def test_errors_are_classified_and_retried_by_the_sdk(llm, status, kind) -
         llm.script(error(status, "still busy", headers=fast), error(status, "still busy"))
         with pytest.raises(kind) as caught:
             await ask(retrying, [HI])
-        assert caught.value.body["error"]["message"] == "still busy"
+        assert api_error(caught.value)["message"] == "still busy"
     finally:
         await retrying.close()
 
@@ -100,7 +106,7 @@ async def test_wrong_key_and_an_error_inside_a_stream(client, llm) -> None:
     with pytest.raises(anthropic.APIStatusError) as caught:
         async with client.messages.stream(model="fake-model", max_tokens=9, messages=[HI]) as s:
             await s.get_final_message()
-    assert caught.value.body["error"]["type"] == "overloaded_error"
+    assert api_error(caught.value)["type"] == "overloaded_error"
 
 
 async def test_prompt_caching_reads_what_an_earlier_request_wrote(client, llm) -> None:
@@ -116,11 +122,11 @@ async def test_prompt_caching_reads_what_an_earlier_request_wrote(client, llm) -
     assert second.usage.cache_creation_input_tokens == 0
 
 
-USE = {
+USE: dict[str, Any] = {
     "role": "assistant",
     "content": [{"type": "tool_use", "id": "toolu_1", "name": "add", "input": {}}],
 }
-RESULT = {
+RESULT: dict[str, Any] = {
     "role": "user",
     "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "3"}],
 }
@@ -180,8 +186,8 @@ async def test_refuses_what_the_real_api_refuses(client, llm, messages, extra, r
     options = {k: v for k, v in options.items() if v is not None}
     with pytest.raises(anthropic.BadRequestError) as caught:
         await ask(client, messages, **options)
-    assert refused in caught.value.body["error"]["message"]
-    assert caught.value.body["error"]["type"] == "invalid_request_error"
+    assert refused in api_error(caught.value)["message"]
+    assert api_error(caught.value)["type"] == "invalid_request_error"
 
 
 async def test_takes_a_well_formed_history_with_tools(client, llm) -> None:

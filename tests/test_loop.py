@@ -18,7 +18,7 @@ from engine import ConversationKey, Job, JobRunner, Message, ToolLoop, TurnConte
 from engine._context import NO_RESULT
 from tests.fakes.models import BACKENDS, Backend, backend
 from tests.fakes.openai_server import error, text, tool_call, tool_calls
-from tools import ModelUnavailable, ToolRegistry, ToolResult, tool
+from tools import LLMError, ModelUnavailable, ToolRegistry, ToolResult, tool
 
 KEY = ConversationKey("test", "c1")
 
@@ -368,3 +368,14 @@ async def test_history_pairing_is_repaired_before_sending(llm: Backend) -> None:
     sent = llm.sent[0]
     assert [(r.call_id, r.text) for r in sent.results] == [("c9", NO_RESULT)]
     assert sent.messages[-1].text == "again"
+
+
+async def test_a_streamed_request_is_retried_by_the_sdk_only(llm: Backend) -> None:
+    """The SDK retries a failed streamed request itself; relaybot adds no retries around it
+    (it used to wrap them: an endpoint answering 500 received 9 requests instead of 3)."""
+    http_only(llm)
+    llm.default = lambda sent: error(500, "down", headers={"retry-after-ms": "1"})
+    loop = make_loop(llm, retries=2, stream=True)
+    with pytest.raises(LLMError):
+        await asyncio.wait_for(loop.run(USER, ctx()), 30)
+    assert len(llm.sent) == 3

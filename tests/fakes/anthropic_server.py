@@ -178,14 +178,15 @@ class FakeAnthropic(FakeOpenAI):
         streamed = bool(body.get("stream"))
         if isinstance(reply, ErrorReply):
             if streamed and self.stream_errors:
-                return await self._stream(request, body, [], None, reply)
+                return await self._sse(request, body, [], None, reply)
             kind = reply.type if reply.type in _ERROR_TYPES.values() else None
             return _error(reply.status, reply.message, kind, reply.headers)
+        assert isinstance(reply, TextReply | ToolCallsReply), reply
         content = self._content(reply)
-        stop = _STOP.get(reply.finish_reason, reply.finish_reason)  # type: ignore[union-attr]
+        stop = _STOP.get(reply.finish_reason, reply.finish_reason)
         if streamed:
-            return await self._stream(request, body, content, stop)
-        message = self._message(body, content, stop, self._usage(body, content))
+            return await self._sse(request, body, content, stop)
+        message = self._message(body, content, stop, self._token_usage(body, content))
         return web.Response(body=json.dumps(message).encode(), content_type=_JSON)
 
     # ---- replies
@@ -203,7 +204,7 @@ class FakeAnthropic(FakeOpenAI):
                 blocks.append({"type": "tool_use", "id": call_id, "name": call.name, "input": args})
         return blocks
 
-    def _usage(self, body: dict[str, Any], content: list[dict[str, Any]]) -> dict[str, int]:
+    def _token_usage(self, body: dict[str, Any], content: list[dict[str, Any]]) -> dict[str, int]:
         total = tokens({k: body.get(k) for k in ("tools", "system", "messages")})
         read = written = 0
         for digest, size in _prefixes(body):
@@ -234,7 +235,7 @@ class FakeAnthropic(FakeOpenAI):
             "usage": usage,
         }
 
-    async def _stream(
+    async def _sse(
         self,
         request: web.Request,
         body: dict[str, Any],
@@ -242,7 +243,7 @@ class FakeAnthropic(FakeOpenAI):
         stop: str | None,
         error: ErrorReply | None = None,
     ) -> web.StreamResponse:
-        usage = self._usage(body, content)
+        usage = self._token_usage(body, content)
         start = self._message(body, [], None, {**usage, "output_tokens": 1})
         events = [_event("message_start", message=start), _event("ping")]
         if error is not None:
@@ -268,9 +269,9 @@ class FakeAnthropic(FakeOpenAI):
                     events.append(_event("content_block_delta", index=index, delta=delta))
             events.append(_event("content_block_stop", index=index))
         if error is None:
-            delta = {"stop_reason": stop, "stop_sequence": None}
+            end = {"stop_reason": stop, "stop_sequence": None}
             out = {"output_tokens": usage["output_tokens"]}
-            events.append(_event("message_delta", delta=delta, usage=out))
+            events.append(_event("message_delta", delta=end, usage=out))
             events.append(_event("message_stop"))
         return await self._send_events(request, [e.encode() for e in events])
 

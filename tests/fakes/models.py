@@ -214,7 +214,9 @@ def read_anthropic(body: dict[str, Any]) -> Sent:
     messages: list[Message] = []
     for turn in body["messages"]:
         content = turn["content"]
-        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        blocks: list[dict[str, Any]] = (
+            [{"type": "text", "text": content}] if isinstance(content, str) else content
+        )
         if turn["role"] == "assistant":
             text = "".join(b["text"] for b in blocks if b["type"] == "text") or None
             calls = [

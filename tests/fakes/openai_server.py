@@ -56,7 +56,7 @@ import socket
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import Any, Self, TypeAlias
 
 from aiohttp import web
 
@@ -321,7 +321,7 @@ class FakeOpenAI:
             await cond.wait_for(lambda: len(self.requests) >= n)
         return self.requests[:n]
 
-    async def start(self) -> FakeOpenAI:
+    async def start(self) -> Self:
         self._cond = asyncio.Condition()
         self._closing = asyncio.Event()
         app = web.Application(client_max_size=64 * 1024 * 1024)
@@ -349,7 +349,7 @@ class FakeOpenAI:
                 self._closing.set()  # held requests get a 503 instead of blocking shutdown
             await runner.cleanup()
 
-    async def __aenter__(self) -> FakeOpenAI:
+    async def __aenter__(self) -> Self:
         return await self.start()
 
     async def __aexit__(self, *exc: object) -> None:
