@@ -38,7 +38,8 @@ def validate(
     check_tools(config.tools)
     channels = {"telegram": config.telegram, "discord": config.discord}
     if resolve_secrets:
-        config.llm.resolve_api_key()
+        for where, endpoint in config.llm.endpoints():
+            endpoint.resolve_api_key(where)
         for section in channels.values():
             if section.enabled:
                 section.resolve_token()

@@ -12,13 +12,13 @@ import logging
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from bot._models import build_model
 from bot.config import Config
 from engine import (
     Channel,
     Dispatcher,
     LimitSettings,
     LoopOptions,
-    OpenAIModel,
     Settings,
     SqliteStore,
     Store,
@@ -108,15 +108,7 @@ class App:
         self.registry, self.mcp = await stack.enter_async_context(
             open_tools(cfg, notes=self.store.notes, extra=self.extra_tools)
         )
-        self.model = OpenAIModel(
-            base_url=cfg.llm.base_url,
-            api_key=cfg.llm.resolve_api_key(),
-            model=cfg.llm.model,
-            timeout_s=cfg.llm.request_timeout_s,
-            max_retries=cfg.llm.max_retries,
-            options=cfg.llm.request_options(),
-            strict_tools=cfg.tools.strict_schemas,
-        )
+        self.model = build_model(cfg)
         stack.push_async_callback(self.model.aclose)
         loop_options = LoopOptions(
             max_iterations=cfg.llm.max_iterations,

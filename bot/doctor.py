@@ -2,24 +2,26 @@
 
 Each check ends OK, WARNING (it starts, but will not work as you probably mean) or FAILED.
 The config is judged by the same `validate` as `run` and `check-config`; the LLM check makes
-one tiny real request with a tool, because listing models proves neither the key nor that the
-model accepts tools.
+one tiny real request with a tool to each configured model ([llm] and every [[llm.fallback]]),
+in its provider's own API, because listing models proves neither the key nor that the model
+accepts tools.
 """
 
 from __future__ import annotations
 
 import asyncio
 import enum
+import importlib
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
-import openai
 
 from bot._checks import tool_problems, validate
 from bot._lock import holder
-from bot.config import Config
+from bot.config import Config, ModelEndpoint
 from engine import SqliteStore
 from tools import ConfigError, RelaybotError
 
@@ -78,91 +80,124 @@ async def _check_store(config: Config) -> Check:
 
 
 # The tiny request: one tool the model is asked to call.
-_PING = {
-    "type": "function",
-    "function": {
-        "name": "ping",
-        "description": "Answer relaybot's health check.",
-        "parameters": {"type": "object", "properties": {}},
-    },
-}
-_PING_ASK = [{"role": "user", "content": "Health check: call the ping tool, nothing else."}]
+_PING_TOOL = ("ping", "Answer relaybot's health check.", {"type": "object", "properties": {}})
+_PING_ASK = "Health check: call the ping tool, nothing else."
 
 
-async def _check_llm(config: Config) -> Check:
-    cfg = config.llm
+async def _check_models(config: Config) -> list[Check]:
+    """One check per configured model: [llm] and each [[llm.fallback]] entry."""
+    return list(await asyncio.gather(*(_check_llm(w, e) for w, e in config.llm.endpoints())))
+
+
+async def _check_llm(where: str, cfg: ModelEndpoint) -> Check:
+    section = _section(where)
     try:
-        key = cfg.resolve_api_key()
+        key = cfg.resolve_api_key(where)
     except RelaybotError as exc:
-        return Check("llm", Status.FAILED, str(exc), "export the variable, or set [llm] api_key")
-    client = openai.AsyncOpenAI(
-        base_url=cfg.base_url, api_key=key or "not-needed", timeout=30, max_retries=0
-    )
-    where = cfg.base_url
+        return Check(
+            where, Status.FAILED, str(exc), f"export the variable, or set {section} api_key"
+        )
+    sdk: Any = importlib.import_module(cfg.provider)  # the SDKs share their error classes' names
+    where_url = cfg.base_url
+    if cfg.provider == "anthropic":
+        client: Any = sdk.AsyncAnthropic(
+            base_url=cfg.base_url, api_key=key or "not-needed", timeout=30, max_retries=0
+        )
+    else:
+        client = sdk.AsyncOpenAI(
+            base_url=cfg.base_url, api_key=key or "not-needed", timeout=30, max_retries=0
+        )
     try:
         ids = [m.id async for m in client.models.list()]
         if ids and cfg.model not in ids:
             shown = ", ".join(sorted(ids)[:10])
             return Check(
-                "llm",
+                where,
                 Status.FAILED,
-                f"model {cfg.model!r} not offered at {where}",
-                f"set [llm] model to one of: {shown}",
+                f"model {cfg.model!r} not offered at {where_url}",
+                f"set {section} model to one of: {shown}",
             )
-        reply = await client.chat.completions.create(
-            model=cfg.model, messages=_PING_ASK, tools=[_PING], **cfg.request_options()
-        )
-    except openai.AuthenticationError:
+        called = await _ping(client, cfg)
+    except sdk.AuthenticationError:
         return Check(
-            "llm",
+            where,
             Status.FAILED,
-            f"{where} rejected the API key",
-            "check the key: the variable [llm] api_key_env names, or [llm] api_key",
+            f"{where_url} rejected the API key",
+            f"check the key: the variable {section} api_key_env names, or {section} api_key",
         )
-    except openai.BadRequestError as exc:
+    except sdk.BadRequestError as exc:
         message = _message(exc)
         if "tool" in message.lower() or "function" in message.lower():
             return Check(
-                "llm",
+                where,
                 Status.FAILED,
                 f"model {cfg.model} refused a request with a tool: {message}",
                 "choose a model with tool (function) calling; a vLLM server needs "
                 "--enable-auto-tool-choice and --tool-call-parser",
             )
         return Check(
-            "llm",
+            where,
             Status.FAILED,
             f"a chat request was refused: {message}",
-            "check [llm] model, temperature, max_tokens and options",
+            f"check {section} model, temperature, max_tokens and options",
         )
-    except openai.APIStatusError as exc:
+    except sdk.APIStatusError as exc:
         return Check(
-            "llm",
+            where,
             Status.FAILED,
-            f"{where} answered {exc.status_code}: {_message(exc)}",
-            "check [llm] base_url (it usually ends in /v1) and model",
+            f"{where_url} answered {exc.status_code}: {_message(exc)}",
+            f"check {section} base_url (for openai it usually ends in /v1) and model",
         )
-    except openai.APIConnectionError as exc:
+    except sdk.APIConnectionError as exc:
         return Check(
-            "llm",
+            where,
             Status.FAILED,
-            f"cannot reach {where}: {exc.__cause__ or exc}",
-            "is the server running? check [llm] base_url",
+            f"cannot reach {where_url}: {exc.__cause__ or exc}",
+            f"is the server running? check {section} base_url",
         )
     finally:
         await client.close()
-    called = bool(reply.choices and reply.choices[0].message.tool_calls)
     if not called:
         return Check(
-            "llm",
+            where,
             Status.WARNING,
             f"model {cfg.model} answered but did not call the test tool",
             "tools may be ignored: a model trained for tool calling works better",
         )
-    return Check("llm", Status.OK, f"{where} answers; model {cfg.model} calls tools")
+    return Check(where, Status.OK, f"{where_url} answers; model {cfg.model} calls tools")
 
 
-def _message(exc: openai.APIStatusError) -> str:
+def _section(where: str) -> str:
+    """How a fix names the model's section: [llm], or the n-th [[llm.fallback]]."""
+    if where == "llm":
+        return "[llm]"
+    return f"[[llm.fallback]] number {int(where.rsplit('.', 1)[1]) + 1}"
+
+
+async def _ping(client: Any, cfg: ModelEndpoint) -> bool:
+    """Ask the model to call the ping tool, in its provider's shape; True if it did."""
+    name, description, schema = _PING_TOOL
+    options = cfg.request_options()
+    if cfg.provider == "anthropic":
+        max_tokens = options.pop("max_tokens", 1024)
+        reply = await client.messages.create(
+            model=cfg.model,
+            max_tokens=max_tokens,
+            messages=[{"role": "user", "content": _PING_ASK}],
+            tools=[{"name": name, "description": description, "input_schema": schema}],
+            extra_body=options or None,
+        )
+        return any(block.type == "tool_use" for block in reply.content)
+    function = {"name": name, "description": description, "parameters": schema}
+    tool = {"type": "function", "function": function}
+    reply = await client.chat.completions.create(
+        model=cfg.model, messages=[{"role": "user", "content": _PING_ASK}], tools=[tool], **options
+    )
+    return bool(reply.choices and reply.choices[0].message.tool_calls)
+
+
+def _message(exc: Any) -> str:
+    """The API's own message (both providers nest it as ``{"error": {"message": ...}}``)."""
     body = exc.body
     if isinstance(body, dict):
         inner = body.get("error", body)
@@ -231,15 +266,17 @@ async def _check_discord(config: Config) -> Check:
 
 
 async def run_doctor(config: Config) -> int:
-    checks: list[Callable[[Config], Awaitable[Check]]] = [_check_store, _check_llm]
+    checks: list[Callable[[Config], Awaitable[Check]]] = [_check_store]
     if config.telegram.enabled:
         checks.append(_check_telegram)
     if config.discord.enabled:
         checks.append(_check_discord)
     plugins = asyncio.create_task(asyncio.to_thread(_plugins, config))
+    models = asyncio.create_task(_check_models(config))
     results = [
         *_config(config),
         *await asyncio.gather(*(c(config) for c in checks)),
+        *await models,
         *await plugins,
     ]
     for r in results:

@@ -1,9 +1,11 @@
 """The engine: the model layer, the tool loop, background jobs, the store and the dispatcher.
 
 It also defines the contract chat adapters implement (`Channel`) and call (`Engine`), and the
-one model providers implement (`Model`). Arrows point inward: channels → engine → tools.
+one model providers implement (`Model`: OpenAI, Anthropic, and failover over several). Arrows
+point inward: channels → engine → tools.
 """
 
+from engine._anthropic import AnthropicModel
 from engine._backoff import Backoff
 from engine._channel import (
     Action,
@@ -27,6 +29,7 @@ from engine._channel import (
 )
 from engine._context import ensure_pairing
 from engine._dispatcher import Dispatcher, LoopOptions, Settings
+from engine._failover import FailoverModel
 from engine._jobs import Job, JobRunner
 from engine._limits import LimitSettings
 from engine._loop import ToolLoop
@@ -51,6 +54,7 @@ from engine._types import ConversationKey, PendingCall, TurnContext, TurnResult
 
 __all__ = [
     "Action",
+    "AnthropicModel",
     "Backoff",
     "Button",
     "Capabilities",
@@ -63,6 +67,7 @@ __all__ = [
     "DecisionStatus",
     "Dispatcher",
     "Engine",
+    "FailoverModel",
     "FinishReason",
     "Image",
     "InboundMessage",

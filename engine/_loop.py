@@ -174,12 +174,7 @@ class ToolLoop:
         system = state.ctx.system if extra is None else f"{state.ctx.system}\n\n{extra}".strip()
         request = ModelRequest(system, for_model(state.history), tools, self.stream)
         reply = await self.model.complete(request, state.ctx.on_text if self.stream else None)
-        u = reply.usage
-        state.usage = Usage(
-            state.usage.prompt_tokens + u.prompt_tokens,
-            state.usage.completion_tokens + u.completion_tokens,
-            state.usage.cached_tokens + u.cached_tokens,
-        )
+        state.usage += reply.usage
         return reply
 
     # -- tool calls -----------------------------------------------------------------------

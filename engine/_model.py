@@ -2,8 +2,9 @@
 
 A conversation is a list of :class:`Message`, each a role and a list of parts (text, image, tool
 call, tool result). The store keeps messages in this shape; each provider (``engine/_openai.py``,
-later others) translates them on the way out and the reply on the way back, so the loop, the
-store and the stored history never see a provider's format. The system prompt travels apart
+``engine/_anthropic.py``) translates them on the way out and the reply on the way back, so the
+loop, the store and the stored history never see a provider's format, and a conversation started
+on one provider goes on with another. The system prompt travels apart
 from the messages (:attr:`ModelRequest.system`), as most providers want it.
 
 A :class:`Model` raises :class:`tools.LLMError` (or a subclass) when a request fails after its
@@ -134,13 +135,26 @@ class FinishReason(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Usage:
+    """Tokens of one request (or summed over a turn). `prompt_tokens` counts the whole prompt,
+    cached parts included: `cached_tokens` of it were read from the provider's prompt cache,
+    `cache_write_tokens` were written to it."""
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0
+    cache_write_tokens: int = 0
 
     @property
     def total(self) -> int:
         return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            self.cached_tokens + other.cached_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +173,10 @@ class Model(Protocol):
 
     async def complete(self, request: ModelRequest, on_text: OnText | None = None) -> ModelResponse:
         """One request; `on_text` receives text deltas when `request.stream` is set."""
+        ...
+
+    async def warm_up(self) -> None:
+        """Load what the first request needs (an SDK import) without blocking the event loop."""
         ...
 
     async def aclose(self) -> None: ...

@@ -68,5 +68,8 @@ class ScriptedModel:
             await emit(on_text, answer.text)
         return answer
 
+    async def warm_up(self) -> None:
+        return None
+
     async def aclose(self) -> None:
         return None

@@ -284,12 +284,15 @@ def _log_turn(ctx: TurnContext, result: TurnResult, seconds: float) -> None:
     tools = ", ".join(result.tool_calls) or "none"
     outcome = "waiting for a confirmation" if result.pending else "answered"
     log.info(
-        "turn in %s for user %s %s in %.2f s; tools: %s; tokens: %d in, %d out",
+        "turn in %s for user %s %s in %.2f s; tools: %s; tokens: %d in (cache: %d read, "
+        "%d written), %d out",
         ctx.key,
         ctx.user_id,
         outcome,
         seconds,
         tools,
         result.usage.prompt_tokens,
+        result.usage.cached_tokens,
+        result.usage.cache_write_tokens,
         result.usage.completion_tokens,
     )

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from bot._lock import StoreLock
+from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI, Reply, error, text, tool_call
 from tests.fakes.telegram_server import FakeTelegram
@@ -151,3 +152,36 @@ async def test_doctor_reports_config_plugins_and_users(tmp_path: Path, llm: Fake
         cfg.write_text(base + '[tools]\nbuiltins = ["web_search"]\n')
         code, out = await doctor(cfg, tg.token, dc.token)
         assert code == 1 and "config: FAILED - tools.builtins: unknown built-in tool" in out
+
+
+async def test_doctor_checks_each_model_in_its_providers_api(
+    tmp_path: Path, llm: FakeOpenAI
+) -> None:
+    async with FakeTelegram() as tg, FakeDiscord() as dc, FakeAnthropic() as claude:
+        claude.default = lambda body: tool_call(body["tools"][0]["name"], {})
+        cfg = tmp_path / "config.toml"
+        base = config_text(tmp_path, claude.base_url, tg, dc).replace(
+            "[llm]", '[llm]\nprovider = "anthropic"'
+        )
+        fallback = f"""
+[[llm.fallback]]
+base_url = "{llm.base_url}"
+api_key = "sk-old"
+model = "fake-model"
+"""
+        cfg.write_text(base + fallback)
+        llm.api_key = "sk-new"
+        code, out = await doctor(cfg, tg.token, dc.token)
+        assert code == 1
+        assert f"llm: OK - {claude.base_url} answers; model fake-model calls tools" in out
+        ping = claude.requests[-1]
+        assert ping["tools"][0]["name"] == "ping" and ping["max_tokens"] > 0
+        assert f"llm.fallback.0: FAILED - {llm.base_url} rejected the API key" in out
+        assert "[[llm.fallback]] number 1 api_key" in out and "sk-old" not in out
+        assert "1 problem(s): llm.fallback.0" in out
+
+        llm.api_key = None
+        claude.default = lambda body: text("pong")
+        code, out = await doctor(cfg, tg.token, dc.token)
+        assert code == 0 and "llm: WARNING - model fake-model answered but did not call" in out
+        assert "llm.fallback.0: OK" in out

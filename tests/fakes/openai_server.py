@@ -56,7 +56,7 @@ import socket
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import Any, Self, TypeAlias
 
 from aiohttp import web
 
@@ -321,13 +321,11 @@ class FakeOpenAI:
             await cond.wait_for(lambda: len(self.requests) >= n)
         return self.requests[:n]
 
-    async def start(self) -> FakeOpenAI:
+    async def start(self) -> Self:
         self._cond = asyncio.Condition()
         self._closing = asyncio.Event()
         app = web.Application(client_max_size=64 * 1024 * 1024)
-        app.router.add_post("/v1/chat/completions", self._chat)
-        app.router.add_get("/v1/models", self._list_models)
-        app.router.add_get("/v1/models/{model_id:.+}", self._get_model)
+        self._add_routes(app)
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
         await runner.setup()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -338,6 +336,12 @@ class FakeOpenAI:
         self._runner = runner
         return self
 
+    def _add_routes(self, app: web.Application) -> None:
+        """The API's routes (the fake Anthropic server serves its own on the same machinery)."""
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_get("/v1/models", self._list_models)
+        app.router.add_get("/v1/models/{model_id:.+}", self._get_model)
+
     async def stop(self) -> None:
         if self._runner is not None:
             runner, self._runner = self._runner, None
@@ -345,7 +349,7 @@ class FakeOpenAI:
                 self._closing.set()  # held requests get a 503 instead of blocking shutdown
             await runner.cleanup()
 
-    async def __aenter__(self) -> FakeOpenAI:
+    async def __aenter__(self) -> Self:
         return await self.start()
 
     async def __aexit__(self, *exc: object) -> None:
@@ -574,7 +578,10 @@ class FakeOpenAI:
         if usage is not None:
             events.append(f'data: {head},"choices":[],"usage":{dumps(usage)}}}\n\n'.encode())
         events.append(_DONE)
+        return await self._send_events(request, events)
 
+    async def _send_events(self, request: web.Request, events: list[bytes]) -> web.StreamResponse:
+        """Server-Sent Events, paced by `stream_chunk_delay_s` (at once when 0)."""
         resp = web.StreamResponse(
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
         )

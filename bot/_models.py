@@ -1,0 +1,50 @@
+"""The models a config describes: `[llm]`, and its `[[llm.fallback]]` entries behind failover.
+
+The one place that knows which provider class a `provider` name means; the engine only sees a
+:class:`engine.Model`. Keys are resolved here, when the daemon starts, so a fallback whose key
+is missing stops start-up instead of failing the first time the primary is down.
+"""
+
+from __future__ import annotations
+
+from bot.config import Config, ModelEndpoint
+from engine import AnthropicModel, FailoverModel, Model, OpenAIModel
+from engine._anthropic import DEFAULT_MAX_TOKENS
+
+
+def build_model(config: Config) -> Model:
+    """The model the engine talks to: the primary alone, or failover over the fallbacks."""
+    llm = config.llm
+    models = [
+        endpoint_model(endpoint, where, strict_tools=config.tools.strict_schemas)
+        for where, endpoint in llm.endpoints()
+    ]
+    if len(models) == 1:
+        return models[0]
+    return FailoverModel(models, cooldown_s=llm.failover_cooldown_s)
+
+
+def endpoint_model(endpoint: ModelEndpoint, where: str = "llm", *, strict_tools: bool) -> Model:
+    """One configured model (`where` names its section in errors)."""
+    key = endpoint.resolve_api_key(where)
+    if endpoint.provider == "anthropic":
+        options = endpoint.request_options()
+        max_tokens = options.pop("max_tokens", DEFAULT_MAX_TOKENS)
+        return AnthropicModel(
+            base_url=endpoint.base_url,
+            api_key=key,
+            model=endpoint.model,
+            max_tokens=max_tokens,
+            timeout_s=endpoint.request_timeout_s,
+            max_retries=endpoint.max_retries,
+            options=options,
+        )
+    return OpenAIModel(
+        base_url=endpoint.base_url,
+        api_key=key,
+        model=endpoint.model,
+        timeout_s=endpoint.request_timeout_s,
+        max_retries=endpoint.max_retries,
+        options=endpoint.request_options(),
+        strict_tools=strict_tools,
+    )
