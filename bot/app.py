@@ -13,7 +13,17 @@ from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from bot.config import Config
-from engine import Channel, Dispatcher, LoopOptions, OpenAIModel, Settings, SqliteStore, Store
+from engine import (
+    Channel,
+    Dispatcher,
+    LoopOptions,
+    MediaSettings,
+    OpenAIModel,
+    OpenAITranscriber,
+    Settings,
+    SqliteStore,
+    Store,
+)
 from tools import Tool, ToolRegistry
 from tools._config import apply_policy
 from tools._plugins import load_plugins
@@ -109,6 +119,16 @@ class App:
             strict_tools=cfg.tools.strict_schemas,
         )
         stack.push_async_callback(self.model.aclose)
+        transcriber = None
+        if cfg.media.transcription_model:
+            transcriber = OpenAITranscriber(
+                base_url=cfg.llm.base_url,
+                api_key=cfg.llm.resolve_api_key(),
+                model=cfg.media.transcription_model,
+                timeout_s=cfg.llm.request_timeout_s,
+                max_retries=cfg.llm.max_retries,
+            )
+            stack.push_async_callback(transcriber.aclose)
         loop_options = LoopOptions(
             max_iterations=cfg.llm.max_iterations,
             max_output_chars=cfg.engine.max_tool_output_chars,
@@ -133,8 +153,16 @@ class App:
                 shutdown_grace_s=cfg.engine.shutdown_grace_s,
                 stream=cfg.llm.stream,
                 max_message_chars=cfg.access.max_message_chars,
+                media=MediaSettings(
+                    vision=cfg.llm.vision,
+                    max_image_mb=cfg.media.max_image_mb,
+                    max_images_per_turn=cfg.media.max_images_per_turn,
+                    max_text_kb=cfg.media.max_text_kb,
+                    max_audio_s=cfg.media.max_audio_s,
+                ),
             ),
             loop_options,
+            transcriber,
         )
         # Exit order (reverse): the dispatcher finishes running turns while the channels can
         # still deliver their answers; then the channels stop.

@@ -46,6 +46,7 @@ class LLMConfig(_Section):
     temperature: float | None = Field(None, ge=0, le=2)
     max_tokens: int | None = Field(None, gt=0)
     options: dict[str, Any] = {}  # passed through to every request (e.g. top_p)
+    vision: bool = False  # the model accepts images (pictures users send are shown to it)
 
     @model_validator(mode="after")
     def _one_key_source(self) -> LLMConfig:
@@ -95,6 +96,16 @@ class AccessConfig(_Section):
     max_message_chars: int = Field(8_000, ge=100)  # longer messages get a short reply instead
 
 
+class MediaConfig(_Section):
+    """Pictures, files and voice users send (see engine/_media.py)."""
+
+    max_image_mb: float = Field(10, gt=0)  # per picture
+    max_images_per_turn: int = Field(4, ge=1)
+    max_text_kb: int = Field(200, gt=0)  # per text file
+    max_audio_s: int = Field(300, gt=0)  # per voice message
+    transcription_model: str | None = None  # e.g. "whisper-1"; unset: voice is not accepted
+
+
 class LogConfig(_Section):
     level: str = "INFO"
 
@@ -104,6 +115,7 @@ class Config(_Section):
     storage: StorageConfig = StorageConfig()
     engine: EngineConfig = EngineConfig()
     access: AccessConfig = AccessConfig()
+    media: MediaConfig = MediaConfig()
     telegram: TelegramConfig = TelegramConfig()
     discord: DiscordConfig = DiscordConfig()
     console: ConsoleConfig = ConsoleConfig()

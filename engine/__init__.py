@@ -6,6 +6,7 @@ one model providers implement (`Model`). Arrows point inward: channels → engin
 
 from engine._backoff import Backoff
 from engine._channel import (
+    Attachment,
     Capabilities,
     Channel,
     Choice,
@@ -15,7 +16,9 @@ from engine._channel import (
     DecisionStatus,
     Engine,
     InboundMessage,
+    MediaKind,
     MessageRef,
+    OutgoingFile,
     Press,
     encode_decision,
     parse_decision,
@@ -24,6 +27,7 @@ from engine._context import ensure_pairing
 from engine._dispatcher import Dispatcher, LoopOptions, Settings
 from engine._jobs import Job, JobRunner
 from engine._loop import ToolLoop
+from engine._media import MediaSettings
 from engine._model import (
     FinishReason,
     Image,
@@ -41,9 +45,11 @@ from engine._model import (
 from engine._openai import OpenAIModel
 from engine._scripted import ScriptedModel, reply
 from engine._store import SqliteStore, Store
+from engine._transcribe import OpenAITranscriber
 from engine._types import ConversationKey, PendingCall, TurnContext, TurnResult
 
 __all__ = [
+    "Attachment",
     "Backoff",
     "Capabilities",
     "Channel",
@@ -61,12 +67,16 @@ __all__ = [
     "Job",
     "JobRunner",
     "LoopOptions",
+    "MediaKind",
+    "MediaSettings",
     "Message",
     "MessageRef",
     "Model",
     "ModelRequest",
     "ModelResponse",
     "OpenAIModel",
+    "OpenAITranscriber",
+    "OutgoingFile",
     "PendingCall",
     "Press",
     "Role",

@@ -19,10 +19,13 @@ from engine._background import Background
 from engine._channel import Channel, Command, Decision, InboundMessage, Press
 from engine._confirmations import Confirmations
 from engine._loop import ToolLoop
+from engine._media import Albums, MediaIntake, MediaSettings
+from engine._media_history import ImageCache, RecentImages
 from engine._model import Model
 from engine._queue import ChatQueues, Decided, Inbound, JobDone, Notice, Recover, WorkItem
 from engine._store import InboxState, Store
 from engine._tasks import Tasks
+from engine._transcribe import Transcriber
 from engine._turns import TurnRunner, TurnSettings
 from engine._types import ConversationKey
 from tools import ToolRegistry
@@ -57,6 +60,7 @@ class Settings:
     expiry_check_s: float = 5.0
     stream: bool = False
     max_message_chars: int = 8_000
+    media: MediaSettings = field(default_factory=MediaSettings)
 
 
 class Dispatcher:
@@ -69,6 +73,7 @@ class Dispatcher:
         registry: ToolRegistry,
         settings: Settings | None = None,
         loop_options: LoopOptions | None = None,
+        transcriber: Transcriber | None = None,
     ) -> None:
         self.store = store
         self.registry = registry
@@ -89,7 +94,15 @@ class Dispatcher:
         turn_settings = TurnSettings(
             s.system_prompt or "", s.history_limit, s.stream, set(s.dm_only)
         )
-        self.turns = TurnRunner(store, self.loop, self.channels, self.confirmations, turn_settings)
+        cache = ImageCache()
+        images = RecentImages(
+            self.channels, cache, vision=s.media.vision, max_bytes=s.media.max_image_bytes
+        )
+        self.turns = TurnRunner(
+            store, self.loop, self.channels, self.confirmations, turn_settings, images
+        )
+        self.media = MediaIntake(store, self.channels, s.media, cache, self.turns.say, transcriber)
+        self.albums = Albums()
 
     def add_channel(self, channel: Channel) -> None:
         self.channels[channel.name] = channel
@@ -120,6 +133,7 @@ class Dispatcher:
 
     async def aclose(self) -> None:
         """Let running turns finish (bounded), then cancel and record what was cut off."""
+        self.albums.close()
         cut = await self.queues.aclose(self.settings.shutdown_grace_s)
         await self.tasks.aclose()
         await self.background.aclose()
@@ -160,10 +174,18 @@ class Dispatcher:
                 f"{limit:,}). Please shorten it, or split it into several messages.",
             )
             return
+        key = ConversationKey(msg.channel, msg.chat_id)
+        if (refused := self.media.refusal(msg)) is not None:
+            if msg.group_id is None or self.albums.first_refusal(key, msg.group_id):
+                self._reply(msg, refused)
+            return
         if not await self.store.inbox.accept(msg):
             log.info("duplicate delivery of %s message %s ignored", msg.channel, msg.message_id)
             return
-        self.queues.put(ConversationKey(msg.channel, msg.chat_id), Inbound())
+        if msg.group_id is not None:  # an album: one turn once its last part is in
+            self.albums.hold(key, msg.group_id, lambda: self.queues.put(key, Inbound()))
+        else:
+            self.queues.put(key, Inbound())
 
     def _reply(self, msg: InboundMessage, text: str) -> None:
         """Answer outside the chat's order (a refusal): the adapter's delivery is not held up."""
@@ -219,7 +241,7 @@ class Dispatcher:
         match item:
             case Inbound():
                 await self.confirmations.cancel_pending(key, CANCELLED_BY_MESSAGE)
-                rows = await self.store.inbox.take_queued(key.channel, key.chat_id)
+                rows = await self.media.take(key)  # with what they carry, within the limits
                 if rows:
                     await self.turns.user_turn(key, rows)
             case Recover():

@@ -19,6 +19,8 @@ from engine._channel import Channel
 from engine._confirmations import Confirmations
 from engine._live import LiveReply, typing
 from engine._loop import ToolLoop
+from engine._media_history import RecentImages
+from engine._media_out import send_files
 from engine._model import Message
 from engine._store import (
     ConfirmationRow,
@@ -28,8 +30,8 @@ from engine._store import (
     InboxState,
     Store,
 )
-from engine._types import ConversationKey, PendingCall, TurnContext, TurnResult
-from tools import ContextOverflow, LLMError, ModelAuthError, ModelRateLimited
+from engine._types import ConversationKey, PendingCall, SendFiles, TurnContext, TurnResult
+from tools import ContextOverflow, File, LLMError, ModelAuthError, ModelRateLimited
 from tools._base import Send
 
 log = logging.getLogger(__name__)
@@ -80,12 +82,14 @@ class TurnRunner:
         channels: Mapping[str, Channel],
         confirmations: Confirmations,
         settings: TurnSettings,
+        images: RecentImages | None = None,
     ) -> None:
         self.store = store
         self.loop = loop
         self.channels = channels
         self.confirmations = confirmations
         self.settings = settings
+        self.images = images  # pictures in the history: bytes for recent turns, else markers
 
     async def user_turn(self, key: ConversationKey, rows: Sequence[InboxRow]) -> None:
         last = rows[-1]
@@ -114,6 +118,8 @@ class TurnRunner:
         live = LiveReply(channel, conv.chat_id, reply_to) if streaming else None
         ctx = self._context(conv, user_id, user_name, live)
         history = await self.store.conversations.history(conv.id, self.settings.history_limit)
+        if self.images is not None:
+            history = await self.images.for_turn(conv.channel, history)
         answer: list[int] = []
 
         async def record(msg: Message) -> None:
@@ -200,6 +206,12 @@ class TurnRunner:
 
         return send
 
+    def file_sender(self, key: ConversationKey) -> SendFiles:
+        async def send(files: Sequence[File]) -> str:
+            return await send_files(self.channels.get(key.channel), key.chat_id, files)
+
+        return send
+
     async def recover(self, key: ConversationKey) -> None:
         """Settle what a crash left in the chat, before anything new is taken."""
         conversations = self.store.conversations
@@ -245,6 +257,7 @@ class TurnRunner:
             live.on_text if live is not None else None,
             tools,
             system,
+            self.file_sender(key),
         )
 
 

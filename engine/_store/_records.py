@@ -33,6 +33,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
+from engine._channel import Attachment
 from engine._model import ToolCall
 
 
@@ -104,6 +105,7 @@ class InboxRow:
     text: str
     is_private: bool
     state: InboxState
+    attachments: tuple[Attachment, ...] = ()  # references only, never the bytes
 
 
 @dataclass(frozen=True, slots=True)

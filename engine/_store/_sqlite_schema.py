@@ -113,4 +113,9 @@ MIGRATIONS: list[str] = [
     CREATE INDEX deliveries_pending ON deliveries(channel, chat_id) WHERE state = 'pending';
     CREATE INDEX inbox_answered ON inbox(received_at) WHERE state = 'answered';
     """,
+    # 4: what came with an inbox message (pictures, files, voice): platform references, so it
+    #    can be fetched again after a restart; never the bytes
+    """
+    ALTER TABLE inbox ADD COLUMN media TEXT;
+    """,
 ]
