@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Sequence
+from datetime import timedelta
 
 from telegram import Bot, Message, PhotoSize
 from telegram.error import TelegramError
@@ -51,13 +52,20 @@ def attachments_of(message: Message) -> tuple[Attachment, ...]:
         mime = voice.mime_type or "audio/ogg"
         return (
             Attachment(
-                MediaKind.AUDIO, "voice.ogg", mime, voice.file_size, voice.file_id, voice.duration
+                MediaKind.AUDIO,
+                "voice.ogg",
+                mime,
+                voice.file_size,
+                voice.file_id,
+                _s(voice.duration),
             ),
         )
     if (audio := message.audio) is not None:
         name, mime = audio.file_name or "audio.mp3", audio.mime_type or "audio/mpeg"
         return (
-            Attachment(MediaKind.AUDIO, name, mime, audio.file_size, audio.file_id, audio.duration),
+            Attachment(
+                MediaKind.AUDIO, name, mime, audio.file_size, audio.file_id, _s(audio.duration)
+            ),
         )
     if (document := message.document) is not None:
         mime = document.mime_type or ""
@@ -76,6 +84,11 @@ def _photo(sizes: Sequence[PhotoSize]) -> Attachment:
     ordered = sorted(sizes, key=lambda p: (p.file_size or 0, p.width * p.height), reverse=True)
     ref = " ".join(f"{p.file_id}:{p.file_size or ''}" for p in ordered)
     return Attachment(MediaKind.IMAGE, "photo.jpg", "image/jpeg", ordered[-1].file_size, ref)
+
+
+def _s(duration: int | timedelta) -> float:
+    """PTB 22 gives seconds; a later major release gives a timedelta."""
+    return duration.total_seconds() if isinstance(duration, timedelta) else float(duration)
 
 
 def _choose(ref: str, max_bytes: int) -> str:

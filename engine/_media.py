@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import enum
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from engine._channel import Attachment, Channel, InboundMessage, MediaKind
+from engine._live import typing
 from engine._media_history import DOWNLOAD_TIMEOUT_S, ImageCache, human_size
 from engine._model import Image, Message, Part, Role, Text
 from engine._store import InboxRow, InboxState, Store
@@ -175,6 +177,25 @@ class MediaIntake:
         if not rows:
             return []
         rows = await self._within_image_limit(key, rows)
+        channel = self.channels.get(key.channel)
+        fetching = channel is not None and any(r.attachments for r in rows)
+        async with typing(channel, key.chat_id) if fetching else contextlib.nullcontext():
+            taken, heard = await self._messages(key, rows)
+        if not taken:
+            return []
+        conv = await self.store.conversations.active(
+            key.channel, key.chat_id, is_private=taken[-1][0].is_private
+        )
+        await self.store.inbox.take(conv.id, taken)
+        for row, transcript in heard:  # what was understood, before the answer to it
+            await self.say(key.channel, key.chat_id, _heard(transcript), row.message_id)
+        return [row for row, _ in taken]
+
+    async def _messages(
+        self, key: ConversationKey, rows: list[InboxRow]
+    ) -> tuple[list[tuple[InboxRow, Message]], list[tuple[InboxRow, str]]]:
+        """Each row's user message (the refused ones are answered and left out), and the
+        transcripts to show back."""
         taken: list[tuple[InboxRow, Message]] = []
         heard: list[tuple[InboxRow, str]] = []
         for row in rows:
@@ -186,15 +207,7 @@ class MediaIntake:
             taken.append((row, msg))
             if transcript:
                 heard.append((row, transcript))
-        if not taken:
-            return []
-        conv = await self.store.conversations.active(
-            key.channel, key.chat_id, is_private=taken[-1][0].is_private
-        )
-        await self.store.inbox.take(conv.id, taken)
-        for row, transcript in heard:  # what was understood, before the answer to it
-            await self.say(key.channel, key.chat_id, _heard(transcript), row.message_id)
-        return [row for row, _ in taken]
+        return taken, heard
 
     async def _within_image_limit(
         self, key: ConversationKey, rows: list[InboxRow]
@@ -229,10 +242,9 @@ class MediaIntake:
             elif use is Use.VOICE:
                 transcript = await self._transcript(key, a)
                 texts.insert(0, transcript)
-        speaker = None if row.is_private else row.user_name or "someone"
         text = "\n\n".join(texts)
         parts: list[Part] = [Text(text)] if text else []
-        return Message(Role.USER, [*parts, *images], speaker), transcript
+        return Message(Role.USER, [*parts, *images], row.speaker), transcript
 
     async def _image(self, key: ConversationKey, a: Attachment) -> Image:
         limit = self.settings.max_image_bytes

@@ -4,6 +4,7 @@ serves the files users send by reference), with the fake OpenAI server behind th
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -13,7 +14,9 @@ import pytest
 
 from bot.app import App
 from bot.config import Config
-from engine import MediaKind
+from bot.doctor import run_doctor
+from engine import Attachment, InboundMessage, MediaKind, SqliteStore
+from engine._store import MIGRATIONS, InboxState
 from tests.fakes.media import png, voice
 from tests.fakes.openai_server import FakeOpenAI, error, images_in, text, tool_call
 from tests.fakes.recording_channel import RecordingChannel
@@ -179,3 +182,38 @@ def test_a_file_needs_content_or_a_path() -> None:
         File(name="x.png")
     with pytest.raises(ValueError, match="needs a name"):
         File(data=b"x")
+
+
+async def test_the_inbox_keeps_what_came_with_a_message_by_reference(tmp_path: Path) -> None:
+    old = tmp_path / "v3.db"
+    with sqlite3.connect(old) as db:  # a store of the schema before media: its rows still read
+        for script in MIGRATIONS[:3]:
+            db.executescript(script)
+        db.execute(
+            "INSERT INTO inbox(channel, chat_id, message_id, user_id, user_name, text, "
+            "is_private, received_at) VALUES ('t', 'c1', 'm1', 'u1', 'Ann', 'hi', 1, 0)"
+        )
+        db.execute("PRAGMA user_version = 3")
+    attachments = (
+        Attachment(MediaKind.IMAGE, "p.png", "image/png", 1234, "file-id-1"),
+        Attachment(MediaKind.AUDIO, "v.ogg", "audio/ogg", None, "https://cdn/v.ogg", 3.5),
+    )
+    msg = InboundMessage("t", "c1", "u1", "Ann", "look", "m2", attachments=attachments)
+    async with SqliteStore(old) as store:
+        await store.inbox.accept(msg)
+        rows = await store.inbox.rows(InboxState.QUEUED, "t", "c1")
+    assert [(r.text, r.attachments) for r in rows] == [("hi", ()), ("look", attachments)]
+
+
+async def test_doctor_says_whether_the_model_is_shown_pictures_and_voice_is_on(
+    make_config: Callable[..., Config], capsys: pytest.CaptureFixture[str]
+) -> None:
+    await run_doctor(make_config())
+    off = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("media"))
+    assert "pictures off ([llm] vision = false" in off and "voice off" in off
+    await run_doctor(make_config(llm={"vision": True}, media={"transcription_model": "whisper-1"}))
+    on = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("media"))
+    assert on == (
+        "media: OK - pictures on, up to 10 MB, 4 a turn; text files up to 200 KB; "
+        "voice transcribed by whisper-1 (up to 300 s)"
+    )

@@ -66,9 +66,14 @@ class InboxStore(Protocol):
         """Record an inbound message once; False when it was delivered before."""
         ...
 
+    async def take_queued(self, channel: str, chat_id: str) -> list[InboxRow]:
+        """Move the chat's queued messages into its active conversation as user messages, in
+        order, in one transaction; they stay TAKEN until :meth:`answered`."""
+        ...
+
     async def take(self, conversation_id: int, taken: Sequence[tuple[InboxRow, Message]]) -> None:
-        """Append each queued row's user message to the conversation, in order, and mark the
-        rows TAKEN, in one transaction; they stay TAKEN until :meth:`answered`."""
+        """Like :meth:`take_queued`, for these queued rows only, each as the given user message
+        (what its attachments became: engine/_media.py)."""
         ...
 
     async def rows(self, state: Any, channel: str, chat_id: str) -> list[InboxRow]:

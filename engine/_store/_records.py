@@ -107,6 +107,11 @@ class InboxRow:
     state: InboxState
     attachments: tuple[Attachment, ...] = ()  # references only, never the bytes
 
+    @property
+    def speaker(self) -> str | None:
+        """Who wrote it, as the model is told in a group (by name, never by id)."""
+        return None if self.is_private else self.user_name or "someone"
+
 
 @dataclass(frozen=True, slots=True)
 class ConfirmationRow:

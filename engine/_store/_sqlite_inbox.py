@@ -45,6 +45,16 @@ class SqliteInbox:
         )
         return cur.rowcount == 1
 
+    async def take_queued(self, channel: str, chat_id: str) -> list[InboxRow]:
+        rows = await self.rows(InboxState.QUEUED, channel, chat_id)
+        if not rows:
+            return rows
+        conv = await self.conversations.active(channel, chat_id, is_private=rows[-1].is_private)
+        await self.take(
+            conv.id, [(row, Message.user(row.text, speaker=row.speaker)) for row in rows]
+        )
+        return rows
+
     async def take(self, conversation_id: int, taken: Sequence[tuple[InboxRow, Message]]) -> None:
         if not taken:
             return
