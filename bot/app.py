@@ -119,16 +119,10 @@ class App:
             strict_tools=cfg.tools.strict_schemas,
         )
         stack.push_async_callback(self.model.aclose)
+        model = self.model
         transcriber = None
         if cfg.media.transcription_model:
-            transcriber = OpenAITranscriber(
-                base_url=cfg.llm.base_url,
-                api_key=cfg.llm.resolve_api_key(),
-                model=cfg.media.transcription_model,
-                timeout_s=cfg.llm.request_timeout_s,
-                max_retries=cfg.llm.max_retries,
-            )
-            stack.push_async_callback(transcriber.aclose)
+            transcriber = OpenAITranscriber(lambda: model.sdk, cfg.media.transcription_model)
         loop_options = LoopOptions(
             max_iterations=cfg.llm.max_iterations,
             max_output_chars=cfg.engine.max_tool_output_chars,
@@ -155,10 +149,7 @@ class App:
                 max_message_chars=cfg.access.max_message_chars,
                 media=MediaSettings(
                     vision=cfg.llm.vision,
-                    max_image_mb=cfg.media.max_image_mb,
-                    max_images_per_turn=cfg.media.max_images_per_turn,
-                    max_text_kb=cfg.media.max_text_kb,
-                    max_audio_s=cfg.media.max_audio_s,
+                    **cfg.media.model_dump(exclude={"transcription_model"}),
                 ),
             ),
             loop_options,

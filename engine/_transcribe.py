@@ -1,16 +1,17 @@
 """Voice to text: the OpenAI-compatible ``/audio/transcriptions`` endpoint, through the SDK.
 
 OpenAI (``whisper-1``, ``gpt-4o-mini-transcribe``), a vLLM or LocalAI server with a Whisper
-model, and LiteLLM all answer it. It is reached with the ``[llm]`` endpoint and key; the model is
-``[media] transcription_model``. The SDK is imported in a worker thread on first use, as the
-chat provider does (engine/_openai.py), so the event loop never waits for it.
+model, and LiteLLM all answer it. It is reached with the ``[llm]`` endpoint and key, on the chat
+provider's own client (engine/_openai.py); the model is ``[media] transcription_model``. The SDK
+is imported in a worker thread if the provider has not done so yet, so the loop never waits.
 """
 
 from __future__ import annotations
 
 import asyncio
 import importlib
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
 
 from engine._openai import _status_error
 from tools import LLMError, ModelUnavailable
@@ -28,32 +29,17 @@ class Transcriber(Protocol):
 
 
 class OpenAITranscriber:
-    def __init__(
-        self,
-        *,
-        base_url: str | None,
-        api_key: str,
-        model: str,
-        timeout_s: float = 60.0,
-        max_retries: int = 2,
-        http_client: Any = None,
-    ) -> None:
+    """Transcription on an SDK client made by `client` (the chat provider's, so the endpoint,
+    key, timeout, retries and connection pool are the same)."""
+
+    def __init__(self, client: Callable[[], openai.AsyncOpenAI], model: str) -> None:
         self.model = model
-        self._settings = {
-            "base_url": base_url,
-            "api_key": api_key or "not-needed",
-            "timeout": timeout_s,
-            "max_retries": max_retries,
-            "http_client": http_client,
-        }
-        self._sdk: openai.AsyncOpenAI | None = None
+        self._client = client
 
     async def transcribe(self, name: str, data: bytes, mime_type: str) -> str:
         openai = await asyncio.to_thread(importlib.import_module, "openai")
-        if self._sdk is None:
-            self._sdk = openai.AsyncOpenAI(**self._settings)
         try:
-            result = await self._sdk.audio.transcriptions.create(
+            result = await self._client().audio.transcriptions.create(
                 model=self.model,
                 file=(name, data, mime_type or "application/octet-stream"),
                 response_format="json",
@@ -65,7 +51,3 @@ class OpenAITranscriber:
         except openai.OpenAIError as exc:
             raise LLMError(f"the transcription request failed: {exc}") from exc
         return str(getattr(result, "text", result))
-
-    async def aclose(self) -> None:
-        if self._sdk is not None:
-            await self._sdk.close()
