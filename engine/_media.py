@@ -13,6 +13,9 @@ Two steps, each where it belongs:
    ``_media_history``), a text file as text under its name, a voice note as its transcript,
    which is shown back to the user. What turns out over a limit or unreadable only now is
    refused the same way. It runs again after a restart, from the references in the inbox.
+
+The parts of an album come as separate messages; :class:`Albums` starts their turn once the last
+part is in, so they are taken together.
 """
 
 from __future__ import annotations
@@ -88,7 +91,7 @@ def use_of(attachment: Attachment) -> Use:
     mime = attachment.mime_type.split(";")[0].strip().lower()
     suffix = PurePosixPath(attachment.name.lower()).suffix
     if attachment.kind is MediaKind.IMAGE:
-        return Use.IMAGE if mime in IMAGE_TYPES or (not mime and suffix != "") else Use.NONE
+        return Use.IMAGE if mime in IMAGE_TYPES or not mime else Use.NONE  # bytes tell later
     if attachment.kind is MediaKind.AUDIO:
         return Use.VOICE
     if mime.startswith("text/") or mime in TEXT_TYPES or suffix in TEXT_SUFFIXES:
@@ -144,7 +147,7 @@ def refusal(
     return None
 
 
-class Refused(Exception):
+class _Refused(Exception):
     """An attachment failed a check that needed its content; the message is the user's reply."""
 
 
@@ -201,7 +204,7 @@ class MediaIntake:
         for row in rows:
             try:
                 msg, transcript = await self._message(key, row)
-            except Refused as exc:
+            except _Refused as exc:
                 await self._refuse(key, [row], str(exc))
                 continue
             taken.append((row, msg))
@@ -229,7 +232,7 @@ class MediaIntake:
         """The user message `row` becomes, and its transcript ("" without voice)."""
         reason = refusal(self.settings, row.attachments, self.transcriber is not None)
         if reason is not None:  # the settings changed since it came in (a restart between)
-            raise Refused(reason)
+            raise _Refused(reason)
         texts = [row.text] if row.text else []
         images: list[Part] = []
         transcript = ""
@@ -251,7 +254,7 @@ class MediaIntake:
         data = await self._download(key, a, limit, f"{self.settings.max_image_mb:g} MB per picture")
         media_type = sniff_image(data)
         if media_type is None:
-            raise Refused(
+            raise _Refused(
                 f"⚠️ {a.name} is not a picture I can read; I can read "
                 f"{', '.join(IMAGE_TYPES.values())} pictures."
             )
@@ -262,7 +265,7 @@ class MediaIntake:
         limit = self.settings.max_text_bytes
         data = await self._download(key, a, limit, f"{self.settings.max_text_kb} KB per text file")
         if b"\0" in data[:8192]:
-            raise Refused(f"⚠️ {a.name} does not look like a text file, so I can't read it.")
+            raise _Refused(f"⚠️ {a.name} does not look like a text file, so I can't read it.")
         text = data.decode("utf-8", errors="replace").removeprefix("\ufeff")
         return f"[file {a.name}, {human_size(len(data))}]\n{text}\n[end of {a.name}]"
 
@@ -273,11 +276,11 @@ class MediaIntake:
             text = await self.transcriber.transcribe(a.name, data, a.mime_type)
         except LLMError as exc:
             log.error("transcribing a voice message in %s failed: %s", key, exc)
-            raise Refused(
+            raise _Refused(
                 "⚠️ I couldn't transcribe your voice message just now; please try again, or type it."
             ) from exc
         if not text.strip():
-            raise Refused("⚠️ I couldn't make out any words in that voice message.")
+            raise _Refused("⚠️ I couldn't make out any words in that voice message.")
         return text.strip()
 
     async def _download(self, key: ConversationKey, a: Attachment, limit: int, what: str) -> bytes:
@@ -289,12 +292,12 @@ class MediaIntake:
                 data = await channel.download(a, max_bytes=limit)
         except Exception as exc:
             log.warning("could not download %s in %s: %s", a.name, key, exc)
-            raise Refused(
+            raise _Refused(
                 f"⚠️ I couldn't fetch {a.name} (it may be too large, over {what}, or gone). "
                 "Please send it again."
             ) from exc
         if len(data) > limit:
-            raise Refused(_too_large(a.name, len(data), what))
+            raise _Refused(_too_large(a.name, len(data), what))
         return data
 
 
