@@ -33,7 +33,7 @@ from engine._channel import Attachment, Channel, InboundMessage, MediaKind
 from engine._live import typing
 from engine._media_history import DOWNLOAD_TIMEOUT_S, ImageCache, human_size
 from engine._model import Image, Message, Part, Role, Text
-from engine._store import InboxRow, InboxState, Store
+from engine._store import InboxRow, Store
 from engine._transcribe import Transcriber
 from engine._types import ConversationKey
 from tools import LLMError
@@ -176,7 +176,7 @@ class MediaIntake:
     async def take(self, key: ConversationKey) -> list[InboxRow]:
         """Take the chat's queued messages as one turn; returns the rows taken (none when every
         one was refused)."""
-        rows = await self.store.inbox.rows(InboxState.QUEUED, key.channel, key.chat_id)
+        rows = await self.store.inbox.ready(key.channel, key.chat_id)
         if not rows:
             return []
         rows = await self._within_image_limit(key, rows)

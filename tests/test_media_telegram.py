@@ -222,3 +222,20 @@ async def test_a_photo_is_answered_exactly_once_across_a_restart(
     assert len(llm.requests) == 2
     assert images_in(llm.requests[1]) == [("image/png", picture)]
     assert tg.downloads == [photo[0]["file_id"]] * 2  # fetched again by its file_id
+
+
+async def test_a_static_sticker_is_a_picture_and_an_animated_one_is_not_read(
+    config, tg: FakeTelegram, llm: FakeOpenAI
+) -> None:
+    webp = b"RIFF\x24\x00\x00\x00WEBPVP8 " + b"\0" * 32
+    kept = tg.upload_document(webp, "sticker.webp", "image/webp")
+    shape = {"type": "regular", "width": 512, "height": 512, "is_video": False}
+    static = {k: kept[k] for k in ("file_id", "file_unique_id", "file_size")} | shape
+    async with daemon(config()):
+        tg.inject_message(DM, DM, sticker=static | {"file_id": "anim", "is_animated": True})
+        await tg.wait_for_call("sendMessage", to(DM))
+        tg.inject_message(DM, DM, sticker=static | {"is_animated": False})
+        await tg.wait_for_call("sendMessage", to(DM), count=2)
+    refused, answered = texts_to(tg, DM)
+    assert "I can't read sticker (application/x-tgsticker)" in refused
+    assert answered == "echo:" and images_in(llm.requests[0]) == [("image/webp", webp)]

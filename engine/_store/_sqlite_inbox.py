@@ -45,8 +45,11 @@ class SqliteInbox:
         )
         return cur.rowcount == 1
 
+    async def ready(self, channel: str, chat_id: str) -> list[InboxRow]:
+        return await self.rows(InboxState.QUEUED, channel, chat_id)
+
     async def take_queued(self, channel: str, chat_id: str) -> list[InboxRow]:
-        rows = await self.rows(InboxState.QUEUED, channel, chat_id)
+        rows = await self.ready(channel, chat_id)
         if not rows:
             return rows
         conv = await self.conversations.active(channel, chat_id, is_private=rows[-1].is_private)
