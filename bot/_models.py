@@ -48,3 +48,10 @@ def endpoint_model(endpoint: ModelEndpoint, where: str = "llm", *, strict_tools:
         options=endpoint.request_options(),
         strict_tools=strict_tools,
     )
+
+
+def openai_compatible(model: Model) -> OpenAIModel | None:
+    """The OpenAI-compatible endpoint among the configured models (the primary first), whose
+    SDK client also serves `/audio/transcriptions`; None when every model is Anthropic's."""
+    candidates = model.models if isinstance(model, FailoverModel) else [model]
+    return next((m for m in candidates if isinstance(m, OpenAIModel)), None)

@@ -12,13 +12,15 @@ import logging
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from bot._models import build_model
+from bot._models import build_model, openai_compatible
 from bot.config import Config
 from engine import (
     Channel,
     Dispatcher,
     LimitSettings,
     LoopOptions,
+    MediaSettings,
+    OpenAITranscriber,
     Settings,
     SqliteStore,
     Store,
@@ -110,6 +112,12 @@ class App:
         )
         self.model = build_model(cfg)
         stack.push_async_callback(self.model.aclose)
+        transcriber = None
+        speech = openai_compatible(self.model)
+        if cfg.media.transcription_model and speech is not None:
+            transcriber = OpenAITranscriber(lambda: speech.sdk, cfg.media.transcription_model)
+        elif cfg.media.transcription_model:
+            log.warning("transcription needs an OpenAI-compatible [llm] endpoint; voice stays off")
         loop_options = LoopOptions(
             max_iterations=cfg.llm.max_iterations,
             max_output_chars=cfg.engine.max_tool_output_chars,
@@ -141,8 +149,13 @@ class App:
                     tokens_per_day=cfg.limits.tokens_per_day,
                 ),
                 tool_calls_per_turn=cfg.limits.tool_calls_per_turn,
+                media=MediaSettings(
+                    vision=cfg.llm.vision,
+                    **cfg.media.model_dump(exclude={"transcription_model"}),
+                ),
             ),
             loop_options,
+            transcriber,
         )
         # Exit order (reverse): the dispatcher finishes running turns while the channels can
         # still deliver their answers; then the channels stop.

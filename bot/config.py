@@ -81,6 +81,7 @@ class ModelEndpoint(_Section):
 
 
 class LLMConfig(ModelEndpoint):
+    vision: bool = False  # the model accepts images (pictures users send are shown to it)
     stream: bool = False
     max_iterations: int = Field(10, ge=1, le=100)
     system_prompt: str = (
@@ -169,6 +170,16 @@ class LimitsConfig(_Section):
     tool_calls_per_turn: int = Field(25, ge=1)
 
 
+class MediaConfig(_Section):
+    """Pictures, files and voice users send (see engine/_media.py)."""
+
+    max_image_mb: float = Field(10, gt=0)  # per picture
+    max_images_per_turn: int = Field(4, ge=1)
+    max_text_kb: int = Field(200, gt=0)  # per text file
+    max_audio_s: int = Field(300, gt=0)  # per voice message
+    transcription_model: str | None = None  # e.g. "whisper-1"; unset: voice is not accepted
+
+
 class LogConfig(_Section):
     level: str = "INFO"
 
@@ -179,6 +190,7 @@ class Config(_Section):
     engine: EngineConfig = EngineConfig()
     access: AccessConfig = AccessConfig()
     limits: LimitsConfig = LimitsConfig()
+    media: MediaConfig = MediaConfig()
     telegram: TelegramConfig = TelegramConfig()
     discord: DiscordConfig = DiscordConfig()
     console: ConsoleConfig = ConsoleConfig()

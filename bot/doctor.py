@@ -211,6 +211,21 @@ async def _get(url: str, headers: dict[str, str] | None = None) -> httpx.Respons
         return await http.get(url, headers=headers)
 
 
+def _media(config: Config) -> Check:
+    """What users may send besides text, as configured (no request is made)."""
+    media = config.media
+    if config.llm.vision:
+        images = f"pictures on, up to {media.max_image_mb:g} MB, {media.max_images_per_turn} a turn"
+    else:
+        images = "pictures off ([llm] vision = false: the model is not shown images)"
+    voice = (
+        f"voice transcribed by {media.transcription_model} (up to {media.max_audio_s} s)"
+        if media.transcription_model
+        else "voice off (set [media] transcription_model, e.g. whisper-1)"
+    )
+    return Check("media", Status.OK, f"{images}; text files up to {media.max_text_kb} KB; {voice}")
+
+
 async def _check_telegram(config: Config) -> Check:
     cfg = config.telegram
     try:
@@ -277,6 +292,7 @@ async def run_doctor(config: Config) -> int:
         *_config(config),
         *await asyncio.gather(*(c(config) for c in checks)),
         *await models,
+        _media(config),
         *await plugins,
     ]
     for r in results:

@@ -15,6 +15,7 @@ import re
 import discord
 
 from channels._config import DiscordConfig
+from channels._discord_media import attachments_of
 from engine._channel import DECISION_PATTERN, InboundMessage
 
 log = logging.getLogger("channels.discord")
@@ -43,7 +44,8 @@ def inbound(
         return None
     mention = "|".join([rf"<@!?{me.id}>", *(f"<@&{role_id}>" for role_id in my_roles)])
     text = re.sub(rf"(?:{mention})\s*", "", message.content).strip()
-    if not text:
+    attachments = attachments_of(message)
+    if not text and not attachments:
         return None
     return InboundMessage(
         channel="discord",
@@ -55,6 +57,7 @@ def inbound(
         is_private=guild_id is None,
         mentioned=mentioned,
         reply_to=str(message.reference.message_id) if message.reference else None,
+        attachments=attachments,
     )
 
 

@@ -4,7 +4,8 @@ Markdown goes out as HTML, cut into 4096-character parts after formatting; when 
 parse the entities the same part goes again as plain text. Which messages show which part, and
 editing only what changed, is ``_shown.ShownMessages``; this module is its Telegram surface.
 A confirmation prompt is one message: text, or a document (the complete action) whose caption
-is the text, with the buttons on it. While the Bot API is unreachable a request is retried with
+is the text, with the buttons on it. A file goes as a photo when Telegram can show it as one,
+else as a document. While the Bot API is unreachable a request is retried with
 backoff, but only when it surely was not delivered.
 """
 
@@ -26,7 +27,7 @@ from channels._shown import ShownMessages
 from channels._telegram_format import CAPTION_LIMIT, html_to_plain, plain_parts, render
 from channels._telegram_http import not_sent
 from engine._backoff import Backoff
-from engine._channel import MessageRef
+from engine._channel import MessageRef, OutgoingFile
 
 log = logging.getLogger("channels.telegram")
 _T = TypeVar("_T")
@@ -34,6 +35,8 @@ _T = TypeVar("_T")
 _PATIENCE_S = 120.0  # how long a request keeps retrying before its error reaches the caller
 _REMEMBERED = 1024  # messages whose shown text is kept, to skip unchanged edits
 _NO_BUTTONS = InlineKeyboardMarkup([])
+_PHOTO_TYPES = frozenset({"image/jpeg", "image/png", "image/webp"})
+_PHOTO_MAX = 10 * 1024 * 1024  # sendPhoto's limit; larger pictures go as documents
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +61,28 @@ class Outbox:
 
     def close(self) -> None:
         self._open.clear()
+
+    async def wait_open(self) -> None:
+        await self._open.wait()
+
+    async def send_file(self, chat_id: str, file: OutgoingFile, reply_to: str | None) -> str:
+        """One file: with sendPhoto when it is a picture Telegram shows as a photo, else (or
+        when Telegram refuses it as a photo, e.g. for its dimensions) with sendDocument."""
+        upload = InputFile(file.data, filename=file.name)
+
+        async def call(as_photo: bool) -> Any:
+            send = self.bot.send_photo if as_photo else self.bot.send_document
+            return await send(_chat(chat_id), upload, reply_parameters=_reply(reply_to))
+
+        as_photo = file.mime_type in _PHOTO_TYPES and len(file.data) <= _PHOTO_MAX
+        try:
+            sent = await self._patiently(lambda: call(as_photo))
+        except BadRequest as exc:
+            if not as_photo:
+                raise
+            log.info("Telegram refused %s as a photo (%s); sending it as a file", file.name, exc)
+            sent = await self._patiently(lambda: call(False))
+        return str(sent.message_id)
 
     async def send_prompt(
         self,

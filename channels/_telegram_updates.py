@@ -13,6 +13,7 @@ from telegram.constants import ChatType
 from telegram.error import Conflict, InvalidToken, RetryAfter, TelegramError
 from telegram.ext import filters
 
+from channels._telegram_media import attachments_of
 from engine._backoff import Backoff
 from engine._channel import InboundMessage
 
@@ -48,6 +49,8 @@ def inbound_message(message: Message | None) -> InboundMessage | None:
         is_private=message.chat.type == ChatType.PRIVATE,
         mentioned=addressed_to_bot(message),
         reply_to=str(reply.message_id) if reply is not None else None,
+        attachments=attachments_of(message),
+        group_id=message.media_group_id,
     )
 
 

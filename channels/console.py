@@ -4,7 +4,8 @@ Lines starting with a command (/help, /reset, /stop, /start) go to the engine's
 `handle_command`, as a chat platform's commands do; everything else is a message. A
 confirmation is a typed yes/no question: y, yes, n or no answer it, anything else repeats it.
 It exits cleanly at the end of its input, so it can be scripted: `printf 'hello\\n' |
-relaybot chat`.
+relaybot chat`. A file a tool sends is saved (in `files_dir`, by default a new folder in the
+temporary directory) and its path is printed.
 
 Lines are read in a daemon thread, one at a time when the engine is idle, so a blocked read
 never keeps the process alive: Ctrl-C and Ctrl-D leave at once. On a terminal the standard
@@ -20,9 +21,11 @@ import getpass
 import itertools
 import re
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
 from typing import Any, TextIO
 
 from engine._channel import (
@@ -36,6 +39,7 @@ from engine._channel import (
     Engine,
     InboundMessage,
     MessageRef,
+    OutgoingFile,
     Press,
     Reply,
 )
@@ -60,8 +64,10 @@ class ConsoleChannel(Channel):
         stdin: TextIO | None = None,
         stdout: TextIO | None = None,
         user_id: str | None = None,
+        files_dir: Path | None = None,
     ) -> None:
         self._wait_idle = wait_idle
+        self.files_dir = files_dir
         self._in = stdin or sys.stdin
         self._out = stdout or sys.stdout
         self.user_id = user_id or getpass.getuser()
@@ -261,6 +267,31 @@ class ConsoleChannel(Channel):
             self._answered.discard(ref.message_id)
             return
         self._write(text)
+
+    async def send_files(
+        self, chat_id: str, files: Sequence[OutgoingFile], *, reply_to: str | None = None
+    ) -> MessageRef:
+        for f in files:
+            path = await asyncio.to_thread(self._save, f)
+            self._write(f"📎 {f.name} saved to {path}")
+        return MessageRef(chat_id, str(next(self._ids)))
+
+    def _save(self, file: OutgoingFile) -> Path:
+        """Write `file` into files_dir under its own name (a number added if it is taken)."""
+        if self.files_dir is None:
+            self.files_dir = Path(tempfile.mkdtemp(prefix="relaybot-files-"))
+        self.files_dir.mkdir(parents=True, exist_ok=True)
+        name = Path(file.name).name or "file"
+        stem, suffix = Path(name).stem, Path(name).suffix
+        for n in itertools.count(1):
+            path = self.files_dir / (name if n == 1 else f"{stem}-{n}{suffix}")
+            try:
+                with path.open("xb") as out:  # never overwrites
+                    out.write(file.data)
+                return path
+            except FileExistsError:
+                continue
+        raise AssertionError("unreachable")
 
 
 _COMMANDS = ", ".join(f"/{c}" for c in Command)

@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import io
 import logging
+from collections.abc import Sequence
 
 import aiohttp
 import discord
@@ -33,12 +34,14 @@ from channels._config import DEFAULT_DISCORD_API as DEFAULT_API_BASE_URL
 from channels._config import DiscordConfig
 from channels._discord_client import Client, DecisionButton, menu, within_ack_budget
 from channels._discord_inbound import guild_allowed, inbound
+from channels._discord_media import batches, download
 from channels._prompt import ATTACHED_NOTE, ATTACHMENT_NAME, lay_out, who_and_when
 from channels._shown import ShownMessages
 from channels._split import split_text
 from engine._backoff import Backoff
 from engine._channel import (
     Action,
+    Attachment,
     Capabilities,
     Channel,
     Choice,
@@ -47,6 +50,7 @@ from engine._channel import (
     Engine,
     InboundMessage,
     MessageRef,
+    OutgoingFile,
     Press,
 )
 
@@ -205,6 +209,23 @@ class DiscordChannel(Channel):
         stays, as the record of what was answered."""
         message = self._messageable(ref.chat_id).get_partial_message(int(ref.message_id))
         await message.edit(content=self.render(text, True)[0], view=None)
+
+    async def send_files(
+        self, chat_id: str, files: Sequence[OutgoingFile], *, reply_to: str | None = None
+    ) -> MessageRef:
+        """Uploads, up to ten files to a message, in order."""
+        messageable = self._messageable(chat_id)
+        sent_id = ""
+        for batch in batches(files):
+            reference = _reference(chat_id, reply_to)
+            sent = await messageable.send(files=batch, reference=reference)  # type: ignore[arg-type]
+            sent_id = str(sent.id)
+        return MessageRef(chat_id, sent_id)
+
+    async def download(self, attachment: Attachment, *, max_bytes: int) -> bytes:
+        if self._client is None:
+            raise RuntimeError("the Discord channel is not running")
+        return await download(self._client, attachment, max_bytes)
 
     # the Surface that ShownMessages works on
 

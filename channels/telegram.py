@@ -1,7 +1,9 @@
 """Telegram: python-telegram-bot's Application, long polling, HTML replies and inline buttons.
 
-Updates are matched by PTB handlers and filters (commands, text or captions, other messages,
-button presses) and handed to the engine, which returns as soon as the message is stored. Our own
+Updates are matched by PTB handlers and filters (commands, text, captions and files, other
+messages, button presses) and handed to the engine, which returns as soon as the message is
+stored; the files a message carries travel as references, fetched when the engine asks
+(``_telegram_media``). Our own
 long polling (``_telegram_updates.Poller``, in place of PTB's Updater) runs a batch concurrently
 across chats and in arrival order within a chat, and confirms it to Telegram only once every
 update of it has been handed over: a crash loses no message. What the adapter itself replies
@@ -21,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
 from telegram import (
@@ -45,17 +47,20 @@ from channels._config import TelegramConfig
 from channels._prompt import ATTACHED_NOTE, in_words, lay_out, who_and_when
 from channels._telegram_format import CAPTION_LIMIT, TELEGRAM_LIMIT, escape, visible_len
 from channels._telegram_http import AiohttpRequest
+from channels._telegram_media import MEDIA, download
 from channels._telegram_outbox import Outbox
 from channels._telegram_updates import ADDRESSED, TOKEN_REJECTED, Poller, inbound_message
 from engine._backoff import Backoff
 from engine._channel import (
     Action,
+    Attachment,
     Capabilities,
     Channel,
     Command,
     ConfirmationPrompt,
     Engine,
     MessageRef,
+    OutgoingFile,
     Press,
     Reply,
     encode_action,
@@ -66,7 +71,7 @@ from engine._channel import (
 
 log = logging.getLogger(__name__)
 
-TEXT_ONLY = "I can only read text for now."
+UNREADABLE = "I can read text, pictures, files and voice messages, but not this kind of message."
 STALE_BUTTON = "This button no longer works."
 
 
@@ -159,7 +164,7 @@ class TelegramChannel(Channel):
     def _add_handlers(self, group_mode: str) -> None:
         new = filters.UpdateType.MESSAGE  # edited messages and channel posts are ignored
         groups = filters.ChatType.GROUPS if group_mode == "all" else ADDRESSED
-        text = filters.TEXT | filters.CAPTION
+        text = filters.TEXT | filters.CAPTION | MEDIA
         app = self._app
         for command in Command:
             app.add_handler(CommandHandler(command.value, self._command(command), filters=new))
@@ -183,7 +188,7 @@ class TelegramChannel(Channel):
     async def _on_other(self, update: Update, _: ContextTypes.DEFAULT_TYPE) -> None:
         msg = inbound_message(update.message)  # type: ignore[arg-type]
         if msg is not None:
-            reply = self.send(msg.chat_id, TEXT_ONLY, reply_to=msg.message_id, formatted=False)
+            reply = self.send(msg.chat_id, UNREADABLE, reply_to=msg.message_id, formatted=False)
             self._reply(update, reply)
 
     def _command(self, command: Command) -> Callable[..., Awaitable[None]]:
@@ -295,6 +300,19 @@ class TelegramChannel(Channel):
 
     async def resolve_confirmation(self, ref: MessageRef, text: str) -> None:
         await self._outbox.close_buttons(ref, text)
+
+    async def send_files(
+        self, chat_id: str, files: Sequence[OutgoingFile], *, reply_to: str | None = None
+    ) -> MessageRef:
+        """Pictures with sendPhoto, other files with sendDocument, one message each, in order."""
+        message_id = ""
+        for file in files:
+            message_id = await self._outbox.send_file(chat_id, file, reply_to)
+        return MessageRef(chat_id, message_id)
+
+    async def download(self, attachment: Attachment, *, max_bytes: int) -> bytes:
+        await self._outbox.wait_open()  # at start-up the bot may still be connecting
+        return await download(self._app.bot, attachment, max_bytes)
 
 
 def _menu(reply: Reply) -> InlineKeyboardMarkup:

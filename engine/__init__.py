@@ -9,6 +9,7 @@ from engine._anthropic import AnthropicModel
 from engine._backoff import Backoff
 from engine._channel import (
     Action,
+    Attachment,
     Button,
     Capabilities,
     Channel,
@@ -19,7 +20,9 @@ from engine._channel import (
     DecisionStatus,
     Engine,
     InboundMessage,
+    MediaKind,
     MessageRef,
+    OutgoingFile,
     Press,
     Reply,
     encode_action,
@@ -33,6 +36,7 @@ from engine._failover import FailoverModel
 from engine._jobs import Job, JobRunner
 from engine._limits import LimitSettings
 from engine._loop import ToolLoop
+from engine._media import MediaSettings
 from engine._model import (
     FinishReason,
     Image,
@@ -50,11 +54,13 @@ from engine._model import (
 from engine._openai import OpenAIModel
 from engine._scripted import ScriptedModel, reply
 from engine._store import SqliteStore, Store
+from engine._transcribe import OpenAITranscriber
 from engine._types import ConversationKey, PendingCall, TurnContext, TurnResult
 
 __all__ = [
     "Action",
     "AnthropicModel",
+    "Attachment",
     "Backoff",
     "Button",
     "Capabilities",
@@ -75,12 +81,16 @@ __all__ = [
     "JobRunner",
     "LimitSettings",
     "LoopOptions",
+    "MediaKind",
+    "MediaSettings",
     "Message",
     "MessageRef",
     "Model",
     "ModelRequest",
     "ModelResponse",
     "OpenAIModel",
+    "OpenAITranscriber",
+    "OutgoingFile",
     "PendingCall",
     "Press",
     "Reply",

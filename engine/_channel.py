@@ -2,8 +2,13 @@
 
 An adapter turns platform events into :class:`InboundMessage`, :class:`Press` and
 :class:`Command` and hands them to an :class:`Engine`; the engine talks back only through the
-:class:`Channel` methods (send, edit, typing, show and resolve a confirmation). Adapters hold no
-conversation state. Arrows point inward: ``channels`` imports this module, the engine never
+:class:`Channel` methods (send, edit, typing, show and resolve a confirmation, send files,
+download an attachment). Adapters hold no conversation state.
+
+A picture, file or voice note arrives as an :class:`Attachment`: what the platform says about it
+and its platform reference, never its bytes. The engine decides what it accepts, and fetches the
+bytes through :meth:`Channel.download` when it needs them, which also works after a restart: the
+inbox keeps the reference. Arrows point inward: ``channels`` imports this module, the engine never
 imports ``channels``.
 """
 
@@ -12,8 +17,40 @@ from __future__ import annotations
 import abc
 import enum
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
+
+from tools import DownloadError
+
+
+class MediaKind(enum.StrEnum):
+    """What an attachment is, as far as the platform tells: the engine decides the rest."""
+
+    IMAGE = "image"  # a photo, a static sticker, an image file
+    AUDIO = "audio"  # a voice note or an audio file
+    FILE = "file"  # any other file (a text file, an archive, a video, ...)
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    """A file that came with a message: what the platform says about it, and its reference."""
+
+    kind: MediaKind
+    name: str  # a file name ("photo.jpg" when the platform gives none)
+    mime_type: str  # "" when the platform does not say
+    size: int | None  # in bytes, as the platform reports it (None: not told)
+    ref: str  # how the adapter fetches it: Telegram's file_id, Discord's attachment URL
+    duration_s: float | None = None  # a voice note's or audio file's length, when told
+
+
+@dataclass(frozen=True, slots=True)
+class OutgoingFile:
+    """A file the bot sends: its name, MIME type and content."""
+
+    name: str
+    mime_type: str
+    data: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +66,8 @@ class InboundMessage:
     is_private: bool = True
     mentioned: bool = False
     reply_to: str | None = None  # platform id of the message this one replies to
+    attachments: tuple[Attachment, ...] = ()
+    group_id: str | None = None  # messages sent as one (a Telegram album) share this id
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,6 +281,20 @@ class Channel(abc.ABC):
     async def resolve_confirmation(self, ref: MessageRef, text: str) -> None:
         """Edit a confirmation message to its final `text` and remove its buttons."""
 
+    @abc.abstractmethod
+    async def send_files(
+        self, chat_id: str, files: Sequence[OutgoingFile], *, reply_to: str | None = None
+    ) -> MessageRef:
+        """Send `files` in order, natively (pictures as pictures); returns the last one's ref."""
+
+    async def download(self, attachment: Attachment, *, max_bytes: int) -> bytes:
+        """The content of an attachment of an inbound message, through the platform's file API.
+
+        Raises :class:`DownloadError` when it cannot be fetched, or when the platform says it is
+        larger than `max_bytes` (checked before the body is read). The caller sets the timeout.
+        """
+        raise DownloadError(f"the {self.name} channel receives no files")
+
 
 # Button payloads, shared by every adapter: "rb:<id>:<choice>" (well inside 64 bytes).
 DECISION_PATTERN = r"rb:(?P<id>[0-9a-f]{6,32}):(?P<choice>[yan])"
@@ -280,6 +333,7 @@ __all__ = [
     "ACTION_PATTERN",
     "DECISION_PATTERN",
     "Action",
+    "Attachment",
     "Button",
     "Capabilities",
     "Channel",
@@ -290,7 +344,9 @@ __all__ = [
     "DecisionStatus",
     "Engine",
     "InboundMessage",
+    "MediaKind",
     "MessageRef",
+    "OutgoingFile",
     "Press",
     "Reply",
     "encode_action",

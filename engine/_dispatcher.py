@@ -21,6 +21,8 @@ from engine._channel import Action, Channel, Command, Decision, InboundMessage, 
 from engine._confirmations import Confirmations
 from engine._limits import Limits, LimitSettings
 from engine._loop import ToolLoop
+from engine._media import Albums, MediaIntake, MediaSettings
+from engine._media_history import ImageCache, RecentImages
 from engine._model import Model
 from engine._permissions import Permissions, Policy
 from engine._queue import (
@@ -35,6 +37,7 @@ from engine._queue import (
 )
 from engine._store import InboxState, Store
 from engine._tasks import Tasks
+from engine._transcribe import Transcriber
 from engine._turns import TurnRunner, TurnSettings
 from engine._types import ConversationKey
 from tools import ToolRegistry
@@ -73,6 +76,7 @@ class Settings:
     always_ask: set[str] = field(default_factory=lambda: {"run_command", "delete_file"})
     limits: LimitSettings = field(default_factory=LimitSettings)
     tool_calls_per_turn: int | None = 25
+    media: MediaSettings = field(default_factory=MediaSettings)
 
 
 class Dispatcher:
@@ -85,6 +89,7 @@ class Dispatcher:
         registry: ToolRegistry,
         settings: Settings | None = None,
         loop_options: LoopOptions | None = None,
+        transcriber: Transcriber | None = None,
     ) -> None:
         self.store = store
         self.registry = registry
@@ -108,9 +113,21 @@ class Dispatcher:
         turn_settings = TurnSettings(
             s.system_prompt or "", s.history_limit, s.stream, set(s.dm_only), s.tool_calls_per_turn
         )
-        self.turns = TurnRunner(
-            store, self.loop, self.channels, self.confirmations, self.permissions, turn_settings
+        cache = ImageCache()
+        images = RecentImages(
+            self.channels, cache, vision=s.media.vision, max_bytes=s.media.max_image_bytes
         )
+        self.turns = TurnRunner(
+            store,
+            self.loop,
+            self.channels,
+            self.confirmations,
+            self.permissions,
+            turn_settings,
+            images,
+        )
+        self.media = MediaIntake(store, self.channels, s.media, cache, self.turns.say, transcriber)
+        self.albums = Albums()
         self._releases: dict[ConversationKey, asyncio.TimerHandle] = {}
 
     def add_channel(self, channel: Channel) -> None:
@@ -146,6 +163,7 @@ class Dispatcher:
         """Let running turns finish (bounded), then cancel and record what was cut off."""
         for timer in self._releases.values():
             timer.cancel()
+        self.albums.close()
         cut = await self.queues.aclose(self.settings.shutdown_grace_s)
         await self.tasks.aclose()
         await self.background.aclose()
@@ -186,17 +204,23 @@ class Dispatcher:
                 f"{limit:,}). Please shorten it, or split it into several messages.",
             )
             return
+        key = ConversationKey(msg.channel, msg.chat_id)
+        if (refused := self.media.refusal(msg)) is not None:
+            if msg.group_id is None or self.albums.first_refusal(key, msg.group_id):
+                self._reply(msg, refused)
+            return
         admission = await self.limits.admit(msg)
         if admission.reply is not None:
             self._reply(msg, admission.reply)
         if admission.refuse:
             return
-        key = ConversationKey(msg.channel, msg.chat_id)
         if not await self.store.inbox.accept(msg, hold_until=admission.hold_until):
             log.info("duplicate delivery of %s message %s ignored", msg.channel, msg.message_id)
             return
         if admission.hold_until is not None:
             await self._schedule_release(key)
+        elif msg.group_id is not None:  # an album: one turn once its last part is in
+            self.albums.hold(key, msg.group_id, lambda: self.queues.put(key, Inbound()))
         else:
             self.queues.put(key, Inbound())
 
@@ -295,7 +319,7 @@ class Dispatcher:
         match item:
             case Inbound():
                 await self.confirmations.cancel_pending(key, CANCELLED_BY_MESSAGE)
-                rows = await self.store.inbox.take_queued(key.channel, key.chat_id)
+                rows = await self.media.take(key)  # with what they carry, within the limits
                 if rows:
                     await self.turns.user_turn(key, rows)
                 await self._schedule_release(key)

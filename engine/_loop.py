@@ -273,6 +273,8 @@ class ToolLoop:
                 await state.ctx.send(result.for_user)
             except Exception:
                 log.exception("could not show a tool result to the user")
+        if result.files and state.ctx.send_files is not None:  # before the answer about them
+            result.for_llm += await state.ctx.send_files(result.files)
         return result
 
     def _tool_context(self, state: _State, call: ToolCall) -> ToolContext:

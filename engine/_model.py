@@ -34,12 +34,18 @@ class Text:
 
 @dataclass(frozen=True, slots=True)
 class Image:
-    """An image the model can look at: inline bytes, or a URL the provider fetches."""
+    """An image the model can look at: inline bytes, or a URL the provider fetches.
+
+    An image a user sent is stored by its platform reference (`ref`) and `size`, not its bytes;
+    the turn fetches the bytes again when the image is recent enough to send (engine/_media.py).
+    """
 
     media_type: str
-    data: bytes | None = None
+    data: bytes | None = field(default=None, repr=False)
     url: str | None = None
     name: str = ""
+    ref: str | None = None  # the chat platform's reference (Telegram file_id, Discord URL)
+    size: int | None = None  # bytes
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,8 @@ from engine._confirmations import Confirmations
 from engine._limits import today
 from engine._live import LiveReply, typing
 from engine._loop import ToolLoop
+from engine._media_history import RecentImages
+from engine._media_out import send_files
 from engine._model import Message
 from engine._permissions import Permissions
 from engine._store import (
@@ -30,8 +32,8 @@ from engine._store import (
     InboxState,
     Store,
 )
-from engine._types import ConversationKey, PendingCall, TurnContext, TurnResult
-from tools import ContextOverflow, LLMError, ModelAuthError, ModelRateLimited
+from engine._types import ConversationKey, PendingCall, SendFiles, TurnContext, TurnResult
+from tools import ContextOverflow, File, LLMError, ModelAuthError, ModelRateLimited
 from tools._base import Send
 
 log = logging.getLogger(__name__)
@@ -84,6 +86,7 @@ class TurnRunner:
         confirmations: Confirmations,
         permissions: Permissions,
         settings: TurnSettings,
+        images: RecentImages | None = None,
     ) -> None:
         self.store = store
         self.loop = loop
@@ -91,6 +94,7 @@ class TurnRunner:
         self.confirmations = confirmations
         self.permissions = permissions
         self.settings = settings
+        self.images = images  # pictures in the history: bytes for recent turns, else markers
 
     async def user_turn(self, key: ConversationKey, rows: Sequence[InboxRow]) -> None:
         last = rows[-1]
@@ -120,6 +124,8 @@ class TurnRunner:
         ctx = self._context(conv, user_id, user_name, live)
         ctx.granted = await self.permissions.granted(ctx.key)
         history = await self.store.conversations.history(conv.id, self.settings.history_limit)
+        if self.images is not None:
+            history = await self.images.for_turn(conv.channel, history)
         answer: list[int] = []
 
         async def record(msg: Message) -> None:
@@ -215,6 +221,12 @@ class TurnRunner:
 
         return send
 
+    def file_sender(self, key: ConversationKey) -> SendFiles:
+        async def send(files: Sequence[File]) -> str:
+            return await send_files(self.channels.get(key.channel), key.chat_id, files)
+
+        return send
+
     async def recover(self, key: ConversationKey) -> None:
         """Settle what a crash left in the chat, before anything new is taken."""
         conversations = self.store.conversations
@@ -261,6 +273,7 @@ class TurnRunner:
             live.on_text if live is not None else None,
             tools,
             system,
+            self.file_sender(key),
             max_tool_calls=None if admin else self.settings.tool_calls_per_turn,
         )
 

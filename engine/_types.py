@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from engine._model import Message, OnText, ToolCall, Usage
-from tools import ToolResult
+from tools import File, ToolResult
 from tools._base import Send, _no_send
 
 Record = Callable[[Message], Awaitable[None]]
+SendFiles = Callable[[Sequence[File]], Awaitable[str]]  # returns a note for the model
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +34,7 @@ class TurnContext:
     on_text: OnText | None = None  # streamed text deltas
     tools: Collection[str] | None = None  # tool names offered in this turn; None = all
     system: str = ""  # the system prompt of this turn
+    send_files: SendFiles | None = None  # sends a tool's files to the user
     granted: frozenset[str] = frozenset()  # destructive tools that run here without asking
     max_tool_calls: int | None = None  # tool calls this turn may make (None: no limit)
 

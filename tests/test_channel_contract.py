@@ -181,7 +181,8 @@ async def test_a_confirmation_shows_the_action_and_who_may_answer_by_when(
     platform: Platform,
 ) -> None:
     command = "ls -la /srv/data && du -sh *"
-    ref = await platform.channel.show_confirmation(prompt(platform, "Run a command", command))
+    asked = prompt(platform, "Run a command", command)
+    ref = await platform.channel.show_confirmation(asked)
     (shown,) = platform.messages()
     assert shown == platform.message(ref)
     assert shown.buttons == ["Allow once", "Don't run"]
@@ -193,7 +194,7 @@ async def test_a_confirmation_shows_the_action_and_who_may_answer_by_when(
     if platform.limit == 4096:  # Telegram has no relative timestamps: it says it in words
         assert lines[-1].endswith("expires in 5 min")
     else:
-        assert lines[-1].endswith(f"expires <t:{int(time.time() + 300)}:R>")
+        assert lines[-1].endswith(f"expires <t:{int(asked.expires_at)}:R>")
 
 
 async def test_without_details_a_confirmation_shows_its_summary(platform: Platform) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from typing import Any
 
@@ -10,7 +11,16 @@ import aiohttp
 import openai
 import pytest
 
-from tests.fakes.openai_server import FakeOpenAI, error, hold, text, tool_call, tool_calls
+from tests.fakes.media import png
+from tests.fakes.openai_server import (
+    FakeOpenAI,
+    error,
+    hold,
+    images_in,
+    text,
+    tool_call,
+    tool_calls,
+)
 
 MSGS = [{"role": "user", "content": "hello there"}]
 
@@ -362,3 +372,55 @@ async def test_stop_with_unreleased_hold_does_not_hang() -> None:
     with pytest.raises(openai.InternalServerError):  # 503 "shutting down"
         await task
     await client.close()
+
+
+# ---- images and transcriptions, as the SDK sends them
+
+
+def picture_message(url: str) -> list[dict[str, Any]]:
+    parts = [
+        {"type": "text", "text": "what is it?"},
+        {"type": "image_url", "image_url": {"url": url}},
+    ]
+    return [{"role": "user", "content": parts}]
+
+
+async def test_image_parts_are_accepted_only_when_valid(
+    llm: FakeOpenAI, client: openai.AsyncOpenAI
+) -> None:
+    picture = png("fake-check")
+    good = "data:image/png;base64," + base64.b64encode(picture).decode()
+    reply = await client.chat.completions.create(model="fake-model", messages=picture_message(good))
+    assert reply.choices[0].message.content == "echo: what is it?"
+    assert images_in(llm.requests[0]) == [("image/png", picture)]
+
+    not_png = "data:image/png;base64," + base64.b64encode(b"GIF89a....").decode()
+    for url in ("data:image/png;base64,%%%", not_png, "data:image/bmp;base64,Qk0="):
+        with pytest.raises(openai.BadRequestError):
+            await client.chat.completions.create(model="fake-model", messages=picture_message(url))
+
+    llm.vision = False  # a model that cannot see refuses any image
+    with pytest.raises(openai.BadRequestError, match="only supported by certain models"):
+        await client.chat.completions.create(model="fake-model", messages=picture_message(good))
+
+
+async def test_audio_transcriptions_answer_as_scripted(
+    llm: FakeOpenAI, client: openai.AsyncOpenAI
+) -> None:
+    llm.script_transcription("hello there", error(500, "decoder crashed"))
+    audio = b"OggS" + b"\0" * 100
+    done = await client.audio.transcriptions.create(
+        model="whisper-1", file=("note.ogg", audio, "audio/ogg")
+    )
+    assert done.text == "hello there"
+    with pytest.raises(openai.InternalServerError):
+        await client.audio.transcriptions.create(model="whisper-1", file=("b.ogg", audio))
+    default = await client.audio.transcriptions.create(model="whisper-1", file=("c.ogg", audio))
+    assert default.text == "transcript of c.ogg"
+    first = llm.transcriptions[0]
+    assert (first.model, first.filename, first.content_type, first.data) == (
+        "whisper-1",
+        "note.ogg",
+        "audio/ogg",
+        audio,
+    )

@@ -22,7 +22,7 @@ import pytest
 from bot._logging import RedactingFilter
 from bot.app import App
 from bot.config import Config
-from channels.telegram import TEXT_ONLY, TelegramChannel
+from channels.telegram import UNREADABLE, TelegramChannel
 from engine import Choice, Command, parse_decision
 from tests.fakes.openai_server import FakeOpenAI, hold, text, tool_call
 from tests.fakes.telegram_server import BOT_USERNAME, FakeTelegram, parse_html
@@ -195,8 +195,9 @@ async def test_group_answers_mentions_replies_and_commands_only(config, tg, llm)
     assert asked == [  # in a group the model is told who speaks, by name
         f"[User7] @{BOT_USERNAME} what time is it?",
         "[User7] and tomorrow?",
-        f"[User7] look @{BOT_USERNAME.upper()}",
     ]
+    # The photo whose caption mentions the bot is addressed: without vision it is told so.
+    assert "cannot see images" in sent_to(tg, GROUP)[2]["text"]
     assert first["text"] == f"echo: [User7] @{BOT_USERNAME} what time is it?"  # speaker named
     assert "/reset" in help_reply["text"] and "reply_parameters" in help_reply
     assert len(sent_to(tg, GROUP)) == 5
@@ -209,15 +210,21 @@ async def test_group_mode_all_answers_every_text_message(config, tg, llm) -> Non
     assert call.params["text"] == "echo: [User7] anyone here?"
 
 
-async def test_private_media_without_text_gets_a_short_reply(config, tg, llm) -> None:
+async def test_private_messages_without_text_or_a_file_get_a_short_reply(config, tg, llm) -> None:
     async with daemon(config()):
-        tg.inject_message(DM, DM, photo=True)
-        tg.inject_message(DM, DM, sticker=True)
+        chat = {"id": DM, "type": "private", "first_name": "Alice"}
+        user = {"id": DM, "is_bot": False, "first_name": "Alice"}
+        location = {"latitude": 59.9, "longitude": 10.7}
+        message = {"message_id": 900, "date": int(time.time()), "chat": chat, "from": user}
+        tg.inject_raw({"message": message | {"location": location}})
+        await tg.wait_for_call("sendMessage", to(DM))
         tg.inject_message(DM, DM, "edited text", edited=True)
         tg.inject_message(DM, DM, caption="what is this?", photo=True)
-        await tg.wait_for_call("sendMessage", to(DM), count=3)
-    assert [p["text"] for p in sent_to(tg, DM)] == [TEXT_ONLY, TEXT_ONLY, "echo: what is this?"]
-    assert [last_user_text(r) for r in llm.requests] == ["what is this?"]
+        await tg.wait_for_call("sendMessage", to(DM), count=2)
+    texts = [p["text"] for p in sent_to(tg, DM)]
+    assert texts[0] == UNREADABLE
+    assert "cannot see images" in texts[1]  # a photo is read only by a model with vision
+    assert llm.requests == []
 
 
 async def test_commands(config, tg, llm) -> None:

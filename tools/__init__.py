@@ -13,6 +13,7 @@ from tools._config import McpConfig, McpServerConfig, ToolsConfig, apply_policy
 from tools._errors import (
     ConfigError,
     ContextOverflow,
+    DownloadError,
     LLMError,
     ModelAuthError,
     ModelRateLimited,
@@ -25,7 +26,7 @@ from tools._errors import (
 from tools._function import FunctionTool, tool
 from tools._plugins import load_plugins
 from tools._registry import PreparedCall, ToolRegistry
-from tools._result import ToolResult, to_text
+from tools._result import File, ToolResult, to_text
 from tools.builtins import NotesStore, builtin_tools
 
 __all__ = [
@@ -33,6 +34,8 @@ __all__ = [
     "ConfigError",
     "ContextOverflow",
     "ContextualTool",
+    "DownloadError",
+    "File",
     "FunctionTool",
     "LLMError",
     "McpConfig",

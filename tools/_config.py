@@ -41,7 +41,14 @@ PERSONAL_TOOLS = ("remember", "recall", "forget")
 
 
 NOTES_TOOLS = ("remember", "recall", "forget")
-WORKSPACE_TOOLS = ("list_files", "read_file", "write_file", "delete_file", "run_command")
+WORKSPACE_TOOLS = (
+    "list_files",
+    "read_file",
+    "write_file",
+    "delete_file",
+    "send_file",
+    "run_command",
+)
 BUILTIN_NAMES = (
     "current_time",
     "fetch_url",

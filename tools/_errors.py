@@ -9,7 +9,8 @@ RelaybotError                 base of everything relaybot raises on purpose
 │   ├── ModelRateLimited      429 past the SDK's retries
 │   ├── ModelAuthError        the key was rejected (401/403)
 │   └── ContextOverflow       the request is longer than the model's window
-└── StoreError                the SQLite store cannot be opened or migrated
+├── StoreError                the SQLite store cannot be opened or migrated
+└── DownloadError             a file a user sent cannot be fetched from the platform
 """
 
 from __future__ import annotations
@@ -61,3 +62,10 @@ class ContextOverflow(LLMError):
 
 class StoreError(RelaybotError):
     """The SQLite store cannot be opened, migrated or written."""
+
+
+class DownloadError(RelaybotError):
+    """A file a user sent cannot be fetched from the chat platform (gone, too large, refused).
+
+    The message is for the log; the user is told in relaybot's own words.
+    """

@@ -75,6 +75,15 @@ class InboxStore(Protocol):
         order, in one transaction; they stay TAKEN until :meth:`answered`."""
         ...
 
+    async def ready(self, channel: str, chat_id: str) -> list[InboxRow]:
+        """The chat's queued messages that may be taken now, oldest first."""
+        ...
+
+    async def take(self, conversation_id: int, taken: Sequence[tuple[InboxRow, Message]]) -> None:
+        """Like :meth:`take_queued`, for these rows (from :meth:`ready`) only, each as the given
+        user message (what its attachments became: engine/_media.py)."""
+        ...
+
     async def rows(self, state: Any, channel: str, chat_id: str) -> list[InboxRow]:
         """The chat's inbox rows in `state` (an InboxState), oldest first."""
         ...

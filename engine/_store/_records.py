@@ -33,6 +33,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
+from engine._channel import Attachment
 from engine._model import ToolCall
 
 
@@ -105,6 +106,12 @@ class InboxRow:
     is_private: bool
     state: InboxState
     hold_until: float | None = None  # held back by the rate limit until then
+    attachments: tuple[Attachment, ...] = ()  # references only, never the bytes
+
+    @property
+    def speaker(self) -> str | None:
+        """Who wrote it, as the model is told in a group (by name, never by id)."""
+        return None if self.is_private else self.user_name or "someone"
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from typing import Any
 
 from engine._model import Image, Message, Part, Role, Text, ToolCall, ToolOutput
 from engine._store._records import Conversation, Delivery, DeliveryState
@@ -40,7 +41,7 @@ class SqliteConversations:
         now = time.time()
         calls = msg.tool_calls
         result = msg.result
-        images = [{"type": i.media_type, "url": i.url, "name": i.name} for i in msg.images]
+        images = [_image(i) for i in msg.images]
         params = (
             conversation_id,
             msg.role.value,
@@ -147,6 +148,14 @@ class SqliteConversations:
         )
 
 
+def _image(image: Image) -> dict[str, Any]:
+    """An image as stored: its reference, never its bytes (those are fetched again)."""
+    stored = {"type": image.media_type, "url": image.url, "name": image.name}
+    if image.ref is not None:
+        stored |= {"ref": image.ref, "size": image.size}
+    return stored
+
+
 def _message(r: sqlite3.Row) -> Message:
     role = Role(r["role"])
     parts: list[Part] = []
@@ -155,8 +164,10 @@ def _message(r: sqlite3.Row) -> Message:
     else:
         if r["content"]:
             parts.append(Text(r["content"]))
-        for image in json.loads(r["media"]) if r["media"] else ():
-            parts.append(Image(image["type"], url=image.get("url"), name=image.get("name", "")))
+        for i in json.loads(r["media"]) if r["media"] else ():
+            parts.append(
+                Image(i["type"], None, i.get("url"), i.get("name", ""), i.get("ref"), i.get("size"))
+            )
         if r["tool_calls"]:
             parts.extend(ToolCall(*c) for c in json.loads(r["tool_calls"]))
     return Message(role, parts, r["speaker"])

@@ -1,18 +1,27 @@
-"""The inbox in SQLite: every inbound message, committed before anything else happens."""
+"""The inbox in SQLite: every inbound message, committed before anything else happens.
+
+What came with a message (pictures, files, voice) is kept as its platform references in the
+`media` column (JSON), so a message taken after a restart can be fetched again; never the bytes.
+"""
 
 from __future__ import annotations
 
+import json
+import sqlite3
 import time
 from collections.abc import Sequence
 from typing import Any
 
-from engine._channel import InboundMessage
+from engine._channel import Attachment, InboundMessage, MediaKind
 from engine._model import Message
 from engine._store._records import InboxRow, InboxState
 from engine._store._sqlite_conversations import SqliteConversations
 from engine._store._sqlite_db import SqliteDb, marks
 
-_COLS = "id, channel, chat_id, message_id, user_id, user_name, text, is_private, state, hold_until"
+_COLS = (
+    "id, channel, chat_id, message_id, user_id, user_name, text, is_private, state, hold_until, "
+    "media"
+)
 
 
 class SqliteInbox:
@@ -23,7 +32,7 @@ class SqliteInbox:
     async def accept(self, msg: InboundMessage, *, hold_until: float | None = None) -> bool:
         cur = await self.db.write(
             "INSERT INTO inbox(channel, chat_id, message_id, user_id, user_name, text, "
-            "is_private, received_at, hold_until) VALUES (?,?,?,?,?,?,?,?,?) "
+            "is_private, media, received_at, hold_until) VALUES (?,?,?,?,?,?,?,?,?,?) "
             "ON CONFLICT (channel, chat_id, message_id) DO NOTHING",
             (
                 msg.channel,
@@ -33,52 +42,46 @@ class SqliteInbox:
                 msg.user_name,
                 msg.text,
                 int(msg.is_private),
+                _dump(msg.attachments),
                 time.time(),
                 hold_until,
             ),
         )
         return cur.rowcount == 1
 
-    async def take_queued(self, channel: str, chat_id: str) -> list[InboxRow]:
+    async def ready(self, channel: str, chat_id: str) -> list[InboxRow]:
+        """The chat's queued messages that may be taken now (not held by the rate limit)."""
         now = time.time()
-        rows = [
-            r
-            for r in await self.rows(InboxState.QUEUED, channel, chat_id)
-            if r.hold_until is None or r.hold_until <= now
-        ]
+        queued = await self.rows(InboxState.QUEUED, channel, chat_id)
+        return [r for r in queued if r.hold_until is None or r.hold_until <= now]
+
+    async def take_queued(self, channel: str, chat_id: str) -> list[InboxRow]:
+        rows = await self.ready(channel, chat_id)
         if not rows:
             return rows
         conv = await self.conversations.active(channel, chat_id, is_private=rows[-1].is_private)
-        async with self.db.transaction():
-            for row in rows:
-                speaker = None if row.is_private else row.user_name or "someone"
-                await self.conversations.append(conv.id, Message.user(row.text, speaker=speaker))
-            await self.db.write(
-                f"UPDATE inbox SET state='taken' WHERE id IN ({marks(len(rows))})",
-                tuple(r.id for r in rows),
-            )
+        await self.take(
+            conv.id, [(row, Message.user(row.text, speaker=row.speaker)) for row in rows]
+        )
         return rows
+
+    async def take(self, conversation_id: int, taken: Sequence[tuple[InboxRow, Message]]) -> None:
+        if not taken:
+            return
+        async with self.db.transaction():
+            for _, msg in taken:
+                await self.conversations.append(conversation_id, msg)
+            await self.db.write(
+                f"UPDATE inbox SET state='taken' WHERE id IN ({marks(len(taken))})",
+                tuple(row.id for row, _ in taken),
+            )
 
     async def rows(self, state: Any, channel: str, chat_id: str) -> list[InboxRow]:
         found = await self.db.all(
             f"SELECT {_COLS} FROM inbox WHERE state=? AND channel=? AND chat_id=? ORDER BY id",
             (InboxState(state).value, channel, chat_id),
         )
-        return [
-            InboxRow(
-                r["id"],
-                r["channel"],
-                r["chat_id"],
-                r["message_id"],
-                r["user_id"],
-                r["user_name"],
-                r["text"],
-                bool(r["is_private"]),
-                InboxState(r["state"]),
-                r["hold_until"],
-            )
-            for r in found
-        ]
+        return [_row(r) for r in found]
 
     async def answered(self, ids: Sequence[int]) -> None:
         if ids:
@@ -116,3 +119,46 @@ class SqliteInbox:
             "DELETE FROM inbox WHERE state='answered' AND received_at < ?", (older_than,)
         )
         return cur.rowcount
+
+
+def _row(r: sqlite3.Row) -> InboxRow:
+    return InboxRow(
+        r["id"],
+        r["channel"],
+        r["chat_id"],
+        r["message_id"],
+        r["user_id"],
+        r["user_name"],
+        r["text"],
+        bool(r["is_private"]),
+        InboxState(r["state"]),
+        hold_until=r["hold_until"],
+        attachments=_load(r["media"]),
+    )
+
+
+def _dump(attachments: Sequence[Attachment]) -> str | None:
+    if not attachments:
+        return None
+    return json.dumps(
+        [
+            {
+                "kind": a.kind.value,
+                "name": a.name,
+                "mime": a.mime_type,
+                "size": a.size,
+                "ref": a.ref,
+                "duration": a.duration_s,
+            }
+            for a in attachments
+        ]
+    )
+
+
+def _load(raw: str | None) -> tuple[Attachment, ...]:
+    if not raw:
+        return ()
+    return tuple(
+        Attachment(MediaKind(a["kind"]), a["name"], a["mime"], a["size"], a["ref"], a["duration"])
+        for a in json.loads(raw)
+    )

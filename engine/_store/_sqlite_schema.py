@@ -139,4 +139,9 @@ MIGRATIONS: list[str] = [
     ALTER TABLE confirmations ADD COLUMN offered TEXT NOT NULL DEFAULT 'yn';
     CREATE INDEX inbox_sender ON inbox(channel, user_id, received_at);
     """,
+    # 5: what came with an inbox message (pictures, files, voice): platform references, so it
+    #    can be fetched again after a restart; never the bytes
+    """
+    ALTER TABLE inbox ADD COLUMN media TEXT;
+    """,
 ]

@@ -24,11 +24,17 @@ with the resumable code 4000), ``calls`` (REST requests in order, each with the 
 every websocket the client opened), ``messages`` (every message as it is now, edits applied),
 ``commands`` (synced slash commands per guild, ``None`` for global), ``attachment(message id,
 file name)`` (a file uploaded with a message, read back).
+
+Files users send: ``upload(content, filename, content_type)`` (``duration=`` makes a voice
+message) keeps the bytes and returns the attachment JSON for ``inject_message(attachments=...)``.
+Every attachment URL (a user's or the bot's) is served by ``GET /attachments/...``, as Discord's
+CDN does; ``downloads`` lists the URLs fetched.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import dataclasses
 import datetime
 import itertools
@@ -128,6 +134,8 @@ class FakeDiscord:
         self.dm_channels: dict[int, int] = {}  # user id -> DM channel id
         self._originals: dict[str, int] = {}  # interaction token -> its response message id
         self._attachments: dict[tuple[int, str], bytes] = {}  # (message id, file name) -> content
+        self._cdn: dict[str, bytes] = {}  # attachment URL path -> content
+        self.downloads: list[str] = []  # attachment URLs fetched, in order
         self._bot_roles: dict[int, int] = {}  # guild id -> the bot's managed role there
         self._session: _Session | None = None
         self._cond = asyncio.Condition()
@@ -153,6 +161,7 @@ class FakeDiscord:
         app.router.add_get("/gateway", self._gateway)
         app.router.add_get("/gateway/resume", self._gateway)
         app.router.add_route("*", "/api/v10/{tail:.*}", self._rest)
+        app.router.add_get("/attachments/{tail:.+}", self._serve_attachment)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
         await self._runner.setup()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -216,6 +225,7 @@ class FakeDiscord:
         author_bot: bool = False,
         reference: int | str | None = None,
         mentions_bot_role: bool = False,
+        attachments: Sequence[Json] = (),
     ) -> Json:
         """A user (or bot) posts ``content``; ``reference`` is the id of the message replied to.
 
@@ -227,6 +237,9 @@ class FakeDiscord:
                 content = f"<@{self.bot_id}> {content}"
         author = self._user(author_id, bot=author_bot)
         msg = self._message(channel_id, author, content, guild_id=guild_id, mentions=mentions)
+        msg["attachments"] = list(attachments)
+        if any("waveform" in a for a in attachments):
+            msg["flags"] = 1 << 13  # IS_VOICE_MESSAGE
         if mentions_bot_role and guild_id is not None:
             msg["mention_roles"] = [str(self.bot_role_id(guild_id))]
             msg["content"] = f"<@&{self.bot_role_id(guild_id)}> {content}"
@@ -576,12 +589,34 @@ class FakeDiscord:
 
     def _attach(self, message_id: int, filename: str, content: bytes) -> Json:
         self._attachments[(message_id, filename)] = content
+        return self._cdn_file(message_id, filename, content, "text/plain; charset=utf-8")
+
+    def _cdn_file(self, folder: int, filename: str, content: bytes, content_type: str) -> Json:
         attachment_id = str(self._snowflake())
-        url = f"http://127.0.0.1:{self._port}/attachments/{message_id}/{attachment_id}/{filename}"
+        path = f"/attachments/{folder}/{attachment_id}/{filename}"
+        self._cdn[path] = content
+        url = f"http://127.0.0.1:{self._port}{path}?ex=1&is=2&hm=3"  # signed, as Discord's are
         return {"id": attachment_id, "filename": filename, "size": len(content), "url": url} | {
             "proxy_url": url,
-            "content_type": "text/plain; charset=utf-8",
+            "content_type": content_type,
         }
+
+    def upload(
+        self, content: bytes, filename: str, content_type: str, *, duration: float | None = None
+    ) -> Json:
+        """A file a user attaches to a message (a voice message when `duration` is given)."""
+        attachment = self._cdn_file(self._snowflake(), filename, content, content_type)
+        if duration is not None:
+            waveform = base64.b64encode(bytes(range(0, 256, 4))).decode()
+            attachment |= {"duration_secs": duration, "waveform": waveform}
+        return attachment
+
+    async def _serve_attachment(self, request: web.Request) -> web.Response:
+        content = self._cdn.get(request.path)
+        if content is None:
+            return web.Response(status=404)
+        self.downloads.append(str(request.url))
+        return web.Response(body=content, content_type="application/octet-stream")
 
     async def _patch_message(self, call: Call, channel_id: str, message_id: str) -> web.Response:
         msg = self.messages.get(int(message_id))

@@ -39,6 +39,15 @@ Also served: ``GET /v1/models`` and ``GET /v1/models/{id}`` (``llm.models``).
 Every request's ``Authorization`` header goes to ``llm.auth_headers``; if
 ``llm.api_key`` is set, other keys get 401.
 
+Images: user content parts ``{"type": "image_url", "image_url": {"url": ...}}`` are checked
+as OpenAI checks them (an http(s) URL, or a base64 data URL of a JPEG, PNG, GIF or WebP
+whose bytes are one); a bad one gets 400, and so does any image while ``llm.vision`` is
+False (a model without vision). ``images_in(body)`` gives the (MIME type, bytes) sent.
+
+Voice: ``POST /v1/audio/transcriptions`` (multipart, as the SDK sends it) is recorded in
+``llm.transcriptions`` (model, file name, content type, bytes) and answered with the next
+of ``llm.script_transcription(text_or_error, ...)``, else ``"transcript of <file name>"``.
+
 Standalone (for benchmarks in another process)::
 
     python -m tests.fakes.openai_server --port 8001 [--delay 0.05]
@@ -48,6 +57,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import collections
 import inspect
 import itertools
@@ -70,9 +80,11 @@ __all__ = [
     "TextReply",
     "ToolCallSpec",
     "ToolCallsReply",
+    "Transcription",
     "echo",
     "error",
     "hold",
+    "images_in",
     "text",
     "tool_call",
     "tool_calls",
@@ -218,6 +230,79 @@ def _message_text(content: Any) -> str:
     return "" if content is None else str(content)
 
 
+@dataclass(frozen=True, slots=True)
+class Transcription:
+    """One /audio/transcriptions request, as received."""
+
+    model: str
+    filename: str
+    content_type: str
+    data: bytes
+
+
+_IMAGE_MAGIC = {
+    "image/png": (b"\x89PNG\r\n\x1a\n",),
+    "image/jpeg": (b"\xff\xd8\xff",),
+    "image/gif": (b"GIF87a", b"GIF89a"),
+    "image/webp": (b"RIFF",),
+}
+
+
+def _decode_image_url(url: Any) -> tuple[str, bytes] | None:
+    """(MIME type, bytes) of a data URL of a supported image; None for an http(s) URL. Raises
+    ValueError with OpenAI's kind of message for anything else."""
+    if not isinstance(url, str):
+        raise ValueError("Invalid type for 'image_url.url': expected a string.")
+    if url.startswith(("http://", "https://")):
+        return None
+    head, sep, data = url.partition(",")
+    mime = head.removeprefix("data:").removesuffix(";base64")
+    if not sep or not head.startswith("data:") or not head.endswith(";base64"):
+        raise ValueError("Invalid image URL: expected an http(s) URL or a base64 data URL.")
+    if mime not in _IMAGE_MAGIC:
+        raise ValueError(f"Invalid MIME type {mime!r}: supported are png, jpeg, gif and webp.")
+    try:
+        content = base64.b64decode(data, validate=True)
+    except ValueError:
+        raise ValueError("Invalid base64 image data.") from None
+    if not content.startswith(_IMAGE_MAGIC[mime]):
+        raise ValueError("You uploaded an unsupported image. Please make sure it is valid.")
+    return mime, content
+
+
+def images_in(body: dict[str, Any]) -> list[tuple[str, bytes]]:
+    """The images of a chat request's messages, in order, as (MIME type, bytes)."""
+    found = []
+    for msg in body.get("messages") or ():
+        for part in msg.get("content") if isinstance(msg.get("content"), list) else ():
+            if part.get("type") == "image_url":
+                decoded = _decode_image_url(part["image_url"]["url"])
+                if decoded is not None:
+                    found.append(decoded)
+    return found
+
+
+def _check_content(messages: list[Any], vision: bool) -> str | None:
+    """Why OpenAI would refuse these messages' content parts (None: it would not)."""
+    for msg in messages:
+        content = msg.get("content") if isinstance(msg, dict) else None
+        if not isinstance(content, list):
+            continue
+        for part in content:
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind == "text" and isinstance(part.get("text"), str):
+                continue
+            if kind != "image_url" or msg.get("role") != "user":
+                return f"Invalid content part of type {kind!r} in a {msg.get('role')} message."
+            if not vision:
+                return "Invalid content type. image_url is only supported by certain models."
+            try:
+                _decode_image_url((part.get("image_url") or {}).get("url"))
+            except ValueError as exc:
+                return str(exc)
+    return None
+
+
 def echo(body: dict[str, Any]) -> TextReply:
     """Default reply: ``text("echo: <content of the last user message>")``."""
     for msg in reversed(body.get("messages") or ()):
@@ -283,6 +368,9 @@ class FakeOpenAI:
         self.stream_chunk_delay_s = stream_chunk_delay_s
         self.requests: list[dict[str, Any]] = []
         self.auth_headers: list[str | None] = []
+        self.vision = True  # False: any image part is refused, as by a model without vision
+        self.transcriptions: list[Transcription] = []
+        self._transcripts: collections.deque[str | ErrorReply] = collections.deque()
         self._queue: collections.deque[ReplyLike] = collections.deque()
         self._host = host
         self._port = port
@@ -307,6 +395,10 @@ class FakeOpenAI:
     def script(self, *replies: ReplyLike) -> None:
         """Queue replies; each chat request consumes the next one."""
         self._queue.extend(replies)
+
+    def script_transcription(self, *replies: str | ErrorReply) -> None:
+        """Queue transcripts (or errors); each /audio/transcriptions request takes the next."""
+        self._transcripts.extend(replies)
 
     @property
     def remaining(self) -> int:
@@ -340,6 +432,7 @@ class FakeOpenAI:
         """The API's routes (the fake Anthropic server serves its own on the same machinery)."""
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._list_models)
+        app.router.add_post("/v1/audio/transcriptions", self._transcribe)
         app.router.add_get("/v1/models/{model_id:.+}", self._get_model)
 
     async def stop(self) -> None:
@@ -368,6 +461,21 @@ class FakeOpenAI:
                 "invalid_api_key",
             )
         return None
+
+    async def _transcribe(self, request: web.Request) -> web.Response:
+        if (denied := self._check_auth(request)) is not None:
+            return denied
+        form = await request.post()
+        upload, model = form.get("file"), form.get("model")
+        if not isinstance(upload, web.FileField) or not isinstance(model, str):
+            return _error_response(400, "'file' and 'model' are required.", "invalid_request_error")
+        record = Transcription(model, upload.filename, upload.content_type, upload.file.read())
+        self.transcriptions.append(record)
+        reply = self._transcripts.popleft() if self._transcripts else None
+        if isinstance(reply, ErrorReply):
+            return _error_response(reply.status, reply.message, reply.type, reply.code)
+        transcript = reply if reply is not None else f"transcript of {record.filename}"
+        return web.json_response({"text": transcript})
 
     async def _list_models(self, request: web.Request) -> web.Response:
         if (denied := self._check_auth(request)) is not None:
@@ -448,6 +556,8 @@ class FakeOpenAI:
         if cond is not None:
             async with cond:
                 cond.notify_all()
+        if (refused := _check_content(body["messages"], self.vision)) is not None:
+            return _error_response(400, refused, "invalid_request_error", None, "messages")
 
         if self.reject_unknown_models and body["model"] not in self.models:
             return self._model_not_found(body["model"])

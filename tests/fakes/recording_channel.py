@@ -1,28 +1,44 @@
 """A Channel for engine tests: a platform that records what the bot shows, with events to wait on.
 
 It implements the real channels.Channel interface (like the fake servers stand in for Telegram
-and Discord), so the dispatcher under test is the real one.
+and Discord), so the dispatcher under test is the real one. Files the bot sends are recorded as
+"file" items (`files` keeps their content); files users send are put in `uploads` by reference
+(`upload(...)` makes the Attachment), and `downloads` counts each fetch.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from engine import Capabilities, Channel, ConfirmationPrompt, Engine, InboundMessage, MessageRef
+from engine import (
+    Attachment,
+    Capabilities,
+    Channel,
+    ConfirmationPrompt,
+    Engine,
+    InboundMessage,
+    MediaKind,
+    MessageRef,
+    OutgoingFile,
+)
+from tools import DownloadError
 
 _message_ids = itertools.count(1)  # unique across channels, like a platform's ids
 
 
 @dataclass
 class Shown:
-    kind: str  # "send", "edit", "confirm", "resolve", "typing"
+    kind: str  # "send", "edit", "confirm", "resolve", "typing", "file"
     chat_id: str
     text: str
     ref: str = ""
     reply_to: str | None = None
     prompt: ConfirmationPrompt | None = None
+    file: OutgoingFile | None = None
 
 
 @dataclass
@@ -40,6 +56,8 @@ class RecordingChannel(Channel):
     )
     log: list[Shown] = field(default_factory=list)
     engine: Engine | None = None
+    uploads: dict[str, bytes] = field(default_factory=dict)  # what users sent, by reference
+    downloads: Counter[str] = field(default_factory=Counter)
 
     def __post_init__(self) -> None:
         self._ids = itertools.count(1)
@@ -74,6 +92,8 @@ class RecordingChannel(Channel):
         user_id: str = "u1",
         message_id: str | None = None,
         is_private: bool = True,
+        attachments: Sequence[Attachment] = (),
+        group_id: str | None = None,
     ) -> InboundMessage:
         return InboundMessage(
             channel=self.name,
@@ -83,7 +103,17 @@ class RecordingChannel(Channel):
             text=text,
             message_id=message_id or f"m{next(_message_ids)}",
             is_private=is_private,
+            attachments=tuple(attachments),
+            group_id=group_id,
         )
+
+    def upload(
+        self, kind: MediaKind, name: str, mime_type: str, data: bytes, **kw: float
+    ) -> Attachment:
+        """A file a user sends: stored under a new reference, described as a platform would."""
+        ref = f"file-{next(self._ids)}"
+        self.uploads[ref] = data
+        return Attachment(kind, name, mime_type, len(data), ref, kw.get("duration_s"))
 
     async def start(self, engine: Engine) -> None:
         self.engine = engine
@@ -117,3 +147,21 @@ class RecordingChannel(Channel):
 
     async def resolve_confirmation(self, ref: MessageRef, text: str) -> None:
         await self._record(Shown("resolve", ref.chat_id, text, ref.message_id))
+
+    async def send_files(
+        self, chat_id: str, files: Sequence[OutgoingFile], *, reply_to: str | None = None
+    ) -> MessageRef:
+        ref = MessageRef(chat_id, "")
+        for f in files:
+            ref = MessageRef(chat_id, f"s{next(self._ids)}")
+            await self._record(Shown("file", chat_id, f.name, ref.message_id, reply_to, file=f))
+        return ref
+
+    async def download(self, attachment: Attachment, *, max_bytes: int) -> bytes:
+        self.downloads[attachment.ref] += 1
+        data = self.uploads.get(attachment.ref)
+        if data is None:
+            raise DownloadError(f"no file {attachment.ref}")
+        if len(data) > max_bytes:
+            raise DownloadError(f"{attachment.name} is over {max_bytes} bytes")
+        return data

@@ -11,8 +11,14 @@ call. Faults: `fail_next(method, ...)`, `down = True` (502 for everything), `bad
 (the next HTML text is rejected with "can't parse entities"). `on_get_updates(offset)` is called
 as each getUpdates arrives, before the updates it confirms are dropped.
 
-Documents: sendDocument keeps the file (`document(chat_id, message_id)` gives it back) and its
-caption; editMessageCaption edits it. `parse_html` also applies Telegram's nesting rules.
+Documents: sendDocument and sendPhoto keep the file (`document(chat_id, message_id)` gives it
+back) and its caption; editMessageCaption edits it. `parse_html` also applies Telegram's nesting
+rules.
+
+Files users send: `upload_photo(*sizes)`, `upload_document(...)`, `upload_voice(...)` keep the
+bytes and return the JSON to pass to `inject_message(photo=..., document=..., voice=...)`;
+getFile answers with a file_path (and refuses files over 20 MB, as Telegram does) and
+`GET /file/bot<token>/<file_path>` serves the bytes; `downloads` lists the file_ids fetched.
 """
 
 from __future__ import annotations
@@ -136,6 +142,9 @@ class FakeTelegram:
         self.on_get_updates: Callable[[int | None], None] | None = None
         self._faults: dict[str, list[tuple[int, int | None]]] = {}
         self._documents: dict[tuple[int, int], tuple[str, bytes]] = {}  # (chat, id) → file
+        self._files: dict[str, tuple[str, bytes]] = {}  # file_id → (file_path, content)
+        self._file_ids = itertools.count(1)
+        self.downloads: list[str] = []  # file_ids whose content was fetched, in order
         self._updates: list[dict[str, Any]] = []
         self._update_ids = itertools.count(1)
         self._message_ids = itertools.count(1)
@@ -150,6 +159,7 @@ class FakeTelegram:
         app = web.Application()
         app.router.add_route("POST", "/bot{token}/{method}", self._handle)
         app.router.add_route("GET", "/bot{token}/{method}", self._handle)
+        app.router.add_route("GET", "/file/bot{token}/{path:.+}", self._download)
         self._runner = web.AppRunner(
             app, access_log=None, handle_signals=False, shutdown_timeout=0.1
         )
@@ -198,9 +208,12 @@ class FakeTelegram:
         entities: list[dict[str, Any]] | None = None,
         reply_to_message: int | None = None,
         caption: str | None = None,
-        photo: bool = False,
-        sticker: bool = False,
+        photo: bool | list[dict[str, Any]] = False,
+        sticker: bool | dict[str, Any] = False,
         edited: bool = False,
+        document: dict[str, Any] | None = None,
+        voice: dict[str, Any] | None = None,
+        media_group_id: str | None = None,
     ) -> dict[str, Any]:
         """Queue a user's message; returns the update. Mention and command entities are added
         the way Telegram does when `entities` is not given."""
@@ -216,9 +229,18 @@ class FakeTelegram:
         if caption is not None:
             msg["caption"] = caption
             msg["caption_entities"] = _auto_entities(caption)
-        if photo:
+        if isinstance(photo, list):
+            msg["photo"] = photo
+        elif photo:
             msg["photo"] = [{"file_id": "p1", "file_unique_id": "u1", "width": 9, "height": 9}]
-        if sticker:
+        for key, value in (("document", document), ("voice", voice)):
+            if value is not None:
+                msg[key] = value
+        if media_group_id is not None:
+            msg["media_group_id"] = media_group_id
+        if isinstance(sticker, dict):
+            msg["sticker"] = sticker
+        elif sticker:
             msg["sticker"] = {
                 "file_id": "s1",
                 "file_unique_id": "s1",
@@ -425,29 +447,84 @@ class FakeTelegram:
     async def _api_deleteWebhook(self, _: dict[str, Any]) -> bool:
         return True
 
-    # documents -------------------------------------------------------------------------------
+    # files users send ------------------------------------------------------------------------
+    def _keep(self, content: bytes, folder: str, suffix: str) -> dict[str, Any]:
+        n = next(self._file_ids)
+        file_id = f"AgAC{folder}{n:04d}"
+        self._files[file_id] = (f"{folder}/file_{n}{suffix}", content)
+        return {"file_id": file_id, "file_unique_id": f"u{file_id}", "file_size": len(content)}
+
+    def upload_photo(self, *sizes: bytes, tell_size: bool = True) -> list[dict[str, Any]]:
+        """A photo in the sizes Telegram makes of it (smallest first), as the `photo` field."""
+        out = []
+        for i, content in enumerate(sizes, 1):
+            size = self._keep(content, "photos", ".jpg") | {"width": 90 * i, "height": 60 * i}
+            if not tell_size:
+                del size["file_size"]
+            out.append(size)
+        return out
+
+    def upload_document(self, content: bytes, file_name: str, mime_type: str) -> dict[str, Any]:
+        kept = self._keep(content, "documents", "")
+        return kept | {"file_name": file_name, "mime_type": mime_type}
+
+    def upload_voice(self, content: bytes, duration: int) -> dict[str, Any]:
+        return self._keep(content, "voice", ".oga") | {
+            "duration": duration,
+            "mime_type": "audio/ogg",
+        }
+
+    async def _api_getFile(self, params: dict[str, Any]) -> dict[str, Any]:
+        file_id = str(params.get("file_id"))
+        if file_id not in self._files:
+            raise ApiError(400, "Bad Request: invalid file_id")
+        path, content = self._files[file_id]
+        if len(content) > 20 * 1024 * 1024:
+            raise ApiError(400, "Bad Request: file is too big")
+        unique = f"u{file_id}"
+        return {"file_id": file_id, "file_unique_id": unique, "file_size": len(content)} | {
+            "file_path": path
+        }
+
+    async def _download(self, request: web.Request) -> web.Response:
+        if request.match_info["token"] != self.token:
+            return web.Response(status=401)
+        path = request.match_info["path"]
+        found = [(fid, c) for fid, (p, c) in self._files.items() if p == path]
+        if not found:
+            return web.Response(status=404)
+        self.downloads.append(found[0][0])
+        return web.Response(body=found[0][1], content_type="application/octet-stream")
+
+    # documents and photos the bot sends -------------------------------------------------------
     def document(self, chat_id: int, message_id: int) -> tuple[str, bytes]:
-        """The file name and content of the document on the bot's message `message_id`."""
+        """The file name and content of the document (or photo) on the bot's message."""
         return self._documents[(chat_id, message_id)]
 
     async def _api_sendDocument(self, params: dict[str, Any]) -> dict[str, Any]:
-        upload = params.get("document")
+        return self._sent_file(params, "document")
+
+    async def _api_sendPhoto(self, params: dict[str, Any]) -> dict[str, Any]:
+        return self._sent_file(params, "photo")
+
+    def _sent_file(self, params: dict[str, Any], field: str) -> dict[str, Any]:
+        upload = params.get(field)
         if not isinstance(upload, web.FileField):
-            raise ApiError(400, "Bad Request: there is no document in the request")
+            raise ApiError(400, f"Bad Request: there is no {field} in the request")
         chat_id = int(params["chat_id"])
         content = upload.file.read()
+        n = len(self._documents) + 1
+        kept = {"file_id": f"doc{n}", "file_unique_id": f"udoc{n}", "file_size": len(content)}
         msg = {
             "message_id": next(self._message_ids),
             "date": int(time.time()),
             "chat": self._chat(chat_id, "private" if chat_id > 0 else "group", None),
             "from": {"id": BOT_ID, "is_bot": True, "first_name": "Relay", "username": BOT_USERNAME},
-            "document": {
-                "file_id": f"doc{len(self._documents) + 1}",
-                "file_unique_id": f"udoc{len(self._documents) + 1}",
-                "file_name": upload.filename,
-                "file_size": len(content),
-            },
         }
+        if field == "photo":
+            msg["photo"] = [kept | {"width": 90, "height": 60}]
+        else:
+            msg["document"] = kept | {"file_name": upload.filename}
         if "caption" in params:
             msg["caption"] = self._caption(params)
         if markup := params.get("reply_markup"):

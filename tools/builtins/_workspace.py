@@ -1,4 +1,4 @@
-"""Workspace files: list, read, write and delete, never outside one directory.
+"""Workspace files: list, read, write, delete and send to the user, never outside one directory.
 
 What the model sees names paths relative to the workspace only: errors never show where the
 workspace is, and a symbolic link leading out of it is listed without anything about its target.
@@ -16,10 +16,12 @@ from pydantic import Field
 from tools._base import Tool
 from tools._errors import ToolRetry
 from tools._function import tool
+from tools._result import File, ToolResult
 from tools.builtins._text import clip
 
 LIST_LIMIT = 200
 READ_LIMIT = 10_000  # characters per read_file call
+SEND_LIMIT = 50 * 1024 * 1024  # bytes per send_file call (what a Telegram bot may upload)
 _SNIFF = 8192
 
 
@@ -87,7 +89,7 @@ class Workspace:
 
 
 def workspace_tools(workspace: Workspace) -> dict[str, Tool]:
-    """list_files, read_file, write_file and delete_file for one workspace, by name."""
+    """list_files, read_file, write_file, delete_file and send_file for one workspace, by name."""
 
     @tool
     def list_files(path: str = ".") -> str:
@@ -167,7 +169,26 @@ def workspace_tools(workspace: Workspace) -> dict[str, Tool]:
             file.unlink()
         return f"Deleted {path}."
 
-    tools = [list_files, read_file, write_file, delete_file]
+    @tool
+    def send_file(path: str) -> ToolResult:
+        """Send a file from the workspace to the user in this chat, as a file (a picture shows
+        as a picture). Use it when the user asks for a file, or for a chart or export you made,
+        instead of pasting its content.
+
+        Args:
+            path: The file, relative to the workspace.
+        """
+        file = workspace.path(path)
+        if not file.is_file():
+            raise ToolRetry(f"No file {path!r} in the workspace; call list_files to see them.")
+        with workspace.errors(path):
+            size = file.stat().st_size
+            if size > SEND_LIMIT:
+                raise ToolRetry(f"{path!r} is {size} bytes; files over 50 MB cannot be sent.")
+            data = file.read_bytes()  # read now: what is sent is what was checked
+        return ToolResult.with_files(f"{path} goes to the user.", File(name=file.name, data=data))
+
+    tools = [list_files, read_file, write_file, delete_file, send_file]
     return {t.name: t for t in tools}
 
 
