@@ -392,10 +392,12 @@ def classify(visible: str, has_buttons: bool) -> tuple[Kind, tuple[str, ...]]:
 @dataclass(slots=True)
 class Ledger:
     """Every message the Bot API accepted from the bot, as it is accepted (attach it with
-    `tg.answer_listeners.append(ledger.see)`); `wait_until` blocks until a condition holds."""
+    `tg.answer_listeners.append(ledger.see)`); `listeners` are told of each delivery;
+    `wait_until` blocks until a condition holds."""
 
     deliveries: list[Delivery] = field(default_factory=list)
     presses: list[tuple[Call, str]] = field(default_factory=list)  # answerCallbackQuery, text
+    listeners: list[Callable[[Delivery], None]] = field(default_factory=list)
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     def see(self, call: Call, result: Any) -> None:
@@ -410,19 +412,20 @@ class Ledger:
             )
             kind, tokens = classify(result["text"], bool(buttons))
             reply = (call.params.get("reply_parameters") or {}).get("message_id")
-            self.deliveries.append(
-                Delivery(
-                    int(call.params["chat_id"]),
-                    int(result["message_id"]),
-                    result["text"],
-                    kind,
-                    tokens,
-                    int(reply) if reply is not None else None,
-                    call.at,
-                    asyncio.get_running_loop().time(),
-                    buttons,
-                )
+            delivery = Delivery(
+                int(call.params["chat_id"]),
+                int(result["message_id"]),
+                result["text"],
+                kind,
+                tokens,
+                int(reply) if reply is not None else None,
+                call.at,
+                asyncio.get_running_loop().time(),
+                buttons,
             )
+            self.deliveries.append(delivery)
+            for listener in list(self.listeners):
+                listener(delivery)
         else:
             return
         self._changed.set()

@@ -340,6 +340,12 @@ class FakeTelegram:
         self._holds.append(held)
         return held
 
+    def unhold(self, held: Hold, *, deliver: bool = True) -> None:
+        """Let a held call go on (see `Hold.release`), or drop the hold if no call reached it."""
+        if held in self._holds:
+            self._holds.remove(held)
+        held.release(deliver)
+
     async def _wait_at_hold(self, call: Call, *, carried_out: bool) -> None:
         held = next(
             (
