@@ -275,7 +275,8 @@ class Figures:
     dup_in_window: int = 0
     dup_outside: int = 0
     window_gaps_ms: list[float] = field(default_factory=list)
-    duplicate_copies: int = 0
+    answers: int = 0  # answer messages delivered
+    repeated_answers: int = 0  # answer messages naming nothing that was not answered before
     apologised: int = 0
     reported: int = 0
     lost: list[str] = field(default_factory=list)
@@ -309,9 +310,12 @@ def analyse(
 ) -> Figures:
     f = Figures(messages=len(people.said))
     answers: dict[str, list[Delivery]] = {}
-    for d in ledger.of(Kind.ANSWER):
+    for d in sorted(ledger.of(Kind.ANSWER), key=lambda d: d.accepted_at):
+        f.answers += 1
         if not d.tokens:
             f.empty_answers += 1
+        elif all(tok in answers for tok in d.tokens):
+            f.repeated_answers += 1
         for tok in d.tokens:
             answers.setdefault(tok, []).append(d)
     covered_at: dict[str, int] = {}  # token → position of its first answer or apology
@@ -332,7 +336,6 @@ def analyse(
         elif len(copies) > 1:
             f.duplicated += 1
             f.duplicated_tokens.append(s.token)
-            f.duplicate_copies += len(copies) - 1
             gaps = [_window_gap(daemon, a, b, window_s) for a, b in itertools.pairwise(copies)]
             if all(g is not None for g in gaps):
                 f.dup_in_window += 1
@@ -574,7 +577,8 @@ def report(
     gaps = f.window_gaps_ms
     rows += [
         ("answered exactly once", str(f.once)),
-        ("answered twice or more", f"{f.duplicated} ({f.duplicate_copies} extra copies)"),
+        ("answer messages sent", f"{f.answers} ({f.repeated_answers} of them again)"),
+        ("answered twice or more", str(f.duplicated)),
         ("  inside the send window", f"{f.dup_in_window}{_gaps(gaps, args.window_ms)}"),
         ("  outside it", str(f.dup_outside)),
         ("apologised for (model unreachable)", str(f.apologised)),
