@@ -16,6 +16,7 @@ after it.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import enum
 import json
@@ -191,10 +192,6 @@ class Daemon:
         self._proc: asyncio.subprocess.Process | None = None
 
     @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None else None
-
-    @property
     def running(self) -> bool:
         return self._proc is not None and self._proc.returncode is None
 
@@ -224,14 +221,12 @@ class Daemon:
         if polling.cancelled() or polling.exception() is not None:
             raise DaemonDied(f"the daemon did not poll within {timeout} s:\n{self.log_tail()}")
 
-    def kill_now(self) -> float:
-        """SIGKILL, synchronously (callable from a fake's hook); returns the loop time."""
-        at = asyncio.get_running_loop().time()
+    def kill_now(self) -> None:
+        """SIGKILL, synchronously (callable from a fake's hook)."""
         if self.running and self.lives[-1].killed_at is None:
             assert self._proc is not None
             os.kill(self._proc.pid, signal.SIGKILL)
-            self.lives[-1].killed_at = at
-        return at
+            self.lives[-1].killed_at = asyncio.get_running_loop().time()
 
     async def wait_dead(self) -> Life:
         assert self._proc is not None
@@ -255,10 +250,7 @@ class Daemon:
 
     def life_at(self, at: float) -> int:
         """Index of the life that was running at loop time `at`."""
-        for i in range(len(self.lives) - 1, -1, -1):
-            if self.lives[i].started <= at:
-                return i
-        return 0
+        return max(bisect.bisect_right([life.started for life in self.lives], at) - 1, 0)
 
     def log_tail(self, lines: int = 40) -> str:
         try:
@@ -286,11 +278,7 @@ def decide(body: dict[str, Any]) -> Decision:
     """The scripted model: call the tool a message asks for (once per message over the whole
     history), else answer every user message after the last answer, naming their tokens."""
     messages: list[dict[str, Any]] = body.get("messages") or []
-    start = 0
-    for i, msg in enumerate(messages):
-        if msg.get("role") == "assistant" and msg.get("content") and not msg.get("tool_calls"):
-            start = i + 1
-    open_ = messages[start:]
+    open_ = messages[_after_last_answer(messages) :]
     called = {
         (call["function"]["name"], tok)
         for msg in messages
@@ -298,22 +286,36 @@ def decide(body: dict[str, Any]) -> Decision:
         for tok in TOKEN.findall(call["function"].get("arguments") or "")
     }
     offered = {t["function"]["name"] for t in body.get("tools") or () if "function" in t}
-    tokens: list[str] = []
     for msg in open_:
-        if msg.get("role") != "user":
-            continue
-        content = _content(msg)
+        content = _content(msg) if msg.get("role") == "user" else ""
         for tok in TOKEN.findall(content):
-            if tok not in tokens:
-                tokens.append(tok)
             for word, tool in ACTIONS:
                 if word in content and tool in offered and (tool, tok) not in called:
                     return Decision(tool_call(tool, {"target": tok}), ())
+    tokens = open_tokens(body)
     results = [_clip(_content(m), 80) for m in open_ if m.get("role") == "tool"]
     answer = "answer: " + (" ".join(tokens) or "(nothing new)")
     if results:
         answer += " | " + "; ".join(results)
-    return Decision(text(answer), tuple(tokens))
+    return Decision(text(answer), tokens)
+
+
+def open_tokens(body: dict[str, Any]) -> tuple[str, ...]:
+    """The tokens of the user messages a request's turn answers: those after the last answer."""
+    messages: list[dict[str, Any]] = body.get("messages") or []
+    tokens: list[str] = []
+    for msg in messages[_after_last_answer(messages) :]:
+        if msg.get("role") == "user":
+            tokens += [t for t in TOKEN.findall(_content(msg)) if t not in tokens]
+    return tuple(tokens)
+
+
+def _after_last_answer(messages: list[dict[str, Any]]) -> int:
+    start = 0
+    for i, msg in enumerate(messages):
+        if msg.get("role") == "assistant" and msg.get("content") and not msg.get("tool_calls"):
+            start = i + 1
+    return start
 
 
 def _content(msg: dict[str, Any]) -> str:

@@ -53,10 +53,11 @@ from benchmarks._crash_rig import (  # noqa: E402
     Kind,
     Ledger,
     TokenModel,
+    open_tokens,
     token,
     write_files,
 )
-from tests.fakes.openai_server import FakeOpenAI, LLMFaults  # noqa: E402
+from tests.fakes.openai_server import FakeOpenAI, Fault, LLMFaults  # noqa: E402
 from tests.fakes.telegram_server import Call, FakeTelegram, Hold, SendFaults  # noqa: E402
 
 FIRST_CHAT = 700_001  # private chats: the chat id is the user's id
@@ -94,7 +95,6 @@ class Press:
     target: str
     confirm: bool
     query_id: str
-    at: float
 
 
 class People:
@@ -107,6 +107,7 @@ class People:
         self.action_share = args.action_share
         self.cancel_share = args.cancel_share
         self.said: list[Said] = []
+        self.chat_of: dict[str, int] = {}
         self.intent: dict[str, bool] = {}  # target → pressed Confirm (True) or Cancel
         self.presses: list[Press] = []
         self.on_press: list[Callable[[Press], None]] = []
@@ -120,6 +121,7 @@ class People:
         update = self.tg.inject_message(chat, chat, f"{tok} {words}")
         said = Said(tok, chat, update["message"]["message_id"], _now(), action)
         self.said.append(said)
+        self.chat_of[tok] = chat
         return said
 
     async def burst(self, n: int, span_s: float) -> None:
@@ -142,7 +144,7 @@ class People:
         if data is None:
             return
         update = self.tg.inject_callback(prompt.chat, prompt.chat, prompt.message_id, data)
-        press = Press(target, confirm, update["callback_query"]["id"], _now())
+        press = Press(target, confirm, update["callback_query"]["id"])
         self.presses.append(press)
         for listener in list(self.on_press):
             listener(press)
@@ -229,39 +231,56 @@ def _is_answer(params: dict[str, Any]) -> bool:
     return str(params.get("text", "")).startswith("answer:")
 
 
-# -- coverage while it runs ----------------------------------------------------------------------
+# -- what a delivery accounts for ----------------------------------------------------------------
+
+
+class Failures:
+    """Model requests that failed on purpose (500, 429, stalls), with the messages their turn
+    was answering: an apology accounts for exactly those."""
+
+    FATAL = frozenset({Fault.SERVER_ERROR, Fault.RATE_LIMITED, Fault.TIMEOUT})
+
+    def __init__(self, people: People) -> None:
+        self.people = people
+        self.failed: list[tuple[float, tuple[str, ...]]] = []
+
+    def observe(self, body: dict[str, Any], fault: Fault | None) -> None:
+        if fault in self.FATAL and (tokens := open_tokens(body)):
+            self.failed.append((_now(), tokens))
+
+    def apologised(self, apology: Delivery) -> tuple[str, ...]:
+        """The messages of the last failed turn in the apology's chat before it was sent."""
+        chat_of = self.people.chat_of
+        for at, tokens in reversed(self.failed):
+            if at <= apology.sent_at and chat_of.get(tokens[0]) == apology.chat:
+                return tokens
+        return ()
+
+
+def covered_by(d: Delivery, failures: Failures) -> tuple[str, ...]:
+    """The messages a delivery accounts for: an answer or a notice the ones it names, an
+    apology the ones of the turn whose model requests failed."""
+    if d.kind is Kind.APOLOGY:
+        return failures.apologised(d)
+    if d.kind in (Kind.ANSWER, Kind.NOTICE):
+        return d.tokens
+    return ()
 
 
 class Coverage:
     """Which messages have had an answer, an apology or a report yet (for the drain)."""
 
-    def __init__(self, people: People) -> None:
-        self.people = people
+    def __init__(self, people: People, failures: Failures) -> None:
+        self.people, self.failures = people, failures
         self.covered: set[str] = set()
 
     def see(self, d: Delivery) -> None:
-        self.covered.update(covered_by(d, self.people.said))
+        self.covered.update(covered_by(d, self.failures))
 
     def done(self) -> bool:
         return len(self.covered) >= len(self.people.said) and all(
             s.token in self.covered for s in self.people.said
         )
-
-
-def covered_by(d: Delivery, said: list[Said]) -> list[str]:
-    """The messages a delivery accounts for: the ones an answer or a report names; for an
-    apology, the chat's earlier messages up to the one it replies to."""
-    if d.kind is Kind.APOLOGY:
-        return [
-            s.token
-            for s in said
-            if s.chat == d.chat
-            and s.at <= d.sent_at
-            and (d.reply_to is None or s.message_id <= d.reply_to)
-        ]
-    if d.kind in (Kind.ANSWER, Kind.NOTICE):
-        return list(d.tokens)
-    return []
 
 
 # -- the figures ---------------------------------------------------------------------------------
@@ -306,7 +325,12 @@ class Figures:
 
 
 def analyse(
-    people: People, ledger: Ledger, daemon: Daemon, files: Files, window_s: float
+    people: People,
+    ledger: Ledger,
+    failures: Failures,
+    daemon: Daemon,
+    files: Files,
+    window_s: float,
 ) -> Figures:
     f = Figures(messages=len(people.said))
     answers: dict[str, list[Delivery]] = {}
@@ -324,9 +348,9 @@ def analyse(
         if d.kind not in (Kind.ANSWER, Kind.APOLOGY):
             continue  # prompts and notices are about actions, not answers to messages
         per_chat[d.chat] += 1
-        for tok in covered_by(d, people.said):
+        for tok in covered_by(d, failures):
             covered_at.setdefault(tok, per_chat[d.chat])
-    apologised = {t for d in ledger.of(Kind.APOLOGY) for t in covered_by(d, people.said)}
+    apologised = {t for d in ledger.of(Kind.APOLOGY) for t in failures.apologised(d)}
     reported = {t for d in ledger.of(Kind.NOTICE) for t in d.tokens}
 
     for s in people.said:
@@ -377,14 +401,14 @@ def analyse(
         for d in ledger.of(Kind.NOTICE)
         if UNCERTAIN in d.text and d.tokens and not runs.get(d.tokens[0])
     )
+    taken_last: dict[int, float] = {}  # life → when the Bot API last took a message from it
+    for d in ledger.deliveries:
+        life = daemon.life_at(d.sent_at)
+        taken_last[life] = max(taken_last.get(life, d.accepted_at), d.accepted_at)
     f.kills_in_window = sum(
         1
         for i, life in enumerate(daemon.lives)
-        if life.killed_at is not None
-        and any(
-            daemon.life_at(d.sent_at) == i and d.accepted_at >= life.killed_at - window_s
-            for d in ledger.deliveries
-        )
+        if life.killed_at is not None and taken_last.get(i, -1e9) >= life.killed_at - window_s
     )
     return f
 
@@ -442,7 +466,10 @@ async def soak(args: argparse.Namespace, directory: Path) -> int:
         tg.answer_listeners.append(ledger.see)
         people = People(tg, rng, args)
         ledger.listeners.append(people.see)
-        coverage = Coverage(people)
+        failures = Failures(people)
+        if llm.faults is not None:
+            llm.faults.observer = failures.observe
+        coverage = Coverage(people, failures)
         ledger.listeners.append(coverage.see)
         activity = Activity()
         tg.answer_listeners.append(activity.on_call)
@@ -463,10 +490,10 @@ async def soak(args: argparse.Namespace, directory: Path) -> int:
             print(f"soak stopped: {exc}", file=sys.stderr)
             return 2
         run.wall_s = time.monotonic() - started
-        figures = analyse(people, ledger, daemon, files, args.window_ms / 1000)
+        figures = analyse(people, ledger, failures, daemon, files, args.window_ms / 1000)
         report(args, run, switch, figures, llm, tg, len(llm.requests))
         if args.explain:
-            explain(args.explain, figures, people, ledger, daemon)
+            explain(args.explain, figures, people, ledger, failures, daemon)
         if args.show_log:
             print(files.log.read_text(errors="replace"))
         failed = figures.failed(args.strict) or run.own_exits or run.exit_code != 0
@@ -610,19 +637,20 @@ def report(
     print(f"{'verdict':<{width}}  {verdict}")
 
 
-def explain(n: int, f: Figures, people: People, ledger: Ledger, daemon: Daemon) -> None:
+def explain(
+    n: int, f: Figures, people: People, ledger: Ledger, failures: Failures, daemon: Daemon
+) -> None:
     """The chat transcripts behind the first `n` problems: what was said and what the bot sent,
     in the order the Bot API saw it, with the daemon's lives and kills."""
     problems = [("lost", t) for t in f.lost] + [("out of order", t) for t in f.out_of_order]
     problems += [("duplicated", t) for t in f.duplicated_tokens]
     t0 = daemon.lives[0].started
-    chat_of = {s.token: s.chat for s in people.said}
     for what, tok in problems[:n]:
-        chat = chat_of[tok]
+        chat = people.chat_of[tok]
         events = [(s.at, f"user    {s.token} {'(wipe)' if s.action else ''}") for s in people.said
                   if s.chat == chat]  # fmt: skip
         events += [
-            (d.accepted_at, f"bot     {d.kind:<7} {d.text[:70]}")
+            (d.accepted_at, f"bot     {d.kind:<7} {_shown(d, failures)}")
             for d in ledger.deliveries
             if d.chat == chat
         ]
@@ -632,6 +660,12 @@ def explain(n: int, f: Figures, people: People, ledger: Ledger, daemon: Daemon) 
         for at, line in sorted(events):
             mark = " <" if tok in line else ""
             print(f"  {at - t0:8.3f}  {line}{mark}")
+
+
+def _shown(d: Delivery, failures: Failures) -> str:
+    if d.kind is Kind.APOLOGY:
+        return f"(for {' '.join(failures.apologised(d)) or 'nothing known'}) {d.text[:40]}"
+    return d.text[:70]
 
 
 def _gaps(gaps_ms: list[float], window_ms: float) -> str:

@@ -21,7 +21,6 @@ import pytest
 from benchmarks._crash_rig import (
     UNCERTAIN,
     Daemon,
-    Delivery,
     Files,
     Kind,
     Ledger,
@@ -37,6 +36,7 @@ from tests.fakes.telegram_server import FakeTelegram, SendFaults
 CHATS = tuple(range(5001, 5031))  # private chats: the chat id is the user's id
 LAST = 5999  # a chat that recovery, which goes through the chats in order, comes to last
 WAIT_S = 10
+SHOWN = ("sendMessage", "editMessageText")  # the calls that put text in front of the user
 
 
 @dataclass
@@ -51,8 +51,10 @@ class Rig:
     said: dict[int, list[str]] = field(default_factory=dict)  # chat → tokens, in order
     _numbers: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
-    def configure(self, **options: float) -> None:
-        self.files = write_files(self.tmp, self.tg, self.llm.base_url, **options)  # type: ignore[arg-type]
+    def configure(self, *, max_parallel_tools: int) -> None:
+        self.files = write_files(
+            self.tmp, self.tg, self.llm.base_url, max_parallel_tools=max_parallel_tools
+        )
         self.daemon = Daemon(self.files, self.tg)
 
     def say(self, chat: int, words: str = "hello") -> str:
@@ -61,13 +63,13 @@ class Rig:
         self.said.setdefault(chat, []).append(tok)
         return tok
 
-    async def in_flight(self, chats: tuple[int, ...]) -> list[str]:
+    async def in_flight(self, chats: tuple[int, ...]) -> None:
         """A message in each chat, and every turn waiting for the model."""
         self.model.gate.clear()
         before = len(self.llm.requests)
-        tokens = [self.say(chat) for chat in chats]
+        for chat in chats:
+            self.say(chat)
         await self.llm.wait_requests(before + len(chats), timeout=WAIT_S)
-        return tokens
 
     async def kill(self) -> None:
         self.daemon.kill_now()
@@ -230,12 +232,9 @@ async def test_action_approved_but_not_started_at_the_kill_runs_once_after_resta
 
     await rig.wait_until(settled)
     assert await rig.daemon.terminate() == 0, rig.daemon.log_tail()
-    shown = [c.params.get("text", "") for c in rig.tg.calls if c.method in _TEXT_METHODS]
+    shown = [c.params.get("text", "") for c in rig.tg.calls if c.method in SHOWN]
     assert not [t for t in shown if UNCERTAIN in t], rig.transcript()
     assert rig.files.run_counts() == {wanted: 1}, rig.transcript()
-    told: list[Delivery] = rig.ledger.answers(wanted)
+    told = rig.ledger.answers(wanted)
     assert len(told) == 1 and f"wiped {wanted}" in told[0].text, rig.transcript()
     assert len(rig.ledger.answers(held)) == 1, rig.transcript()
-
-
-_TEXT_METHODS = ("sendMessage", "editMessageText")

@@ -251,7 +251,8 @@ class LLMFaults:
     """A share (`rate`) of chat requests fails, the kind drawn from `kinds` with `seed`.
 
     A stall lasts `stall_s` (set it past the client's timeout) and then answers 504; a 429
-    carries ``retry-after-ms: retry_after_ms``.
+    carries ``retry-after-ms: retry_after_ms``. `observer(body, fault or None)` is told of
+    every request as it is drawn for.
     """
 
     rate: float
@@ -260,6 +261,7 @@ class LLMFaults:
     stall_s: float = 2.0
     retry_after_ms: int = 50
     injected: collections.Counter[Fault] = field(default_factory=collections.Counter)
+    observer: Callable[[dict[str, Any], Fault | None], None] | None = None
     _rng: random.Random = field(init=False, repr=False)
     _n: itertools.count[int] = field(init=False, repr=False, default_factory=itertools.count)
 
@@ -267,9 +269,11 @@ class LLMFaults:
         self._rng = random.Random(self.seed)
 
     def draw(self, body: dict[str, Any]) -> ReplyLike | None:
-        if self._rng.random() >= self.rate:
+        kind = self._rng.choice(self.kinds) if self._rng.random() < self.rate else None
+        if self.observer is not None:
+            self.observer(body, kind)
+        if kind is None:
             return None
-        kind = self._rng.choice(self.kinds)
         self.injected[kind] += 1
         n = next(self._n)  # arguments differ each time: no "same error again" shortcut
         if kind is Fault.SERVER_ERROR:
