@@ -5,17 +5,17 @@
         tg.inject_message(chat_id=1, user_id=1, text="hi")
         call = await tg.wait_for_call("sendMessage")
 
-It answers the methods the adapter uses, keeps the messages the bot sent (so edits can say "not
-modified" and tests can read the visible text), checks HTML like Telegram does, and records every
-call. Faults: `fail_next(method, ...)`, `down = True` (502 for everything), `bad_entities = True`
-(the next HTML text is rejected with "can't parse entities"). `on_get_updates(offset)` is called
-as each getUpdates arrives, before the updates it confirms are dropped.
-
 For crash tests (all opt-in): `send_faults = SendFaults(rate)` answers a random share of sends
 with 429 (retry_after) or 502; `hold(method)` keeps the next matching call waiting, before or
 after it is carried out, until the test releases it; `answer_listeners` are told of each answer
 once its bytes are handed to the socket, so a test can act (e.g. kill the bot) right after the
 bot could have read it.
+
+It answers the methods the adapter uses, keeps the messages the bot sent (so edits can say "not
+modified" and tests can read the visible text), checks HTML like Telegram does, and records every
+call. Faults: `fail_next(method, ...)`, `down = True` (502 for everything), `bad_entities = True`
+(the next HTML text is rejected with "can't parse entities"). `on_get_updates(offset)` is called
+as each getUpdates arrives, before the updates it confirms are dropped.
 """
 
 from __future__ import annotations
