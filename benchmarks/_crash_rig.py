@@ -25,6 +25,7 @@ import re
 import signal
 import sys
 import textwrap
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +38,9 @@ ROOT = Path(__file__).resolve().parent.parent
 TOKEN = re.compile(r"\bq\d{6}\b")
 PLUGIN = "crash_rig_tools"
 APOLOGY = re.compile(r"(can.?t|cannot|could ?n.?t|unable to) reach the (language )?model", re.I)
-UNCERTAIN = "may or may not"
+# "it may or may not have completed", "it may have completed partly or fully": a report that does
+# not know whether an action ran
+UNCERTAIN = re.compile(r"\bmay (or may not )?have\b", re.I)
 
 
 def token(n: int) -> str:
@@ -379,6 +382,7 @@ class Delivery:
     sent_at: float  # loop time the request arrived
     accepted_at: float  # loop time the answer was written back
     buttons: tuple[str, ...] = ()  # callback data of a prompt's buttons
+    accepted_wall: float = 0.0  # the same moment in wall-clock time (to compare with the store)
 
 
 def classify(visible: str, has_buttons: bool) -> tuple[Kind, tuple[str, ...]]:
@@ -424,6 +428,7 @@ class Ledger:
                 call.at,
                 asyncio.get_running_loop().time(),
                 buttons,
+                time.time(),
             )
             self.deliveries.append(delivery)
             for listener in list(self.listeners):
@@ -471,6 +476,25 @@ def db_contains(path: Path, needle: str) -> bool:
                 if db.execute(sql, (needle,)).fetchone():
                     return True
     return False
+
+
+def delivery_records(path: Path) -> dict[tuple[int, int], float] | None:
+    """(chat, platform message id) → wall time the daemon recorded that it delivered the
+    message there, from the store's `deliveries` table (chat_id, ref, sent_at); None when the
+    store keeps no such record."""
+    import sqlite3
+
+    if not path.exists():
+        return None
+    with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)) as db:
+        columns = {r[1] for r in db.execute("PRAGMA table_info(deliveries)")}
+        if not {"chat_id", "ref", "sent_at"} <= columns:
+            return None
+        rows = db.execute(
+            "SELECT chat_id, ref, sent_at FROM deliveries WHERE ref IS NOT NULL AND sent_at "
+            "IS NOT NULL"
+        )
+        return {(int(chat), int(ref)): float(at) for chat, ref, at in rows if str(ref).isdigit()}
 
 
 async def wait_for_db(path: Path, needle: str, timeout: float) -> None:

@@ -14,11 +14,14 @@ drains (every message answered, bounded), stops the daemon with SIGTERM and coun
 message: answered once, duplicated, apologised for, reported, lost, out of order within its
 chat; per approved action: ran once, twice, never, or without approval.
 
-A duplicate whose first copy the Bot API accepted at most --window-ms before the kill that ended
-its daemon (or while the daemon was dead) lies in the window no design closes: the platform took
-the message and the daemon died before it could record that. Those are printed separately and do
-not fail the run (unless --strict); every other duplicate, any loss, any answer out of order and
-any unapproved or repeated action makes the exit status 1.
+A duplicate lies in the window no design closes when the platform took its first copy and the
+daemon died before it could record that. When the store records deliveries (a `deliveries` table
+with the platform's message id in `ref` and the time in `sent_at`), that is exact: the first copy
+was never recorded; the window itself is measured too, from the Bot API taking an answer to the
+store recording it. Without such a record, a first copy taken at most --window-ms before the
+kill that ended its daemon (or while it was dead) counts as inside. Duplicates inside the window
+are printed separately and do not fail the run (unless --strict); every other duplicate, any
+loss, any answer out of order and any unapproved or repeated action makes the exit status 1.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ from benchmarks._crash_rig import (  # noqa: E402
     Kind,
     Ledger,
     TokenModel,
+    delivery_records,
     open_tokens,
     token,
     write_files,
@@ -291,15 +295,17 @@ class Figures:
     messages: int = 0
     once: int = 0
     duplicated: int = 0
-    dup_in_window: int = 0
-    dup_outside: int = 0
     window_gaps_ms: list[float] = field(default_factory=list)
+    exact_window: bool = False  # the store records deliveries: inside = never recorded
+    window_ms: list[float] = field(default_factory=list)  # platform took it → daemon recorded it
+    unrecorded: int = 0  # answers the platform took that the daemon never recorded
     answers: int = 0  # answer messages delivered
     repeated_answers: int = 0  # answer messages naming nothing that was not answered before
     apologised: int = 0
     reported: int = 0
     lost: list[str] = field(default_factory=list)
-    duplicated_tokens: list[str] = field(default_factory=list)
+    duplicated_outside: list[str] = field(default_factory=list)
+    duplicated_inside: list[str] = field(default_factory=list)
     out_of_order: list[str] = field(default_factory=list)
     empty_answers: int = 0
     requested: int = 0
@@ -316,8 +322,8 @@ class Figures:
     def failed(self, strict: bool) -> bool:
         return bool(
             self.lost
-            or self.dup_outside
-            or (strict and self.dup_in_window)
+            or self.duplicated_outside
+            or (strict and self.duplicated_inside)
             or self.out_of_order
             or self.ran_twice
             or self.unapproved
@@ -353,19 +359,34 @@ def analyse(
     apologised = {t for d in ledger.of(Kind.APOLOGY) for t in failures.apologised(d)}
     reported = {t for d in ledger.of(Kind.NOTICE) for t in d.tokens}
 
+    records = delivery_records(files.db)
+    f.exact_window = records is not None
+    if records is not None:
+        for d in ledger.of(Kind.ANSWER):
+            at = records.get((d.chat, d.message_id))
+            if at is None:
+                f.unrecorded += 1
+            else:
+                f.window_ms.append((at - d.accepted_wall) * 1000)
+
+    def in_window(a: Delivery, b: Delivery) -> float | None:
+        gap = _window_gap(daemon, a, b, window_s if records is None else float("inf"))
+        if records is not None and (a.chat, a.message_id) in records:
+            return None  # recorded as delivered, and sent again all the same
+        return gap
+
     for s in people.said:
         copies = answers.get(s.token, [])
         if len(copies) == 1:
             f.once += 1
         elif len(copies) > 1:
             f.duplicated += 1
-            f.duplicated_tokens.append(s.token)
-            gaps = [_window_gap(daemon, a, b, window_s) for a, b in itertools.pairwise(copies)]
+            gaps = [in_window(a, b) for a, b in itertools.pairwise(copies)]
             if all(g is not None for g in gaps):
-                f.dup_in_window += 1
+                f.duplicated_inside.append(s.token)
                 f.window_gaps_ms += [g * 1000 for g in gaps if g is not None]
             else:
-                f.dup_outside += 1
+                f.duplicated_outside.append(s.token)
         elif s.token in apologised:
             f.apologised += 1
         elif s.token in reported:
@@ -399,7 +420,7 @@ def analyse(
     f.uncertain_never_ran = sum(
         1
         for d in ledger.of(Kind.NOTICE)
-        if UNCERTAIN in d.text and d.tokens and not runs.get(d.tokens[0])
+        if UNCERTAIN.search(d.text) and d.tokens and not runs.get(d.tokens[0])
     )
     taken_last: dict[int, float] = {}  # life → when the Bot API last took a message from it
     for d in ledger.deliveries:
@@ -606,13 +627,14 @@ def report(
         ("answered exactly once", str(f.once)),
         ("answer messages sent", f"{f.answers} ({f.repeated_answers} of them again)"),
         ("answered twice or more", str(f.duplicated)),
-        ("  inside the send window", f"{f.dup_in_window}{_gaps(gaps, args.window_ms)}"),
-        ("  outside it", str(f.dup_outside)),
+        ("  inside the send window", f"{len(f.duplicated_inside)}{_gaps(gaps, f, args)}"),
+        ("  outside it", _some(f.duplicated_outside)),
         ("apologised for (model unreachable)", str(f.apologised)),
         ("reported (action notice only)", str(f.reported)),
         ("lost", _some(f.lost)),
         ("out of order in their chat", _some(f.out_of_order)),
         ("answers naming no open message", str(f.empty_answers)),
+        ("send window (taken → recorded)", _window(f)),
         ("kills with a send in its window", f"{f.kills_in_window} of {run.kills}"),
         ("actions asked for", str(f.requested)),
         ("  pressed Confirm / Cancel", f"{f.confirmed} / {f.cancelled}"),
@@ -620,7 +642,7 @@ def report(
         ("  approved: ran twice or more", _some(f.ran_twice)),
         ("  approved: never ran", f"{f.never} ({f.never_after_accepted} after 'Confirmed.')"),
         ("  ran without approval", _some(f.unapproved)),
-        ("  'may or may not' for one that never ran", str(f.uncertain_never_ran)),
+        ("  'may have run' for one that never ran", str(f.uncertain_never_ran)),
         (
             "drained",
             "yes"
@@ -640,12 +662,17 @@ def report(
 def explain(
     n: int, f: Figures, people: People, ledger: Ledger, failures: Failures, daemon: Daemon
 ) -> None:
-    """The chat transcripts behind the first `n` problems: what was said and what the bot sent,
-    in the order the Bot API saw it, with the daemon's lives and kills."""
-    problems = [("lost", t) for t in f.lost] + [("out of order", t) for t in f.out_of_order]
-    problems += [("duplicated", t) for t in f.duplicated_tokens]
+    """The chat transcripts behind the first `n` problems of each kind: what was said and what
+    the bot sent, in the order the Bot API saw it, with the daemon's lives and kills."""
+    kinds = {
+        "lost": f.lost,
+        "out of order": f.out_of_order,
+        "duplicated outside the window": f.duplicated_outside,
+        "duplicated inside the window": f.duplicated_inside,
+    }
+    problems = [(what, tok) for what, tokens in kinds.items() for tok in tokens[:n]]
     t0 = daemon.lives[0].started
-    for what, tok in problems[:n]:
+    for what, tok in problems:
         chat = people.chat_of[tok]
         events = [(s.at, f"user    {s.token} {'(wipe)' if s.action else ''}") for s in people.said
                   if s.chat == chat]  # fmt: skip
@@ -668,12 +695,25 @@ def _shown(d: Delivery, failures: Failures) -> str:
     return d.text[:70]
 
 
-def _gaps(gaps_ms: list[float], window_ms: float) -> str:
+def _gaps(gaps_ms: list[float], f: Figures, args: argparse.Namespace) -> str:
     if not gaps_ms:
         return ""
+    taken = f"taken {min(gaps_ms):.1f} to {max(gaps_ms):.1f} ms before the kill"
+    if f.exact_window:
+        return f" ({taken}; never recorded by the daemon)"
+    return f" ({taken}; window taken as {args.window_ms:g} ms)"
+
+
+def _window(f: Figures) -> str:
+    if not f.exact_window:
+        return "not recorded by the store (no deliveries table)"
+    if not f.window_ms:
+        return "no answer recorded"
+    ms = sorted(f.window_ms)
+    p99 = ms[min(len(ms) - 1, int(len(ms) * 0.99))]
     return (
-        f" (taken {min(gaps_ms):.1f} to {max(gaps_ms):.1f} ms before the kill; "
-        f"window {window_ms:g} ms)"
+        f"median {statistics.median(ms):.1f} ms, p99 {p99:.1f} ms, max {ms[-1]:.1f} ms "
+        f"({len(ms)} answers; {f.unrecorded} taken but never recorded)"
     )
 
 
