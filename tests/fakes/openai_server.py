@@ -55,6 +55,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import dataclasses
 import enum
 import inspect
 import itertools
@@ -63,7 +64,7 @@ import random
 import socket
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from aiohttp import web
@@ -260,10 +261,12 @@ class LLMFaults:
     kinds: tuple[Fault, ...] = tuple(Fault)
     stall_s: float = 2.0
     retry_after_ms: int = 50
-    injected: collections.Counter[Fault] = field(default_factory=collections.Counter)
+    injected: collections.Counter[Fault] = dataclasses.field(default_factory=collections.Counter)
     observer: Callable[[dict[str, Any], Fault | None], None] | None = None
-    _rng: random.Random = field(init=False, repr=False)
-    _n: itertools.count[int] = field(init=False, repr=False, default_factory=itertools.count)
+    _rng: random.Random = dataclasses.field(init=False, repr=False)
+    _n: itertools.count[int] = dataclasses.field(
+        init=False, repr=False, default_factory=itertools.count
+    )
 
     def __post_init__(self) -> None:
         self._rng = random.Random(self.seed)
