@@ -35,6 +35,12 @@ type, name and empty arguments, later ones argument fragments), a final chunk wi
 ``finish_reason``, an optional usage chunk (``stream_options.include_usage``), then
 ``data: [DONE]``.
 
+Faults (opt-in, for crash and soak tests): ``llm.faults = LLMFaults(rate=0.3, seed=1)`` makes
+that share of chat requests fail, whatever was scripted (the scripted reply waits for the next
+request): 500, 429 with ``retry-after``, a stall past the client's timeout, or a malformed tool
+call (arguments that are not JSON, or a tool that was not offered). ``llm.faults.injected``
+counts them by kind.
+
 Also served: ``GET /v1/models`` and ``GET /v1/models/{id}`` (``llm.models``).
 Every request's ``Authorization`` header goes to ``llm.auth_headers``; if
 ``llm.api_key`` is set, other keys get 401.
@@ -59,9 +65,12 @@ import argparse
 import asyncio
 import base64
 import collections
+import dataclasses
+import enum
 import inspect
 import itertools
 import json
+import random
 import socket
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -73,7 +82,9 @@ from aiohttp import web
 __all__ = [
     "ErrorReply",
     "FakeOpenAI",
+    "Fault",
     "HoldReply",
+    "LLMFaults",
     "Reply",
     "ReplyFn",
     "ReplyLike",
@@ -311,6 +322,66 @@ def echo(body: dict[str, Any]) -> TextReply:
     return TextReply("echo: ")
 
 
+# --------------------------------------------------------------------------- faults
+
+
+class Fault(enum.StrEnum):
+    SERVER_ERROR = "500"
+    RATE_LIMITED = "429"
+    TIMEOUT = "timeout"
+    MALFORMED = "malformed tool call"
+
+
+@dataclass(slots=True)
+class LLMFaults:
+    """A share (`rate`) of chat requests fails, the kind drawn from `kinds` with `seed`.
+
+    A stall lasts `stall_s` (set it past the client's timeout) and then answers 504; a 429
+    carries ``retry-after-ms: retry_after_ms``. `observer(body, fault or None)` is told of
+    every request as it is drawn for.
+    """
+
+    rate: float
+    seed: int = 0
+    kinds: tuple[Fault, ...] = tuple(Fault)
+    stall_s: float = 2.0
+    retry_after_ms: int = 50
+    injected: collections.Counter[Fault] = dataclasses.field(default_factory=collections.Counter)
+    observer: Callable[[dict[str, Any], Fault | None], None] | None = None
+    _rng: random.Random = dataclasses.field(init=False, repr=False)
+    _n: itertools.count[int] = dataclasses.field(
+        init=False, repr=False, default_factory=itertools.count
+    )
+
+    def __post_init__(self) -> None:
+        self._rng = random.Random(self.seed)
+
+    def draw(self, body: dict[str, Any]) -> ReplyLike | None:
+        kind = self._rng.choice(self.kinds) if self._rng.random() < self.rate else None
+        if self.observer is not None:
+            self.observer(body, kind)
+        if kind is None:
+            return None
+        self.injected[kind] += 1
+        n = next(self._n)  # arguments differ each time: no "same error again" shortcut
+        if kind is Fault.SERVER_ERROR:
+            return error(500, "The server had an error while processing your request.")
+        if kind is Fault.RATE_LIMITED:
+            headers = {"retry-after-ms": str(self.retry_after_ms)}
+            return error(429, "Rate limit reached for requests.", headers=headers)
+        if kind is Fault.TIMEOUT:
+            return _Stall(self.stall_s)
+        offered = [t["function"]["name"] for t in body.get("tools") or () if "function" in t]
+        if offered and self._rng.random() < 0.5:
+            return tool_call(self._rng.choice(offered), f'{{"broken": {n}')  # not JSON
+        return tool_call(f"no_such_tool_{n}", {})
+
+
+@dataclass(frozen=True, slots=True)
+class _Stall(Reply):
+    seconds: float
+
+
 # --------------------------------------------------------------------------- server
 
 _JSON = "application/json"
@@ -371,6 +442,7 @@ class FakeOpenAI:
         self.vision = True  # False: any image part is refused, as by a model without vision
         self.transcriptions: list[Transcription] = []
         self._transcripts: collections.deque[str | ErrorReply] = collections.deque()
+        self.faults: LLMFaults | None = None
         self._queue: collections.deque[ReplyLike] = collections.deque()
         self._host = host
         self._port = port
@@ -514,6 +586,14 @@ class FakeOpenAI:
         if not event.is_set():
             raise _ShuttingDown
 
+    async def _stall(self, seconds: float) -> None:
+        assert self._closing is not None
+        try:
+            await asyncio.wait_for(self._closing.wait(), seconds)
+        except TimeoutError:
+            return
+        raise _ShuttingDown
+
     async def _resolve(self, reply: ReplyLike, body: dict[str, Any]) -> Reply:
         while True:
             if isinstance(reply, HoldReply):
@@ -562,11 +642,18 @@ class FakeOpenAI:
         if self.reject_unknown_models and body["model"] not in self.models:
             return self._model_not_found(body["model"])
 
-        picked = self._queue.popleft() if self._queue else self.default
+        fault = self.faults.draw(body) if self.faults is not None else None
+        if fault is not None:
+            picked = fault
+        else:
+            picked = self._queue.popleft() if self._queue else self.default
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
         try:
             reply = await self._resolve(picked, body)
+            if isinstance(reply, _Stall):
+                await self._stall(reply.seconds)
+                reply = error(504, "The fake server stalled past the client's timeout.")
         except _ShuttingDown:
             return _error_response(503, "The fake server is shutting down.", "server_error")
 

@@ -5,6 +5,12 @@
         tg.inject_message(chat_id=1, user_id=1, text="hi")
         call = await tg.wait_for_call("sendMessage")
 
+For crash tests (all opt-in): `send_faults = SendFaults(rate)` answers a random share of sends
+with 429 (retry_after) or 502; `hold(method)` keeps the next matching call waiting, before or
+after it is carried out, until the test releases it; `answer_listeners` are told of each answer
+once its bytes are handed to the socket, so a test can act (e.g. kill the bot) right after the
+bot could have read it.
+
 It answers the methods the adapter uses, keeps the messages the bot sent (so edits can say "not
 modified" and tests can read the visible text), checks HTML like Telegram does, and records every
 call. Faults: `fail_next(method, ...)`, `down = True` (502 for everything), `bad_entities = True`
@@ -27,10 +33,12 @@ import asyncio
 import html
 import itertools
 import json
+import random
 import re
 import time
+from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
@@ -71,6 +79,51 @@ class ApiError(Exception):
     def __init__(self, status: int, description: str, retry_after: int | None = None) -> None:
         super().__init__(description)
         self.status, self.description, self.retry_after = status, description, retry_after
+
+
+@dataclass(slots=True)
+class SendFaults:
+    """A share (`rate`) of the calls of `methods` fails, drawn with `seed`: 429 with
+    `retry_after`, or 502 (nothing sent). `injected` counts them by status."""
+
+    rate: float
+    seed: int = 0
+    retry_after: int = 1
+    statuses: tuple[int, ...] = (429, 502)
+    methods: frozenset[str] = frozenset({"sendMessage"})
+    injected: Counter[int] = field(default_factory=Counter)
+    _rng: random.Random = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._rng = random.Random(self.seed)
+
+    def draw(self, method: str) -> ApiError | None:
+        if method not in self.methods or self._rng.random() >= self.rate:
+            return None
+        status = self._rng.choice(self.statuses)
+        self.injected[status] += 1
+        retry_after = self.retry_after if status == 429 else None
+        return ApiError(status, _describe(status, retry_after), retry_after)
+
+
+@dataclass(slots=True, eq=False)
+class Hold:
+    """The next call of `method` matching `predicate` waits here (see FakeTelegram.hold)."""
+
+    method: str
+    predicate: Callable[[dict[str, Any]], bool]
+    carried_out: bool  # True: the call takes effect first, only its answer waits
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
+    call: Call | None = None
+    _deliver: asyncio.Future[bool] = field(
+        init=False, repr=False, default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+
+    def release(self, deliver: bool = True) -> None:
+        """Let the call go on. `deliver=False` on a call not carried out yet answers it 502,
+        so it never takes effect (a send lost on the way)."""
+        if not self._deliver.done():
+            self._deliver.set_result(deliver)
 
 
 def parse_html(text: str) -> str:
@@ -140,6 +193,9 @@ class FakeTelegram:
         self.down = False
         self.bad_entities = False
         self.on_get_updates: Callable[[int | None], None] | None = None
+        self.send_faults: SendFaults | None = None
+        self.answer_listeners: list[Callable[[Call, Any], None]] = []  # (call, result or None)
+        self._holds: list[Hold] = []
         self._faults: dict[str, list[tuple[int, int | None]]] = {}
         self._documents: dict[tuple[int, int], tuple[str, bytes]] = {}  # (chat, id) → file
         self._files: dict[str, tuple[str, bytes]] = {}  # file_id → (file_path, content)
@@ -321,21 +377,78 @@ class FakeTelegram:
             if c == chat_id
         ]
 
+    # crash tests: holds and answer listeners -------------------------------------------------
+    def hold(
+        self,
+        method: str,
+        predicate: Callable[[dict[str, Any]], bool] | None = None,
+        *,
+        carried_out: bool = False,
+    ) -> Hold:
+        """Keep the next matching call of `method` waiting until `Hold.release()`: before it
+        takes effect, or (`carried_out`) after it took effect, with its answer withheld."""
+        held = Hold(method, predicate or (lambda _: True), carried_out)
+        self._holds.append(held)
+        return held
+
+    def unhold(self, held: Hold, *, deliver: bool = True) -> None:
+        """Let a held call go on (see `Hold.release`), or drop the hold if no call reached it."""
+        if held in self._holds:
+            self._holds.remove(held)
+        held.release(deliver)
+
+    async def _wait_at_hold(self, call: Call, *, carried_out: bool) -> None:
+        held = next(
+            (
+                h
+                for h in self._holds
+                if h.carried_out == carried_out
+                and h.method == call.method
+                and h.predicate(call.params)
+            ),
+            None,
+        )
+        if held is None:
+            return
+        self._holds.remove(held)
+        held.call = call
+        held.arrived.set()
+        if not await held._deliver and not carried_out:
+            raise ApiError(502, "Bad Gateway")
+
+    async def _answer_then_tell(
+        self, request: web.Request, response: web.Response, call: Call, result: Any
+    ) -> None:
+        """Write the answer now (the handler returns it already sent), then tell the listeners."""
+        try:
+            await response.prepare(request)
+            await response.write_eof()
+        except ConnectionError:
+            pass  # the bot is gone: the answer never reached it
+        for listener in list(self.answer_listeners):
+            listener(call, result if call.status == 200 else None)
+
     # Bot API side ----------------------------------------------------------------------------
     async def _handle(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
         call = Call(method, await _read_params(request), asyncio.get_running_loop().time())
         self.calls.append(call)
+        result: Any = None
         try:
             handler = self._route(call, request.match_info["token"])
             if method == "getUpdates":
                 self._answered(call)  # a long poll is seen when it arrives
-            response = web.json_response({"ok": True, "result": await handler(call.params)})
+            await self._wait_at_hold(call, carried_out=False)
+            result = await handler(call.params)
+            await self._wait_at_hold(call, carried_out=True)
+            response = web.json_response({"ok": True, "result": result})
         except ApiError as exc:
             call.status = exc.status
             response = _error(exc)
         if not call.answered:
             self._answered(call)
+        if self.answer_listeners:
+            await self._answer_then_tell(request, response, call, result)
         return response
 
     def _route(self, call: Call, token: str) -> Callable[[dict[str, Any]], Any]:
@@ -343,6 +456,8 @@ class FakeTelegram:
             raise ApiError(401, "Unauthorized")
         if self.down:
             raise ApiError(502, "Bad Gateway")
+        if self.send_faults is not None and (fault := self.send_faults.draw(call.method)):
+            raise fault
         if faults := self._faults.get(call.method):
             status, retry_after = faults.pop(0)
             raise ApiError(status, _describe(status, retry_after), retry_after)
