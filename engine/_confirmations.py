@@ -188,15 +188,19 @@ class Confirmations:
         conf = await self.rows.get(confirmation_id)
         if conf is None:
             return None
-        if conf.state is S.APPROVED:
-            if not await self.rows.transition(conf.id, S.APPROVED, S.EXECUTING):
-                return None
+        if conf.state is S.APPROVED:  # EXECUTING is recorded when the call starts: started()
             return conf, True, None
         if conf.state is S.DECLINED:
             return conf, False, None
         if conf.state is S.EXPIRED:
             return conf, False, EXPIRED
         return None
+
+    async def started(self, conf: ConfirmationRow) -> bool:
+        """The approved call is about to run (it has its tool slot): record that, so a crash
+        from now on is reported as "may have run" and before it as "did not run". False when
+        it is no longer approved (stopped, or run already)."""
+        return await self.rows.transition(conf.id, S.APPROVED, S.EXECUTING)
 
     async def finish(self, conf: ConfirmationRow, result: TurnResult | None) -> None:
         """An approved call ran: say on the prompt what happened."""
@@ -213,10 +217,14 @@ class Confirmations:
         await self.resolve(conf, text)
 
     async def stopped(self, key: ConversationKey) -> None:
-        """/stop cut off the running item: a call it was running is reported, never re-run."""
+        """/stop cut off the running item: a call it was running is reported, never re-run; one
+        approved but not started yet is cancelled."""
         for conf in await self.rows.in_state(S.EXECUTING, key.channel, key.chat_id):
             if await self.rows.transition(conf.id, S.EXECUTING, S.INTERRUPTED):
                 self.tasks.spawn(self.resolve(conf, f"⚠️ Stopped: {conf.summary}"), "resolve")
+        for conf in await self.rows.in_state(S.APPROVED, key.channel, key.chat_id):
+            if await self.rows.transition(conf.id, S.APPROVED, S.CANCELLED):
+                self.tasks.spawn(self.resolve(conf, f"✖️ Stopped, not run: {conf.summary}"), "r")
 
     async def resolve(self, conf: ConfirmationRow, text: str) -> None:
         await self.ready.wait()

@@ -168,6 +168,8 @@ class Dispatcher:
         await self.tasks.aclose()
         await self.background.aclose()
         for key in cut:
+            if await self.confirmations.open_in(key):  # its call waits for (or has) an answer
+                continue
             conv = await self.store.conversations.active(key.channel, key.chat_id)
             n = await self.store.conversations.close_dangling(conv.id, SHUTDOWN)
             log.warning("shutdown cut off the turn in %s (%d tool calls interrupted)", key, n)
@@ -318,7 +320,8 @@ class Dispatcher:
     async def _handle(self, key: ConversationKey, item: WorkItem) -> None:
         match item:
             case Inbound():
-                await self.confirmations.cancel_pending(key, CANCELLED_BY_MESSAGE)
+                if await self.store.inbox.ready(key.channel, key.chat_id):  # a new message
+                    await self.confirmations.cancel_pending(key, CANCELLED_BY_MESSAGE)
                 rows = await self.media.take(key)  # with what they carry, within the limits
                 if rows:
                     await self.turns.user_turn(key, rows)
@@ -364,8 +367,7 @@ class Dispatcher:
             text = "Forgot your last message and my answer." if dropped else "Nothing to undo."
             item.done.set_result(text)
             return
-        tail = await self.store.conversations.history(conv.id, 1)
-        if not tail:
+        if await self.store.conversations.last(conv.id) is None:
             item.done.set_result("Nothing to answer again.")
             return
         item.done.set_result("Asking again…")

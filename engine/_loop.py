@@ -14,6 +14,7 @@ import logging
 import secrets
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from engine._context import for_model, sanitised
@@ -43,6 +44,8 @@ TRUNCATED = (
     "Try again with a shorter reply or smaller arguments."
 )
 DECLINED = "The user declined this action; it was not run."
+NOT_STARTED = "This action was cancelled before it started; it was not run."
+Starting = Callable[[], Awaitable[bool]]
 
 
 @dataclass(slots=True)
@@ -108,9 +111,11 @@ class ToolLoop:
         *,
         record: Record | None = None,
         reason: str | None = None,
+        starting: Starting | None = None,
     ) -> TurnResult:
         """Continue a halted turn: run the approved call (or record the refusal), then the calls
-        left after it, then the loop."""
+        left after it, then the loop. `starting` is awaited right before the approved call
+        runs (once it has a tool slot); when it returns False the call is not run."""
         state = _State(ctx, list(history), record, iteration=pending.iteration)
         call = ToolCall(pending.call_id, pending.tool, json.dumps(pending.args))
         if approved:
@@ -119,7 +124,7 @@ class ToolLoop:
                 result = prepared
             else:
                 state.called.append(pending.tool)
-                result = await self._run_one(state, call, prepared)
+                result = await self._run_one(state, call, prepared, starting)
         else:
             result = ToolResult.fail(reason or DECLINED)
         await self._add_result(state, call, result)
@@ -257,7 +262,13 @@ class ToolLoop:
             return ToolResult.started(job.id, prepared.tool.name)
         return await self._run_one(state, call, prepared)
 
-    async def _run_one(self, state: _State, call: ToolCall, prepared: PreparedCall) -> ToolResult:
+    async def _run_one(
+        self,
+        state: _State,
+        call: ToolCall,
+        prepared: PreparedCall,
+        starting: Starting | None = None,
+    ) -> ToolResult:
         callback = None
         if isinstance(prepared.tool, AsyncTool):
             job_id = f"call_{call.id}"
@@ -265,6 +276,8 @@ class ToolLoop:
                 state.ctx.key, job_id, prepared.tool.name, state.ctx.user_id
             )
         async with self._slots:
+            if starting is not None and not await starting():
+                return ToolResult.fail(NOT_STARTED)
             result = await self.registry.run(
                 prepared, self._tool_context(state, call), callback=callback
             )

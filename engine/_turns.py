@@ -140,8 +140,18 @@ class TurnRunner:
                     result = await self.loop.run(history, ctx, record=record)
                 else:
                     conf, approved, reason = resume
+
+                    async def starting() -> bool:
+                        return await self.confirmations.started(conf)
+
                     result = await self.loop.resume(
-                        history, _pending(conf), approved, ctx, record=record, reason=reason
+                        history,
+                        _pending(conf),
+                        approved,
+                        ctx,
+                        record=record,
+                        reason=reason,
+                        starting=starting,
                     )
         except LLMError as exc:
             log.error("LLM request failed in %s: %s", ctx.key, exc)
@@ -246,8 +256,8 @@ class TurnRunner:
             return
         last = rows[-1]
         conv = await conversations.active(key.channel, key.chat_id, is_private=last.is_private)
-        tail = await conversations.history(conv.id, 1)
-        if tail and tail[-1].is_answer:  # answered and delivered before the crash
+        tail = await conversations.last(conv.id)
+        if tail is not None and tail.is_answer:  # answered and delivered before the crash
             await self.store.inbox.answered([r.id for r in rows])
             return
         await conversations.close_dangling(conv.id, RESTARTED)

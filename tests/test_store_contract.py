@@ -100,6 +100,7 @@ async def test_history_is_cut_at_a_user_message_so_no_result_loses_its_call(stor
         await store.conversations.append(conv.id, Message.assistant(f"a{i}"))
     got = await store.conversations.history(conv.id, limit=6)
     assert got[0] == Message.user("q2") and len(got) == 4
+    assert await store.conversations.last(conv.id) == Message.assistant("a2")
 
 
 async def test_dangling_calls_are_closed_once(store: Store) -> None:

@@ -46,6 +46,10 @@ class ConversationStore(Protocol):
         """The last `limit` messages, oldest first, starting at a user message when cut."""
         ...
 
+    async def last(self, conversation_id: int) -> Message | None:
+        """The conversation's newest message."""
+        ...
+
     async def rewind(self, conversation_id: int, *, keep_question: bool = False) -> int:
         """Delete everything after the last user message (and that message too unless
         `keep_question`); returns how many messages were deleted."""

@@ -81,6 +81,14 @@ class SqliteConversations:
                 msgs.pop(0)
         return msgs
 
+    async def last(self, conversation_id: int) -> Message | None:
+        row = await self.db.one(
+            "SELECT role, content, tool_calls, tool_call_id, is_error, speaker, media "
+            "FROM messages WHERE conversation_id=? ORDER BY id DESC LIMIT 1",
+            (conversation_id,),
+        )
+        return _message(row) if row is not None else None
+
     async def rewind(self, conversation_id: int, *, keep_question: bool = False) -> int:
         row = await self.db.one(
             "SELECT MAX(id) AS id FROM messages WHERE conversation_id=? AND role='user'",
