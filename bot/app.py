@@ -15,18 +15,22 @@ from typing import TYPE_CHECKING, Any
 from bot.config import Config
 from engine import (
     Channel,
+    Clock,
     Dispatcher,
     LimitSettings,
     LoopOptions,
+    Model,
     OpenAIModel,
+    ScheduleSettings,
     Settings,
     SqliteStore,
     Store,
+    SystemClock,
 )
 from tools import Tool, ToolRegistry
 from tools._config import apply_policy
 from tools._plugins import load_plugins
-from tools.builtins import builtin_tools
+from tools.builtins import ScheduleAccess, builtin_tools
 
 if TYPE_CHECKING:
     from tools._mcp import McpManager
@@ -49,11 +53,18 @@ def enabled_channels(config: Config) -> list[Channel]:
 
 @contextlib.asynccontextmanager
 async def open_tools(
-    config: Config, *, notes: Any = None, extra: Sequence[Tool] = ()
+    config: Config,
+    *,
+    notes: Any = None,
+    schedules: ScheduleAccess | None = None,
+    extra: Sequence[Tool] = (),
 ) -> AsyncIterator[tuple[ToolRegistry, McpManager | None]]:
     """The registry with built-ins, plugins, `extra` tools and MCP servers' tools."""
     registry = ToolRegistry(default_timeout_s=config.tools.default_timeout_s)
-    for tool in builtin_tools(config.tools, notes=notes):
+    search_key = config.search_key()
+    for tool in builtin_tools(
+        config.tools, notes=notes, schedules=schedules, search_key=search_key
+    ):
         registry.register(tool)
     plugin_tools, _problems = load_plugins(config.tools.plugins)  # each problem already logged
     for tool in [*plugin_tools, *extra]:
@@ -72,6 +83,25 @@ async def open_tools(
         yield registry, mcp
 
 
+def chat_models(config: Config, default: Model) -> dict[str, Model]:
+    """`[llm] models_allowed` by name, each on the `[llm]` endpoint (made on first use)."""
+    llm = config.llm
+    return {
+        name: default
+        if name == default.name
+        else OpenAIModel(
+            base_url=llm.base_url,
+            api_key=llm.resolve_api_key(),
+            model=name,
+            timeout_s=llm.request_timeout_s,
+            max_retries=llm.max_retries,
+            options=llm.request_options(),
+            strict_tools=config.tools.strict_schemas,
+        )
+        for name in llm.models_allowed
+    }
+
+
 class App:
     """The daemon: `channels` defaults to the enabled ones in `config`."""
 
@@ -81,8 +111,10 @@ class App:
         *,
         channels: Sequence[Channel] | None = None,
         extra_tools: Sequence[Tool] = (),
+        clock: Clock | None = None,
     ) -> None:
         self.config = config
+        self.clock = clock or SystemClock()  # scheduled tasks run by it (tests pass their own)
         self.channels = list(enabled_channels(config) if channels is None else channels)
         self.extra_tools = extra_tools
         self._stack = contextlib.AsyncExitStack()
@@ -106,7 +138,17 @@ class App:
         stack = self._stack
         self.store = await stack.enter_async_context(SqliteStore(cfg.storage.resolved_path()))
         self.registry, self.mcp = await stack.enter_async_context(
-            open_tools(cfg, notes=self.store.notes, extra=self.extra_tools)
+            open_tools(
+                cfg,
+                notes=self.store.notes,
+                schedules=ScheduleAccess(
+                    self.store.schedules,
+                    cfg.schedules.max_per_chat,
+                    cfg.schedules.min_interval_s,
+                    self.clock.now,
+                ),
+                extra=self.extra_tools,
+            )
         )
         self.model = OpenAIModel(
             base_url=cfg.llm.base_url,
@@ -118,6 +160,10 @@ class App:
             strict_tools=cfg.tools.strict_schemas,
         )
         stack.push_async_callback(self.model.aclose)
+        models = chat_models(cfg, self.model)
+        for other in models.values():
+            if other is not self.model:
+                stack.push_async_callback(other.aclose)
         loop_options = LoopOptions(
             max_iterations=cfg.llm.max_iterations,
             max_output_chars=cfg.engine.max_tool_output_chars,
@@ -149,8 +195,11 @@ class App:
                     tokens_per_day=cfg.limits.tokens_per_day,
                 ),
                 tool_calls_per_turn=cfg.limits.tool_calls_per_turn,
+                schedules=ScheduleSettings(catch_up_s=cfg.schedules.catch_up_s),
+                models=models,
             ),
             loop_options,
+            clock=self.clock,
         )
         # Exit order (reverse): the dispatcher finishes running turns while the channels can
         # still deliver their answers; then the channels stop.

@@ -54,6 +54,7 @@ class LLMConfig(_Section):
     temperature: float | None = Field(None, ge=0, le=2)
     max_tokens: int | None = Field(None, gt=0)
     options: dict[str, Any] = {}  # passed through to every request (e.g. top_p)
+    models_allowed: list[str] = []  # other models of this endpoint a chat may pick (/settings)
 
     @model_validator(mode="after")
     def _one_key_source(self) -> LLMConfig:
@@ -122,6 +123,12 @@ class LimitsConfig(_Section):
     tool_calls_per_turn: int = Field(25, ge=1)
 
 
+class SchedulesConfig(_Section):
+    catch_up_s: float = Field(3600, ge=0)  # a run missed while down is run once if this late
+    max_per_chat: int = Field(10, ge=1)
+    min_interval_s: float = Field(300, ge=1)  # the shortest time between two runs
+
+
 class LogConfig(_Section):
     level: str = "INFO"
 
@@ -132,6 +139,7 @@ class Config(_Section):
     engine: EngineConfig = EngineConfig()
     access: AccessConfig = AccessConfig()
     limits: LimitsConfig = LimitsConfig()
+    schedules: SchedulesConfig = SchedulesConfig()
     telegram: TelegramConfig = TelegramConfig()
     discord: DiscordConfig = DiscordConfig()
     console: ConsoleConfig = ConsoleConfig()
@@ -151,7 +159,7 @@ class Config(_Section):
         """Every secret this config can reach (inline, or from a credential or the environment),
         for log redaction."""
         found = []
-        for section in (self.llm, self.telegram, self.discord):
+        for section in (self.llm, self.telegram, self.discord, self.tools.web_search):
             for attr in ("api_key", "token"):
                 value = getattr(section, attr, None)
                 if isinstance(value, SecretStr):
@@ -165,6 +173,13 @@ class Config(_Section):
             found += server.headers.values()
             found += [v for k, v in server.env.items() if _SECRET_NAME.search(k)]
         return [s for s in found if s]
+
+    def search_key(self) -> str:
+        """web_search's API key (Brave, Tavily; "" for SearXNG or no backend)."""
+        search = self.tools.web_search
+        if search.backend not in ("brave", "tavily"):
+            return ""
+        return resolve_secret("tools.web_search.api_key_env", search.api_key, search.api_key_env)
 
 
 _USER_ID = re.compile(r"^\d+$")

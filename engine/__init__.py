@@ -25,6 +25,7 @@ from engine._channel import (
     parse_action,
     parse_decision,
 )
+from engine._clock import Clock, SystemClock
 from engine._context import ensure_pairing
 from engine._dispatcher import Dispatcher, LoopOptions, Settings
 from engine._jobs import Job, JobRunner
@@ -45,6 +46,7 @@ from engine._model import (
     Usage,
 )
 from engine._openai import OpenAIModel
+from engine._schedules import Schedules, ScheduleSettings
 from engine._scripted import ScriptedModel, reply
 from engine._store import SqliteStore, Store
 from engine._types import ConversationKey, PendingCall, TurnContext, TurnResult
@@ -56,6 +58,7 @@ __all__ = [
     "Capabilities",
     "Channel",
     "Choice",
+    "Clock",
     "Command",
     "ConfirmationPrompt",
     "ConversationKey",
@@ -80,10 +83,13 @@ __all__ = [
     "Press",
     "Reply",
     "Role",
+    "ScheduleSettings",
+    "Schedules",
     "ScriptedModel",
     "Settings",
     "SqliteStore",
     "Store",
+    "SystemClock",
     "Text",
     "ToolCall",
     "ToolLoop",

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 
 from engine._background import Background
 from engine._channel import Action, Channel, Command, Decision, InboundMessage, Press, Reply
+from engine._chat_settings import ChatSettings
+from engine._clock import Clock, SystemClock
 from engine._confirmations import Confirmations
 from engine._limits import Limits, LimitSettings
 from engine._loop import ToolLoop
@@ -31,8 +33,10 @@ from engine._queue import (
     Notice,
     Recover,
     Rewind,
+    ScheduledRun,
     WorkItem,
 )
+from engine._schedules import Schedules, ScheduleSettings
 from engine._store import InboxState, Store
 from engine._tasks import Tasks
 from engine._turns import TurnRunner, TurnSettings
@@ -73,6 +77,8 @@ class Settings:
     always_ask: set[str] = field(default_factory=lambda: {"run_command", "delete_file"})
     limits: LimitSettings = field(default_factory=LimitSettings)
     tool_calls_per_turn: int | None = 25
+    schedules: ScheduleSettings = field(default_factory=ScheduleSettings)
+    models: dict[str, Model] = field(default_factory=dict)  # what /settings may choose, by name
 
 
 class Dispatcher:
@@ -85,6 +91,8 @@ class Dispatcher:
         registry: ToolRegistry,
         settings: Settings | None = None,
         loop_options: LoopOptions | None = None,
+        *,
+        clock: Clock | None = None,
     ) -> None:
         self.store = store
         self.registry = registry
@@ -103,13 +111,28 @@ class Dispatcher:
         )
         options = dataclasses.asdict(loop_options or LoopOptions())
         self.loop = ToolLoop(
-            model, registry, jobs=self.background.runner, stream=s.stream, **options
+            model,
+            registry,
+            jobs=self.background.runner,
+            stream=s.stream,
+            models=s.models,
+            **options,
         )
+        self.chat_settings = ChatSettings(store, self.channels, policy, list(s.models), model.name)
         turn_settings = TurnSettings(
             s.system_prompt or "", s.history_limit, s.stream, set(s.dm_only), s.tool_calls_per_turn
         )
         self.turns = TurnRunner(
-            store, self.loop, self.channels, self.confirmations, self.permissions, turn_settings
+            store,
+            self.loop,
+            self.channels,
+            self.confirmations,
+            self.permissions,
+            turn_settings,
+            self.chat_settings,
+        )
+        self.schedules = Schedules(
+            store, self.queues, self.turns, s.schedules, clock or SystemClock()
         )
         self._releases: dict[ConversationKey, asyncio.TimerHandle] = {}
 
@@ -126,11 +149,13 @@ class Dispatcher:
     async def prepare(self) -> None:
         """Queue what a crash or restart left unfinished, chat by chat, before the channels
         deliver anything new: it then runs first in each chat's order."""
+        await self.chat_settings.load()
         unfinished = await self.store.inbox.unfinished_chats()
         for channel, chat_id in unfinished:
             self.queues.put(ConversationKey(channel, chat_id), Recover())
         await self.confirmations.recover()
         await self.background.recover()
+        await self.schedules.recover()
         for channel, chat_id in unfinished:
             key = ConversationKey(channel, chat_id)
             self.queues.put(key, Inbound())
@@ -141,6 +166,7 @@ class Dispatcher:
         self.confirmations.ready.set()
         self.queues.open()
         self.tasks.spawn(self._expiry_watch(), "confirmation-expiry")
+        self.tasks.spawn(self.schedules.run(), "scheduler")
 
     async def aclose(self) -> None:
         """Let running turns finish (bounded), then cancel and record what was cut off."""
@@ -165,7 +191,12 @@ class Dispatcher:
         users = self.settings.allowed_users.get(channel, set())
         return "*" in users or user_id in users
 
+    def listens(self, channel: str, chat_id: str) -> bool:
+        return self.chat_settings.listens(channel, chat_id)
+
     async def handle_inbound(self, msg: InboundMessage) -> None:
+        if self.chat_settings.drops(msg):  # a group set to mentions only
+            return
         if not self.allowed(msg.channel, msg.user_id):
             log.warning("refused %s user %s (%s)", msg.channel, msg.user_id, msg.user_name)
             if msg.is_private or msg.mentioned:  # no reply to chatter in a group
@@ -236,7 +267,11 @@ class Dispatcher:
             return Reply(
                 f"Sorry, you are not allowed to use this bot. Your user id is {action.user_id}."
             )
-        reply = await self.permissions.act(action)
+        reply = (
+            await self.permissions.act(action)
+            or await self.schedules.act(action)
+            or await self.chat_settings.act(action)
+        )
         return reply or Reply("This button no longer works.")
 
     async def _command(self, msg: InboundMessage, command: Command) -> str | Reply:
@@ -263,6 +298,10 @@ class Dispatcher:
             return await done
         if command is Command.PERMISSIONS:
             return await self.permissions.menu(key)
+        if command is Command.SETTINGS:
+            return await self.chat_settings.command(msg)
+        if command is Command.SCHEDULES:
+            return await self.schedules.menu(key)
         if command is Command.USAGE:
             return await self.limits.usage(msg)
         if command is Command.RESET:
@@ -323,6 +362,8 @@ class Dispatcher:
                     await self.turns.run(conv, job.user_id, "", None)
             case Notice(text, reply_to):
                 await self.turns.say(key.channel, key.chat_id, text, reply_to)
+            case ScheduledRun():
+                await self.schedules.execute(item)
             case Rewind():
                 try:
                     await self._rewind(key, item)
@@ -352,5 +393,6 @@ class Dispatcher:
         conv = await self.store.conversations.active(key.channel, key.chat_id)
         await self.store.conversations.close_dangling(conv.id, STOPPED)
         await self.confirmations.stopped(key)
+        await self.schedules.stopped(key)
         rows = await self.store.inbox.rows(InboxState.TAKEN, key.channel, key.chat_id)
         await self.store.inbox.answered([r.id for r in rows])  # "Stopped." was their answer

@@ -35,6 +35,7 @@ class TurnContext:
     system: str = ""  # the system prompt of this turn
     granted: frozenset[str] = frozenset()  # destructive tools that run here without asking
     max_tool_calls: int | None = None  # tool calls this turn may make (None: no limit)
+    model: str | None = None  # the model this chat chose (/settings); None: the default
 
 
 @dataclass(slots=True)
