@@ -48,6 +48,7 @@ log = logging.getLogger(__name__)
 CANCELLED_BY_MESSAGE = "cancelled: the user sent a new message instead of confirming."
 # In a shared chat a message from anyone moves the conversation on: a confirmation left pending
 # under later messages would put its result out of order in the history.
+CANCELLED_BY_SCHEDULE = "cancelled: a scheduled task ran in this chat before it was confirmed."
 STOPPED = "cancelled: the user stopped the turn."
 SHUTDOWN = "interrupted: the daemon shut down before this call finished."
 
@@ -362,7 +363,8 @@ class Dispatcher:
                     await self.turns.run(conv, job.user_id, "", None)
             case Notice(text, reply_to):
                 await self.turns.say(key.channel, key.chat_id, text, reply_to)
-            case ScheduledRun():
+            case ScheduledRun():  # like a message, it moves the conversation on
+                await self.confirmations.cancel_pending(key, CANCELLED_BY_SCHEDULE)
                 await self.schedules.execute(item)
             case Rewind():
                 try:

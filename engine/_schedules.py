@@ -73,7 +73,9 @@ class Schedules:
             if row is None:
                 continue
             key = _key(row)
-            conv = await self.store.conversations.active(row.channel, row.chat_id)
+            conv = await self.store.conversations.active(
+                row.channel, row.chat_id, is_private=row.is_private
+            )
             await self.store.conversations.close_dangling(conv.id, RESTARTED)
             self.queues.put(key, Recover())  # an answer stored but not delivered goes out
             log.warning("scheduled task #%d in %s was cut off by a restart", row.id, key)
