@@ -273,3 +273,23 @@ async def test_a_run_cut_off_by_a_restart_is_reported_and_not_run_again(
         await app.dispatcher.wait_idle("test", "a")
     assert "⚠️ Scheduled task #1 (“Tell me the time”) was cut off by a restart" in notice.text
     assert runs(config) == [(1, "interrupted", 0)]
+
+
+async def test_a_run_moves_the_conversation_on_like_a_message(
+    config: Config, llm: FakeOpenAI
+) -> None:
+    clock = ManualClock()
+    written.clear()
+    async with running(config, clock) as (app, ch):
+        await create(app, ch, llm)
+        llm.script(tool_call("write_note", {"name": "x"}))
+        await app.dispatcher.handle_inbound(ch.message("write a note", chat_id="a"))
+        await ch.wait_for("confirm", chat_id="a")
+        llm.script(text("It is noon."))
+        await clock.advance(60)  # the prompt is left unanswered when the task runs
+        [resolved] = await ch.wait_for("resolve", chat_id="a")
+        assert "ancel" in resolved.text
+        sent = await ch.wait_for("send", 2, chat_id="a")
+    assert sent[-1].text == "It is noon." and written == []
+    tool_result = scheduled(llm)[0]["messages"][-2]
+    assert tool_result["role"] == "tool" and "scheduled task ran" in tool_result["content"]
