@@ -21,7 +21,7 @@ from tools import (
     builtin_tools,
     load_plugins,
 )
-from tools._config import check_tools
+from tools._config import DEFAULT_BUILTINS, check_tools
 
 NO_CHANNEL = (
     "no channel is enabled, so `relaybot run` has nothing to serve: set enabled = true under "
@@ -40,12 +40,20 @@ def validate(
     if resolve_secrets:
         for where, endpoint in config.llm.endpoints():
             endpoint.resolve_api_key(where)
+        config.search_key()
         for section in channels.values():
             if section.enabled:
                 section.resolve_token()
     if need_channel and not any(section.enabled for section in channels.values()):
         raise ConfigError("", NO_CHANNEL)
     warnings = []
+    if "web_search" in config.tools.builtins and config.tools.web_search.backend is None:
+        if tuple(config.tools.builtins) != DEFAULT_BUILTINS:  # named by the operator
+            warnings.append(
+                "tools.builtins names web_search, but [tools.web_search] sets no backend, so it "
+                'is not offered: set backend = "searxng" and url, or "brave" / "tavily" and '
+                "api_key_env"
+            )
     for name, section in channels.items():
         if section.enabled and not section.allowed_users:
             warnings.append(

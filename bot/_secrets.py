@@ -49,6 +49,7 @@ def seal_secrets(config: Config) -> list[str]:
     sealed = []
     sources = [(config.llm, "api_key", "api_key_env")]
     sources += [(s, "token", "token_env") for s in (config.telegram, config.discord)]
+    sources.append((config.tools.web_search, "api_key", "api_key_env"))
     for section, value_attr, name_attr in sources:
         name = getattr(section, name_attr)
         value = read_secret(name) if name else None

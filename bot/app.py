@@ -12,23 +12,27 @@ import logging
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from bot._models import build_model, openai_compatible
+from bot._models import build_model, endpoint_model, openai_compatible
 from bot.config import Config
 from engine import (
     Channel,
+    Clock,
     Dispatcher,
     LimitSettings,
     LoopOptions,
     MediaSettings,
+    Model,
     OpenAITranscriber,
+    ScheduleSettings,
     Settings,
     SqliteStore,
     Store,
+    SystemClock,
 )
 from tools import Tool, ToolRegistry
 from tools._config import apply_policy
 from tools._plugins import load_plugins
-from tools.builtins import builtin_tools
+from tools.builtins import ScheduleAccess, builtin_tools
 
 if TYPE_CHECKING:
     from tools._mcp import McpManager
@@ -51,11 +55,18 @@ def enabled_channels(config: Config) -> list[Channel]:
 
 @contextlib.asynccontextmanager
 async def open_tools(
-    config: Config, *, notes: Any = None, extra: Sequence[Tool] = ()
+    config: Config,
+    *,
+    notes: Any = None,
+    schedules: ScheduleAccess | None = None,
+    extra: Sequence[Tool] = (),
 ) -> AsyncIterator[tuple[ToolRegistry, McpManager | None]]:
     """The registry with built-ins, plugins, `extra` tools and MCP servers' tools."""
     registry = ToolRegistry(default_timeout_s=config.tools.default_timeout_s)
-    for tool in builtin_tools(config.tools, notes=notes):
+    search_key = config.search_key()
+    for tool in builtin_tools(
+        config.tools, notes=notes, schedules=schedules, search_key=search_key
+    ):
         registry.register(tool)
     plugin_tools, _problems = load_plugins(config.tools.plugins)  # each problem already logged
     for tool in [*plugin_tools, *extra]:
@@ -74,6 +85,19 @@ async def open_tools(
         yield registry, mcp
 
 
+def chat_models(config: Config, default: Model) -> dict[str, Model]:
+    """`[llm] models_allowed` by name, each on the `[llm]` endpoint and provider."""
+    llm = config.llm
+    return {
+        name: default
+        if name == default.name
+        else endpoint_model(
+            llm.model_copy(update={"model": name}), strict_tools=config.tools.strict_schemas
+        )
+        for name in llm.models_allowed
+    }
+
+
 class App:
     """The daemon: `channels` defaults to the enabled ones in `config`."""
 
@@ -83,8 +107,10 @@ class App:
         *,
         channels: Sequence[Channel] | None = None,
         extra_tools: Sequence[Tool] = (),
+        clock: Clock | None = None,
     ) -> None:
         self.config = config
+        self.clock = clock or SystemClock()  # scheduled tasks run by it (tests pass their own)
         self.channels = list(enabled_channels(config) if channels is None else channels)
         self.extra_tools = extra_tools
         self._stack = contextlib.AsyncExitStack()
@@ -108,7 +134,17 @@ class App:
         stack = self._stack
         self.store = await stack.enter_async_context(SqliteStore(cfg.storage.resolved_path()))
         self.registry, self.mcp = await stack.enter_async_context(
-            open_tools(cfg, notes=self.store.notes, extra=self.extra_tools)
+            open_tools(
+                cfg,
+                notes=self.store.notes,
+                schedules=ScheduleAccess(
+                    self.store.schedules,
+                    cfg.schedules.max_per_chat,
+                    cfg.schedules.min_interval_s,
+                    self.clock.now,
+                ),
+                extra=self.extra_tools,
+            )
         )
         self.model = build_model(cfg)
         stack.push_async_callback(self.model.aclose)
@@ -118,6 +154,10 @@ class App:
             transcriber = OpenAITranscriber(lambda: speech.sdk, cfg.media.transcription_model)
         elif cfg.media.transcription_model:
             log.warning("transcription needs an OpenAI-compatible [llm] endpoint; voice stays off")
+        models = chat_models(cfg, self.model)
+        for other in models.values():
+            if other is not self.model:
+                stack.push_async_callback(other.aclose)
         loop_options = LoopOptions(
             max_iterations=cfg.llm.max_iterations,
             max_output_chars=cfg.engine.max_tool_output_chars,
@@ -153,9 +193,12 @@ class App:
                     vision=cfg.llm.vision,
                     **cfg.media.model_dump(exclude={"transcription_model"}),
                 ),
+                schedules=ScheduleSettings(catch_up_s=cfg.schedules.catch_up_s),
+                models=models,
             ),
             loop_options,
             transcriber,
+            clock=self.clock,
         )
         # Exit order (reverse): the dispatcher finishes running turns while the channels can
         # still deliver their answers; then the channels stop.

@@ -81,6 +81,7 @@ class ModelEndpoint(_Section):
 
 
 class LLMConfig(ModelEndpoint):
+    models_allowed: list[str] = []  # other models of this endpoint a chat may pick (/settings)
     vision: bool = False  # the model accepts images (pictures users send are shown to it)
     stream: bool = False
     max_iterations: int = Field(10, ge=1, le=100)
@@ -180,6 +181,12 @@ class MediaConfig(_Section):
     transcription_model: str | None = None  # e.g. "whisper-1"; unset: voice is not accepted
 
 
+class SchedulesConfig(_Section):
+    catch_up_s: float = Field(3600, ge=0)  # a run missed while down is run once if this late
+    max_per_chat: int = Field(10, ge=1)
+    min_interval_s: float = Field(300, ge=1)  # the shortest time between two runs
+
+
 class LogConfig(_Section):
     level: str = "INFO"
 
@@ -191,6 +198,7 @@ class Config(_Section):
     access: AccessConfig = AccessConfig()
     limits: LimitsConfig = LimitsConfig()
     media: MediaConfig = MediaConfig()
+    schedules: SchedulesConfig = SchedulesConfig()
     telegram: TelegramConfig = TelegramConfig()
     discord: DiscordConfig = DiscordConfig()
     console: ConsoleConfig = ConsoleConfig()
@@ -210,7 +218,13 @@ class Config(_Section):
         """Every secret this config can reach (inline, or from a credential or the environment),
         for log redaction."""
         found = []
-        for section in (self.llm, *self.llm.fallback, self.telegram, self.discord):
+        for section in (
+            self.llm,
+            *self.llm.fallback,
+            self.telegram,
+            self.discord,
+            self.tools.web_search,
+        ):
             for attr in ("api_key", "token"):
                 value = getattr(section, attr, None)
                 if isinstance(value, SecretStr):
@@ -224,6 +238,13 @@ class Config(_Section):
             found += server.headers.values()
             found += [v for k, v in server.env.items() if _SECRET_NAME.search(k)]
         return [s for s in found if s]
+
+    def search_key(self) -> str:
+        """web_search's API key (Brave, Tavily; "" for SearXNG or no backend)."""
+        search = self.tools.web_search
+        if search.backend not in ("brave", "tavily"):
+            return ""
+        return resolve_secret("tools.web_search.api_key_env", search.api_key, search.api_key_env)
 
 
 _USER_ID = re.compile(r"^\d+$")

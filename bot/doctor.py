@@ -24,6 +24,7 @@ from bot._lock import holder
 from bot.config import Config, ModelEndpoint
 from engine import SqliteStore
 from tools import ConfigError, RelaybotError
+from tools.builtins._search import SearchFailed, WebSearch
 
 
 class Status(enum.StrEnum):
@@ -280,12 +281,34 @@ async def _check_discord(config: Config) -> Check:
     return Check("discord", Status.OK, f"token accepted: {resp.json().get('username')}")
 
 
+async def _check_search(config: Config) -> Check:
+    """One real search ("relaybot") against the configured backend."""
+    search = config.tools.web_search
+    where = f"{search.backend} at {search.endpoint}"
+    try:
+        tool = WebSearch(search, config.search_key())
+    except RelaybotError as exc:
+        fix = "export the variable, or set [tools.web_search] api_key"
+        return Check("web_search", Status.FAILED, str(exc), fix)
+    try:
+        hits = await tool.search("relaybot", 3)
+    except SearchFailed as exc:
+        if search.backend == "searxng":
+            fix = "check [tools.web_search] url, and json in the instance's search.formats"
+        else:
+            fix = "check the API key ([tools.web_search] api_key_env) and url"
+        return Check("web_search", Status.FAILED, f"{where}: {exc}", fix)
+    return Check("web_search", Status.OK, f"{where} answers ({len(hits)} results for a test)")
+
+
 async def run_doctor(config: Config) -> int:
     checks: list[Callable[[Config], Awaitable[Check]]] = [_check_store]
     if config.telegram.enabled:
         checks.append(_check_telegram)
     if config.discord.enabled:
         checks.append(_check_discord)
+    if config.tools.web_search.backend is not None:
+        checks.append(_check_search)
     plugins = asyncio.create_task(asyncio.to_thread(_plugins, config))
     models = asyncio.create_task(_check_models(config))
     results = [

@@ -59,6 +59,8 @@ class DiscordConfig(BaseModel):
     respond_in_guilds: Literal["mentions", "all"] = "mentions"
     # Sync slash commands to these guilds only (instant, for trying things out); empty: global.
     command_guilds: list[str] = []
+    # Besides members with Manage Server, these roles (ids or names) may change /settings.
+    admin_roles: list[str] = []
 
     @field_validator("api_base_url")
     @classmethod

@@ -193,6 +193,14 @@ def _slash_command(
     async def callback(interaction: discord.Interaction) -> None:
         await adapter.on_command(interaction, command)
 
+    async def with_text(interaction: discord.Interaction, text: str | None = None) -> None:
+        await adapter.on_command(interaction, command, text or "")
+
+    if command.argument is not None:  # one optional text option, read as Telegram's arguments
+        described = app_commands.describe(text=command.argument[:100])(with_text)
+        return app_commands.Command(
+            name=command.value, description=command.description, callback=described
+        )
     return app_commands.Command(
         name=command.value, description=command.description, callback=callback
     )

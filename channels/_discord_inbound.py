@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 import logging
 import re
+from collections.abc import Callable
 
 import discord
 
@@ -24,9 +25,13 @@ DECISION_RE = re.compile(DECISION_PATTERN)
 
 
 def inbound(
-    message: discord.Message, me: discord.ClientUser, config: DiscordConfig
+    message: discord.Message,
+    me: discord.ClientUser,
+    config: DiscordConfig,
+    listens: Callable[[str], bool] = lambda chat_id: False,
 ) -> InboundMessage | None:
-    """The engine's view of ``message``, or None when it is not for the bot."""
+    """The engine's view of ``message``, or None when it is not for the bot. `listens(chat)`
+    says whether a channel asked for every message (/settings reply mode all)."""
     if message.author.bot or message.author.id == me.id or message.webhook_id is not None:
         return None
     if message.type not in (discord.MessageType.default, discord.MessageType.reply):
@@ -40,7 +45,12 @@ def inbound(
     # People often pick the bot's own role (same name) from the mention list: that counts too.
     my_roles = [r.id for r in message.role_mentions if r.tags and r.tags.bot_id == me.id]
     mentioned = replied_to_me or bool(my_roles) or any(u.id == me.id for u in message.mentions)
-    if guild_id is not None and not mentioned and config.respond_in_guilds == "mentions":
+    if (
+        guild_id is not None
+        and not mentioned
+        and config.respond_in_guilds == "mentions"
+        and not listens(str(message.channel.id))
+    ):
         return None
     mention = "|".join([rf"<@!?{me.id}>", *(f"<@&{role_id}>" for role_id in my_roles)])
     text = re.sub(rf"(?:{mention})\s*", "", message.content).strip()

@@ -81,6 +81,17 @@ class _Addressed(filters.MessageFilter):
 ADDRESSED = _Addressed(name="ADDRESSED")  # a PTB filter: mentions the bot or replies to it
 
 
+class Listening(filters.MessageFilter):
+    """A PTB filter: the message's chat asked for every message (/settings reply mode all)."""
+
+    def __init__(self, listens: Callable[[str], bool]) -> None:
+        super().__init__(name="LISTENING")
+        self._listens = listens
+
+    def filter(self, message: Message) -> bool:
+        return self._listens(str(message.chat_id))
+
+
 class Poller:
     """getUpdates in a loop, handing each update to `handle` (the Application's
     ``process_update``). A batch runs chat by chat: chats concurrently, each chat's updates one

@@ -156,7 +156,7 @@ class ConsoleChannel(Channel):
                     continue
                 if text.isdigit() and 0 < int(text) <= len(self._menu):
                     action = Action(
-                        self.name, CHAT_ID, self.user_id, self._menu[int(text) - 1].action
+                        self.name, CHAT_ID, self.user_id, self._menu[int(text) - 1].action, True
                     )
                     self._show(await engine.handle_action(action))
                     continue

@@ -255,11 +255,14 @@ class DiscordChannel(Channel):
     # ---- Discord -> engine (called by Client)
 
     async def on_message(self, message: discord.Message, me: discord.ClientUser) -> None:
-        msg = inbound(message, me, self.config)
+        engine = self._require_engine()
+        msg = inbound(message, me, self.config, lambda chat: engine.listens(self.name, chat))
         if msg is not None:
-            await self._require_engine().handle_inbound(msg)
+            await engine.handle_inbound(msg)
 
-    async def on_command(self, interaction: discord.Interaction, command: Command) -> None:
+    async def on_command(
+        self, interaction: discord.Interaction, command: Command, text: str = ""
+    ) -> None:
         if not await self._guild_allowed(interaction):
             return
         msg = InboundMessage(
@@ -267,7 +270,7 @@ class DiscordChannel(Channel):
             chat_id=str(interaction.channel_id),
             user_id=str(interaction.user.id),
             user_name=interaction.user.display_name,
-            text=f"/{command.value}",
+            text=f"/{command.value} {text}".strip(),
             message_id=str(interaction.id),
             is_private=interaction.guild_id is None,
             mentioned=True,
@@ -290,7 +293,13 @@ class DiscordChannel(Channel):
         """A press on a command reply's button: the message shows what the engine says now."""
         if not await self._guild_allowed(interaction):
             return
-        pressed = Action(self.name, str(interaction.channel_id), str(interaction.user.id), action)
+        pressed = Action(
+            self.name,
+            str(interaction.channel_id),
+            str(interaction.user.id),
+            action,
+            interaction.guild_id is None,
+        )
         work = self._require_engine().handle_action(pressed)
         reply = await within_ack_budget(interaction, work, thinking=False, ephemeral=True)
         if interaction.response.is_done():
@@ -319,6 +328,20 @@ class DiscordChannel(Channel):
             await interaction.followup.send(decision.message, ephemeral=True)
         else:
             await interaction.response.send_message(decision.message, ephemeral=True)
+
+    async def is_chat_admin(self, chat_id: str, user_id: str) -> bool:
+        """Manage Server in the channel's guild, or a role named in `admin_roles`."""
+        if self._client is None:
+            return False
+        channel = self._client.get_channel(int(chat_id))
+        guild = getattr(channel, "guild", None)
+        if guild is None:
+            return False
+        member = guild.get_member(int(user_id)) or await guild.fetch_member(int(user_id))
+        if member.guild_permissions.manage_guild:
+            return True
+        wanted = set(self.config.admin_roles)
+        return any(str(role.id) in wanted or role.name in wanted for role in member.roles)
 
     async def _guild_allowed(self, interaction: discord.Interaction) -> bool:
         guild_id = interaction.guild_id

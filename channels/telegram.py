@@ -32,6 +32,7 @@ from telegram import (
     InlineKeyboardMarkup,
     Update,
 )
+from telegram.constants import ChatMemberStatus, ChatType
 from telegram.error import InvalidToken, TelegramError
 from telegram.ext import (
     AIORateLimiter,
@@ -49,7 +50,13 @@ from channels._telegram_format import CAPTION_LIMIT, TELEGRAM_LIMIT, escape, vis
 from channels._telegram_http import AiohttpRequest
 from channels._telegram_media import MEDIA, download
 from channels._telegram_outbox import Outbox
-from channels._telegram_updates import ADDRESSED, TOKEN_REJECTED, Poller, inbound_message
+from channels._telegram_updates import (
+    ADDRESSED,
+    TOKEN_REJECTED,
+    Listening,
+    Poller,
+    inbound_message,
+)
 from engine._backoff import Backoff
 from engine._channel import (
     Action,
@@ -163,7 +170,10 @@ class TelegramChannel(Channel):
 
     def _add_handlers(self, group_mode: str) -> None:
         new = filters.UpdateType.MESSAGE  # edited messages and channel posts are ignored
-        groups = filters.ChatType.GROUPS if group_mode == "all" else ADDRESSED
+        # A group set to "all" in /settings gets every message even when the config says
+        # mentions; ADDRESSED is tried first, so a mention costs no lookup.
+        listening = Listening(self._listens)
+        groups = filters.ChatType.GROUPS if group_mode == "all" else ADDRESSED | listening
         text = filters.TEXT | filters.CAPTION | MEDIA
         app = self._app
         for command in Command:
@@ -234,7 +244,8 @@ class TelegramChannel(Channel):
             self._reply(update, query.answer(STALE_BUTTON))
             return
         chat_id = str(message.chat.id)
-        pressed = Action(self.name, chat_id, str(query.from_user.id), action)
+        private = message.chat.type == ChatType.PRIVATE
+        pressed = Action(self.name, chat_id, str(query.from_user.id), action, private)
         reply = await self._engine_().handle_action(pressed)
         self._reply(update, query.answer())
         edit = self._outbox.edit_menu(chat_id, str(message.message_id), reply.text, _menu(reply))
@@ -248,6 +259,14 @@ class TelegramChannel(Channel):
     async def _on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
         uid = update.update_id if isinstance(update, Update) else None
         log.error("Telegram update %s failed", uid, exc_info=context.error)
+
+    def _listens(self, chat_id: str) -> bool:
+        return self._engine is not None and self._engine.listens(self.name, chat_id)
+
+    async def is_chat_admin(self, chat_id: str, user_id: str) -> bool:
+        """getChatMember: the group's creator and its administrators."""
+        member = await self._app.bot.get_chat_member(int(chat_id), int(user_id))
+        return member.status in (ChatMemberStatus.OWNER, ChatMemberStatus.ADMINISTRATOR)
 
     def _engine_(self) -> Engine:
         if self._engine is None:

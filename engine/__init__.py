@@ -30,6 +30,7 @@ from engine._channel import (
     parse_action,
     parse_decision,
 )
+from engine._clock import Clock, SystemClock
 from engine._context import ensure_pairing
 from engine._dispatcher import Dispatcher, LoopOptions, Settings
 from engine._failover import FailoverModel
@@ -52,6 +53,7 @@ from engine._model import (
     Usage,
 )
 from engine._openai import OpenAIModel
+from engine._schedules import Schedules, ScheduleSettings
 from engine._scripted import ScriptedModel, reply
 from engine._store import SqliteStore, Store
 from engine._transcribe import OpenAITranscriber
@@ -66,6 +68,7 @@ __all__ = [
     "Capabilities",
     "Channel",
     "Choice",
+    "Clock",
     "Command",
     "ConfirmationPrompt",
     "ConversationKey",
@@ -95,10 +98,13 @@ __all__ = [
     "Press",
     "Reply",
     "Role",
+    "ScheduleSettings",
+    "Schedules",
     "ScriptedModel",
     "Settings",
     "SqliteStore",
     "Store",
+    "SystemClock",
     "Text",
     "ToolCall",
     "ToolLoop",

@@ -142,11 +142,18 @@ class Command(enum.StrEnum):
     UNDO = "undo"
     PERMISSIONS = "permissions"
     USAGE = "usage"
+    SCHEDULES = "schedules"
+    SETTINGS = "settings"
 
     @property
     def description(self) -> str:
         """The line a platform's command menu shows."""
         return _COMMAND_HELP[self]
+
+    @property
+    def argument(self) -> str | None:
+        """What the text after the command says (a slash command's option), if it takes any."""
+        return _COMMAND_ARGUMENTS.get(self)
 
 
 _COMMAND_HELP = {
@@ -158,6 +165,13 @@ _COMMAND_HELP = {
     Command.UNDO: "Forget your last message and my answer to it",
     Command.PERMISSIONS: "What I may do here without asking; revoke it",
     Command.USAGE: "How much you have used me today and this month",
+    Command.SCHEDULES: "Scheduled tasks in this chat; cancel them",
+    Command.SETTINGS: "This chat's persona, model and reply mode",
+}
+
+
+_COMMAND_ARGUMENTS = {
+    Command.SETTINGS: "What to change, e.g. persona You are a pirate / model <name> / mode all",
 }
 
 
@@ -202,6 +216,7 @@ class Action:
     chat_id: str
     user_id: str
     action: str
+    is_private: bool = False  # a DM; False (a group) unless the adapter knows otherwise
 
 
 class DecisionStatus(enum.StrEnum):
@@ -239,6 +254,11 @@ class Engine(Protocol):
 
     async def handle_action(self, action: Action) -> Reply:
         """Run a press on a command reply's button; returns what that message shows now."""
+
+    def listens(self, channel: str, chat_id: str) -> bool:
+        """True when the group chat asked for every message, not only those addressed to the
+        bot: the adapter then hands those to :meth:`handle_inbound` too. Synchronous and
+        cheap (a set lookup), for an adapter's message filter."""
 
 
 class Channel(abc.ABC):
@@ -294,6 +314,11 @@ class Channel(abc.ABC):
         larger than `max_bytes` (checked before the body is read). The caller sets the timeout.
         """
         raise DownloadError(f"the {self.name} channel receives no files")
+
+    async def is_chat_admin(self, chat_id: str, user_id: str) -> bool:
+        """True when the platform says `user_id` administers the group `chat_id` (then they
+        may change its /settings). A platform without groups keeps this default."""
+        return False
 
 
 # Button payloads, shared by every adapter: "rb:<id>:<choice>" (well inside 64 bytes).

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 
 from engine._background import Background
 from engine._channel import Action, Channel, Command, Decision, InboundMessage, Press, Reply
+from engine._chat_settings import ChatSettings
+from engine._clock import Clock, SystemClock
 from engine._confirmations import Confirmations
 from engine._limits import Limits, LimitSettings
 from engine._loop import ToolLoop
@@ -33,8 +35,10 @@ from engine._queue import (
     Notice,
     Recover,
     Rewind,
+    ScheduledRun,
     WorkItem,
 )
+from engine._schedules import Schedules, ScheduleSettings
 from engine._store import InboxState, Store
 from engine._tasks import Tasks
 from engine._transcribe import Transcriber
@@ -47,6 +51,7 @@ log = logging.getLogger(__name__)
 CANCELLED_BY_MESSAGE = "cancelled: the user sent a new message instead of confirming."
 # In a shared chat a message from anyone moves the conversation on: a confirmation left pending
 # under later messages would put its result out of order in the history.
+CANCELLED_BY_SCHEDULE = "cancelled: a scheduled task ran in this chat before it was confirmed."
 STOPPED = "cancelled: the user stopped the turn."
 SHUTDOWN = "interrupted: the daemon shut down before this call finished."
 
@@ -77,6 +82,8 @@ class Settings:
     limits: LimitSettings = field(default_factory=LimitSettings)
     tool_calls_per_turn: int | None = 25
     media: MediaSettings = field(default_factory=MediaSettings)
+    schedules: ScheduleSettings = field(default_factory=ScheduleSettings)
+    models: dict[str, Model] = field(default_factory=dict)  # what /settings may choose, by name
 
 
 class Dispatcher:
@@ -90,6 +97,8 @@ class Dispatcher:
         settings: Settings | None = None,
         loop_options: LoopOptions | None = None,
         transcriber: Transcriber | None = None,
+        *,
+        clock: Clock | None = None,
     ) -> None:
         self.store = store
         self.registry = registry
@@ -108,8 +117,14 @@ class Dispatcher:
         )
         options = dataclasses.asdict(loop_options or LoopOptions())
         self.loop = ToolLoop(
-            model, registry, jobs=self.background.runner, stream=s.stream, **options
+            model,
+            registry,
+            jobs=self.background.runner,
+            stream=s.stream,
+            models=s.models,
+            **options,
         )
+        self.chat_settings = ChatSettings(store, self.channels, policy, list(s.models), model.name)
         turn_settings = TurnSettings(
             s.system_prompt or "", s.history_limit, s.stream, set(s.dm_only), s.tool_calls_per_turn
         )
@@ -124,7 +139,11 @@ class Dispatcher:
             self.confirmations,
             self.permissions,
             turn_settings,
-            images,
+            images=images,
+            chat_settings=self.chat_settings,
+        )
+        self.schedules = Schedules(
+            store, self.queues, self.turns, s.schedules, clock or SystemClock()
         )
         self.media = MediaIntake(store, self.channels, s.media, cache, self.turns.say, transcriber)
         self.albums = Albums()
@@ -143,11 +162,13 @@ class Dispatcher:
     async def prepare(self) -> None:
         """Queue what a crash or restart left unfinished, chat by chat, before the channels
         deliver anything new: it then runs first in each chat's order."""
+        await self.chat_settings.load()
         unfinished = await self.store.inbox.unfinished_chats()
         for channel, chat_id in unfinished:
             self.queues.put(ConversationKey(channel, chat_id), Recover())
         await self.confirmations.recover()
         await self.background.recover()
+        await self.schedules.recover()
         for channel, chat_id in unfinished:
             key = ConversationKey(channel, chat_id)
             self.queues.put(key, Inbound())
@@ -158,6 +179,7 @@ class Dispatcher:
         self.confirmations.ready.set()
         self.queues.open()
         self.tasks.spawn(self._expiry_watch(), "confirmation-expiry")
+        self.tasks.spawn(self.schedules.run(), "scheduler")
 
     async def aclose(self) -> None:
         """Let running turns finish (bounded), then cancel and record what was cut off."""
@@ -185,7 +207,12 @@ class Dispatcher:
         users = self.settings.allowed_users.get(channel, set())
         return "*" in users or user_id in users
 
+    def listens(self, channel: str, chat_id: str) -> bool:
+        return self.chat_settings.listens(channel, chat_id)
+
     async def handle_inbound(self, msg: InboundMessage) -> None:
+        if self.chat_settings.drops(msg):  # a group set to mentions only
+            return
         if not self.allowed(msg.channel, msg.user_id):
             log.warning("refused %s user %s (%s)", msg.channel, msg.user_id, msg.user_name)
             if msg.is_private or msg.mentioned:  # no reply to chatter in a group
@@ -262,7 +289,11 @@ class Dispatcher:
             return Reply(
                 f"Sorry, you are not allowed to use this bot. Your user id is {action.user_id}."
             )
-        reply = await self.permissions.act(action)
+        reply = (
+            await self.permissions.act(action)
+            or await self.schedules.act(action)
+            or await self.chat_settings.act(action)
+        )
         return reply or Reply("This button no longer works.")
 
     async def _command(self, msg: InboundMessage, command: Command) -> str | Reply:
@@ -289,6 +320,10 @@ class Dispatcher:
             return await done
         if command is Command.PERMISSIONS:
             return await self.permissions.menu(key)
+        if command is Command.SETTINGS:
+            return await self.chat_settings.command(msg)
+        if command is Command.SCHEDULES:
+            return await self.schedules.menu(key)
         if command is Command.USAGE:
             return await self.limits.usage(msg)
         if command is Command.RESET:
@@ -350,6 +385,9 @@ class Dispatcher:
                     await self.turns.run(conv, job.user_id, "", None)
             case Notice(text, reply_to):
                 await self.turns.say(key.channel, key.chat_id, text, reply_to)
+            case ScheduledRun():  # like a message, it moves the conversation on
+                await self.confirmations.cancel_pending(key, CANCELLED_BY_SCHEDULE)
+                await self.schedules.execute(item)
             case Rewind():
                 try:
                     await self._rewind(key, item)
@@ -378,5 +416,6 @@ class Dispatcher:
         conv = await self.store.conversations.active(key.channel, key.chat_id)
         await self.store.conversations.close_dangling(conv.id, STOPPED)
         await self.confirmations.stopped(key)
+        await self.schedules.stopped(key)
         rows = await self.store.inbox.rows(InboxState.TAKEN, key.channel, key.chat_id)
         await self.store.inbox.answered([r.id for r in rows])  # "Stopped." was their answer

@@ -14,7 +14,7 @@ import logging
 import secrets
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 from engine._context import for_model, sanitised
@@ -84,8 +84,10 @@ class ToolLoop:
         confirmation_timeout_s: float = 300.0,
         max_parallel_tools: int = 8,
         stream: bool = False,
+        models: Mapping[str, Model] | None = None,
     ) -> None:
         self.model = model
+        self.models = dict(models or {})  # a turn whose context names one of these uses it
         self.registry = registry
         self.jobs = jobs or JobRunner(registry)
         self.max_iterations = max_iterations
@@ -178,7 +180,8 @@ class ToolLoop:
     ) -> ModelResponse:
         system = state.ctx.system if extra is None else f"{state.ctx.system}\n\n{extra}".strip()
         request = ModelRequest(system, for_model(state.history), tools, self.stream)
-        reply = await self.model.complete(request, state.ctx.on_text if self.stream else None)
+        model = self.models.get(state.ctx.model or "", self.model)
+        reply = await model.complete(request, state.ctx.on_text if self.stream else None)
         state.usage += reply.usage
         return reply
 

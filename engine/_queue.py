@@ -66,7 +66,15 @@ class Rewind:
     done: asyncio.Future[str] = field(compare=False, repr=False)
 
 
-WorkItem = Inbound | Recover | Decided | JobDone | Notice | Rewind
+@dataclass(frozen=True, slots=True)
+class ScheduledRun:
+    """A scheduled task's run, claimed in the store for its due time: run its turn now."""
+
+    schedule_id: int
+    due: float
+
+
+WorkItem = Inbound | Recover | Decided | JobDone | Notice | Rewind | ScheduledRun
 Handler = Callable[[ConversationKey, WorkItem], Awaitable[None]]
 Stopped = Callable[[ConversationKey], Awaitable[None]]
 

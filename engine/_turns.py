@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from engine._channel import Channel
+from engine._chat_settings import ChatSettings
 from engine._confirmations import Confirmations
 from engine._limits import today
 from engine._live import LiveReply, typing
@@ -87,6 +88,7 @@ class TurnRunner:
         permissions: Permissions,
         settings: TurnSettings,
         images: RecentImages | None = None,
+        chat_settings: ChatSettings | None = None,
     ) -> None:
         self.store = store
         self.loop = loop
@@ -95,6 +97,7 @@ class TurnRunner:
         self.permissions = permissions
         self.settings = settings
         self.images = images  # pictures in the history: bytes for recent turns, else markers
+        self.chat_settings = chat_settings  # a chat's persona and model (/settings)
 
     async def user_turn(self, key: ConversationKey, rows: Sequence[InboxRow]) -> None:
         last = rows[-1]
@@ -112,8 +115,10 @@ class TurnRunner:
         *,
         answering: Sequence[InboxRow] = (),
         resume: tuple[ConfirmationRow, bool, str | None] | None = None,
+        failed: Callable[[LLMError], str] = apology,
     ) -> TurnResult | None:
-        """One turn from the stored history (a resumed one when `resume` is given)."""
+        """One turn from the stored history (a resumed one when `resume` is given); when the
+        model fails, the chat reads `failed(error)` and None is returned."""
         channel = self.channels.get(conv.channel)
         if channel is None:
             log.warning("no channel %s is running; turn in %s skipped", conv.channel, conv.chat_id)
@@ -157,7 +162,7 @@ class TurnRunner:
             log.error("LLM request failed in %s: %s", ctx.key, exc)
             if live is not None:
                 await live.abandon()
-            await self.say(conv.channel, conv.chat_id, apology(exc), reply_to)
+            await self.say(conv.channel, conv.chat_id, failed(exc), reply_to)
             await self.store.inbox.answered([r.id for r in answering])
             return None
         if result.pending is not None:
@@ -269,6 +274,9 @@ class TurnRunner:
     ) -> TurnContext:
         key = ConversationKey(conv.channel, conv.chat_id)
         system = self.settings.system_prompt
+        chosen = self.chat_settings
+        if chosen is not None and (persona := chosen.of(key).persona):
+            system = f"{system}\n\n{persona}".strip()
         tools = None
         if not conv.is_private:
             system = f"{system}\n\n{GROUP_NOTE}".strip()
@@ -285,6 +293,7 @@ class TurnRunner:
             system,
             self.file_sender(key),
             max_tool_calls=None if admin else self.settings.tool_calls_per_turn,
+            model=chosen.model(key) if chosen is not None else None,
         )
 
 

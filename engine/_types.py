@@ -37,6 +37,7 @@ class TurnContext:
     send_files: SendFiles | None = None  # sends a tool's files to the user
     granted: frozenset[str] = frozenset()  # destructive tools that run here without asking
     max_tool_calls: int | None = None  # tool calls this turn may make (None: no limit)
+    model: str | None = None  # the model this chat chose (/settings); None: the default
 
 
 @dataclass(slots=True)

@@ -21,7 +21,11 @@ async def store(tmp_path):
 
 @pytest.fixture
 async def registry(store, tmp_path):
-    config = ToolsConfig(builtins=list(BUILTIN_NAMES), workspace=tmp_path)
+    config = ToolsConfig(
+        builtins=list(BUILTIN_NAMES),
+        workspace=tmp_path,
+        web_search={"backend": "searxng", "url": "http://127.0.0.1:9"},
+    )
     registry = ToolRegistry()
     for tool in builtin_tools(config, notes=store.notes):
         registry.register(tool)
@@ -49,7 +53,10 @@ def test_default_builtins_are_the_safe_ones(store):
         "remember",
         "recall",
         "forget",
-    ]
+        "schedule_task",
+        "list_schedules",
+        "cancel_schedule",
+    ]  # and web_search, once a backend is configured
     assert [t.name for t in tools if t.tier is Tier.DESTRUCTIVE] == ["forget"]
 
 

@@ -282,8 +282,8 @@ def channel_config(tmp_path: Path, llm: FakeOpenAI, tools: str, telegram: str = 
 
 async def test_check_config_refuses_what_run_refuses(tmp_path: Path, llm: FakeOpenAI) -> None:
     cases = {
-        'builtins = ["current_time", "web_search"]': "tools.builtins: unknown built-in tool "
-        "'web_search'",
+        'builtins = ["current_time", "web_serch"]': "tools.builtins: unknown built-in tool "
+        "'web_serch'; did you mean 'web_search'?",
         'builtins = ["write_file"]': "tools.workspace: write_file need a workspace directory",
     }
     for tools, expected in cases.items():

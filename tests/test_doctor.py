@@ -149,7 +149,7 @@ async def test_doctor_reports_config_plugins_and_users(tmp_path: Path, llm: Fake
         assert f"in use by relaybot pid {os.getpid()}" in out
         assert "1 problem(s): plugins" in out
 
-        cfg.write_text(base + '[tools]\nbuiltins = ["web_search"]\n')
+        cfg.write_text(base + '[tools]\nbuiltins = ["web_serch"]\n')
         code, out = await doctor(cfg, tg.token, dc.token)
         assert code == 1 and "config: FAILED - tools.builtins: unknown built-in tool" in out
 

@@ -27,11 +27,15 @@ from engine import (
     ToolOutput,
 )
 from engine._store import (
+    ChatPrefs,
     ConfirmationRow,
     ConfirmationState,
     DeliveryState,
     InboxState,
     JobState,
+    ReplyMode,
+    RunState,
+    ScheduleRun,
 )
 
 
@@ -269,6 +273,84 @@ async def test_a_job_finishes_once_and_moves_by_the_table(store: Store) -> None:
     assert await store.jobs.transition("j1", JobState.DONE, JobState.DELIVERED)
     with pytest.raises(ValueError):
         await store.jobs.transition("j1", JobState.DELIVERED, JobState.RUNNING)
+
+
+# -- schedules and chat settings ----------------------------------------------------------
+
+
+async def test_a_schedule_takes_its_chat_kind_and_its_user_name_from_the_chat(
+    store: Store,
+) -> None:
+    await store.conversations.active("t", "g1", is_private=False)
+    await store.inbox.accept(inbound("hi", "m1", chat_id="g1", is_private=False))
+    row = await store.schedules.add_schedule(
+        "t", "g1", "u1", "say hi", "cron", "0 8 * * *", "Europe/Paris", 100.0
+    )
+    assert (row.user_name, row.is_private, row.task, row.next_due) == ("Ann", False, "say hi", 100)
+    other = await store.schedules.add_schedule("t", "d1", "u9", "x", "interval", "300", "UTC", 5)
+    assert (other.user_name, other.is_private) == ("", True)  # nothing known: a DM, no name
+    assert [s.id for s in await store.schedules.chat_schedules("t", "g1")] == [row.id]
+    assert not await store.schedules.cancel_schedule("t", "d1", row.id)  # not that chat's
+    assert await store.schedules.cancel_schedule("t", "g1", row.id)
+    assert not await store.schedules.cancel_schedule("t", "g1", row.id)
+    assert await store.schedules.chat_schedules("t", "g1") == []
+    assert [s.id for s in await store.schedules.due(10)] == [other.id]  # only active ones
+    assert await store.schedules.next_due() == 5
+
+
+async def test_a_due_time_is_claimed_once_and_its_run_moves_by_the_table(store: Store) -> None:
+    row = await store.schedules.add_schedule("t", "c1", "u1", "x", "interval", "60", "UTC", 60.0)
+    run = ScheduleRun(row.id, 60.0, RunState.QUEUED, missed=2)
+    claims = await asyncio.gather(
+        *(store.schedules.claim(row.id, 60.0, run, 120.0) for _ in range(10))
+    )
+    assert claims.count(True) == 1
+    assert await store.schedules.run(row.id, 60.0) == run
+    again = await store.schedules.get(row.id)
+    assert again is not None and again.next_due == 120.0
+    # a due time recorded before is never recorded again, even if next_due went back to it
+    late = dataclasses.replace(run, state=RunState.SKIPPED)
+    assert await store.schedules.claim(row.id, 120.0, dataclasses.replace(late, due=120), 180)
+    assert not await store.schedules.claim(row.id, 180.0, dataclasses.replace(late, due=60), 240)
+    assert (await store.schedules.get(row.id)).next_due == 180.0  # type: ignore[union-attr]
+    R = RunState
+    assert await store.schedules.transition(row.id, 60.0, R.QUEUED, R.RUNNING)
+    assert not await store.schedules.transition(row.id, 60.0, R.QUEUED, R.RUNNING)
+    assert [r.due for r in await store.schedules.runs(R.RUNNING)] == [60.0]
+    assert await store.schedules.transition(row.id, 60.0, R.RUNNING, R.FAILED, "boom")
+    failed = await store.schedules.run(row.id, 60.0)
+    assert failed is not None and (failed.state, failed.error) == (R.FAILED, "boom")
+    with pytest.raises(ValueError):
+        await store.schedules.transition(row.id, 60.0, R.FAILED, R.QUEUED)
+    await store.schedules.cancel_schedule("t", "c1", row.id)
+    assert not await store.schedules.claim(row.id, 180.0, dataclasses.replace(run, due=180), 240)
+
+
+async def test_adding_or_cancelling_a_schedule_wakes_its_waiter(store: Store) -> None:
+    waiter = asyncio.ensure_future(store.schedules.wait_changed())
+    await asyncio.sleep(0)
+    assert not waiter.done()
+    row = await store.schedules.add_schedule("t", "c1", "u1", "x", "interval", "60", "UTC", 60)
+    await asyncio.wait_for(waiter, 5)
+    waiter = asyncio.ensure_future(store.schedules.wait_changed())
+    await store.schedules.cancel_schedule("t", "c1", row.id)
+    await asyncio.wait_for(waiter, 5)
+
+
+async def test_time_zones_are_per_user_and_chat_settings_per_chat(store: Store) -> None:
+    assert await store.schedules.user_timezone("t", "u1") is None
+    await store.schedules.set_user_timezone("t", "u1", "Europe/Riga")
+    await store.schedules.set_user_timezone("t", "u1", "Asia/Tokyo")
+    assert await store.schedules.user_timezone("t", "u1") == "Asia/Tokyo"
+    assert await store.schedules.user_timezone("x", "u1") is None
+    prefs = ChatPrefs("t", "g1", "You are a pirate", "big-model", ReplyMode.ALL)
+    await store.chat_settings.save(prefs, "u1")
+    await store.chat_settings.save(ChatPrefs("t", "g2", persona="calm"), "u2")
+    await store.chat_settings.save(dataclasses.replace(prefs, model=None), "u1")
+    assert sorted(await store.chat_settings.all(), key=lambda p: p.chat_id) == [
+        dataclasses.replace(prefs, model=None),
+        ChatPrefs("t", "g2", persona="calm"),
+    ]
 
 
 # -- notes and transactions ---------------------------------------------------------------

@@ -18,8 +18,9 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from tools._base import Tier
 from tools._errors import ConfigError
@@ -34,6 +35,10 @@ DEFAULT_BUILTINS = (
     "remember",
     "recall",
     "forget",
+    "schedule_task",
+    "list_schedules",
+    "cancel_schedule",
+    "web_search",  # offered only once [tools.web_search] names a backend
 )
 # Tools that read or write one user's own data: in a group, any member's message (an injected
 # one too) runs the turn, so they are offered in DMs only unless the operator sets `dm_only`.
@@ -49,6 +54,7 @@ WORKSPACE_TOOLS = (
     "send_file",
     "run_command",
 )
+SCHEDULE_TOOLS = ("schedule_task", "list_schedules", "cancel_schedule")
 BUILTIN_NAMES = (
     "current_time",
     "fetch_url",
@@ -56,7 +62,57 @@ BUILTIN_NAMES = (
     "send_message",
     *NOTES_TOOLS,
     *WORKSPACE_TOOLS,
+    *SCHEDULE_TOOLS,
+    "web_search",
 )
+SEARCH_URLS = {  # the public APIs; a SearXNG instance has no default
+    "brave": "https://api.search.brave.com/res/v1/web/search",
+    "tavily": "https://api.tavily.com/search",
+}
+
+
+class WebSearchConfig(BaseModel):
+    """`[tools.web_search]`: the search backend web_search asks (none: the tool is not offered).
+
+    The operator's own `url` is trusted (a self-hosted SearXNG on a private address is normal);
+    the public APIs are reached through fetch_url's SSRF guard. Results are not fetched.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    backend: Literal["searxng", "brave", "tavily"] | None = None
+    url: str | None = None  # searxng: the instance's base URL; brave, tavily: their API's
+    api_key: SecretStr | None = Field(None, repr=False)  # brave, tavily: better api_key_env
+    api_key_env: str | None = None  # brave, tavily: the environment variable holding the key
+    max_results: int = Field(5, ge=1, le=20)
+    safe_search: Literal["off", "moderate", "strict"] = "moderate"  # SearXNG, Brave
+    timeout_s: float = Field(10, gt=0)
+
+    @model_validator(mode="after")
+    def _complete(self) -> WebSearchConfig:
+        if self.url is not None and not self.url.startswith(("http://", "https://")):
+            raise ValueError("`url` must start with http:// or https://")
+        if self.backend == "searxng" and self.url is None:
+            raise ValueError(
+                'backend "searxng" needs `url`, the base URL of your instance, e.g. '
+                'url = "http://127.0.0.1:8888" (its JSON format must be enabled)'
+            )
+        if self.api_key is not None and self.api_key_env:
+            raise ValueError("set api_key or api_key_env, not both")
+        if self.backend in SEARCH_URLS and not (self.api_key_env or self.api_key):
+            raise ValueError(
+                f'backend "{self.backend}" needs `api_key_env`, the environment variable '
+                f'holding its API key, e.g. api_key_env = "{self.backend.upper()}_API_KEY"'
+            )
+        return self
+
+    @property
+    def endpoint(self) -> str:
+        """The URL web_search requests."""
+        if self.url is not None:
+            return self.url
+        assert self.backend in SEARCH_URLS
+        return SEARCH_URLS[self.backend]
 
 
 class ToolsConfig(BaseModel):
@@ -82,6 +138,7 @@ class ToolsConfig(BaseModel):
     command_output_max: int = Field(8_000, gt=0)  # characters of run_command output kept
     default_timeout_s: float = Field(60, gt=0)
     strict_schemas: bool = False
+    web_search: WebSearchConfig = WebSearchConfig()
 
     @field_validator("workspace")
     @classmethod

@@ -2,16 +2,19 @@
 (``_records``), and the SQLite backend (``_sqlite*``)."""
 
 from engine._store._api import (
+    ChatSettingsStore,
     ConfirmationStore,
     ConversationStore,
     GrantStore,
     InboxStore,
     JobStore,
     NoteStore,
+    ScheduleStore,
     Store,
     UsageStore,
 )
 from engine._store._records import (
+    ChatPrefs,
     ConfirmationRow,
     ConfirmationState,
     Conversation,
@@ -22,6 +25,11 @@ from engine._store._records import (
     InboxState,
     JobRow,
     JobState,
+    ReplyMode,
+    RunState,
+    ScheduleRow,
+    ScheduleRun,
+    ScheduleState,
     UsageTotals,
 )
 from engine._store._sqlite import SqliteStore
@@ -29,6 +37,8 @@ from engine._store._sqlite_schema import MIGRATIONS
 
 __all__ = [
     "MIGRATIONS",
+    "ChatPrefs",
+    "ChatSettingsStore",
     "ConfirmationRow",
     "ConfirmationState",
     "ConfirmationStore",
@@ -45,6 +55,12 @@ __all__ = [
     "JobState",
     "JobStore",
     "NoteStore",
+    "ReplyMode",
+    "RunState",
+    "ScheduleRow",
+    "ScheduleRun",
+    "ScheduleState",
+    "ScheduleStore",
     "SqliteStore",
     "Store",
     "UsageStore",

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 from engine._channel import InboundMessage
 from engine._model import Message
 from engine._store._records import (
+    ChatPrefs,
     ConfirmationRow,
     ConfirmationState,
     Conversation,
@@ -22,6 +23,9 @@ from engine._store._records import (
     InboxRow,
     JobRow,
     JobState,
+    RunState,
+    ScheduleRow,
+    ScheduleRun,
     UsageTotals,
 )
 
@@ -199,6 +203,68 @@ class NoteStore(Protocol):
     async def delete_note(self, owner: str, note_id: int) -> bool: ...
 
 
+class ScheduleStore(Protocol):
+    """Scheduled tasks: the tools' side (tools.builtins.ScheduleBook) and the scheduler's."""
+
+    async def add_schedule(
+        self,
+        channel: str,
+        chat_id: str,
+        user_id: str,
+        task: str,
+        kind: str,
+        spec: str,
+        timezone: str,
+        next_due: float,
+    ) -> ScheduleRow: ...
+
+    async def chat_schedules(self, channel: str, chat_id: str) -> list[ScheduleRow]: ...
+
+    async def cancel_schedule(self, channel: str, chat_id: str, schedule_id: int) -> bool: ...
+
+    async def user_timezone(self, channel: str, user_id: str) -> str | None: ...
+
+    async def set_user_timezone(self, channel: str, user_id: str, timezone: str) -> None: ...
+
+    async def get(self, schedule_id: int) -> ScheduleRow | None: ...
+
+    async def due(self, until: float) -> list[ScheduleRow]: ...
+
+    async def next_due(self) -> float | None: ...
+
+    async def claim(
+        self, schedule_id: int, expected: float, run: ScheduleRun, next_due: float
+    ) -> bool:
+        """Record `run` and move the schedule's next run from `expected` to `next_due`
+        atomically; False when it was not active at `expected`, or that run exists."""
+        ...
+
+    async def runs(self, state: RunState) -> list[ScheduleRun]: ...
+
+    async def run(self, schedule_id: int, due: float) -> ScheduleRun | None: ...
+
+    async def transition(
+        self,
+        schedule_id: int,
+        due: float,
+        from_state: RunState,
+        to_state: RunState,
+        error: str | None = None,
+    ) -> bool: ...
+
+    async def wait_changed(self) -> None:
+        """Return once a schedule was added or cancelled since the last call."""
+        ...
+
+
+class ChatSettingsStore(Protocol):
+    """Each chat's own settings (/settings)."""
+
+    async def all(self) -> list[ChatPrefs]: ...
+
+    async def save(self, prefs: ChatPrefs, user_id: str) -> None: ...
+
+
 class Store(Protocol):
     """A backend: its parts, one transaction spanning them, and its lifecycle."""
 
@@ -209,6 +275,8 @@ class Store(Protocol):
     notes: NoteStore
     grants: GrantStore
     usage: UsageStore
+    schedules: ScheduleStore
+    chat_settings: ChatSettingsStore
 
     def transaction(self) -> contextlib.AbstractAsyncContextManager[None]:
         """Writes of every part inside the block commit together, or not at all."""

@@ -25,6 +25,14 @@ Delivery (an answer the user must see)::
 
     PENDING ──sent, platform id recorded──▶ SENT
        └──the platform refused it──▶ FAILED
+
+Scheduled task: ACTIVE ──cancel──▶ CANCELLED. One run of it, recorded with its due time before
+it runs (so a run is never made twice, and none is lost without the chat being told)::
+
+    QUEUED ──its turn starts──▶ RUNNING ──answered──▶ DONE
+       │                           ├──the model or a step failed, /stop──▶ FAILED
+       │                           └──restart──▶ INTERRUPTED
+       └──cancelled, or too late after a restart──▶ SKIPPED   (missed past the grace: SKIPPED)
 """
 
 from __future__ import annotations
@@ -68,6 +76,27 @@ class DeliveryState(enum.StrEnum):
     FAILED = "failed"
 
 
+class ScheduleState(enum.StrEnum):
+    ACTIVE = "active"
+    CANCELLED = "cancelled"
+
+
+class RunState(enum.StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+    SKIPPED = "skipped"
+
+
+class ReplyMode(enum.StrEnum):
+    """Which group messages a chat's answers follow (unset: the channel's own setting)."""
+
+    MENTIONS = "mentions"  # @mentions, replies to the bot, commands
+    ALL = "all"  # every message
+
+
 _C = ConfirmationState
 CONFIRMATION_TRANSITIONS: dict[ConfirmationState, frozenset[ConfirmationState]] = {
     _C.PENDING: frozenset({_C.APPROVED, _C.DECLINED, _C.EXPIRED, _C.CANCELLED}),
@@ -79,6 +108,12 @@ JOB_TRANSITIONS: dict[JobState, frozenset[JobState]] = {
     _J.RUNNING: frozenset({_J.DONE, _J.RESUMED, _J.INTERRUPTED}),
     _J.RESUMED: frozenset({_J.DONE, _J.RESUMED, _J.INTERRUPTED}),
     _J.DONE: frozenset({_J.DELIVERED}),
+}
+
+_R = RunState
+RUN_TRANSITIONS: dict[RunState, frozenset[RunState]] = {
+    _R.QUEUED: frozenset({_R.RUNNING, _R.SKIPPED}),
+    _R.RUNNING: frozenset({_R.DONE, _R.FAILED, _R.INTERRUPTED}),
 }
 
 
@@ -191,3 +226,49 @@ class UsageTotals:
     @property
     def tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleRow:
+    """A recurring task: `task` is run as a request of `user_id` in its chat at each due time.
+
+    `kind` is "cron" (`spec` a cron expression read in `timezone`) or "interval" (`spec` a
+    number of seconds). `next_due` (unix time) is the next run not yet recorded.
+    """
+
+    id: int
+    channel: str
+    chat_id: str
+    user_id: str
+    user_name: str
+    is_private: bool
+    task: str
+    kind: str
+    spec: str
+    timezone: str
+    next_due: float
+    state: ScheduleState
+    created_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleRun:
+    """One run of a schedule, keyed by its due time; `missed` counts the earlier due times that
+    passed while relaybot was down and were skipped in favour of this one."""
+
+    schedule_id: int
+    due: float
+    state: RunState
+    missed: int = 0
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChatPrefs:
+    """A chat's own settings (/settings); None means the configured default."""
+
+    channel: str
+    chat_id: str
+    persona: str | None = None
+    model: str | None = None
+    reply_mode: ReplyMode | None = None

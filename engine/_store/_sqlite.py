@@ -10,6 +10,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+from engine._store._sqlite_chat_settings import SqliteChatSettings
 from engine._store._sqlite_confirmations import SqliteConfirmations
 from engine._store._sqlite_conversations import SqliteConversations
 from engine._store._sqlite_db import SqliteDb
@@ -17,6 +18,7 @@ from engine._store._sqlite_grants import SqliteGrants, SqliteUsage
 from engine._store._sqlite_inbox import SqliteInbox
 from engine._store._sqlite_jobs import SqliteJobs
 from engine._store._sqlite_notes import SqliteNotes
+from engine._store._sqlite_schedules import SqliteSchedules
 
 
 class SqliteStore:
@@ -30,6 +32,8 @@ class SqliteStore:
         self.notes = SqliteNotes(self.db)
         self.grants = SqliteGrants(self.db)
         self.usage = SqliteUsage(self.db)
+        self.schedules = SqliteSchedules(self.db)
+        self.chat_settings = SqliteChatSettings(self.db)
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[None]:

@@ -144,4 +144,53 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE inbox ADD COLUMN media TEXT;
     """,
+    # 6: scheduled tasks and their runs (each recorded with its due time before it runs),
+    #    each user's time zone, each chat's own settings (persona, model, reply mode)
+    """
+    CREATE TABLE schedules (
+        id INTEGER PRIMARY KEY,
+        channel TEXT NOT NULL,
+        chat_id TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        user_name TEXT NOT NULL,
+        is_private INTEGER NOT NULL,
+        task TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        spec TEXT NOT NULL,
+        timezone TEXT NOT NULL,
+        next_due REAL NOT NULL,
+        state TEXT NOT NULL DEFAULT 'active',
+        created_at REAL NOT NULL,
+        cancelled_at REAL
+    );
+    CREATE INDEX schedules_due ON schedules(next_due) WHERE state = 'active';
+    CREATE INDEX schedules_chat ON schedules(channel, chat_id) WHERE state = 'active';
+    CREATE TABLE schedule_runs (
+        schedule_id INTEGER NOT NULL REFERENCES schedules(id),
+        due REAL NOT NULL,
+        state TEXT NOT NULL,
+        missed INTEGER NOT NULL DEFAULT 0,
+        error TEXT,
+        created_at REAL NOT NULL,
+        finished_at REAL,
+        PRIMARY KEY (schedule_id, due)
+    );
+    CREATE INDEX schedule_runs_open ON schedule_runs(state) WHERE state IN ('queued', 'running');
+    CREATE TABLE user_settings (
+        channel TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        timezone TEXT,
+        PRIMARY KEY (channel, user_id)
+    );
+    CREATE TABLE chat_settings (
+        channel TEXT NOT NULL,
+        chat_id TEXT NOT NULL,
+        persona TEXT,
+        model TEXT,
+        reply_mode TEXT,
+        updated_by TEXT NOT NULL,
+        updated_at REAL NOT NULL,
+        PRIMARY KEY (channel, chat_id)
+    );
+    """,
 ]

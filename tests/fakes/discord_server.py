@@ -23,7 +23,8 @@ with the resumable code 4000), ``calls`` (REST requests in order, each with the 
 ``await wait_for_call(...)``, ``gateway_ops`` (what the client sent), ``connections`` (the path of
 every websocket the client opened), ``messages`` (every message as it is now, edits applied),
 ``commands`` (synced slash commands per guild, ``None`` for global), ``attachment(message id,
-file name)`` (a file uploaded with a message, read back).
+file name)`` (a file uploaded with a message, read back), ``add_role`` and ``member_roles``
+(what GET /guilds/{id}/members/{id} answers).
 
 Files users send: ``upload(content, filename, content_type)`` (``duration=`` makes a voice
 message) keeps the bytes and returns the attachment JSON for ``inject_message(attachments=...)``.
@@ -137,6 +138,8 @@ class FakeDiscord:
         self._cdn: dict[str, bytes] = {}  # attachment URL path -> content
         self.downloads: list[str] = []  # attachment URLs fetched, in order
         self._bot_roles: dict[int, int] = {}  # guild id -> the bot's managed role there
+        self.roles: dict[int, list[Json]] = {}  # guild id -> roles besides @everyone and the bot's
+        self.member_roles: dict[tuple[int, int], list[int]] = {}  # (guild, user) -> role ids
         self._session: _Session | None = None
         self._cond = asyncio.Condition()
         self._runner: web.AppRunner | None = None
@@ -264,17 +267,33 @@ class FakeDiscord:
         return await self._interaction(3, data, user_id, channel_id, guild_id, message=message)
 
     async def inject_slash(
-        self, name: str, user_id: int, channel_id: int, guild_id: int | None = None
+        self,
+        name: str,
+        user_id: int,
+        channel_id: int,
+        guild_id: int | None = None,
+        options: Mapping[str, str] | None = None,
     ) -> Interaction:
-        """``user_id`` runs ``/name``; the command must have been synced (guild, else global)."""
+        """``user_id`` runs ``/name`` (with string ``options``); the command must have been
+        synced (guild, else global)."""
         synced = [*self.commands.get(guild_id, []), *self.commands.get(None, [])]
         command = next((c for c in synced if c["name"] == name), None)
         if command is None:
             raise LookupError(f"/{name} was not synced for guild {guild_id}")
-        data = {"id": command["id"], "name": name, "type": 1, "options": []}
+        given = [{"name": k, "type": 3, "value": v} for k, v in (options or {}).items()]
+        data = {"id": command["id"], "name": name, "type": 1, "options": given}
         if command.get("guild_id"):
             data["guild_id"] = command["guild_id"]
         return await self._interaction(2, data, user_id, channel_id, guild_id)
+
+    def add_role(self, guild_id: int, name: str, permissions: int = 0) -> int:
+        """A role in a guild (before the bot connects: GUILD_CREATE carries it); returns its id.
+        ``member_roles[(guild_id, user_id)]`` gives it to members."""
+        role_id = self._snowflake()
+        role = {"id": str(role_id), "name": name, "permissions": str(permissions), "position": 2}
+        role |= {"color": 0, "hoist": False, "managed": False, "mentionable": False, "flags": 0}
+        self.roles.setdefault(guild_id, []).append(role)
+        return role_id
 
     async def drop_connection(self, code: int = 4000) -> None:
         """Close the gateway websocket with a resumable code; later events are kept for RESUME."""
@@ -344,6 +363,7 @@ class FakeDiscord:
                 | {"permissions": "1071698660929", "position": 1, "color": 0, "hoist": False}
                 | {"managed": True, "mentionable": True, "flags": 0}
                 | {"tags": {"bot_id": str(self.bot_id)}},
+                *self.roles.get(guild_id, []),
             ],
             "channels": [self._channel(c, guild_id) for c in self.guilds[guild_id]],
             "threads": [],
@@ -637,6 +657,11 @@ class FakeDiscord:
     async def _typing(self, call: Call, channel_id: str) -> web.Response:
         return web.Response(status=204)
 
+    async def _get_member(self, call: Call, guild_id: str, user_id: str) -> web.Response:
+        roles = self.member_roles.get((int(guild_id), int(user_id)), [])
+        member = self._member(self._user(int(user_id))) | {"roles": [str(r) for r in roles]}
+        return _json(member)
+
     async def _dm_channel(self, call: Call) -> web.Response:
         user_id = int(call.json["recipient_id"])
         channel_id = self.dm_channels.setdefault(user_id, self._snowflake())
@@ -734,6 +759,7 @@ class FakeDiscord:
         ("DELETE", r"/channels/(\d+)/messages/(\d+)", _delete_message),
         ("POST", r"/channels/(\d+)/typing", _typing),
         ("POST", r"/users/@me/channels", _dm_channel),
+        ("GET", r"/guilds/(\d+)/members/(\d+)", _get_member),
         ("PUT", r"/applications/(\d+)/commands()", _sync_commands),
         ("PUT", r"/applications/(\d+)/guilds/(\d+)/commands", _sync_commands),
         ("POST", r"/interactions/(\d+)/([^/]+)/callback", _interaction_callback),

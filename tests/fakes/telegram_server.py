@@ -25,6 +25,7 @@ Files users send: `upload_photo(*sizes)`, `upload_document(...)`, `upload_voice(
 bytes and return the JSON to pass to `inject_message(photo=..., document=..., voice=...)`;
 getFile answers with a file_path (and refuses files over 20 MB, as Telegram does) and
 `GET /file/bot<token>/<file_path>` serves the bytes; `downloads` lists the file_ids fetched.
+getChatMember answers "administrator" for the users in `chat_admins[chat]`, else "member".
 """
 
 from __future__ import annotations
@@ -190,6 +191,7 @@ class FakeTelegram:
         self.calls: list[Call] = []
         self.messages: dict[tuple[int, int], dict[str, Any]] = {}  # (chat, id) → Message JSON
         self.commands: list[dict[str, Any]] = []
+        self.chat_admins: dict[int, set[int]] = {}  # chat -> the users getChatMember calls admins
         self.down = False
         self.bad_entities = False
         self.on_get_updates: Callable[[int | None], None] | None = None
@@ -558,6 +560,18 @@ class FakeTelegram:
 
     async def _api_getMyCommands(self, _: dict[str, Any]) -> list[dict[str, Any]]:
         return self.commands
+
+    async def _api_getChatMember(self, params: dict[str, Any]) -> dict[str, Any]:
+        chat, user_id = int(params["chat_id"]), int(params["user_id"])
+        user = self._user(user_id, None, None)
+        if user_id not in self.chat_admins.get(chat, set()):
+            return {"status": "member", "user": user}
+        rights = (
+            "can_be_edited is_anonymous can_manage_chat can_delete_messages can_manage_video_chats"
+            " can_restrict_members can_promote_members can_change_info can_invite_users"
+            " can_post_stories can_edit_stories can_delete_stories"
+        ).split()
+        return {"status": "administrator", "user": user} | dict.fromkeys(rights, False)
 
     async def _api_deleteWebhook(self, _: dict[str, Any]) -> bool:
         return True

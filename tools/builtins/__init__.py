@@ -1,6 +1,6 @@
 """relaybot's built-in tools, chosen by `[tools] builtins`.
 
-tools = builtin_tools(config.tools, notes=store)
+tools = builtin_tools(config.tools, notes=store, schedules=ScheduleAccess(store.schedules))
 """
 
 from __future__ import annotations
@@ -8,20 +8,37 @@ from __future__ import annotations
 import copy
 
 from tools._base import Tool
-from tools._config import BUILTIN_NAMES, NOTES_TOOLS, WORKSPACE_TOOLS, ToolsConfig, check_tools
+from tools._config import (
+    BUILTIN_NAMES,
+    NOTES_TOOLS,
+    SCHEDULE_TOOLS,
+    WORKSPACE_TOOLS,
+    ToolsConfig,
+    check_tools,
+)
 from tools.builtins._chat import send_message
 from tools.builtins._command import RunCommand
 from tools.builtins._fetch import FetchUrl
 from tools.builtins._notes import NotesStore, notes_tools
 from tools.builtins._reminders import RemindMe
+from tools.builtins._schedules import ScheduleAccess, ScheduleBook, schedule_tools
+from tools.builtins._search import WebSearch
 from tools.builtins._time import current_time
 from tools.builtins._workspace import Workspace, workspace_tools
 
 
-def builtin_tools(config: ToolsConfig, *, notes: NotesStore | None) -> list[Tool]:
+def builtin_tools(
+    config: ToolsConfig,
+    *,
+    notes: NotesStore | None,
+    schedules: ScheduleAccess | None = None,
+    search_key: str = "",
+) -> list[Tool]:
     """The built-ins named in `config.builtins`, in that order, as fresh instances.
 
-    `notes` backs remember/recall/forget (None only to list tools: their calls then fail).
+    `notes` backs remember/recall/forget and `schedules` the schedule tools (None only to list
+    tools: their calls then fail). web_search is left out while `[tools.web_search]` names no
+    backend; `search_key` is its API key (Brave, Tavily).
     Raises ConfigError for an unknown name, or a workspace tool without a usable
     `tools.workspace` directory.
     """
@@ -41,6 +58,10 @@ def builtin_tools(config: ToolsConfig, *, notes: NotesStore | None) -> list[Tool
     }
     if any(n in NOTES_TOOLS for n in wanted):
         made.update((t.name, t) for t in notes_tools(notes))
+    if any(n in SCHEDULE_TOOLS for n in wanted):
+        made.update((t.name, t) for t in schedule_tools(schedules))
+    if config.web_search.backend is not None:
+        made["web_search"] = WebSearch(config.web_search, search_key)
     if any(n in WORKSPACE_TOOLS for n in wanted):
         assert config.workspace is not None  # check_tools made sure
         workspace = Workspace(config.workspace)
@@ -50,7 +71,7 @@ def builtin_tools(config: ToolsConfig, *, notes: NotesStore | None) -> list[Tool
             timeout_s=config.command_timeout_s,
             output_max=config.command_output_max,
         )
-    return [made[name] for name in wanted]
+    return [made[name] for name in wanted if name in made]
 
 
 __all__ = [
@@ -61,8 +82,12 @@ __all__ = [
     "NotesStore",
     "RemindMe",
     "RunCommand",
+    "ScheduleAccess",
+    "ScheduleBook",
+    "WebSearch",
     "Workspace",
     "builtin_tools",
     "notes_tools",
+    "schedule_tools",
     "workspace_tools",
 ]

@@ -13,7 +13,7 @@ from tools._base import Tool
 from tools._errors import ToolRetry
 from tools._result import ToolResult
 from tools.builtins._html import decode, html_to_text
-from tools.builtins._netguard import Refused, checked_addresses
+from tools.builtins._netguard import Refused, pinned_send
 from tools.builtins._text import clip
 
 MAX_REDIRECTS = 5
@@ -104,24 +104,8 @@ class FetchUrl(Tool):
     async def _send(self, client: httpx.AsyncClient, url: httpx.URL) -> httpx.Response:
         if self.allow_private:
             return await client.send(client.build_request("GET", url), stream=True)
-        port = url.port or (443 if url.scheme == "https" else 80)
         trusted = url.host.lower() in self.allow_hosts
-        addresses = await checked_addresses(url.host, port, trusted=trusted)
-        extensions = {"sni_hostname": url.host} if url.scheme == "https" else {}
-        error: httpx.ConnectError | None = None
-        for ip in addresses[:3]:
-            request = client.build_request(
-                "GET",
-                url.copy_with(host=str(ip)),
-                headers={"Host": url.netloc.decode("ascii")},
-                extensions=extensions,
-            )
-            try:
-                return await client.send(request, stream=True)
-            except httpx.ConnectError as exc:
-                error = exc
-        assert error is not None
-        raise error
+        return await pinned_send(client, "GET", url, trusted=trusted, stream=True)
 
     def _result(
         self, url: httpx.URL, response: httpx.Response, body: bytes, cut: bool

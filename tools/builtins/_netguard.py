@@ -12,6 +12,9 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
+from typing import Any
+
+import httpx
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -97,3 +100,36 @@ async def checked_addresses(host: str, port: int, *, trusted: bool = False) -> l
                 f"Refused: {where} {reason}. Only public internet addresses can be fetched."
             )
     return addresses
+
+
+async def pinned_send(
+    client: httpx.AsyncClient,
+    method: str,
+    url: httpx.URL,
+    *,
+    trusted: bool = False,
+    stream: bool = False,
+    **request: Any,
+) -> httpx.Response:
+    """Send one request to an address of `url`'s host checked by :func:`checked_addresses`,
+    connecting to that address itself (the Host header and TLS SNI keep the name), so a second
+    DNS answer cannot swap it (DNS rebinding). Tries at most three addresses."""
+    port = url.port or (443 if url.scheme == "https" else 80)
+    addresses = await checked_addresses(url.host, port, trusted=trusted)
+    extensions = {"sni_hostname": url.host} if url.scheme == "https" else {}
+    headers = {**request.pop("headers", {}), "Host": url.netloc.decode("ascii")}
+    error: httpx.ConnectError | None = None
+    for ip in addresses[:3]:
+        built = client.build_request(
+            method,
+            url.copy_with(host=str(ip)),
+            headers=headers,
+            extensions=extensions,
+            **request,
+        )
+        try:
+            return await client.send(built, stream=stream)
+        except httpx.ConnectError as exc:
+            error = exc
+    assert error is not None
+    raise error

@@ -1,0 +1,46 @@
+"""Each chat's own settings (/settings) in SQLite: one row per chat that changed any."""
+
+from __future__ import annotations
+
+import time
+
+from engine._store._records import ChatPrefs, ReplyMode
+from engine._store._sqlite_db import SqliteDb
+
+
+class SqliteChatSettings:
+    def __init__(self, db: SqliteDb) -> None:
+        self.db = db
+
+    async def all(self) -> list[ChatPrefs]:
+        rows = await self.db.all(
+            "SELECT channel, chat_id, persona, model, reply_mode FROM chat_settings"
+        )
+        return [
+            ChatPrefs(
+                r["channel"],
+                r["chat_id"],
+                r["persona"],
+                r["model"],
+                ReplyMode(r["reply_mode"]) if r["reply_mode"] else None,
+            )
+            for r in rows
+        ]
+
+    async def save(self, prefs: ChatPrefs, user_id: str) -> None:
+        """Store the chat's settings as a whole (who changed them last, and when)."""
+        await self.db.write(
+            "INSERT INTO chat_settings(channel, chat_id, persona, model, reply_mode, updated_by, "
+            "updated_at) VALUES (?,?,?,?,?,?,?) ON CONFLICT (channel, chat_id) DO UPDATE SET "
+            "persona=excluded.persona, model=excluded.model, reply_mode=excluded.reply_mode, "
+            "updated_by=excluded.updated_by, updated_at=excluded.updated_at",
+            (
+                prefs.channel,
+                prefs.chat_id,
+                prefs.persona,
+                prefs.model,
+                prefs.reply_mode.value if prefs.reply_mode else None,
+                user_id,
+                time.time(),
+            ),
+        )

@@ -1,0 +1,33 @@
+"""A wall clock that tests move by hand, for what is due at a time (scheduled tasks).
+
+    clock = ManualClock()
+    async with App(config, channels=[...], clock=clock) as app:
+        ...
+        await clock.advance(60)   # whatever was due within the minute wakes now
+
+It implements engine.Clock: `sleep_until` returns once the clock has been moved to (or past) the
+time asked for, so nothing waits for real minutes and no test sleeps to synchronise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+
+class ManualClock:
+    def __init__(self, start: float | None = None) -> None:
+        self.t = time.time() if start is None else start
+        self._moved = asyncio.Condition()
+
+    def now(self) -> float:
+        return self.t
+
+    async def sleep_until(self, t: float) -> None:
+        async with self._moved:
+            await self._moved.wait_for(lambda: self.t >= t)
+
+    async def advance(self, seconds: float) -> None:
+        self.t += seconds
+        async with self._moved:
+            self._moved.notify_all()
