@@ -37,20 +37,32 @@ from engine._store import (
     RunState,
     ScheduleRun,
 )
+from engine._store._pg import PgStore
+from tests.postgres import PostgresServer
 
 
-async def _sqlite(tmp_path: Path) -> Store:
+async def _sqlite(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
     store = SqliteStore(tmp_path / "contract.db")
     await store.open()
     return store
 
 
-BACKENDS: dict[str, Callable[[Path], Any]] = {"sqlite": _sqlite}
+async def _postgres(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+    server: PostgresServer = request.getfixturevalue("postgres")  # started on first use
+    store = PgStore(server.new_database())
+    await store.open()
+    return store
+
+
+BACKENDS: dict[str, Callable[[pytest.FixtureRequest, Path], Any]] = {
+    "sqlite": _sqlite,
+    "postgresql": _postgres,
+}
 
 
 @pytest.fixture(params=sorted(BACKENDS))
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    opened = await BACKENDS[request.param](tmp_path)
+    opened = await BACKENDS[request.param](request, tmp_path)
     try:
         yield opened
     finally:

@@ -20,6 +20,7 @@ from tools._errors import (
     ModelUnavailable,
     RelaybotError,
     StoreError,
+    StoreUnavailable,
     ToolDefinitionError,
     ToolRetry,
 )
@@ -49,6 +50,7 @@ __all__ = [
     "PreparedCall",
     "RelaybotError",
     "StoreError",
+    "StoreUnavailable",
     "Tier",
     "Tool",
     "ToolContext",

@@ -9,7 +9,8 @@ RelaybotError                 base of everything relaybot raises on purpose
 │   ├── ModelRateLimited      429 past the SDK's retries
 │   ├── ModelAuthError        the key was rejected (401/403)
 │   └── ContextOverflow       the request is longer than the model's window
-├── StoreError                the SQLite store cannot be opened or migrated
+├── StoreError                the store cannot be opened, migrated or written
+│   └── StoreUnavailable      the database server cannot be reached now: nothing was recorded
 └── DownloadError             a file a user sent cannot be fetched from the platform
 """
 
@@ -61,7 +62,12 @@ class ContextOverflow(LLMError):
 
 
 class StoreError(RelaybotError):
-    """The SQLite store cannot be opened, migrated or written."""
+    """The store cannot be opened, migrated or written."""
+
+
+class StoreUnavailable(StoreError):
+    """The database server cannot be reached (for now): what was being written is not recorded,
+    so nothing may be acknowledged to a platform or shown as done. Retried with backoff."""
 
 
 class DownloadError(RelaybotError):

@@ -1,8 +1,13 @@
 """The store: narrow interfaces per consumer (``_api``), typed rows and state machines
-(``_records``), and the SQLite backend (``_sqlite*``)."""
+(``_records``), the SQLite backend (``_sqlite*``) and the PostgreSQL one (``_pg*``).
+
+:func:`open_store` picks the backend from the configuration: a ``postgresql://`` URL, else the
+SQLite file.
+"""
 
 from engine._store._api import (
     ChatSettingsStore,
+    ClusterStore,
     ConfirmationStore,
     ConversationStore,
     GrantStore,
@@ -14,6 +19,7 @@ from engine._store._api import (
     UsageStore,
 )
 from engine._store._records import (
+    Adoption,
     ChatPrefs,
     ConfirmationRow,
     ConfirmationState,
@@ -32,13 +38,16 @@ from engine._store._records import (
     ScheduleState,
     UsageTotals,
 )
+from engine._store._open import is_postgres, open_store
 from engine._store._sqlite import SqliteStore
 from engine._store._sqlite_schema import MIGRATIONS
 
 __all__ = [
     "MIGRATIONS",
+    "Adoption",
     "ChatPrefs",
     "ChatSettingsStore",
+    "ClusterStore",
     "ConfirmationRow",
     "ConfirmationState",
     "ConfirmationStore",
@@ -65,4 +74,6 @@ __all__ = [
     "Store",
     "UsageStore",
     "UsageTotals",
+    "is_postgres",
+    "open_store",
 ]

@@ -1,19 +1,21 @@
 """The store as each consumer sees it: one narrow protocol per part of the engine.
 
-A backend (SQLite today) implements :class:`Store`, whose attributes are the parts. The engine
-depends on these protocols only, and ``tests/test_store_contract.py`` checks every backend
-against them, unchanged.
+A backend (SQLite, PostgreSQL) implements :class:`Store`, whose attributes are the parts. The
+engine depends on these protocols only, and ``tests/test_store_contract.py`` checks every backend
+against them, unchanged. A backend that several processes can share also has a
+:class:`ClusterStore` (``Store.cluster``; None for one that only one process may use).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 from engine._channel import InboundMessage
 from engine._model import Message
 from engine._store._records import (
+    Adoption,
     ChatPrefs,
     ConfirmationRow,
     ConfirmationState,
@@ -265,6 +267,66 @@ class ChatSettingsStore(Protocol):
     async def save(self, prefs: ChatPrefs, user_id: str) -> None: ...
 
 
+class ClusterStore(Protocol):
+    """What instances sharing one store keep there (engine/_cluster.py drives it): liveness,
+    who holds each chat and each channel's receiving side, and notifications of work."""
+
+    @property
+    def incarnation(self) -> int | None: ...
+
+    async def join(self, name: str, lease_s: float) -> int:
+        """Register this process as a new live instance; returns its id."""
+        ...
+
+    async def heartbeat(self) -> bool:
+        """Renew this instance's lease; False when it was found dead and taken over."""
+        ...
+
+    async def leave(self) -> None:
+        """A clean stop: what this instance still holds is taken over at once."""
+        ...
+
+    async def adopt(self) -> Adoption | None:
+        """Take over one dead instance's chats and running jobs, if there is one."""
+        ...
+
+    async def orphans(self) -> Adoption:
+        """Claim the chats with unfinished work nobody holds, and jobs nobody runs."""
+        ...
+
+    async def claim(self, channel: str, chat_id: str) -> bool:
+        """Hold a chat that nobody holds; False when another instance holds it."""
+        ...
+
+    async def release(self, channel: str, chat_id: str) -> None: ...
+
+    async def holder(self, channel: str, chat_id: str) -> str | None:
+        """The name of the live instance holding the chat, if any."""
+        ...
+
+    async def receive(self, channel: str) -> bool:
+        """Hold or keep the channel's receiving side; False while a live instance holds it."""
+        ...
+
+    async def stop_receiving(self, channel: str) -> None: ...
+
+    async def publish(self, payload: str) -> None:
+        """Tell every instance (this one too); delivered once committed."""
+        ...
+
+    def on_signal(self, listener: Callable[[str], None]) -> None: ...
+
+    def on_reconnect(self, hook: Callable[[], Awaitable[None]]) -> None:
+        """Run `hook` after notifications may have been missed."""
+        ...
+
+    async def listen(self) -> None: ...
+
+    async def server(self) -> tuple[str, float]:
+        """The server's version and one round trip's time in seconds."""
+        ...
+
+
 class Store(Protocol):
     """A backend: its parts, one transaction spanning them, and its lifecycle."""
 
@@ -277,6 +339,7 @@ class Store(Protocol):
     usage: UsageStore
     schedules: ScheduleStore
     chat_settings: ChatSettingsStore
+    cluster: ClusterStore | None  # None: one process at a time (SQLite)
 
     def transaction(self) -> contextlib.AbstractAsyncContextManager[None]:
         """Writes of every part inside the block commit together, or not at all."""

@@ -272,3 +272,13 @@ class ChatPrefs:
     persona: str | None = None
     model: str | None = None
     reply_mode: ReplyMode | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Adoption:
+    """What an instance took over (engine/_cluster.py): a dead instance's chats and running
+    jobs (`instance` its name), or chats and jobs that nobody held (`instance` "")."""
+
+    instance: str
+    chats: tuple[tuple[str, str], ...]  # (channel, chat id)
+    jobs: tuple[str, ...]  # job ids

@@ -34,6 +34,7 @@ class SqliteStore:
         self.usage = SqliteUsage(self.db)
         self.schedules = SqliteSchedules(self.db)
         self.chat_settings = SqliteChatSettings(self.db)
+        self.cluster = None  # one process per file (bot/_lock.py)
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[None]:

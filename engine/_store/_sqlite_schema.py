@@ -1,7 +1,9 @@
 """The SQLite schema, as numbered migrations (PRAGMA user_version counts the ones applied).
 
-Never edit a released entry: add a new one. tests/test_store_migrations.py upgrades a file of
-every earlier version and checks what it holds afterwards.
+Never edit a released entry: add a new one, and its PostgreSQL dialect under the same number in
+``_pg_schema.py`` (tests/test_store_migrations.py checks that both backends end with the same
+tables and columns). It also upgrades a file of every earlier version and checks what it holds
+afterwards.
 """
 
 from __future__ import annotations
@@ -192,5 +194,31 @@ MIGRATIONS: list[str] = [
         updated_at REAL NOT NULL,
         PRIMARY KEY (channel, chat_id)
     );
+    """,
+    # 7: several instances on one database (PostgreSQL): who is alive, which instance holds
+    #    each chat and each channel's receiving side, which instance runs each job. A SQLite
+    #    store has one process and leaves them empty; they are here so both schemas match.
+    """
+    CREATE TABLE instances (
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL,
+        lease_s REAL NOT NULL,
+        started_at REAL NOT NULL,
+        heartbeat_at REAL NOT NULL
+    );
+    CREATE TABLE chat_leases (
+        channel TEXT NOT NULL,
+        chat_id TEXT NOT NULL,
+        instance INTEGER NOT NULL,
+        since REAL NOT NULL,
+        PRIMARY KEY (channel, chat_id)
+    );
+    CREATE INDEX chat_leases_instance ON chat_leases(instance);
+    CREATE TABLE receivers (
+        channel TEXT PRIMARY KEY,
+        instance INTEGER NOT NULL,
+        since REAL NOT NULL
+    );
+    ALTER TABLE jobs ADD COLUMN instance INTEGER;
     """,
 ]
