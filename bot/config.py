@@ -12,10 +12,12 @@ import importlib.util
 import json
 import os
 import re
+import socket
 import tomllib
 import typing
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
@@ -28,6 +30,7 @@ from pydantic import (
 )
 
 from channels._config import DiscordConfig, TelegramConfig, read_secret, resolve_secret
+from engine._store._open import is_postgres, redact
 from tools import ConfigError
 from tools._config import McpConfig, ToolsConfig
 
@@ -131,9 +134,47 @@ def default_state_dir() -> Path:
 
 class StorageConfig(_Section):
     path: Path | None = None  # default: $STATE_DIRECTORY/relaybot.db or ~/.local/state/relaybot/
+    # PostgreSQL, shared by several instances: "postgresql://user:password@host/db", or the
+    # name of the environment variable (or credential) holding it (it may hold a password)
+    url: SecretStr | None = None
+    url_env: str | None = None
+
+    @model_validator(mode="after")
+    def _one_database(self) -> StorageConfig:
+        if self.url is not None and self.url_env:
+            raise ValueError("set url or url_env, not both")
+        if self.url is not None and not is_postgres(self.url.get_secret_value()):
+            raise ConfigError(
+                "storage.url",
+                'must be a PostgreSQL URL, e.g. url = "postgresql://relaybot@db.example/relaybot"'
+                " (for SQLite, set path instead)",
+            )
+        return self
 
     def resolved_path(self) -> Path:
         return (self.path or default_state_dir() / "relaybot.db").expanduser()
+
+    def resolved_url(self) -> str | None:
+        """The PostgreSQL URL, or None for the SQLite file at `path`."""
+        url = resolve_secret("storage.url_env", self.url, self.url_env) or None
+        if url is not None and not is_postgres(url):
+            raise ConfigError("storage.url_env", f"{self.url_env} must hold a postgresql:// URL")
+        return url
+
+    def describe(self) -> str:
+        """Where the store is, for people (a URL without its password)."""
+        url = self.resolved_url()
+        return redact(url) if url else str(self.resolved_path())
+
+
+class InstanceConfig(_Section):
+    """This process among several sharing one PostgreSQL store (unused with SQLite)."""
+
+    id: str | None = None  # default: hostname:pid
+    lease_s: float = Field(5.0, ge=1, le=60)  # a dead instance's chats move after this long
+
+    def name(self) -> str:
+        return self.id or f"{socket.gethostname()}:{os.getpid()}"
 
 
 class ConsoleConfig(_Section):
@@ -194,6 +235,7 @@ class LogConfig(_Section):
 class Config(_Section):
     llm: LLMConfig = LLMConfig()
     storage: StorageConfig = StorageConfig()
+    instance: InstanceConfig = InstanceConfig()
     engine: EngineConfig = EngineConfig()
     access: AccessConfig = AccessConfig()
     limits: LimitsConfig = LimitsConfig()
@@ -234,6 +276,11 @@ class Config(_Section):
                 value = read_secret(name) if name else None
                 if value:
                     found.append(value)
+        storage = self.storage
+        url = storage.url.get_secret_value() if storage.url is not None else None
+        url = url or (read_secret(storage.url_env) if storage.url_env else None)
+        if url and (password := urlsplit(url).password):
+            found.append(password)
         for server in self.mcp.servers:  # what a server is given to authenticate with
             found += server.headers.values()
             found += [v for k, v in server.env.items() if _SECRET_NAME.search(k)]

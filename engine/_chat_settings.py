@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from engine._channel import Action, Button, Channel, InboundMessage, Reply
 from engine._permissions import Policy
@@ -56,6 +56,7 @@ class ChatSettings:
         self.default_model = default_model
         self._prefs: dict[ConversationKey, ChatPrefs] = {}
         self._all: set[ConversationKey] = set()  # chats whose reply mode is "all"
+        self.changed: Callable[[], Awaitable[None]] | None = None  # told other instances
 
     async def load(self) -> None:
         for prefs in await self.rows.all():
@@ -177,6 +178,8 @@ class ChatSettings:
         prefs = dataclasses.replace(self.of(key), **change)  # type: ignore[arg-type]
         await self.rows.save(prefs, user_id)
         self._remember(prefs)
+        if self.changed is not None:
+            await self.changed()
         log.info("/settings: %s changed %s in %s", user_id, ", ".join(change), key)
         note = "Saved."
         if change.get("reply_mode") is ReplyMode.ALL and key.channel == "telegram":

@@ -3,6 +3,8 @@ one written by a newer relaybot is refused and left untouched."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import sqlite3
 from pathlib import Path
@@ -11,6 +13,9 @@ import pytest
 
 from engine import Message, SqliteStore, ToolCall
 from engine._store import MIGRATIONS, ConfirmationState, InboxState, JobState
+from engine._store._pg import PgStore
+from engine._store._pg_schema import MIGRATIONS as PG_MIGRATIONS
+from tests.postgres import PostgresServer
 from tools import StoreError
 
 # Rows as each released version wrote them (a version's rows still fit the later schemas).
@@ -84,3 +89,65 @@ async def test_a_store_from_a_newer_relaybot_is_refused_untouched(tmp_path: Path
         async with SqliteStore(path):
             pass
     assert path.read_bytes() == before
+
+
+# -- PostgreSQL: the same numbered migrations in its dialect -----------------------------------
+
+
+def sqlite_columns(version: int) -> dict[str, set[str]]:
+    with contextlib.closing(sqlite3.connect(":memory:")) as db:
+        for script in MIGRATIONS[:version]:
+            db.executescript(script)
+        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        return {t: {r[1] for r in db.execute(f"PRAGMA table_info({t})")} for t in tables}
+
+
+def postgres_columns(server: PostgresServer, version: int) -> dict[str, set[str]]:
+    url = server.new_database(migrated=False)
+    database = url.split("/")[3].split("?")[0]
+    for script in PG_MIGRATIONS[:version]:
+        server.psql(script, database)
+    rows = server.psql(
+        "SELECT table_name || ' ' || column_name FROM information_schema.columns "
+        "WHERE table_schema = 'public'",
+        database,
+    )
+    columns: dict[str, set[str]] = {}
+    for line in rows.splitlines():
+        table, column = line.split()
+        columns.setdefault(table, set()).add(column)
+    return columns
+
+
+def test_each_migration_has_a_postgresql_dialect_under_the_same_number(
+    postgres: PostgresServer,
+) -> None:
+    """Entry N of either dialect leaves the same tables and columns, for every N: a store of
+    either kind at one version is the same store (and migrate-store copies column by column)."""
+    assert len(PG_MIGRATIONS) == len(MIGRATIONS)
+    for version in range(1, len(MIGRATIONS) + 1):
+        assert postgres_columns(postgres, version) == sqlite_columns(version), version
+
+
+async def test_instances_starting_together_migrate_once(postgres: PostgresServer) -> None:
+    url = postgres.new_database(migrated=False)
+    stores = [PgStore(url) for _ in range(4)]
+    await asyncio.gather(*(s.open() for s in stores))  # each would fail on a second CREATE
+    try:
+        assert {await s.schema_version() for s in stores} == {len(MIGRATIONS)}
+        conv = await stores[0].conversations.active("t", "c1")
+        assert (await stores[3].conversations.active("t", "c1")).id == conv.id
+    finally:
+        await asyncio.gather(*(s.close() for s in stores))
+
+
+async def test_a_postgresql_store_from_a_newer_relaybot_is_refused_untouched(
+    postgres: PostgresServer,
+) -> None:
+    url = postgres.new_database()
+    database = url.split("/")[3].split("?")[0]
+    postgres.psql(f"UPDATE schema_version SET version = {len(MIGRATIONS) + 1}", database)
+    with pytest.raises(StoreError, match="written by a newer relaybot"):
+        async with PgStore(url):
+            pass
+    assert postgres.psql("SELECT version FROM schema_version", database) == str(len(MIGRATIONS) + 1)

@@ -18,6 +18,7 @@ from engine._store._api import (
     Store,
     UsageStore,
 )
+from engine._store._open import is_postgres, open_store
 from engine._store._records import (
     Adoption,
     ChatPrefs,
@@ -38,7 +39,6 @@ from engine._store._records import (
     ScheduleState,
     UsageTotals,
 )
-from engine._store._open import is_postgres, open_store
 from engine._store._sqlite import SqliteStore
 from engine._store._sqlite_schema import MIGRATIONS
 

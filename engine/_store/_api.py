@@ -286,12 +286,13 @@ class ClusterStore(Protocol):
         """A clean stop: what this instance still holds is taken over at once."""
         ...
 
-    async def adopt(self) -> Adoption | None:
-        """Take over one dead instance's chats and running jobs, if there is one."""
+    async def adopt(self, channels: Sequence[str]) -> Adoption | None:
+        """Take over one dead instance's chats (of `channels`) and running jobs, if any."""
         ...
 
-    async def orphans(self) -> Adoption:
-        """Claim the chats with unfinished work nobody holds, and jobs nobody runs."""
+    async def orphans(self, channels: Sequence[str]) -> Adoption:
+        """Claim the chats (of `channels`) with unfinished work nobody holds, and the jobs
+        nobody runs."""
         ...
 
     async def claim(self, channel: str, chat_id: str) -> bool:

@@ -6,6 +6,7 @@ faster or slower than before.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,6 +18,11 @@ SCHEMES = ("postgresql://", "postgres://")
 
 def is_postgres(url: str | None) -> bool:
     return bool(url) and str(url).startswith(SCHEMES)
+
+
+def redact(url: str) -> str:
+    """`url` without its password (``postgresql://bot:***@db/relaybot``)."""
+    return re.sub(r"(://[^:/@]+):[^@/]*@", r"\1:***@", url)
 
 
 def open_store(url: str | None, path: str | Path) -> Store:

@@ -22,7 +22,8 @@ every chat with unfinished work that nobody holds.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Sequence
 
 from engine._store._pg_db import PgDb
 from engine._store._records import Adoption
@@ -86,9 +87,10 @@ class PgCluster:
             await self.db.execute("DELETE FROM receivers WHERE instance = $1", me)
             await self.db.execute("UPDATE instances SET heartbeat_at = 0 WHERE id = $1", me)
 
-    async def adopt(self) -> Adoption | None:
-        """Take over one dead instance, if any: its chats and its running jobs become this
-        instance's, in one transaction (of several instances seeing it dead, one adopts it)."""
+    async def adopt(self, channels: Sequence[str]) -> Adoption | None:
+        """Take over one dead instance, if any: its chats (of `channels`, the ones this
+        instance serves; the others are let go) and its running jobs become this instance's,
+        in one transaction (of several instances seeing it dead, one adopts it)."""
         me = self._me()
         async with self.db.transaction():
             dead = await self.db.fetchrow(
@@ -100,10 +102,13 @@ class PgCluster:
                 return None
             chats = await self.db.fetch(
                 "UPDATE chat_leases SET instance = $1, since = "
-                f"{_NOW} WHERE instance = $2 RETURNING channel, chat_id",
+                f"{_NOW} WHERE instance = $2 AND channel = ANY($3::text[]) "
+                "RETURNING channel, chat_id",
                 me,
                 dead["id"],
+                list(channels),
             )
+            await self.db.execute("DELETE FROM chat_leases WHERE instance = $1", dead["id"])
             jobs = await self.db.fetch(
                 "UPDATE jobs SET instance = $1 WHERE instance = $2 "
                 "AND state IN ('running', 'resumed') RETURNING id",
@@ -118,16 +123,18 @@ class PgCluster:
             tuple(r["id"] for r in jobs),
         )
 
-    async def orphans(self) -> Adoption:
-        """Claim every chat with unfinished work that no instance holds, and every running job
-        that no live instance runs (a store copied from SQLite, say)."""
+    async def orphans(self, channels: Sequence[str]) -> Adoption:
+        """Claim every chat (of `channels`) with unfinished work that no instance holds, and
+        every running job that no live instance runs (a store copied from SQLite, say)."""
         me = self._me()
         chats = await self.db.fetch(
             "INSERT INTO chat_leases(channel, chat_id, instance, since) "
             f"SELECT w.channel, w.chat_id, $1, {_NOW} FROM ({_WORK_CHATS}) w "
-            "WHERE NOT EXISTS (SELECT 1 FROM chat_leases l WHERE l.channel = w.channel "
-            "AND l.chat_id = w.chat_id) ON CONFLICT DO NOTHING RETURNING channel, chat_id",
+            "WHERE w.channel = ANY($2::text[]) AND NOT EXISTS (SELECT 1 FROM chat_leases l "
+            "WHERE l.channel = w.channel AND l.chat_id = w.chat_id) "
+            "ON CONFLICT DO NOTHING RETURNING channel, chat_id",
             me,
+            list(channels),
         )
         jobs = await self.db.fetch(
             "UPDATE jobs SET instance = $1 WHERE state IN ('running', 'resumed') AND "
@@ -211,8 +218,6 @@ class PgCluster:
 
     async def server(self) -> tuple[str, float]:
         """The server's version, and one round trip's time in seconds (for doctor)."""
-        import time
-
         started = time.perf_counter()
         version = await self.db.fetchval("SHOW server_version")
         return str(version), time.perf_counter() - started

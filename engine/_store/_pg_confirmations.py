@@ -57,7 +57,9 @@ class PgConfirmations:
         )
 
     async def get(self, confirmation_id: str) -> ConfirmationRow | None:
-        r = await self.db.fetchrow(f"SELECT {_COLS} FROM confirmations WHERE id=$1", confirmation_id)
+        r = await self.db.fetchrow(
+            f"SELECT {_COLS} FROM confirmations WHERE id=$1", confirmation_id
+        )
         return _row(r) if r is not None else None
 
     async def in_state(
@@ -89,4 +91,3 @@ class PgConfirmations:
         await self.db.execute(
             "UPDATE confirmations SET message_ref=$1 WHERE id=$2", message_ref, confirmation_id
         )
-

@@ -23,12 +23,12 @@ import asyncio
 import contextlib
 import contextvars
 import logging
-import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import asyncpg
 
+from engine._store._open import redact
 from engine._store._pg_schema import MIGRATIONS
 from tools import StoreError, StoreUnavailable
 
@@ -47,11 +47,6 @@ UNREACHABLE: tuple[type[BaseException], ...] = (
     asyncpg.CrashShutdownError,
     asyncpg.ConnectionFailureError,
 )
-
-
-def redact(url: str) -> str:
-    """`url` without its password (``postgresql://bot:***@db/relaybot``)."""
-    return re.sub(r"(://[^:/@]+):[^@/]*@", r"\1:***@", url)
 
 
 def rowcount(status: str) -> int:

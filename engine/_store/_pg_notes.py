@@ -41,4 +41,6 @@ class PgNotes:
         return [(r["id"], r["text"], r["created_at"]) for r in rows]
 
     async def delete_note(self, owner: str, note_id: int) -> bool:
-        return await self.db.execute("DELETE FROM notes WHERE owner=$1 AND id=$2", owner, note_id) == 1
+        return (
+            await self.db.execute("DELETE FROM notes WHERE owner=$1 AND id=$2", owner, note_id) == 1
+        )
