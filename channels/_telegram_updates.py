@@ -16,6 +16,7 @@ from telegram.ext import filters
 from channels._telegram_media import attachments_of
 from engine._backoff import Backoff
 from engine._channel import InboundMessage
+from tools import StoreUnavailable
 
 log = logging.getLogger("channels.telegram")
 
@@ -99,9 +100,13 @@ class Poller:
     Telegram, goes out only once every update of the batch has been handled, so a crash never
     loses a confirmed update (the engine's inbox answers a redelivered message once).
 
-    Nothing wedges it: an update that fails is logged and passed over; an update PTB cannot even
-    parse is skipped (logged once by id and reason, never its text) and confirmed with the rest,
-    which is why the batch is fetched as JSON and parsed update by update (PTB's ``get_updates``
+    An update the store could not record (:class:`tools.StoreUnavailable`: the database is
+    unreachable) holds the batch back: it is not confirmed, its chat's later updates wait, and
+    the batch is fetched again after a pause (the inbox takes each message once).
+
+    Nothing wedges it: an update that fails otherwise is logged and passed over; an update PTB
+    cannot even parse is skipped (logged once by id and reason, never its text) and confirmed
+    with the rest, which is why the batch is fetched as JSON and parsed update by update (PTB's ``get_updates``
     fails the whole batch and logs it raw). A rejected token (401) and another poller on the same
     token (409) are reported once each, in words a person can act on, and retried with backoff.
     """
@@ -163,9 +168,18 @@ class Poller:
                 reported = None
                 backoff.reset()
                 updates, next_offset = self._read(batch)
-                if next_offset is not None:
+                if next_offset is None:
+                    continue
+                try:
                     await _finish_when_cancelled(self._run_batch(updates, next_offset))
-                continue
+                    continue
+                except StoreUnavailable as exc:
+                    log.warning(
+                        "Telegram: updates not recorded, the store is unreachable (%s); they "
+                        "come again in %gs",
+                        exc,
+                        backoff.upcoming_s,
+                    )
             await backoff.sleep()
 
     async def _fetch(self, timeout_s: float) -> list[object]:
@@ -205,13 +219,20 @@ class Poller:
             chat = update.effective_chat
             key = ("chat", chat.id) if chat is not None else ("update", update.update_id)
             chats.setdefault(key, []).append(update)
-        await asyncio.gather(*(self._in_order(chat) for chat in chats.values()))
+        done = await asyncio.gather(
+            *(self._in_order(chat) for chat in chats.values()), return_exceptions=True
+        )
+        for outcome in done:
+            if isinstance(outcome, BaseException):
+                raise outcome  # not recorded: the batch stays unconfirmed
         self._offset = next_offset
 
     async def _in_order(self, updates: list[Update]) -> None:
         for update in updates:
             try:
                 await self._handle(update)  # handler errors go to PTB's error handler
+            except StoreUnavailable:
+                raise  # this chat's later updates must not overtake it
             except Exception:
                 log.exception("Telegram update %s failed", update.update_id)
 

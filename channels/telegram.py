@@ -15,7 +15,8 @@ Markdown becomes Telegram HTML (``_telegram_markdown``, split by ``_telegram_for
 
 Start-up never blocks: ``start`` spawns the channel's task, which initialises the bot with
 backoff while the Bot API is unreachable or rejects the token (said once, with what to check),
-registers the commands and polls until ``stop``.
+registers the commands and polls until ``stop``. With several instances on one store, only the
+one holding the channel's receiving lease polls (``set_receiving``); every one sends.
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ from engine._channel import (
     parse_action,
     parse_decision,
 )
+from tools import StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -93,11 +95,16 @@ class TelegramChannel(Channel):
         typing_interval_s=4.0,
     )
     retry_initial_s = 1.0  # first back-off while the Bot API is unreachable at start-up
+    shared_receiving = True
 
     def __init__(self, config: TelegramConfig) -> None:
         self._config = config
         self._engine: Engine | None = None
         self._task: asyncio.Task[None] | None = None  # connect, then poll
+        self._receive = asyncio.Event()  # polling wanted (set_receiving)
+        self._receive.set()
+        self._polling: asyncio.Task[None] | None = None
+        self._unrecorded: dict[int, StoreUnavailable] = {}  # update id → why (see _process)
         self._app = (
             Application.builder()
             .token(config.resolve_token())
@@ -119,6 +126,17 @@ class TelegramChannel(Channel):
         self._engine = engine
         self._task = asyncio.create_task(self._run(), name="telegram")
         self._task.add_done_callback(_log_failure)
+
+    async def set_receiving(self, on: bool) -> None:
+        """Poll (True) or not (False); stopping lets a batch in progress finish and confirms it."""
+        if on:
+            self._receive.set()
+            return
+        self._receive.clear()
+        polling, self._polling = self._polling, None
+        if polling is not None:
+            polling.cancel()
+            await asyncio.gather(polling, return_exceptions=True)
 
     async def stop(self) -> None:
         """A batch of updates in progress finishes (bounded) and is confirmed; replies being
@@ -159,12 +177,21 @@ class TelegramChannel(Channel):
         self._outbox.open()
         poller = Poller(
             bot,
-            self._app.process_update,
+            self._process,
             timeout_s=self._config.poll_timeout_s,
             retry_initial_s=self.retry_initial_s,
         )
-        log.info("Telegram: polling as @%s", bot.username)
-        await poller.run()
+        while True:
+            await self._receive.wait()
+            log.info("Telegram: polling as @%s", bot.username)
+            self._polling = asyncio.create_task(poller.run(), name="telegram-poll")
+            try:
+                await self._polling
+            except asyncio.CancelledError:
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise  # stop()
+                log.info("Telegram: another instance receives now")
 
     # -- inbound -------------------------------------------------------------------------------
 
@@ -256,8 +283,19 @@ class TelegramChannel(Channel):
         ``Application.stop`` awaits it), so that polling does not wait for Telegram."""
         self._app.create_task(reply, update=update, name="telegram-reply")
 
+    async def _process(self, update: Update) -> None:
+        """PTB's dispatch; an update the store could not record fails, so it is not confirmed
+        (PTB hands handler errors to ``_on_error`` instead of raising them)."""
+        await self._app.process_update(update)
+        unrecorded = self._unrecorded.pop(update.update_id, None)
+        if unrecorded is not None:
+            raise unrecorded
+
     async def _on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
         uid = update.update_id if isinstance(update, Update) else None
+        if isinstance(context.error, StoreUnavailable) and uid is not None:
+            self._unrecorded[uid] = context.error
+            return
         log.error("Telegram update %s failed", uid, exc_info=context.error)
 
     def _listens(self, chat_id: str) -> bool:

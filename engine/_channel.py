@@ -276,6 +276,16 @@ class Channel(abc.ABC):
     async def stop(self) -> None:
         """Stop taking messages and disconnect."""
 
+    # Several instances sharing one store: one of them receives for a channel at a time
+    # (engine/_cluster.py), and every one can send. A channel that can be shared so says, and
+    # switches its receiving side (polling, a gateway) on and off, before or after start.
+    shared_receiving: bool = False
+
+    async def set_receiving(self, on: bool) -> None:
+        """Take messages from the platform (True, as after start) or not (False), staying able
+        to send. A channel that is not shared always receives."""
+        return None
+
     @abc.abstractmethod
     async def send(
         self, chat_id: str, text: str, *, reply_to: str | None = None, formatted: bool = True

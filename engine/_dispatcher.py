@@ -5,7 +5,9 @@ the call returns at once. Each chat's queue (engine/_queue.py) runs its items in
 (engine/_turns.py), answers to confirmations (engine/_confirmations.py), background results
 (engine/_background.py), notices. At start-up each part queues what a restart left, before the
 channels deliver anything new (:meth:`Dispatcher.prepare`), and the queues open once the
-channels run (:meth:`Dispatcher.start`).
+channels run (:meth:`Dispatcher.start`). With a store several instances share, the chats' work is
+spread over them (engine/_cluster.py) and each instance recovers what it takes over the same way
+(:meth:`Dispatcher.recover`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import os
+import socket
 import time
 from dataclasses import dataclass, field
 
@@ -20,6 +24,7 @@ from engine._background import Background
 from engine._channel import Action, Channel, Command, Decision, InboundMessage, Press, Reply
 from engine._chat_settings import ChatSettings
 from engine._clock import Clock, SystemClock
+from engine._cluster import Cluster, InstanceSettings
 from engine._confirmations import Confirmations
 from engine._limits import Limits, LimitSettings
 from engine._loop import ToolLoop
@@ -39,7 +44,7 @@ from engine._queue import (
     WorkItem,
 )
 from engine._schedules import Schedules, ScheduleSettings
-from engine._store import InboxState, Store
+from engine._store import Adoption, InboxState, Store
 from engine._tasks import Tasks
 from engine._transcribe import Transcriber
 from engine._turns import TurnRunner, TurnSettings
@@ -99,6 +104,7 @@ class Dispatcher:
         transcriber: Transcriber | None = None,
         *,
         clock: Clock | None = None,
+        instance: InstanceSettings | None = None,
     ) -> None:
         self.store = store
         self.registry = registry
@@ -148,6 +154,17 @@ class Dispatcher:
         self.media = MediaIntake(store, self.channels, s.media, cache, self.turns.say, transcriber)
         self.albums = Albums()
         self._releases: dict[ConversationKey, asyncio.TimerHandle] = {}
+        self.cluster: Cluster | None = None  # several instances share the store
+        if store.cluster is not None:
+            self.cluster = Cluster(
+                store.cluster,
+                self.queues,
+                self.channels,
+                instance or InstanceSettings(f"{socket.gethostname()}:{os.getpid()}"),
+                self.recover,
+                self.chat_settings.load,
+            )
+            self.chat_settings.changed = self.cluster.settings_changed
 
     def add_channel(self, channel: Channel) -> None:
         self.channels[channel.name] = channel
@@ -161,16 +178,29 @@ class Dispatcher:
 
     async def prepare(self) -> None:
         """Queue what a crash or restart left unfinished, chat by chat, before the channels
-        deliver anything new: it then runs first in each chat's order."""
+        deliver anything new: it then runs first in each chat's order. (Sharing the store:
+        join the other instances, and take what nobody holds.)"""
         await self.chat_settings.load()
-        unfinished = await self.store.inbox.unfinished_chats()
-        for channel, chat_id in unfinished:
-            self.queues.put(ConversationKey(channel, chat_id), Recover())
-        await self.confirmations.recover()
-        await self.background.recover()
-        await self.schedules.recover()
-        for channel, chat_id in unfinished:
-            key = ConversationKey(channel, chat_id)
+        if self.cluster is not None:
+            await self.cluster.join()
+        else:
+            await self.recover()
+
+    async def recover(self, taken: Adoption | None = None) -> None:
+        """Queue, chat by chat, what a crash left: in every chat (one process), or in the
+        chats and jobs this instance just took over (`taken`)."""
+        if taken is None:
+            keys = [ConversationKey(*c) for c in await self.store.inbox.unfinished_chats()]
+            scope: set[ConversationKey] | None = None
+        else:
+            keys = [ConversationKey(*c) for c in taken.chats]
+            scope = set(keys)
+        for key in keys:
+            self.queues.put(key, Recover())
+        await self.confirmations.recover(scope)
+        await self.background.recover(scope, None if taken is None else taken.jobs)
+        await self.schedules.recover(scope)
+        for key in keys:
             self.queues.put(key, Inbound())
             await self._schedule_release(key)
 
@@ -180,6 +210,8 @@ class Dispatcher:
         self.queues.open()
         self.tasks.spawn(self._expiry_watch(), "confirmation-expiry")
         self.tasks.spawn(self.schedules.run(), "scheduler")
+        if self.cluster is not None:
+            self.tasks.spawn(self.cluster.run(), "cluster")
 
     async def aclose(self) -> None:
         """Let running turns finish (bounded), then cancel and record what was cut off."""
@@ -195,6 +227,8 @@ class Dispatcher:
             conv = await self.store.conversations.active(key.channel, key.chat_id)
             n = await self.store.conversations.close_dangling(conv.id, SHUTDOWN)
             log.warning("shutdown cut off the turn in %s (%d tool calls interrupted)", key, n)
+        if self.cluster is not None:  # another instance takes over what is left, at once
+            await self.cluster.leave()
 
     async def _expiry_watch(self) -> None:
         while True:
@@ -308,13 +342,15 @@ class Dispatcher:
         if command is Command.HELP:
             return self._help()
         if command is Command.STOP:
-            stopped = self.queues.stop(key)
+            stopped = await self._stop(key)
             cancelled = await self.confirmations.cancel_pending(key, STOPPED)
             log.info("/stop in %s by user %s", key, msg.user_id)
             return "Stopped." if stopped or cancelled else "Nothing to stop."
         if command in (Command.RETRY, Command.UNDO):
             done: asyncio.Future[str] = asyncio.get_running_loop().create_future()
             retry = command is Command.RETRY
+            if self.cluster is not None and not await self.cluster.acquire(key):
+                return "I am still busy in this chat; try again in a moment."
             if not self.queues.put(key, Rewind(retry, msg.user_id, msg.user_name, done)):
                 return "I am shutting down; try again in a moment."
             return await done
@@ -327,11 +363,17 @@ class Dispatcher:
         if command is Command.USAGE:
             return await self.limits.usage(msg)
         if command is Command.RESET:
-            self.queues.stop(key)
+            await self._stop(key)
             await self.confirmations.cancel_pending(key, "cancelled: the conversation was reset.")
             await self.store.conversations.reset(key.channel, key.chat_id)
             return "Started a fresh conversation."
         return "Unknown command."
+
+    async def _stop(self, key: ConversationKey) -> bool:
+        """Stop the item running in the chat, on whichever instance runs it."""
+        if self.cluster is not None:
+            return await self.cluster.stop(key)
+        return self.queues.stop(key)
 
     def _help(self) -> str:
         lines = []
