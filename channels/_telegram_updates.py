@@ -106,9 +106,10 @@ class Poller:
 
     Nothing wedges it: an update that fails otherwise is logged and passed over; an update PTB
     cannot even parse is skipped (logged once by id and reason, never its text) and confirmed
-    with the rest, which is why the batch is fetched as JSON and parsed update by update (PTB's ``get_updates``
-    fails the whole batch and logs it raw). A rejected token (401) and another poller on the same
-    token (409) are reported once each, in words a person can act on, and retried with backoff.
+    with the rest, which is why the batch is fetched as JSON and parsed update by update (PTB's
+    ``get_updates`` fails the whole batch and logs it raw). A rejected token (401) and another
+    poller on the same token (409) are reported once each, in words a person can act on, and
+    retried with backoff.
     """
 
     def __init__(
