@@ -52,13 +52,15 @@ def token(n: int) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Files:
-    """Everything one rig run keeps in its directory."""
+    """Everything one rig run keeps in its directory (`instance`: one of several daemons
+    sharing a PostgreSQL store, each with its own config and log)."""
 
     directory: Path
+    instance: str = ""
 
     @property
     def config(self) -> Path:
-        return self.directory / "config.toml"
+        return self.directory / f"config{self.instance}.toml"
 
     @property
     def db(self) -> Path:
@@ -66,7 +68,7 @@ class Files:
 
     @property
     def log(self) -> Path:
-        return self.directory / "daemon.log"
+        return self.directory / f"daemon{self.instance}.log"
 
     @property
     def runs(self) -> Path:
@@ -124,10 +126,20 @@ def write_files(
     llm_timeout_s: float = 5.0,
     llm_retries: int = 0,
     max_parallel_tools: int = 8,
+    store_url: str | None = None,
+    instance: str = "",
+    lease_s: float = 5.0,
+    extra: str = "",
 ) -> Files:
     """The plugin module and a config for the daemon: Telegram to `tg`, the model at
-    `llm_url`, the plugin's tools, confirmations that do not expire during a run."""
-    files = Files(directory)
+    `llm_url`, the plugin's tools, confirmations that do not expire during a run. With
+    `store_url`, the store is that PostgreSQL database and the daemon is `instance` of several
+    (`extra`: more TOML, e.g. a [discord] section)."""
+    files = Files(directory, instance)
+    storage = f'url = "{store_url}"' if store_url else f'path = "{files.db}"'
+    if store_url:
+        storage += f'\n\n[instance]\nid = "{instance or "solo"}"\nlease_s = {lease_s}'
+
     (directory / f"{PLUGIN}.py").write_text(
         _PLUGIN_SOURCE.format(runs=str(files.runs), gate=str(files.gate))
     )
@@ -142,7 +154,7 @@ def write_files(
             request_timeout_s = {llm_timeout_s}
 
             [storage]
-            path = "{files.db}"
+            {storage}
 
             [telegram]
             enabled = true
@@ -164,6 +176,7 @@ def write_files(
             level = "INFO"
             """
         )
+        + extra
     )
     return files
 
@@ -198,10 +211,11 @@ class Daemon:
     def running(self) -> bool:
         return self._proc is not None and self._proc.returncode is None
 
-    async def start(self, timeout: float = 30) -> None:
-        """Spawn the daemon and return once it polls the Bot API."""
+    async def start(self, timeout: float = 30, *, polls: bool = True) -> None:
+        """Spawn the daemon and return once it polls the Bot API (or, `polls` False: an
+        instance another one receives for, once it says it runs)."""
         loop = asyncio.get_running_loop()
-        polls = len(self.tg.calls_of("getUpdates"))
+        polls_before = len(self.tg.calls_of("getUpdates"))
         env = {**os.environ, "PYTHONPATH": f"{self.files.directory}{os.pathsep}{ROOT}"}
         with self.files.log.open("ab") as log:
             self._proc = await asyncio.create_subprocess_exec(
@@ -210,7 +224,9 @@ class Daemon:
             )  # fmt: skip
         self.lives.append(Life(loop.time()))
         polling = asyncio.ensure_future(
-            self.tg.wait_for_call("getUpdates", count=polls + 1, timeout=timeout)
+            self.tg.wait_for_call("getUpdates", count=polls_before + 1, timeout=timeout)
+            if polls
+            else wait_for_log(self.files.log, " running (", timeout, len(self.lives))
         )
         died = asyncio.ensure_future(self._proc.wait())
         try:
@@ -495,6 +511,17 @@ def delivery_records(path: Path) -> dict[tuple[int, int], float] | None:
             "IS NOT NULL"
         )
         return {(int(chat), int(ref)): float(at) for chat, ref, at in rows if str(ref).isdigit()}
+
+
+async def wait_for_log(path: Path, needle: str, timeout: float, count: int = 1) -> None:
+    """Poll a daemon's log until `needle` appears `count` times (another process writes it:
+    there is no event to wait on)."""
+    async with asyncio.timeout(timeout):
+        while True:
+            text_ = path.read_text(errors="replace") if path.exists() else ""  # noqa: ASYNC240
+            if text_.count(needle) >= count:
+                return
+            await asyncio.sleep(0.05)
 
 
 async def wait_for_db(path: Path, needle: str, timeout: float) -> None:

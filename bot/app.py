@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from bot._models import build_model, endpoint_model, openai_compatible
 from bot.config import Config
 from engine import (
+    Backoff,
     Channel,
     Clock,
     Dispatcher,
@@ -25,11 +26,12 @@ from engine import (
     OpenAITranscriber,
     ScheduleSettings,
     Settings,
-    SqliteStore,
     Store,
     SystemClock,
 )
-from tools import Tool, ToolRegistry
+from engine._cluster import InstanceSettings
+from engine._store import open_store
+from tools import StoreUnavailable, Tool, ToolRegistry
 from tools._config import apply_policy
 from tools._plugins import load_plugins
 from tools.builtins import ScheduleAccess, builtin_tools
@@ -132,7 +134,8 @@ class App:
     async def _start(self) -> None:
         cfg = self.config
         stack = self._stack
-        self.store = await stack.enter_async_context(SqliteStore(cfg.storage.resolved_path()))
+        self.store = await _opened(cfg)
+        stack.push_async_callback(self.store.__aexit__, None, None, None)
         self.registry, self.mcp = await stack.enter_async_context(
             open_tools(
                 cfg,
@@ -199,6 +202,7 @@ class App:
             loop_options,
             transcriber,
             clock=self.clock,
+            instance=InstanceSettings(cfg.instance.name(), cfg.instance.lease_s),
         )
         # Exit order (reverse): the dispatcher finishes running turns while the channels can
         # still deliver their answers; then the channels stop.
@@ -207,6 +211,8 @@ class App:
         stack.push_async_callback(self.dispatcher.aclose)
         for channel in self.channels:
             self.dispatcher.add_channel(channel)
+            if self.store.cluster is not None and channel.shared_receiving:
+                await channel.set_receiving(False)  # until this instance holds its lease
         await self.dispatcher.prepare()  # before the channels deliver anything new
         for channel in self.channels:
             await channel.start(self.dispatcher)
@@ -225,4 +231,24 @@ class App:
 
     def status(self) -> str:
         names = ", ".join(c.name for c in self.channels) or "none"
-        return f"channels: {names}; turns running: {self.dispatcher.busy}"
+        status = f"channels: {names}; turns running: {self.dispatcher.busy}"
+        if self.dispatcher.cluster is not None:
+            status += f"; instance {self.config.instance.name()}"
+        return status
+
+
+async def _opened(config: Config) -> Store:
+    """The configured store, open. A PostgreSQL server that cannot be reached yet is waited
+    for (retried with backoff, logged once a minute): instances may start before it."""
+    url = config.storage.resolved_url()
+    backoff = Backoff(1.0, max_s=10.0)
+    reported = -60.0
+    while True:
+        store = open_store(url, config.storage.resolved_path())
+        try:
+            return await store.__aenter__()
+        except StoreUnavailable as exc:
+            if backoff.waited_s - reported >= 60:
+                reported = backoff.waited_s
+                log.error("%s; retrying", exc)
+            await backoff.sleep()

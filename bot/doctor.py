@@ -23,6 +23,8 @@ from bot._checks import tool_problems, validate
 from bot._lock import holder
 from bot.config import Config, ModelEndpoint
 from engine import SqliteStore
+from engine._store import open_store
+from engine._store._open import redact
 from tools import ConfigError, RelaybotError
 from tools.builtins._search import SearchFailed, WebSearch
 
@@ -66,6 +68,9 @@ def _plugins(config: Config) -> list[Check]:
 
 
 async def _check_store(config: Config) -> Check:
+    url = config.storage.resolved_url()
+    if url is not None:
+        return await _check_shared_store(url)
     path = config.storage.resolved_path()
     try:
         async with SqliteStore(path) as store:
@@ -78,6 +83,42 @@ async def _check_store(config: Config) -> Check:
     pid = holder(path)
     running = f"; in use by relaybot pid {pid}" if pid is not None else ""
     return Check("store", Status.OK, f"{path} (schema v{version}, writable{running})")
+
+
+_SLOW_ROUND_TRIP_S = 0.05  # every turn makes a few dozen statements
+
+
+async def _check_shared_store(url: str) -> Check:
+    """PostgreSQL: the server answers, the schema is current (migrating it if it is older), a
+    write commits, and how long a round trip takes."""
+    where = redact(url)
+    try:
+        async with open_store(url, "") as store:
+            async with store.transaction():
+                version = await store.schema_version()
+            assert store.cluster is not None
+            info = await store.cluster.server()
+    except RelaybotError as exc:
+        return Check(
+            "store",
+            Status.FAILED,
+            str(exc),
+            "check [storage] url (or the variable url_env names), that the server runs, and "
+            "that the user may connect and create tables",
+        )
+    live = ", ".join(info.instances) or "none"
+    detail = (
+        f"{where} (PostgreSQL {info.version}, schema v{version}, round trip "
+        f"{info.round_trip_s * 1000:.1f} ms; instances running: {live})"
+    )
+    if info.round_trip_s > _SLOW_ROUND_TRIP_S:
+        return Check(
+            "store",
+            Status.WARNING,
+            detail,
+            "a turn makes dozens of statements: put the database closer to the instances",
+        )
+    return Check("store", Status.OK, detail)
 
 
 # The tiny request: one tool the model is asked to call.

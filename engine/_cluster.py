@@ -348,7 +348,7 @@ class Cluster:
         if item is None:
             return
         if key in self._held:
-            self.queues.put(key, item)
+            self.queues.put(key, item, here=True)
         elif key in self._claiming:
             self._claiming[key].append(item)
         else:
@@ -364,11 +364,12 @@ class Cluster:
             self._unreachable(exc)
             won = False  # the sweep finds the chat's work once the database is back
         items = self._claiming.pop(key, [])
+        log.debug("claim of %s: %s (%d items)", key, "won" if won else "held elsewhere", len(items))
         if not won:
             return  # its holder has these items too
         self._held.add(key)
         for item in items:
-            self.queues.put(key, item)
+            self.queues.put(key, item, here=True)
 
     def _lock(self, key: ConversationKey) -> asyncio.Lock:
         lock = self._key_locks.get(key)

@@ -131,12 +131,13 @@ class ChatQueues:
         """Items waiting per chat (for metrics)."""
         return [len(c.items) for c in self._chats.values()]
 
-    def put(self, key: ConversationKey, item: WorkItem) -> bool:
-        """Queue `item` for the chat (or hand it to the instance holding the chat); False when
-        shutting down (nothing is taken any more)."""
+    def put(self, key: ConversationKey, item: WorkItem, *, here: bool = False) -> bool:
+        """Queue `item` for the chat (or hand it to the instance holding the chat, unless
+        `here`: the leases know it is held here); False when shutting down (nothing is taken
+        any more)."""
         if self._closing:
             return False
-        if self.leases is not None and not self.leases.holds(key):
+        if self.leases is not None and not here and not self.leases.holds(key):
             return self.leases.hand_over(key, item)
         chat = self._chats.get(key)
         if chat is None:

@@ -28,6 +28,7 @@ from engine._store._records import (
     RunState,
     ScheduleRow,
     ScheduleRun,
+    ServerInfo,
     UsageTotals,
 )
 
@@ -323,8 +324,8 @@ class ClusterStore(Protocol):
 
     async def listen(self) -> None: ...
 
-    async def server(self) -> tuple[str, float]:
-        """The server's version and one round trip's time in seconds."""
+    async def server(self) -> ServerInfo:
+        """The server's version, a round trip's time and the live instances."""
         ...
 
 

@@ -26,7 +26,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 
 from engine._store._pg_db import PgDb
-from engine._store._records import Adoption
+from engine._store._records import Adoption, ServerInfo
 
 WORK = "relaybot_work"
 _NOW = "extract(epoch FROM clock_timestamp())"
@@ -216,8 +216,15 @@ class PgCluster:
     async def listen(self) -> None:
         await self.db.listen()
 
-    async def server(self) -> tuple[str, float]:
-        """The server's version, and one round trip's time in seconds (for doctor)."""
-        started = time.perf_counter()
+    async def server(self) -> ServerInfo:
+        """The server's version, the round trip's time and the live instances (for doctor)."""
+        trips = []
+        for _ in range(5):
+            started = time.perf_counter()
+            await self.db.fetchval("SELECT 1")
+            trips.append(time.perf_counter() - started)
         version = await self.db.fetchval("SHOW server_version")
-        return str(version), time.perf_counter() - started
+        names = await self.db.fetch(f"SELECT name FROM instances i WHERE {_ALIVE} ORDER BY id")
+        return ServerInfo(
+            str(version), sorted(trips)[len(trips) // 2], tuple(r["name"] for r in names)
+        )

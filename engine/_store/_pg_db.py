@@ -91,7 +91,12 @@ class PgDb:
         except StoreError:
             await self.close()
             raise
-        except (*UNREACHABLE, asyncpg.PostgresError, ValueError) as exc:
+        except UNREACHABLE as exc:
+            await self.close()
+            raise StoreUnavailable(
+                f"cannot reach the store at {self.where}: {_reason(exc)}"
+            ) from exc
+        except (asyncpg.PostgresError, ValueError) as exc:
             await self.close()
             raise StoreError(f"cannot open the store at {self.where}: {_reason(exc)}") from exc
 

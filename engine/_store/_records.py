@@ -282,3 +282,12 @@ class Adoption:
     instance: str
     chats: tuple[tuple[str, str], ...]  # (channel, chat id)
     jobs: tuple[str, ...]  # job ids
+
+
+@dataclass(frozen=True, slots=True)
+class ServerInfo:
+    """A shared store's server as `relaybot doctor` reports it."""
+
+    version: str
+    round_trip_s: float  # the median of a few trivial statements
+    instances: tuple[str, ...]  # the live instances' names
