@@ -164,7 +164,7 @@ def write_files(
             poll_timeout_s = 10
 
             [tools]
-            builtins = []
+            builtins = ["remind_me"]
             plugins = ["{PLUGIN}"]
             confirmation_timeout_s = 3600
 
@@ -290,7 +290,15 @@ class Decision:
     tokens: tuple[str, ...]
 
 
-ACTIONS = (("wipe", "wipe"), ("hold", "hold_slot"))  # (word in the user's message, tool)
+# (word in the user's message, tool); remind_me (a built-in) is asked for a reminder in 3 s
+ACTIONS = (("wipe", "wipe"), ("hold", "hold_slot"), ("remind", "remind_me"))
+REMIND_IN_S = 3.0
+
+
+def _arguments(tool: str, tok: str) -> dict[str, Any]:
+    if tool == "remind_me":
+        return {"text": f"reminder for {tok}", "in_seconds": REMIND_IN_S}
+    return {"target": tok}
 
 
 def decide(body: dict[str, Any]) -> Decision:
@@ -310,7 +318,7 @@ def decide(body: dict[str, Any]) -> Decision:
         for tok in TOKEN.findall(content):
             for word, tool in ACTIONS:
                 if word in content and tool in offered and (tool, tok) not in called:
-                    return Decision(tool_call(tool, {"target": tok}), ())
+                    return Decision(tool_call(tool, _arguments(tool, tok)), ())
     tokens = open_tokens(body)
     results = [_clip(_content(m), 80) for m in open_ if m.get("role") == "tool"]
     answer = "answer: " + (" ".join(tokens) or "(nothing new)")
