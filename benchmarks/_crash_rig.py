@@ -172,6 +172,9 @@ def write_files(
             max_parallel_tools = {max_parallel_tools}
             shutdown_grace_s = 20
 
+            [limits]
+            messages_per_minute = 100000  # crashes are measured here, not the rate limit
+
             [log]
             level = "INFO"
             """

@@ -194,6 +194,9 @@ class Confirmations:
             return conf, False, None
         if conf.state is S.EXPIRED:
             return conf, False, EXPIRED
+        if conf.state is S.INTERRUPTED and not await self._resumed(conf):
+            # cut off by a restart while it ran: the turn goes on, told it may have run
+            return conf, False, STARTED_THEN_CUT
         return None
 
     async def started(self, conf: ConfirmationRow) -> bool:
@@ -244,7 +247,8 @@ class Confirmations:
 
     async def recover(self, chats: Collection[ConversationKey] | None = None) -> None:
         """Queue what a restart left (in `chats`, else everywhere): expired prompts closed,
-        never-started approvals run, started ones reported as cut off."""
+        never-started approvals run, started ones reported as cut off (the turn then goes on,
+        told that it may have run)."""
         await self.expire_due()
         for conf in await self.rows.in_state(S.APPROVED):
             if chats is not None and ConversationKey(conf.channel, conf.chat_id) not in chats:
@@ -260,9 +264,7 @@ class Confirmations:
             if chats is not None and ConversationKey(conf.channel, conf.chat_id) not in chats:
                 continue
             if await self.rows.transition(conf.id, S.EXECUTING, S.INTERRUPTED):
-                await self.store.conversations.close_dangling(
-                    conf.conversation_id, STARTED_THEN_CUT
-                )
+                key = ConversationKey(conf.channel, conf.chat_id)
                 self.tasks.spawn(
                     self.resolve(conf, f"⚠️ Interrupted by a restart: {conf.summary}"), "resolve"
                 )
@@ -270,9 +272,14 @@ class Confirmations:
                     f"⚠️ I was restarted while running “{conf.summary}”; it may have completed "
                     "partly or fully. Ask me to check, or to run it again, if you still need it."
                 )
-                self.queues.put(
-                    ConversationKey(conf.channel, conf.chat_id), Notice(text, conf.reply_to)
-                )
+                self.queues.put(key, Notice(text, conf.reply_to))
+                self.queues.put(key, Decided(conf.id))  # then the turn goes on from there
+
+    async def _resumed(self, conf: ConfirmationRow) -> bool:
+        """True when the call of an interrupted confirmation has its result in the history
+        already (the turn went on before: /stop, or an earlier start-up)."""
+        history = await self.store.conversations.history(conf.conversation_id, 50)
+        return any(m.result is not None and m.result.call_id == conf.call_id for m in history)
 
     async def open_in(self, key: ConversationKey) -> list[ConfirmationRow]:
         """The chat's confirmations still waiting to be answered or run."""

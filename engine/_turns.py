@@ -23,7 +23,7 @@ from engine._live import LiveReply, typing
 from engine._loop import ToolLoop
 from engine._media_history import RecentImages
 from engine._media_out import send_files
-from engine._model import Message
+from engine._model import Message, Role
 from engine._permissions import Permissions
 from engine._store import (
     ConfirmationRow,
@@ -252,20 +252,23 @@ class TurnRunner:
         rows = await self.store.inbox.rows(InboxState.TAKEN, key.channel, key.chat_id)
         if not rows:
             return
+        last = rows[-1]
+        conv = await conversations.active(key.channel, key.chat_id, is_private=last.is_private)
+        history = await conversations.history(conv.id, self.settings.history_limit)
         open_confirmations = await self.confirmations.open_in(key)
-        if open_confirmations:  # the turn waits for an answer: it was answered by the prompt
-            for conf in open_confirmations:
+        waiting = _asked_in_last_turn(history, open_confirmations)
+        if waiting:  # the turn of these rows ended in a question: the prompt answered them
+            for conf in waiting:
                 if conf.message_ref is None and conf.state is ConfirmationState.PENDING:
                     await self.confirmations.show(conf)
             await self.store.inbox.answered([r.id for r in rows])
             return
-        last = rows[-1]
-        conv = await conversations.active(key.channel, key.chat_id, is_private=last.is_private)
-        tail = await conversations.last(conv.id)
-        if tail is not None and tail.is_answer:  # answered and delivered before the crash
+        if history and history[-1].is_answer:  # answered and delivered before the crash
             await self.store.inbox.answered([r.id for r in rows])
             return
-        await conversations.close_dangling(conv.id, RESTARTED)
+        # Cut off mid-turn: its calls get "interrupted", except one an older turn still waits on.
+        keep = {c.call_id for c in open_confirmations}
+        await conversations.close_dangling(conv.id, RESTARTED, keep=keep)
         log.warning("finishing the turn a restart cut off in %s", key)
         await self.run(conv, last.user_id, last.user_name, last.message_id, answering=rows)
 
@@ -295,6 +298,16 @@ class TurnRunner:
             max_tool_calls=None if admin else self.settings.tool_calls_per_turn,
             model=chosen.model(key) if chosen is not None else None,
         )
+
+
+def _asked_in_last_turn(
+    history: Sequence[Message], confirmations: Sequence[ConfirmationRow]
+) -> list[ConfirmationRow]:
+    """The confirmations whose call was made after the newest user message."""
+    users = [i for i, m in enumerate(history) if m.role is Role.USER]
+    since = history[users[-1] + 1 :] if users else history
+    asked = {call.id for m in since for call in m.tool_calls}
+    return [c for c in confirmations if c.call_id in asked]
 
 
 def _pending(conf: ConfirmationRow) -> PendingCall:

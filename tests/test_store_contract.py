@@ -125,6 +125,7 @@ async def test_dangling_calls_are_closed_once(store: Store) -> None:
     calls = [ToolCall("a", "x", "{}"), ToolCall("b", "x", "{}")]
     await store.conversations.append(conv.id, Message.assistant(None, calls))
     await store.conversations.append(conv.id, Message.tool_result("a", "ok"))
+    assert await store.conversations.close_dangling(conv.id, "x", keep={"b"}) == 0
     assert await store.conversations.close_dangling(conv.id, "interrupted") == 1
     assert await store.conversations.close_dangling(conv.id, "interrupted") == 0
     last = (await store.conversations.history(conv.id))[-1]

@@ -9,7 +9,7 @@ against them, unchanged. A backend that several processes can share also has a
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any, Protocol
 
 from engine._channel import InboundMessage
@@ -62,8 +62,11 @@ class ConversationStore(Protocol):
         `keep_question`); returns how many messages were deleted."""
         ...
 
-    async def close_dangling(self, conversation_id: int, reason: str) -> int:
-        """Give every recent tool call without a result the error result `reason`."""
+    async def close_dangling(
+        self, conversation_id: int, reason: str, *, keep: Collection[str] = ()
+    ) -> int:
+        """Give every recent tool call without a result (but those in `keep`) the error
+        result `reason`; returns how many."""
         ...
 
     async def undelivered(self, channel: str, chat_id: str) -> list[Delivery]:

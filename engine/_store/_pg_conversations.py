@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Collection
 
 from engine._model import Message, Role
 from engine._store._pg_db import PgDb
@@ -108,7 +109,9 @@ class PgConversations:
             last_user,
         )
 
-    async def close_dangling(self, conversation_id: int, reason: str) -> int:
+    async def close_dangling(
+        self, conversation_id: int, reason: str, *, keep: Collection[str] = ()
+    ) -> int:
         rows = await self.db.fetch(
             "SELECT tool_calls FROM messages WHERE conversation_id=$1 AND tool_calls IS NOT NULL "
             "ORDER BY id DESC LIMIT 5",
@@ -126,7 +129,7 @@ class PgConversations:
                 wanted,
             )
         }
-        missing = [cid for cid in wanted if cid not in have]
+        missing = [cid for cid in wanted if cid not in have and cid not in keep]
         async with self.db.transaction():
             for cid in missing:
                 await self.append(conversation_id, Message.tool_result(cid, reason, is_error=True))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from collections.abc import Collection
 from typing import Any
 
 from engine._model import Image, Message, Part, Role, Text, ToolCall, ToolOutput
@@ -103,7 +104,9 @@ class SqliteConversations:
         )
         return cur.rowcount
 
-    async def close_dangling(self, conversation_id: int, reason: str) -> int:
+    async def close_dangling(
+        self, conversation_id: int, reason: str, *, keep: Collection[str] = ()
+    ) -> int:
         rows = await self.db.all(
             "SELECT tool_calls FROM messages WHERE conversation_id=? AND tool_calls IS NOT NULL "
             "ORDER BY id DESC LIMIT 5",
@@ -120,7 +123,7 @@ class SqliteConversations:
                 (conversation_id, *wanted),
             )
         }
-        missing = [cid for cid in wanted if cid not in have]
+        missing = [cid for cid in wanted if cid not in have and cid not in keep]
         async with self.db.transaction():
             for cid in missing:
                 await self.append(conversation_id, Message.tool_result(cid, reason, is_error=True))
