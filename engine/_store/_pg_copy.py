@@ -83,11 +83,14 @@ async def copy_store(source: SqliteStore, target: PgStore) -> list[Copied]:
                 ]
                 await conn.copy_records_to_table(table, records=records, columns=columns)
             copied.append(Copied(table, len(rows)))
-        for table in ordered:
+        identities = await conn.fetch(
+            "SELECT table_name FROM information_schema.columns WHERE table_schema = "
+            "current_schema() AND column_name = 'id' AND is_identity = 'YES'"
+        )
+        for table in sorted(r["table_name"] for r in identities):
             await conn.execute(
                 f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
-                f'COALESCE((SELECT max(id) FROM "{table}"), 0) + 1, false) '
-                f"WHERE pg_get_serial_sequence('{table}', 'id') IS NOT NULL"
+                f'COALESCE((SELECT max(id) FROM "{table}"), 0) + 1, false)'
             )
     return copied
 
