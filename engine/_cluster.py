@@ -112,6 +112,12 @@ class Cluster:
     def incarnation(self) -> int | None:
         return self.store.incarnation
 
+    def may_send(self) -> bool:
+        """False once this instance's lease may have run out: another instance may then be
+        recovering its chats, so it must not send anything more for them."""
+        deadline = self._renewed_at + self.settings.lease_s - _MARGIN_S
+        return not self._fenced and time.monotonic() < deadline
+
     # -- life -----------------------------------------------------------------------------
 
     async def join(self) -> None:

@@ -165,6 +165,7 @@ class Dispatcher:
                 self.chat_settings.load,
             )
             self.chat_settings.changed = self.cluster.settings_changed
+            self.turns.may_send = self.cluster.may_send
 
     def add_channel(self, channel: Channel) -> None:
         self.channels[channel.name] = channel

@@ -34,7 +34,14 @@ from engine._store import (
     Store,
 )
 from engine._types import ConversationKey, PendingCall, SendFiles, TurnContext, TurnResult
-from tools import ContextOverflow, File, LLMError, ModelAuthError, ModelRateLimited
+from tools import (
+    ContextOverflow,
+    File,
+    LLMError,
+    ModelAuthError,
+    ModelRateLimited,
+    StoreUnavailable,
+)
 from tools._base import Send
 
 log = logging.getLogger(__name__)
@@ -98,6 +105,9 @@ class TurnRunner:
         self.settings = settings
         self.images = images  # pictures in the history: bytes for recent turns, else markers
         self.chat_settings = chat_settings  # a chat's persona and model (/settings)
+        # Several instances: False once this one's lease may have run out (engine/_cluster.py),
+        # when another may be recovering its chats: nothing more is sent from here.
+        self.may_send: Callable[[], bool] = lambda: True
 
     async def user_turn(self, key: ConversationKey, rows: Sequence[InboxRow]) -> None:
         last = rows[-1]
@@ -202,6 +212,7 @@ class TurnRunner:
         channel = self.channels.get(conv.channel)
         if channel is None:
             return
+        self._check_lease()
         try:
             ref = await channel.send(conv.chat_id, text, reply_to=reply_to)
         except Exception as exc:
@@ -225,10 +236,15 @@ class TurnRunner:
         if channel is None:
             log.warning("cannot send to %s:%s: channel not running", channel_name, chat_id)
             return
+        self._check_lease()
         try:
             await channel.send(chat_id, text, reply_to=reply_to)
         except Exception as exc:
             log.warning("could not send a notice to %s:%s: %s", channel_name, chat_id, exc)
+
+    def _check_lease(self) -> None:
+        if not self.may_send():
+            raise StoreUnavailable("this instance's lease may have run out: it sends nothing more")
 
     def sender(self, key: ConversationKey) -> Send:
         async def send(text: str) -> None:
