@@ -139,6 +139,7 @@ class Poller:
     async def _poll(self) -> None:
         backoff = Backoff(self._retry_initial_s)
         reported: type[Exception] | None = None  # the trouble already logged, once per episode
+        unrecorded: Backoff | None = None  # while the store cannot record updates
         while True:
             try:
                 batch = await self._fetch(self._timeout_s)
@@ -167,20 +168,27 @@ class Poller:
                 if reported is not None:
                     log.info("Telegram: polling works again")
                 reported = None
-                backoff.reset()
                 updates, next_offset = self._read(batch)
                 if next_offset is None:
+                    backoff.reset()
                     continue
                 try:
                     await _finish_when_cancelled(self._run_batch(updates, next_offset))
-                    continue
                 except StoreUnavailable as exc:
-                    log.warning(
-                        "Telegram: updates not recorded, the store is unreachable (%s); they "
-                        "come again in %gs",
-                        exc,
-                        backoff.upcoming_s,
-                    )
+                    if unrecorded is None:  # once per episode
+                        log.warning(
+                            "Telegram: updates not recorded, the store is unreachable (%s); "
+                            "Telegram keeps them until they are",
+                            exc,
+                        )
+                    unrecorded = unrecorded or Backoff(self._retry_initial_s)
+                    await unrecorded.sleep()
+                    continue
+                if unrecorded is not None:
+                    log.info("Telegram: updates are recorded again")
+                unrecorded = None
+                backoff.reset()
+                continue
             await backoff.sleep()
 
     async def _fetch(self, timeout_s: float) -> list[object]:

@@ -85,6 +85,7 @@ class Cluster:
         settings: InstanceSettings,
         recover: Recoverer,
         reload_settings: Callable[[], Awaitable[None]],
+        abandon_jobs: Callable[[], Awaitable[None]],
     ) -> None:
         self.store = store
         self.queues = queues
@@ -92,6 +93,8 @@ class Cluster:
         self.settings = settings
         self._recover = recover
         self._reload_settings = reload_settings
+        self._abandon_jobs = abandon_jobs
+        self._publishing: asyncio.Task[None] | None = None
         self._held: set[ConversationKey] = set()
         self._claiming: dict[ConversationKey, list[WorkItem]] = {}
         self._inflight: collections.Counter[ConversationKey] = collections.Counter()
@@ -126,8 +129,9 @@ class Cluster:
         number = await self.store.join(self.settings.name, self.settings.lease_s)
         self._renewed_at = sent
         self._fenced = False
-        if not self._tasks:
-            self._spawn(self._publisher(), "cluster-publish")
+        if self._publishing is None:
+            self._publishing = asyncio.create_task(self._publisher(), name="cluster-publish")
+            self._tasks.add(self._publishing)
         await self.store.listen()
         log.info("joined as instance %s (#%d)", self.settings.name, number)
         await self._sweep()
@@ -147,10 +151,14 @@ class Cluster:
                 await self._fence("its lease could not be renewed in time")
                 await self._rejoin()
 
-    async def leave(self) -> None:
-        """A clean stop: stop receiving; what is still held is taken over at once."""
+    async def stop_receiving(self) -> None:
+        """Stopping: let another instance receive at once (this one finishes its turns)."""
         for name in list(self._receiving):
             await self._set_receiving(name, False)
+
+    async def leave(self) -> None:
+        """A clean stop: what is still held is taken over at once."""
+        await self.stop_receiving()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -244,6 +252,7 @@ class Cluster:
         self._claiming.clear()
         self._inflight.clear()
         await self.queues.abandon()
+        await self._abandon_jobs()  # the instance that adopts this one runs them again
 
     async def _rejoin(self) -> None:
         """Reach the database again (backing off, logging once a minute) and join anew."""

@@ -49,7 +49,7 @@ from engine._tasks import Tasks
 from engine._transcribe import Transcriber
 from engine._turns import TurnRunner, TurnSettings
 from engine._types import ConversationKey
-from tools import ToolRegistry
+from tools import StoreUnavailable, ToolRegistry
 
 log = logging.getLogger(__name__)
 
@@ -163,6 +163,7 @@ class Dispatcher:
                 instance or InstanceSettings(f"{socket.gethostname()}:{os.getpid()}"),
                 self.recover,
                 self.chat_settings.load,
+                self.background.aclose,
             )
             self.chat_settings.changed = self.cluster.settings_changed
             self.turns.may_send = self.cluster.may_send
@@ -216,6 +217,8 @@ class Dispatcher:
 
     async def aclose(self) -> None:
         """Let running turns finish (bounded), then cancel and record what was cut off."""
+        if self.cluster is not None:  # another instance receives while these turns finish
+            await self.cluster.stop_receiving()
         for timer in self._releases.values():
             timer.cancel()
         self.albums.close()
@@ -234,7 +237,10 @@ class Dispatcher:
     async def _expiry_watch(self) -> None:
         while True:
             await asyncio.sleep(self.settings.expiry_check_s)  # a periodic timer
-            await self.confirmations.expire_due()
+            try:
+                await self.confirmations.expire_due()
+            except StoreUnavailable:
+                pass  # the database is away (reported by the cluster): next time
 
     # -- engine.Engine --------------------------------------------------------------------
 

@@ -32,7 +32,7 @@ from engine._queue import ChatQueues, Notice, Recover, ScheduledRun
 from engine._store import RunState, ScheduleRow, ScheduleRun, ScheduleState, Store
 from engine._turns import RESTARTED, TurnRunner
 from engine._types import ConversationKey
-from tools import ContextOverflow, LLMError, ModelAuthError, ModelRateLimited
+from tools import ContextOverflow, LLMError, ModelAuthError, ModelRateLimited, StoreUnavailable
 from tools.builtins._schedules import describe, recurrence_of
 
 log = logging.getLogger(__name__)
@@ -108,6 +108,8 @@ class Schedules:
             try:
                 await self.fire_due()
                 until = await self.book.next_due()
+            except StoreUnavailable:  # the database is away (reported by the cluster)
+                until = self.clock.now() + 5
             except Exception:
                 log.exception("the scheduler failed; trying again shortly")
                 until = self.clock.now() + 5

@@ -74,7 +74,7 @@ class PostgresServer:
             str(self.bindir / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres",
             "-E", "UTF8", "--no-sync",
         )  # fmt: skip
-        options = (
+        options = self._options = (
             f"-k {self.root} -c listen_addresses='' -p {self.port} -c fsync=off "
             "-c synchronous_commit=off -c full_page_writes=off -c max_connections=300"
         )
@@ -87,6 +87,17 @@ class PostgresServer:
             raise RuntimeError(f"PostgreSQL did not start:\n{self.log()}") from exc
         self.psql(f"CREATE DATABASE {TEMPLATE}")
         _in_thread(_migrate(self.url(TEMPLATE)))
+
+    def halt(self) -> None:
+        """Stop the server, keeping its data (the database becomes unreachable)."""
+        self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop")
+
+    def resume(self) -> None:
+        """Start the halted server again."""
+        self._run(
+            str(self.bindir / "pg_ctl"), "-D", str(self.data), "-o", self._options,
+            "-l", str(self.root / "server.log"), "-w", "-t", "60", "start",
+        )  # fmt: skip
 
     def stop(self) -> None:
         with contextlib.suppress(Exception):

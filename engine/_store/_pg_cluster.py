@@ -74,7 +74,7 @@ class PgCluster:
     async def heartbeat(self) -> bool:
         """Renew this instance's lease; False when it was found dead and taken over."""
         return (
-            await self.db.execute(
+            await self.db.on_listener(
                 f"UPDATE instances SET heartbeat_at = {_NOW} WHERE id = $1", self._me()
             )
             == 1

@@ -69,6 +69,7 @@ class PgDb:
         )
         self._listeners: dict[str, list[Listener]] = {}
         self._listen_conn: Any = None
+        self._listen_lock = asyncio.Lock()  # one statement at a time on that connection
         self._listen_task: asyncio.Task[None] | None = None
         self._on_reconnect: list[Callable[[], Awaitable[None]]] = []
 
@@ -201,6 +202,18 @@ class PgDb:
 
     # -- notifications --------------------------------------------------------------------
 
+    async def on_listener(self, sql: str, *args: Any) -> int:
+        """Run a write on the listening connection, not the pool: an instance's heartbeat is
+        then never held up by its own busy pool, and it fails when notifications would."""
+        conn = self._listen_conn
+        if conn is None or conn.is_closed():
+            raise StoreUnavailable(f"the database at {self.where} is unreachable")
+        try:
+            async with self._listen_lock:
+                return rowcount(await conn.execute(sql, *args))
+        except UNREACHABLE as exc:
+            raise StoreUnavailable(f"the database at {self.where} is unreachable") from exc
+
     def on_notify(self, channel: str, listener: Listener) -> None:
         """Call `listener(payload)` for each NOTIFY on `channel` (from any instance)."""
         self._listeners.setdefault(channel, []).append(listener)
@@ -212,6 +225,8 @@ class PgDb:
 
     async def listen(self) -> None:
         """Open the listening connection; it reconnects by itself until :meth:`close`."""
+        if self._listen_task is not None:
+            return
         await self._connect_listener()
         self._listen_task = asyncio.create_task(self._keep_listening(), name="pg-listen")
 
@@ -236,7 +251,8 @@ class PgDb:
             # A dead socket is noticed on the next read or write: ask something every second.
             while not self._listen_lost.is_set():
                 try:
-                    await asyncio.wait_for(self._listen_conn.fetchval("SELECT 1"), 5)
+                    async with self._listen_lock:
+                        await asyncio.wait_for(self._listen_conn.fetchval("SELECT 1"), 5)
                 except (*UNREACHABLE, asyncpg.PostgresError):
                     break
                 with contextlib.suppress(TimeoutError):
