@@ -1,5 +1,6 @@
-"""The PostgreSQL store from the command line: `relaybot doctor` on it, and `relaybot
-migrate-store` copying a SQLite store into an empty database (and refusing a non-empty one)."""
+"""The PostgreSQL store from the command line: its config keys, `relaybot doctor` on it, and
+`relaybot migrate-store` copying a SQLite store into an empty database (and refusing a
+non-empty one)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,15 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
+from bot.config import parse_config
 from engine import Message, SqliteStore, ToolCall
 from engine._store import ConfirmationState, JobState
 from engine._store._pg import PgStore
 from tests.postgres import PostgresServer
 from tests.test_store_contract import confirmation, inbound
+from tools import ConfigError
 
 
 async def relaybot(*argv: str, env: dict[str, str] | None = None) -> tuple[int, str]:
@@ -76,3 +81,19 @@ async def test_migrate_store_copies_everything_and_refuses_a_non_empty_target(
         assert newer.id > again.id
     code, out = await relaybot("migrate-store", "--from", str(source), "--to", url)
     assert code == 1 and "not empty" in out, out
+
+
+def test_storage_url_is_checked_and_its_password_never_shown(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with pytest.raises(ConfigError, match=r"storage.url: must be a PostgreSQL URL"):
+        parse_config({"storage": {"url": "mysql://bot@db/relaybot"}})
+    with pytest.raises(ConfigError, match="url or url_env, not both"):
+        parse_config({"storage": {"url": "postgresql://db/x", "url_env": "DB"}})
+    config = parse_config({"storage": {"url_env": "RB_TEST_DB"}})
+    with pytest.raises(ConfigError, match=r"storage\.url_env: the environment variable RB_TEST_DB"):
+        config.storage.resolved_url()
+    monkeypatch.setenv("RB_TEST_DB", "postgresql://bot:s3cret-pw@db.example/relaybot")
+    assert config.storage.describe() == "postgresql://bot:***@db.example/relaybot"
+    assert "s3cret-pw" in config.secrets()  # redacted from every log line
+    assert parse_config({}).storage.resolved_url() is None  # SQLite, as before
