@@ -12,6 +12,7 @@ from pathlib import Path
 
 from engine._store._sqlite_chat_settings import SqliteChatSettings
 from engine._store._sqlite_confirmations import SqliteConfirmations
+from engine._store._sqlite_context import SqliteContext
 from engine._store._sqlite_conversations import SqliteConversations
 from engine._store._sqlite_db import SqliteDb
 from engine._store._sqlite_grants import SqliteGrants, SqliteUsage
@@ -34,6 +35,7 @@ class SqliteStore:
         self.usage = SqliteUsage(self.db)
         self.schedules = SqliteSchedules(self.db)
         self.chat_settings = SqliteChatSettings(self.db)
+        self.context = SqliteContext(self.db)
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[None]:
