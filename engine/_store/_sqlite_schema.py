@@ -191,6 +191,7 @@ MIGRATIONS: list[str] = [
         updated_by TEXT NOT NULL,
         updated_at REAL NOT NULL,
         PRIMARY KEY (channel, chat_id)
+    );
     """,
     # 7: the context budget: running summaries of conversations, learned token ratios per model
     """
