@@ -92,9 +92,7 @@ async def summarise(
 
 def summary_block(text: str) -> str:
     """How the summary reaches the model: appended to the system prompt."""
-    return (
-        "Summary of the earlier part of this conversation (older messages are not shown):\n" + text
-    )
+    return "Earlier in this conversation, in brief (the older messages are not shown):\n" + text
 
 
 def with_summary(system: str, text: str | None) -> str:

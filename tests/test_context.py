@@ -43,6 +43,7 @@ from engine import (
     ToolLoop,
     TurnContext,
     Usage,
+    WindowInfo,
     WindowSource,
     discover_window,
     reply,
@@ -274,6 +275,27 @@ async def test_tool_definitions_over_half_the_budget_are_named_in_a_warning(
     assert "huge_lookup" in warning and warning.index("huge_lookup") < warning.index("fetch_page")
 
 
+async def test_a_chat_on_another_model_is_fitted_to_that_models_window() -> None:
+    big = WindowedModel(100_000, lambda _: reply("from big"))
+    small = WindowedModel(3_000, lambda _: reply("from small"))
+    big.name, small.name = "big", "small"
+    windows = {"big": 100_000, "small": 3_000}
+
+    async def discover(name: str) -> WindowInfo:
+        return WindowInfo(windows[name], WindowSource.SERVER, "told by the test")
+
+    budget = ContextBudget(big, None, ContextSettings(discover=discover))
+    loop = ToolLoop(big, ToolRegistry(), models={"small": small}, context=budget)
+    history: list[Message] = []
+    for i in range(12):  # about 6,000 tokens: fine for big, twice what small takes
+        history += [Message.user(prose(1_000, i)), Message.assistant(prose(1_000, i + 1))]
+    history.append(Message.user("And now?"))
+    ctx = TurnContext(ConversationKey("t", "c"), "u1", model="small")  # chosen with /settings
+    result = await loop.run(history, ctx)
+    assert result.text == "from small" and big.requests == []
+    assert small.refused == 0 and small.summaries >= 1 and max(small.counts) <= 3_000
+
+
 # -- against the fake server, through the App ---------------------------------------------
 
 
@@ -417,7 +439,7 @@ async def test_compact_folds_the_history_and_says_how_much_it_saved(
     first = chat_requests(llm)[-2]  # the next turn: the summary, the last turn whole, the new one
     roles = [m["role"] for m in first["messages"]]
     assert roles == ["system", "user", "assistant", "tool", "assistant", "user"]
-    assert "Summary of the earlier part" in first["messages"][0]["content"]
+    assert "Earlier in this conversation, in brief" in first["messages"][0]["content"]
     assert "(3)" in first["messages"][1]["content"]
 
 
