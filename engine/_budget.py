@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 LOW_WATER = 0.6  # a fold leaves at most this share of the budget in use
 HARDER = 0.8  # the share of the budget a retry after an overflow plans with
 MIN_RESULT_CHARS = 200  # how far a result of the current turn may be cut
+_SUMMARIES_KEPT = 10_000  # conversations whose summary is kept in memory
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +107,8 @@ class ContextBudget:
         self.specs = SpecTokens()
         self.summary_requests = 0
         self._windows: dict[str, asyncio.Future[WindowInfo]] = {}
+        # Each conversation's summary as last read or written (this process owns the store).
+        self._summaries: dict[int, Summary | None] = {}
         self._warned: set[frozenset[str]] = set()
 
     # -- the window and the budget --------------------------------------------------------
@@ -150,7 +153,13 @@ class ContextBudget:
         """The conversation's summary and the messages after it. Up to twice history_limit are
         loaded, so messages past the limit are folded into the summary, not silently dropped."""
         assert self.store is not None
-        summary = await self.store.summary(conversation_id)
+        if conversation_id in self._summaries:
+            summary = self._summaries[conversation_id]
+        else:
+            summary = await self.store.summary(conversation_id)
+            if len(self._summaries) >= _SUMMARIES_KEPT:
+                self._summaries.clear()
+            self._summaries[conversation_id] = summary
         after = summary.last_id if summary is not None else 0
         limit = 2 * self.settings.history_limit
         rows = await self.store.messages_after(conversation_id, after, limit)
@@ -322,6 +331,7 @@ class ContextBudget:
                 summary = Summary(window.conversation_id or 0, text, first, _id(ids, end - 1))
                 if self.store is not None and window.conversation_id is not None:
                     await self.store.save_summary(summary)
+                    self._summaries[window.conversation_id] = summary
                 window.summary = summary
                 folded = end
         finally:  # what was folded leaves the turn's history, even if a later chunk failed
