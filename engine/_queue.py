@@ -80,7 +80,15 @@ class ScheduledRun:
     due: float
 
 
-WorkItem = Inbound | Recover | Decided | JobDone | Notice | Rewind | ScheduledRun
+@dataclass(frozen=True, slots=True)
+class Compact:
+    """/compact: fold the chat's earlier turns into its summary, in order with its turns;
+    `done` receives the text to answer with."""
+
+    done: asyncio.Future[str] = field(compare=False, repr=False)
+
+
+WorkItem = Inbound | Recover | Decided | JobDone | Notice | Rewind | ScheduledRun | Compact
 Handler = Callable[[ConversationKey, WorkItem], Awaitable[None]]
 Stopped = Callable[[ConversationKey], Awaitable[None]]
 

@@ -9,6 +9,7 @@ from engine._store._api import (
     ChatSettingsStore,
     ClusterStore,
     ConfirmationStore,
+    ContextStore,
     ConversationStore,
     GrantStore,
     InboxStore,
@@ -37,6 +38,8 @@ from engine._store._records import (
     ScheduleRow,
     ScheduleRun,
     ScheduleState,
+    Summary,
+    TokenRatio,
     UsageTotals,
 )
 from engine._store._sqlite import SqliteStore
@@ -51,6 +54,7 @@ __all__ = [
     "ConfirmationRow",
     "ConfirmationState",
     "ConfirmationStore",
+    "ContextStore",
     "Conversation",
     "ConversationStore",
     "Delivery",
@@ -72,6 +76,8 @@ __all__ = [
     "ScheduleStore",
     "SqliteStore",
     "Store",
+    "Summary",
+    "TokenRatio",
     "UsageStore",
     "UsageTotals",
     "is_postgres",

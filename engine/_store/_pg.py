@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from engine._store._pg_chat_settings import PgChatSettings
 from engine._store._pg_cluster import PgCluster
 from engine._store._pg_confirmations import PgConfirmations
+from engine._store._pg_context import PgContext
 from engine._store._pg_conversations import PgConversations
 from engine._store._pg_db import PgDb
 from engine._store._pg_grants import PgGrants, PgUsage
@@ -36,6 +37,7 @@ class PgStore:
         self.usage = PgUsage(self.db)
         self.schedules = PgSchedules(self.db)
         self.chat_settings = PgChatSettings(self.db)
+        self.context = PgContext(self.db)
         self.cluster = PgCluster(self.db)
 
     @contextlib.asynccontextmanager

@@ -14,7 +14,7 @@ from collections.abc import Collection
 from engine._model import Message, Role
 from engine._store._pg_db import PgDb
 from engine._store._records import Conversation, Delivery, DeliveryState
-from engine._store._sqlite_conversations import _image, _message
+from engine._store._sqlite_conversations import _image, message_from_row
 
 _ACTIVE = "SELECT id, is_private FROM conversations WHERE channel=$1 AND chat_id=$2 AND active"
 _MESSAGE_COLS = "role, content, tool_calls, tool_call_id, is_error, speaker, media"
@@ -81,7 +81,7 @@ class PgConversations:
             conversation_id,
             limit,
         )
-        msgs = [_message(r) for r in reversed(rows)]
+        msgs = [message_from_row(r) for r in reversed(rows)]
         if len(rows) == limit:  # cut at a user message so no tool result loses its call
             while msgs and msgs[0].role is not Role.USER:
                 msgs.pop(0)
@@ -93,7 +93,7 @@ class PgConversations:
             "ORDER BY id DESC LIMIT 1",
             conversation_id,
         )
-        return _message(row) if row is not None else None
+        return message_from_row(row) if row is not None else None
 
     async def rewind(self, conversation_id: int, *, keep_question: bool = False) -> int:
         last_user = await self.db.fetchval(

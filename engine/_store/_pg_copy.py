@@ -34,6 +34,8 @@ _ORDER = (
     "schedule_runs",
     "user_settings",
     "chat_settings",
+    "summaries",
+    "token_ratios",
 )
 _NOT_COPIED = {"instances", "chat_leases", "receivers", "schema_version"}
 _CLEARED = {("jobs", "instance")}

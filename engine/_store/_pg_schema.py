@@ -196,7 +196,24 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (channel, chat_id)
     );
     """,
-    # 7: several instances on one database: who is alive (each instance's heartbeat, in the
+    # 7: the context budget: running summaries of conversations, learned token ratios per model
+    """
+    CREATE TABLE summaries (
+        conversation_id BIGINT PRIMARY KEY REFERENCES conversations(id),
+        text TEXT NOT NULL,
+        first_id BIGINT NOT NULL,
+        last_id BIGINT NOT NULL,
+        updated_at DOUBLE PRECISION NOT NULL
+    );
+    CREATE TABLE token_ratios (
+        model TEXT PRIMARY KEY,
+        ratio DOUBLE PRECISION NOT NULL,
+        samples INTEGER NOT NULL,
+        max_window INTEGER,
+        updated_at DOUBLE PRECISION NOT NULL
+    );
+    """,
+    # 8: several instances on one database: who is alive (each instance's heartbeat, in the
     #    server's clock), which instance holds each chat and each channel's receiving side,
     #    which instance runs each job
     """

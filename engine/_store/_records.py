@@ -291,3 +291,31 @@ class ServerInfo:
     version: str
     round_trip_s: float  # the median of a few trivial statements
     instances: tuple[str, ...]  # the live instances' names
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """The running summary of a conversation's older messages, sent in their place.
+
+    It covers the stored messages with ids `first_id`..`last_id` (inclusive); the messages stay
+    in the store, only what is sent changes.
+    """
+
+    conversation_id: int
+    text: str
+    first_id: int
+    last_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class TokenRatio:
+    """What a model's provider counts per token relaybot estimates, learned from its usage.
+
+    `window` is a context window the provider itself revealed (in an overflow error), when it is
+    smaller than the configured or discovered one.
+    """
+
+    model: str
+    ratio: float
+    samples: int
+    window: int | None = None

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from engine._store._sqlite_chat_settings import SqliteChatSettings
 from engine._store._sqlite_confirmations import SqliteConfirmations
+from engine._store._sqlite_context import SqliteContext
 from engine._store._sqlite_conversations import SqliteConversations
 from engine._store._sqlite_db import SqliteDb
 from engine._store._sqlite_grants import SqliteGrants, SqliteUsage
@@ -35,6 +36,7 @@ class SqliteStore:
         self.schedules = SqliteSchedules(self.db)
         self.chat_settings = SqliteChatSettings(self.db)
         self.cluster = None  # one process per file (bot/_lock.py)
+        self.context = SqliteContext(self.db)
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[None]:

@@ -195,7 +195,24 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (channel, chat_id)
     );
     """,
-    # 7: several instances on one database (PostgreSQL): who is alive, which instance holds
+    # 7: the context budget: running summaries of conversations, learned token ratios per model
+    """
+    CREATE TABLE summaries (
+        conversation_id INTEGER PRIMARY KEY REFERENCES conversations(id),
+        text TEXT NOT NULL,
+        first_id INTEGER NOT NULL,
+        last_id INTEGER NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    CREATE TABLE token_ratios (
+        model TEXT PRIMARY KEY,
+        ratio REAL NOT NULL,
+        samples INTEGER NOT NULL,
+        max_window INTEGER,
+        updated_at REAL NOT NULL
+    );
+    """,
+    # 8: several instances on one database (PostgreSQL): who is alive, which instance holds
     #    each chat and each channel's receiving side, which instance runs each job. A SQLite
     #    store has one process and leaves them empty; they are here so both schemas match.
     """
