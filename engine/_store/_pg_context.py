@@ -47,9 +47,9 @@ class PgContext:
     ) -> list[tuple[int, Message]]:
         rows = await self.db.fetch(
             "SELECT id, role, content, tool_calls, tool_call_id, is_error, speaker, media "
-            "FROM messages WHERE conversation_id=$1 AND id > LEAST($2, COALESCE((SELECT id "
+            "FROM messages WHERE conversation_id=$1 AND id > LEAST($2::bigint, COALESCE((SELECT id "
             "FROM messages WHERE conversation_id=$1 AND role='user' ORDER BY id DESC LIMIT 1), "
-            "$2 + 1) - 1) ORDER BY id DESC LIMIT $3",
+            "$2::bigint + 1) - 1) ORDER BY id DESC LIMIT $3",
             conversation_id,
             after_id,
             limit,
