@@ -15,8 +15,9 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
 from engine._types import ConversationKey
 
@@ -83,7 +84,7 @@ class Compact:
 
 
 WorkItem = Inbound | Recover | Decided | JobDone | Notice | Rewind | ScheduledRun | Compact
-Handler = Callable[[ConversationKey, WorkItem], Awaitable[None]]
+Handler = Callable[[ConversationKey, WorkItem], Coroutine[Any, Any, None]]
 Stopped = Callable[[ConversationKey], Awaitable[None]]
 
 
