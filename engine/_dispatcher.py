@@ -301,9 +301,12 @@ class Dispatcher:
         if admission.hold_until is not None:
             await self._schedule_release(key)
         elif msg.group_id is not None:  # an album: one turn once its last part is in
-            self.albums.hold(key, msg.group_id, lambda: self.queues.put(key, Inbound()))
+            self.albums.hold(key, msg.group_id, lambda: self._put(key, Inbound()))
         else:
             self.queues.put(key, Inbound())
+
+    def _put(self, key: ConversationKey, item: WorkItem) -> None:
+        self.queues.put(key, item)
 
     async def _schedule_release(self, key: ConversationKey) -> None:
         """Queue the chat's held messages for when their hold ends (one timer per chat)."""

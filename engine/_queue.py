@@ -20,9 +20,9 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from engine._types import ConversationKey
 
@@ -89,7 +89,7 @@ class Compact:
 
 
 WorkItem = Inbound | Recover | Decided | JobDone | Notice | Rewind | ScheduledRun | Compact
-Handler = Callable[[ConversationKey, WorkItem], Awaitable[None]]
+Handler = Callable[[ConversationKey, WorkItem], Coroutine[Any, Any, None]]
 Stopped = Callable[[ConversationKey], Awaitable[None]]
 
 

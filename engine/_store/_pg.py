@@ -11,6 +11,19 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 
+from engine._store._api import (
+    ChatSettingsStore,
+    ClusterStore,
+    ConfirmationStore,
+    ContextStore,
+    ConversationStore,
+    GrantStore,
+    InboxStore,
+    JobStore,
+    NoteStore,
+    ScheduleStore,
+    UsageStore,
+)
 from engine._store._pg_chat_settings import PgChatSettings
 from engine._store._pg_cluster import PgCluster
 from engine._store._pg_confirmations import PgConfirmations
@@ -28,17 +41,18 @@ class PgStore:
     def __init__(self, url: str, *, max_connections: int = 10) -> None:
         self.db = PgDb(url, max_connections=max_connections)
         self.where = self.db.where
-        self.conversations = PgConversations(self.db)
-        self.inbox = PgInbox(self.db, self.conversations)
-        self.confirmations = PgConfirmations(self.db)
-        self.jobs = PgJobs(self.db)
-        self.notes = PgNotes(self.db)
-        self.grants = PgGrants(self.db)
-        self.usage = PgUsage(self.db)
-        self.schedules = PgSchedules(self.db)
-        self.chat_settings = PgChatSettings(self.db)
-        self.context = PgContext(self.db)
-        self.cluster = PgCluster(self.db)
+        conversations = PgConversations(self.db)
+        self.conversations: ConversationStore = conversations
+        self.inbox: InboxStore = PgInbox(self.db, conversations)
+        self.confirmations: ConfirmationStore = PgConfirmations(self.db)
+        self.jobs: JobStore = PgJobs(self.db)
+        self.notes: NoteStore = PgNotes(self.db)
+        self.grants: GrantStore = PgGrants(self.db)
+        self.usage: UsageStore = PgUsage(self.db)
+        self.schedules: ScheduleStore = PgSchedules(self.db)
+        self.chat_settings: ChatSettingsStore = PgChatSettings(self.db)
+        self.context: ContextStore = PgContext(self.db)
+        self.cluster: ClusterStore | None = PgCluster(self.db)
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[None]:

@@ -161,7 +161,7 @@ class SqliteConversations:
 
 def _image(image: Image) -> dict[str, Any]:
     """An image as stored: its reference, never its bytes (those are fetched again)."""
-    stored = {"type": image.media_type, "url": image.url, "name": image.name}
+    stored: dict[str, Any] = {"type": image.media_type, "url": image.url, "name": image.name}
     if image.ref is not None:
         stored |= {"ref": image.ref, "size": image.size}
     return stored
