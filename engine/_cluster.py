@@ -61,6 +61,7 @@ TICK_S = 1.0  # heartbeat, adoption and receiving checks
 _MARGIN_S = 1.0  # stop working this long before this instance's lease could run out
 _REPORT_EVERY_S = 60.0  # an unreachable database is logged once a minute
 _MAX_CLAIM_DELAY_S = 0.05  # a busy instance waits this long at most before claiming a chat
+_FLUSH_S = 2.0  # a stopping instance publishes what it handed over for this long at most
 _STOP = "stop"
 _SETTINGS = "settings"
 
@@ -106,7 +107,6 @@ class Cluster:
         self._unreachable_since: float | None = None
         self._reported_at = 0.0
         self._fenced = False
-        self.joined = asyncio.Event()
         queues.leases = self
         store.on_signal(self._signal)
         store.on_reconnect(self._sweep)
@@ -135,7 +135,6 @@ class Cluster:
         await self.store.listen()
         log.info("joined as instance %s (#%d)", self.settings.name, number)
         await self._sweep()
-        self.joined.set()
 
     async def run(self) -> None:
         """Heartbeat, adoption and receiving, every tick, until cancelled."""
@@ -159,6 +158,8 @@ class Cluster:
     async def leave(self) -> None:
         """A clean stop: what is still held is taken over at once."""
         await self.stop_receiving()
+        with contextlib.suppress(TimeoutError):  # what was handed over goes out first
+            await asyncio.wait_for(self._outbox.join(), _FLUSH_S)
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -199,6 +200,8 @@ class Cluster:
 
     async def _sweep(self) -> None:
         """Claim the chats with unfinished work that nobody holds (and jobs nobody runs)."""
+        if self._fenced:
+            return  # joining again sweeps
         orphans = await self.store.orphans(list(self.channels))
         if orphans.chats or orphans.jobs:
             await self._take(orphans)
@@ -242,7 +245,6 @@ class Cluster:
         if self._fenced:
             return
         self._fenced = True
-        self.joined.clear()
         log.error("this instance stops working on its chats: %s", why)
         for name in list(self._receiving):
             self._receiving.discard(name)
@@ -339,6 +341,7 @@ class Cluster:
                     except StoreError as exc:
                         self._unreachable(exc)
                         await asyncio.sleep(0.5)  # the database is away: keep the order
+                self._outbox.task_done()
 
     def _signal(self, payload: str) -> None:
         try:
