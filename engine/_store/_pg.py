@@ -38,7 +38,7 @@ from engine._store._pg_schedules import PgSchedules
 
 
 class PgStore:
-    def __init__(self, url: str, *, max_connections: int = 10) -> None:
+    def __init__(self, url: str, *, max_connections: int = 20) -> None:
         self.db = PgDb(url, max_connections=max_connections)
         self.where = self.db.where
         conversations = PgConversations(self.db)
