@@ -295,7 +295,7 @@ class Cluster:
             try:
                 await self.store.release(key.channel, key.chat_id)
             except StoreError as exc:
-                self._unreachable(exc)  # it stays held by this instance; the sweep returns it
+                self._unreachable(exc)  # its row stays: only this instance can claim it again
 
     async def acquire(self, key: ConversationKey, timeout: float = 10.0) -> bool:
         """Hold the chat here (for work that waits for its reply here, /retry and /undo):

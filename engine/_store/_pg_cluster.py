@@ -149,12 +149,14 @@ class PgCluster:
     # -- chats ----------------------------------------------------------------------------
 
     async def claim(self, channel: str, chat_id: str) -> bool:
-        """Hold a chat nobody holds; False when another instance (live or not yet adopted)
+        """Hold a chat nobody holds (or this instance holds already, say after a release that
+        did not reach the database); False when another instance (live or not yet adopted)
         holds it."""
         return (
             await self.db.execute(
                 "INSERT INTO chat_leases(channel, chat_id, instance, since) "
-                f"VALUES ($1, $2, $3, {_NOW}) ON CONFLICT DO NOTHING",
+                f"VALUES ($1, $2, $3, {_NOW}) ON CONFLICT (channel, chat_id) DO UPDATE "
+                "SET since = excluded.since WHERE chat_leases.instance = excluded.instance",
                 channel,
                 chat_id,
                 self._me(),

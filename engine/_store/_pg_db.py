@@ -205,6 +205,8 @@ class PgDb:
     async def on_listener(self, sql: str, *args: Any) -> int:
         """Run a write on the listening connection, not the pool: an instance's heartbeat is
         then never held up by its own busy pool, and it fails when notifications would."""
+        if self._listen_task is None:  # not listening (yet): any connection will do
+            return await self.execute(sql, *args)
         conn = self._listen_conn
         if conn is None or conn.is_closed():
             raise StoreUnavailable(f"the database at {self.where} is unreachable")
