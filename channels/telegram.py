@@ -11,7 +11,8 @@ update of it has been handed over: a crash loses no message. What the adapter it
 path, so a slow or rate-limited reply never holds up polling. The engine answers through send /
 edit / typing / confirmations (``_telegram_outbox``, with ``_shown`` keeping long texts up to date
 and ``_prompt`` laying out confirmations); requests go over aiohttp (``_telegram_http``) and
-Markdown becomes Telegram HTML (``_telegram_markdown``, split by ``_telegram_format``).
+Markdown becomes Telegram HTML (``_telegram_markdown``, split by ``_telegram_format``). In webhook
+mode (``[telegram] mode``) ``_telegram_webhook`` receives in place of the poller.
 
 Start-up never blocks: ``start`` spawns the channel's task, which initialises the bot with
 backoff while the Bot API is unreachable or rejects the token (said once, with what to check),
@@ -57,6 +58,7 @@ from channels._telegram_updates import (
     Poller,
     inbound_message,
 )
+from channels._telegram_webhook import Webhook
 from engine._backoff import Backoff
 from engine._channel import (
     Action,
@@ -110,6 +112,7 @@ class TelegramChannel(Channel):
             .build()
         )
         self._outbox = Outbox(self._app.bot, self.retry_initial_s)
+        self._webhook_secret = config.resolve_webhook_secret()  # None: polling
         self._add_handlers(config.group_mode)
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -139,7 +142,8 @@ class TelegramChannel(Channel):
         while True:
             try:
                 await self._app.initialize()  # a no-op once done
-                await self._app.bot.delete_webhook()  # getUpdates fails while a webhook is set
+                if self._config.mode == "polling":  # getUpdates fails while a webhook is set
+                    await self._app.bot.delete_webhook()
                 break
             except InvalidToken:  # its message contains the token: never log it
                 if not token_reported:
@@ -157,14 +161,25 @@ class TelegramChannel(Channel):
             log.warning("could not register the bot commands: %s", exc)
         await self._app.start()
         self._outbox.open()
-        poller = Poller(
-            bot,
+        await self._receiver().run()
+
+    def _receiver(self) -> Poller | Webhook:
+        cfg = self._config
+        if self._webhook_secret is not None and cfg.webhook_url is not None:
+            return Webhook(
+                self._app,
+                url=cfg.webhook_url,
+                listen=cfg.listen_address(),
+                secret=self._webhook_secret,
+                retry_initial_s=self.retry_initial_s,
+            )
+        log.info("Telegram: polling as @%s", self._app.bot.username)
+        return Poller(
+            self._app.bot,
             self._app.process_update,
-            timeout_s=self._config.poll_timeout_s,
+            timeout_s=cfg.poll_timeout_s,
             retry_initial_s=self.retry_initial_s,
         )
-        log.info("Telegram: polling as @%s", bot.username)
-        await poller.run()
 
     # -- inbound -------------------------------------------------------------------------------
 
