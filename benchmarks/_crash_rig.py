@@ -124,10 +124,13 @@ def write_files(
     llm_timeout_s: float = 5.0,
     llm_retries: int = 0,
     max_parallel_tools: int = 8,
+    telegram: dict[str, str] | None = None,
 ) -> Files:
-    """The plugin module and a config for the daemon: Telegram to `tg`, the model at
-    `llm_url`, the plugin's tools, confirmations that do not expire during a run."""
+    """The plugin module and a config for the daemon: Telegram to `tg` (with the `telegram`
+    keys added), the model at `llm_url`, the plugin's tools, confirmations that do not expire
+    during a run."""
     files = Files(directory)
+    more = "".join(f"\n            {k} = {json.dumps(v)}" for k, v in (telegram or {}).items())
     (directory / f"{PLUGIN}.py").write_text(
         _PLUGIN_SOURCE.format(runs=str(files.runs), gate=str(files.gate))
     )
@@ -149,7 +152,7 @@ def write_files(
             token = "{tg.token}"
             api_base_url = "{tg.base_url}"
             allowed_users = ["*"]
-            poll_timeout_s = 10
+            poll_timeout_s = 10{more}
 
             [tools]
             builtins = []
@@ -191,9 +194,10 @@ class DaemonDied(RuntimeError):
 class Daemon:
     """`relaybot run` as a subprocess, restarted as often as the rig likes."""
 
-    def __init__(self, files: Files, tg: FakeTelegram) -> None:
+    def __init__(self, files: Files, tg: FakeTelegram, *, ready: str = "getUpdates") -> None:
         self.files = files
         self.tg = tg
+        self.ready = ready  # the Bot API call that says it receives (setWebhook for a webhook)
         self.lives: list[Life] = []
         self._proc: asyncio.subprocess.Process | None = None
 
@@ -202,9 +206,9 @@ class Daemon:
         return self._proc is not None and self._proc.returncode is None
 
     async def start(self, timeout: float = 30) -> None:
-        """Spawn the daemon and return once it polls the Bot API."""
+        """Spawn the daemon and return once it polls the Bot API (or sets its webhook)."""
         loop = asyncio.get_running_loop()
-        polls = len(self.tg.calls_of("getUpdates"))
+        polls = len(self.tg.calls_of(self.ready))
         env = {**os.environ, "PYTHONPATH": f"{self.files.directory}{os.pathsep}{ROOT}"}
         with self.files.log.open("ab") as log:
             self._proc = await asyncio.create_subprocess_exec(
@@ -213,7 +217,7 @@ class Daemon:
             )  # fmt: skip
         self.lives.append(Life(loop.time()))
         polling = asyncio.ensure_future(
-            self.tg.wait_for_call("getUpdates", count=polls + 1, timeout=timeout)
+            self.tg.wait_for_call(self.ready, count=polls + 1, timeout=timeout)
         )
         died = asyncio.ensure_future(self._proc.wait())
         try:

@@ -120,8 +120,8 @@ class FakeWebhook:
         return result
 
     async def aclose(self) -> None:
-        task, self._task = self._task, None
-        self.delete()
+        task = self._task
+        self.delete()  # cancels it
         if task is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
@@ -135,10 +135,19 @@ class FakeWebhook:
         self.paused = False
         self.kick()
 
-    async def post(self, update: Update, *, secret: str | None, url: str | None = None) -> int:
+    async def post(
+        self,
+        update: Update,
+        *,
+        secret: str | None,
+        url: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> int:
         """POST `update` once, as Telegram would, with `secret` as the header (None: without
-        it); returns the HTTP status."""
-        headers = {SECRET_HEADER: secret} if secret is not None else {}
+        it) and any other `headers`; returns the HTTP status."""
+        headers = dict(headers or {})
+        if secret is not None:
+            headers[SECRET_HEADER] = secret
         async with (
             aiohttp.ClientSession() as http,
             http.post(url or self.url, json=update, headers=headers) as resp,
