@@ -17,8 +17,9 @@ client asks for message content.
 
 Shards: each IDENTIFY with ``shard: [id, count]`` opens that shard's session (an id outside the
 count closes with 4010); a guild's events go to shard ``(guild_id >> 22) % count``, DMs to shard
-0. ``guild_on_shard`` makes guild ids for a shard, ``identified()`` lists the IDENTIFYs, and
-``shards`` / ``max_concurrency`` are what ``GET /gateway/bot`` recommends.
+0. ``guild_on_shard`` makes guild ids for a shard, ``identified()`` lists the IDENTIFYs,
+``wait_for_shard`` waits for a shard's session, and ``shards`` / ``max_concurrency`` are what
+``GET /gateway/bot`` recommends.
 
 REST: everything discord.py calls at start-up, messages
 (create/edit/delete), typing, DM channels, interaction callbacks and webhook follow-ups, and
@@ -326,6 +327,16 @@ class FakeDiscord:
         """A guild id (the `n`-th) whose events go to `shard` of `shard_count`."""
         return ((n * shard_count + shard) << 22) | n
 
+    async def wait_for_shard(self, shard: int, timeout: float = 10.0) -> None:
+        """Until `shard` has a live gateway session (READY and its guilds sent)."""
+
+        def live() -> bool:
+            session = self._sessions.get(shard)
+            return session is not None and session.ws is not None and not session.ws.closed
+
+        async with asyncio.timeout(timeout), self._cond:
+            await self._cond.wait_for(live)
+
     def identified(self) -> list[tuple[int, int]]:
         """The [shard id, shard count] of every IDENTIFY, in order."""
         return [tuple(p["d"].get("shard") or (0, 1)) for p in self.gateway_ops if p["op"] == 2]
@@ -556,6 +567,8 @@ class FakeDiscord:
         await self._emit(session, "READY", ready)
         for guild_id in guilds:
             await self._emit(session, "GUILD_CREATE", self._guild(guild_id))
+        async with self._cond:
+            self._cond.notify_all()
 
     # ---- REST
 
