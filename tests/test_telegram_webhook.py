@@ -179,6 +179,7 @@ async def test_updates_arrive_by_webhook_each_stored_before_its_200(config, tg, 
 
 
 async def test_a_button_press_arrives_by_webhook_and_resumes_the_turn(config, tg, llm) -> None:
+    deleted.clear()  # test_telegram's tool records here too
     llm.script(tool_call("delete_file", {"name": "notes.txt"}), text("Deleted."))
     async with daemon(config()):
         await webhook_set(tg)
