@@ -49,6 +49,12 @@ class WebhookInfo:
 async def check_telegram_receiving(config: Config) -> Check:
     cfg = config.telegram
     try:
+        cfg.resolve_webhook_secret()
+    except RelaybotError as exc:
+        return Check(
+            _NAME_TG, Status.FAILED, str(exc), "export the variable webhook_secret_env names"
+        )
+    try:
         token = cfg.resolve_token()
         resp = await _get(f"{cfg.api_base_url}{token}/getWebhookInfo")
     except (RelaybotError, httpx.HTTPError):

@@ -68,3 +68,13 @@ async def test_doctor_shows_the_webhook_and_the_shard_layout(
             "in polling mode deletes it"
         ) in out.splitlines(), out
         assert "discord shards: OK - all 4 shard(s) in this instance; Discord recommends 4" in out
+
+        # Webhook mode without its secret in the environment.
+        monkeypatch.delenv(SECRET_ENV)
+        cfg.write_text(config_text(tmp_path, llm.base_url, tg, dc, telegram=webhook))
+        code, out = await doctor(cfg, tg.token, dc.token)
+        assert code == 1, out
+        assert (
+            f"telegram receiving: FAILED - telegram.webhook_secret_env: the environment variable "
+            f"{SECRET_ENV} is not set"
+        ) in out.splitlines(), out
