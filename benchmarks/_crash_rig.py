@@ -37,7 +37,11 @@ from tests.fakes.telegram_server import Call, FakeTelegram
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN = re.compile(r"\bq\d{6}\b")
 PLUGIN = "crash_rig_tools"
-APOLOGY = re.compile(r"(can.?t|cannot|could ?n.?t|unable to) reach the (language )?model", re.I)
+APOLOGY = re.compile(
+    r"(can.?t|cannot|could ?n.?t|unable to) reach the (language )?model"
+    r"|language model is busy|language model refused",
+    re.I,
+)
 # "it may or may not have completed", "it may have completed partly or fully": a report that does
 # not know whether an action ran
 UNCERTAIN = re.compile(r"\bmay (or may not )?have\b", re.I)

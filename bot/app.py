@@ -8,6 +8,7 @@ async with App(config) as app:   # store open, tools loaded, channels connected
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -17,6 +18,7 @@ from bot.config import Config
 from engine import (
     Channel,
     Clock,
+    ContextSettings,
     Dispatcher,
     LimitSettings,
     LoopOptions,
@@ -28,6 +30,7 @@ from engine import (
     SqliteStore,
     Store,
     SystemClock,
+    discover_window,
 )
 from tools import Tool, ToolRegistry
 from tools._config import apply_policy
@@ -96,6 +99,24 @@ def chat_models(config: Config, default: Model) -> dict[str, Model]:
         )
         for name in llm.models_allowed
     }
+
+
+def context_settings(cfg: Config) -> ContextSettings:
+    """The context budget as configured; a model's window is asked of the server when not set
+    (an OpenAI-compatible one: Anthropic's models are in the table). The chat models of
+    /settings share the endpoint, so they are asked the same way."""
+    llm = cfg.llm
+    probe = llm.provider == "openai"
+    key = llm.resolve_api_key() if probe else ""
+    return ContextSettings(
+        window=cfg.llm.context_window,
+        max_output_tokens=cfg.llm.output_reserve(),
+        budget=cfg.context.budget,
+        keep_recent_turns=cfg.context.keep_recent_turns,
+        tool_result_chars=cfg.context.tool_result_chars,
+        history_limit=cfg.engine.history_limit,
+        discover=functools.partial(discover_window, llm.base_url, key, probe=probe),
+    )
 
 
 class App:
@@ -195,6 +216,7 @@ class App:
                 ),
                 schedules=ScheduleSettings(catch_up_s=cfg.schedules.catch_up_s),
                 models=models,
+                context=context_settings(cfg),
             ),
             loop_options,
             transcriber,

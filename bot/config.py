@@ -91,6 +91,13 @@ class LLMConfig(ModelEndpoint):
     )
     fallback: list[ModelEndpoint] = []  # tried in order when the model above is down
     failover_cooldown_s: float = Field(300.0, gt=0)  # then the model above is tried again
+    context_window: int | None = Field(None, ge=1_000)  # None: ask the server, then a table
+    max_output_tokens: int | None = Field(None, gt=0)  # room kept for the answer
+
+    def output_reserve(self) -> int | None:
+        """Tokens kept free for the answer: max_output_tokens, else max_tokens, else None
+        (1,024, or a quarter of a smaller window)."""
+        return self.max_output_tokens or self.max_tokens
 
     def endpoints(self) -> list[tuple[str, ModelEndpoint]]:
         """The primary and each fallback, with the config key that names it."""
@@ -148,6 +155,14 @@ class EngineConfig(_Section):
     shutdown_grace_s: float = Field(20.0, ge=0)
 
 
+class ContextSection(_Section):
+    """[context]: how a conversation stays within the model's window (engine/_budget.py)."""
+
+    budget: int | None = Field(None, ge=500)  # prompt tokens per request; None: from the window
+    keep_recent_turns: int = Field(6, ge=1)  # sent whole; older tool results are cut
+    tool_result_chars: int = Field(2_000, ge=200)  # older tool results are cut to this
+
+
 class AccessConfig(_Section):
     max_message_chars: int = Field(8_000, ge=100)  # longer messages get a short reply instead
     admins: list[str] = []  # owners: "telegram:123456789", "discord:80351110224678912"
@@ -195,6 +210,7 @@ class Config(_Section):
     llm: LLMConfig = LLMConfig()
     storage: StorageConfig = StorageConfig()
     engine: EngineConfig = EngineConfig()
+    context: ContextSection = ContextSection()
     access: AccessConfig = AccessConfig()
     limits: LimitsConfig = LimitsConfig()
     media: MediaConfig = MediaConfig()
@@ -212,6 +228,28 @@ class Config(_Section):
             for user in getattr(self, name).allowed_users:
                 if user != "*" and not _USER_ID.match(user):
                     raise ConfigError(f"{name}.allowed_users", _not_an_id(name, user))
+        return self
+
+    @model_validator(mode="after")
+    def _room_in_the_window(self) -> Config:
+        window = self.llm.context_window
+        output = self.llm.output_reserve()
+        if window is None:
+            return self
+        if output is not None and output >= window // 2:
+            raise ConfigError(
+                "llm.max_output_tokens",
+                f"{output:,} tokens for the answer leave too little of context_window "
+                f"({window:,}) for the conversation; keep it under half, e.g. "
+                f"max_output_tokens = {window // 4}",
+            )
+        budget = self.context.budget
+        if budget is not None and budget + (output or 0) > window:
+            raise ConfigError(
+                "context.budget",
+                f"{budget:,} prompt tokens plus {output or 0:,} for the answer exceed "
+                f"context_window ({window:,}); leave budget unset to derive it from the window",
+            )
         return self
 
     def secrets(self) -> list[str]:
@@ -300,6 +338,9 @@ _EXAMPLES: dict[str, Any] = {
     "headers": {"Authorization": "Bearer ..."},
     "temperature": 0.7,
     "max_tokens": 1024,
+    "context_window": 8192,
+    "max_output_tokens": 1024,
+    "budget": 6000,
 }
 _KINDS = {
     "list_type": "a list",

@@ -22,7 +22,7 @@ import httpx
 from bot._checks import tool_problems, validate
 from bot._lock import holder
 from bot.config import Config, ModelEndpoint
-from engine import SqliteStore
+from engine import ContextSettings, SqliteStore, budget_for, discover_window
 from tools import ConfigError, RelaybotError
 from tools.builtins._search import SearchFailed, WebSearch
 
@@ -168,6 +168,23 @@ async def _check_llm(where: str, cfg: ModelEndpoint) -> Check:
     return Check(where, Status.OK, f"{where_url} answers; model {cfg.model} calls tools")
 
 
+async def _check_context(config: Config) -> Check:
+    """Which context window relaybot plans with, where it comes from, and the budget it gives."""
+    cfg = config.llm
+    probe = cfg.provider == "openai"
+    try:
+        key = cfg.resolve_api_key() if probe else ""
+    except RelaybotError:
+        key = ""  # the llm check reports it
+    info = await discover_window(cfg.base_url, key, cfg.model, cfg.context_window, probe=probe)
+    settings = ContextSettings(max_output_tokens=cfg.output_reserve(), budget=config.context.budget)
+    detail = (
+        f"window {info.tokens:,} tokens for {cfg.model} ({info.why}); each request may use "
+        f"{budget_for(info.tokens, settings):,} prompt tokens"
+    )
+    return Check("context", Status.OK, detail)  # a wrong guess is learned from the first refusal
+
+
 def _section(where: str) -> str:
     """How a fix names the model's section: [llm], or the n-th [[llm.fallback]]."""
     if where == "llm":
@@ -304,7 +321,7 @@ async def _check_search(config: Config) -> Check:
 async def run_doctor(config: Config) -> int:
     from bot._doctor_receiving import check_discord_shards, check_telegram_receiving
 
-    checks: list[Callable[[Config], Awaitable[Check]]] = [_check_store]
+    checks: list[Callable[[Config], Awaitable[Check]]] = [_check_store, _check_context]
     if config.telegram.enabled:
         checks += [_check_telegram, check_telegram_receiving]
     if config.discord.enabled:

@@ -124,7 +124,8 @@ class Client(discord.AutoShardedClient):
         (those whose custom_id is not on the message), without asking the engine."""
         if interaction.type is not discord.InteractionType.component or not interaction.message:
             return
-        custom_id = str((interaction.data or {}).get("custom_id", ""))
+        data: Any = interaction.data or {}
+        custom_id = str(data.get("custom_id", ""))
         if DECISION_RE.fullmatch(custom_id) is None:
             return
         where = press_on(interaction.message, custom_id)

@@ -61,7 +61,7 @@ def addressed_to_bot(message: Message) -> bool:
     if reply is not None and reply.from_user is not None and reply.from_user.id == bot.id:
         return True
     handle = f"@{bot.username}".lower()
-    kinds = [MessageEntity.MENTION, MessageEntity.TEXT_MENTION]
+    kinds: list[str | None] = [MessageEntity.MENTION, MessageEntity.TEXT_MENTION]
     found = {**message.parse_entities(kinds), **message.parse_caption_entities(kinds)}
     for entity, text in found.items():
         if entity.type == MessageEntity.MENTION and text.lower() == handle:

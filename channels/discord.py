@@ -25,6 +25,7 @@ import contextlib
 import io
 import logging
 from collections.abc import Sequence
+from typing import Any
 
 import aiohttp
 import discord
@@ -193,7 +194,7 @@ class DiscordChannel(Channel):
         view = discord.ui.View(timeout=None)
         for choice in prompt.choices:
             view.add_item(DecisionButton(prompt.id, choice))
-        attached = {}
+        attached: dict[str, Any] = {}
         if message.attachment is not None:
             attached["file"] = discord.File(io.BytesIO(message.attachment), ATTACHMENT_NAME)
         sent = await self._messageable(prompt.chat_id).send(

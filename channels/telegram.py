@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from telegram import (
@@ -206,19 +206,19 @@ class TelegramChannel(Channel):
         app.add_error_handler(self._on_error)
 
     async def _on_text(self, update: Update, _: ContextTypes.DEFAULT_TYPE) -> None:
-        msg = inbound_message(update.message)  # type: ignore[arg-type]
+        msg = inbound_message(update.message)
         if msg is not None:
             await self._engine_().handle_inbound(msg)
 
     async def _on_other(self, update: Update, _: ContextTypes.DEFAULT_TYPE) -> None:
-        msg = inbound_message(update.message)  # type: ignore[arg-type]
+        msg = inbound_message(update.message)
         if msg is not None:
             reply = self.send(msg.chat_id, UNREADABLE, reply_to=msg.message_id, formatted=False)
             self._reply(update, reply)
 
-    def _command(self, command: Command) -> Callable[..., Awaitable[None]]:
+    def _command(self, command: Command) -> Callable[..., Coroutine[Any, Any, None]]:
         async def on_command(update: Update, _: ContextTypes.DEFAULT_TYPE) -> None:
-            msg = inbound_message(update.message)  # type: ignore[arg-type]
+            msg = inbound_message(update.message)
             if msg is None:
                 return
             reply = await self._engine_().handle_command(msg, command)

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 
 from engine._background import Background
+from engine._budget import ContextBudget, ContextSettings
 from engine._channel import Action, Channel, Command, Decision, InboundMessage, Press, Reply
 from engine._chat_settings import ChatSettings
 from engine._clock import Clock, SystemClock
@@ -29,6 +30,7 @@ from engine._model import Model
 from engine._permissions import Permissions, Policy
 from engine._queue import (
     ChatQueues,
+    Compact,
     Decided,
     Inbound,
     JobDone,
@@ -84,6 +86,7 @@ class Settings:
     media: MediaSettings = field(default_factory=MediaSettings)
     schedules: ScheduleSettings = field(default_factory=ScheduleSettings)
     models: dict[str, Model] = field(default_factory=dict)  # what /settings may choose, by name
+    context: ContextSettings | None = None  # None: whole histories are sent, no budget
 
 
 class Dispatcher:
@@ -116,12 +119,16 @@ class Dispatcher:
             store, registry, self.queues, lambda key: self.turns.sender(key)
         )
         options = dataclasses.asdict(loop_options or LoopOptions())
+        context = None
+        if s.context is not None:
+            context = ContextBudget(model, store.context, s.context)
         self.loop = ToolLoop(
             model,
             registry,
             jobs=self.background.runner,
             stream=s.stream,
             models=s.models,
+            context=context,
             **options,
         )
         self.chat_settings = ChatSettings(store, self.channels, policy, list(s.models), model.name)
@@ -180,6 +187,8 @@ class Dispatcher:
         self.queues.open()
         self.tasks.spawn(self._expiry_watch(), "confirmation-expiry")
         self.tasks.spawn(self.schedules.run(), "scheduler")
+        if self.loop.context is not None:
+            self.loop.context.discover_soon()
 
     async def aclose(self) -> None:
         """Let running turns finish (bounded), then cancel and record what was cut off."""
@@ -249,9 +258,12 @@ class Dispatcher:
         if admission.hold_until is not None:
             await self._schedule_release(key)
         elif msg.group_id is not None:  # an album: one turn once its last part is in
-            self.albums.hold(key, msg.group_id, lambda: self.queues.put(key, Inbound()))
+            self.albums.hold(key, msg.group_id, lambda: self._put(key, Inbound()))
         else:
             self.queues.put(key, Inbound())
+
+    def _put(self, key: ConversationKey, item: WorkItem) -> None:
+        self.queues.put(key, item)
 
     async def _schedule_release(self, key: ConversationKey) -> None:
         """Queue the chat's held messages for when their hold ends (one timer per chat)."""
@@ -331,6 +343,11 @@ class Dispatcher:
             await self.confirmations.cancel_pending(key, "cancelled: the conversation was reset.")
             await self.store.conversations.reset(key.channel, key.chat_id)
             return "Started a fresh conversation."
+        if command is Command.COMPACT:
+            done = asyncio.get_running_loop().create_future()
+            if not self.queues.put(key, Compact(done)):  # after what the chat has queued
+                return "I am shutting down; try again in a moment."
+            return await done
         return "Unknown command."
 
     def _help(self) -> str:
@@ -343,7 +360,8 @@ class Dispatcher:
         can = "\n".join(lines) or "• Just talk: I have no tools here."
         return (
             "Talk to me in plain language. Besides answering, I can:\n"
-            f"{can}\n\n/stop stops what I am doing, /reset starts a fresh conversation."
+            f"{can}\n\n/stop stops what I am doing, /compact condenses our conversation, /reset "
+            "starts a fresh one."
         )
 
     async def wait_idle(self, channel: str, chat_id: str) -> None:
@@ -394,6 +412,13 @@ class Dispatcher:
                 finally:
                     if not item.done.done():
                         item.done.set_result("That did not work; please try again.")
+
+            case Compact(done):
+                try:
+                    done.set_result(await self.turns.compact(key))
+                finally:
+                    if not done.done():  # stopped or failed
+                        done.set_result("Stopped: the conversation was not condensed.")
 
     async def _rewind(self, key: ConversationKey, item: Rewind) -> None:
         await self.confirmations.cancel_pending(

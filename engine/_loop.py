@@ -3,7 +3,9 @@
 A turn ends with the model's answer, a pending confirmation (a destructive call waits for its
 requester), or the iteration bound (one last request without tools sums up). It never raises for
 tool problems; LLMError propagates so the caller can tell the user the model is unavailable.
-The loop speaks only the neutral model layer (engine/_model.py).
+The loop speaks only the neutral model layer (engine/_model.py). With a context budget
+(engine/_budget.py) each request is fitted to the model's window first; one the provider still
+refuses as too long is fitted harder and sent once more.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
+from engine._budget import ContextBudget, Fitted, Window
 from engine._context import for_model, sanitised
 from engine._jobs import Job, JobRunner
 from engine._model import (
@@ -30,7 +33,15 @@ from engine._model import (
     Usage,
 )
 from engine._types import PendingCall, Record, TurnContext, TurnResult
-from tools import AsyncTool, PreparedCall, Tool, ToolContext, ToolRegistry, ToolResult
+from tools import (
+    AsyncTool,
+    ContextOverflow,
+    PreparedCall,
+    Tool,
+    ToolContext,
+    ToolRegistry,
+    ToolResult,
+)
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +71,7 @@ class _State:
     stop_text: str | None = None  # set by the governor
     usage: Usage = field(default_factory=Usage)
     called: list[str] = field(default_factory=list)
+    window: Window = field(default_factory=Window)  # the conversation's summary, for the budget
 
     async def add(self, msg: Message) -> None:
         self.history.append(msg)
@@ -85,9 +97,11 @@ class ToolLoop:
         max_parallel_tools: int = 8,
         stream: bool = False,
         models: Mapping[str, Model] | None = None,
+        context: ContextBudget | None = None,
     ) -> None:
         self.model = model
         self.models = dict(models or {})  # a turn whose context names one of these uses it
+        self.context = context  # None: the whole history is sent as it is
         self.registry = registry
         self.jobs = jobs or JobRunner(registry)
         self.max_iterations = max_iterations
@@ -99,10 +113,16 @@ class ToolLoop:
         self._specs: dict[str, tuple[Tool, ToolSpec]] = {}
 
     async def run(
-        self, history: list[Message], ctx: TurnContext, *, record: Record | None = None
+        self,
+        history: list[Message],
+        ctx: TurnContext,
+        *,
+        record: Record | None = None,
+        window: Window | None = None,
     ) -> TurnResult:
-        """Drive one turn from `history` (which ends with the user's message)."""
-        return await self._drive(_State(ctx, list(history), record))
+        """Drive one turn from `history` (which ends with the user's message); `window` is the
+        conversation's summary and the store ids of `history`, as ContextBudget.load gave them."""
+        return await self._drive(_State(ctx, list(history), record, window=window or Window()))
 
     async def resume(
         self,
@@ -114,11 +134,13 @@ class ToolLoop:
         record: Record | None = None,
         reason: str | None = None,
         starting: Starting | None = None,
+        window: Window | None = None,
     ) -> TurnResult:
         """Continue a halted turn: run the approved call (or record the refusal), then the calls
         left after it, then the loop. `starting` is awaited right before the approved call
         runs (once it has a tool slot); when it returns False the call is not run."""
         state = _State(ctx, list(history), record, iteration=pending.iteration)
+        state.window = window or Window()
         call = ToolCall(pending.call_id, pending.tool, json.dumps(pending.args))
         if approved:
             prepared = self.registry.prepare(pending.tool, pending.args)
@@ -179,11 +201,46 @@ class ToolLoop:
         self, state: _State, tools: list[ToolSpec], extra: str | None = None
     ) -> ModelResponse:
         system = state.ctx.system if extra is None else f"{state.ctx.system}\n\n{extra}".strip()
-        request = ModelRequest(system, for_model(state.history), tools, self.stream)
+        on_text = state.ctx.on_text if self.stream else None
         model = self.models.get(state.ctx.model or "", self.model)
-        reply = await model.complete(request, state.ctx.on_text if self.stream else None)
+        fitted = await self._fit(state, model, system, tools)
+        state.usage += fitted.spent
+        try:
+            reply = await model.complete(fitted.request, on_text)
+        except ContextOverflow as exc:
+            if self.context is None:
+                raise
+            # The provider counts more than we thought: learn, fold harder, try once more.
+            await self.context.overflowed(fitted, exc)
+            fitted = await self._fit(state, model, system, tools, harder=True)
+            state.usage += fitted.spent
+            reply = await model.complete(fitted.request, on_text)
+        if self.context is not None:
+            await self.context.learn(fitted, reply.usage)
         state.usage += reply.usage
         return reply
+
+    async def _fit(
+        self,
+        state: _State,
+        model: Model,
+        system: str,
+        tools: list[ToolSpec],
+        *,
+        harder: bool = False,
+    ) -> Fitted:
+        if self.context is None:
+            request = ModelRequest(system, for_model(state.history), tools, self.stream)
+            return Fitted(request, 0, model.name)
+        return await self.context.fit(
+            state.window,
+            state.history,
+            system,
+            tools,
+            model=model,
+            stream=self.stream,
+            harder=harder,
+        )
 
     # -- tool calls -----------------------------------------------------------------------
 

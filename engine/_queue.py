@@ -15,8 +15,9 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
 from engine._types import ConversationKey
 
@@ -74,8 +75,16 @@ class ScheduledRun:
     due: float
 
 
-WorkItem = Inbound | Recover | Decided | JobDone | Notice | Rewind | ScheduledRun
-Handler = Callable[[ConversationKey, WorkItem], Awaitable[None]]
+@dataclass(frozen=True, slots=True)
+class Compact:
+    """/compact: fold the chat's earlier turns into its summary, in order with its turns;
+    `done` receives the text to answer with."""
+
+    done: asyncio.Future[str] = field(compare=False, repr=False)
+
+
+WorkItem = Inbound | Recover | Decided | JobDone | Notice | Rewind | ScheduledRun | Compact
+Handler = Callable[[ConversationKey, WorkItem], Coroutine[Any, Any, None]]
 Stopped = Callable[[ConversationKey], Awaitable[None]]
 
 

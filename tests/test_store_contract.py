@@ -36,6 +36,8 @@ from engine._store import (
     ReplyMode,
     RunState,
     ScheduleRun,
+    Summary,
+    TokenRatio,
 )
 
 
@@ -274,6 +276,53 @@ async def test_a_job_finishes_once_and_moves_by_the_table(store: Store) -> None:
     assert await store.jobs.transition("j1", JobState.DONE, JobState.DELIVERED)
     with pytest.raises(ValueError):
         await store.jobs.transition("j1", JobState.DELIVERED, JobState.RUNNING)
+
+
+# -- the context budget's part -----------------------------------------------------------
+
+
+async def test_a_summary_is_kept_per_conversation_and_replaced_whole(store: Store) -> None:
+    a = await store.conversations.active("t", "c1")
+    b = await store.conversations.active("t", "c2")
+    assert await store.context.summary(a.id) is None
+    await store.context.save_summary(Summary(a.id, "Ann likes tea.", 1, 4))
+    await store.context.save_summary(Summary(b.id, "Bob is away.", 7, 9))
+    await store.context.save_summary(Summary(a.id, "Ann likes tea and cake.", 1, 12))
+    assert await store.context.summary(a.id) == Summary(a.id, "Ann likes tea and cake.", 1, 12)
+    assert await store.context.summary(b.id) == Summary(b.id, "Bob is away.", 7, 9)
+
+
+async def test_messages_after_a_summary_come_with_their_ids_and_the_last_question(
+    store: Store,
+) -> None:
+    conv = await store.conversations.active("t", "c1")
+    ids = [
+        await store.conversations.append(conv.id, m)
+        for m in (
+            Message.user("one"),
+            Message.assistant(None, [ToolCall("k1", "fetch", "{}")]),
+            Message.tool_result("k1", "page"),
+            Message.assistant("answer one"),
+            Message.user("two"),
+            Message.assistant("answer two"),
+        )
+    ]
+    after = await store.context.messages_after(conv.id, ids[3], 50)
+    assert [(i, m.text) for i, m in after] == [(ids[4], "two"), (ids[5], "answer two")]
+    cut = await store.context.messages_after(conv.id, 0, 4)  # cut: starts at a user message
+    assert [m.text for _, m in cut] == ["two", "answer two"]
+    # Covered up to the end: the last question still comes back, with what follows it.
+    covered = await store.context.messages_after(conv.id, ids[5], 50)
+    assert [m.text for _, m in covered] == ["two", "answer two"]
+
+
+async def test_a_token_ratio_is_kept_per_model(store: Store) -> None:
+    assert await store.context.token_ratio("m1") is None
+    await store.context.save_token_ratio(TokenRatio("m1", 0.8, 3))
+    await store.context.save_token_ratio(TokenRatio("m1", 1.3, 9, 6_000))
+    await store.context.save_token_ratio(TokenRatio("m2", 2.0, 1))
+    assert await store.context.token_ratio("m1") == TokenRatio("m1", 1.3, 9, 6_000)
+    assert await store.context.token_ratio("m2") == TokenRatio("m2", 2.0, 1, None)
 
 
 # -- schedules and chat settings ----------------------------------------------------------

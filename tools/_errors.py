@@ -9,6 +9,7 @@ RelaybotError                 base of everything relaybot raises on purpose
 │   ├── ModelRateLimited      429 past the SDK's retries
 │   ├── ModelAuthError        the key was rejected (401/403)
 │   └── ContextOverflow       the request is longer than the model's window
+│       └── PromptTooLarge    even the system prompt and tool definitions do not fit it
 ├── StoreError                the SQLite store cannot be opened or migrated
 └── DownloadError             a file a user sent cannot be fetched from the platform
 """
@@ -58,6 +59,11 @@ class ModelAuthError(LLMError):
 
 class ContextOverflow(LLMError):
     """The request did not fit the model's context window."""
+
+
+class PromptTooLarge(ContextOverflow):
+    """The system prompt and the tool definitions alone exceed the context budget: no turn can
+    be answered until the window is larger or the prompt and tools are smaller."""
 
 
 class StoreError(RelaybotError):

@@ -4,6 +4,7 @@
 from engine._store._api import (
     ChatSettingsStore,
     ConfirmationStore,
+    ContextStore,
     ConversationStore,
     GrantStore,
     InboxStore,
@@ -30,6 +31,8 @@ from engine._store._records import (
     ScheduleRow,
     ScheduleRun,
     ScheduleState,
+    Summary,
+    TokenRatio,
     UsageTotals,
 )
 from engine._store._sqlite import SqliteStore
@@ -42,6 +45,7 @@ __all__ = [
     "ConfirmationRow",
     "ConfirmationState",
     "ConfirmationStore",
+    "ContextStore",
     "Conversation",
     "ConversationStore",
     "Delivery",
@@ -63,6 +67,8 @@ __all__ = [
     "ScheduleStore",
     "SqliteStore",
     "Store",
+    "Summary",
+    "TokenRatio",
     "UsageStore",
     "UsageTotals",
 ]

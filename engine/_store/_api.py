@@ -26,6 +26,8 @@ from engine._store._records import (
     RunState,
     ScheduleRow,
     ScheduleRun,
+    Summary,
+    TokenRatio,
     UsageTotals,
 )
 
@@ -268,6 +270,30 @@ class ChatSettingsStore(Protocol):
     async def save(self, prefs: ChatPrefs, user_id: str) -> None: ...
 
 
+class ContextStore(Protocol):
+    """The context budget's memory: each conversation's running summary, and per model the
+    ratio of the provider's token counts to relaybot's estimates."""
+
+    async def summary(self, conversation_id: int) -> Summary | None: ...
+
+    async def save_summary(self, summary: Summary) -> None:
+        """Replace the conversation's summary (the messages it covers stay stored)."""
+        ...
+
+    async def messages_after(
+        self, conversation_id: int, after_id: int, limit: int
+    ) -> list[tuple[int, Message]]:
+        """(id, message) of the last `limit` messages with an id above `after_id`, oldest
+        first, starting at a user message when cut. The last user message and what follows it
+        are always included, even at or below `after_id` (the turn that answers it needs it,
+        e.g. after /retry removed the answer a summary had covered)."""
+        ...
+
+    async def token_ratio(self, model: str) -> TokenRatio | None: ...
+
+    async def save_token_ratio(self, ratio: TokenRatio) -> None: ...
+
+
 class Store(Protocol):
     """A backend: its parts, one transaction spanning them, and its lifecycle."""
 
@@ -280,6 +306,7 @@ class Store(Protocol):
     usage: UsageStore
     schedules: ScheduleStore
     chat_settings: ChatSettingsStore
+    context: ContextStore
 
     def transaction(self) -> contextlib.AbstractAsyncContextManager[None]:
         """Writes of every part inside the block commit together, or not at all."""

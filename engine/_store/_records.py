@@ -272,3 +272,31 @@ class ChatPrefs:
     persona: str | None = None
     model: str | None = None
     reply_mode: ReplyMode | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """The running summary of a conversation's older messages, sent in their place.
+
+    It covers the stored messages with ids `first_id`..`last_id` (inclusive); the messages stay
+    in the store, only what is sent changes.
+    """
+
+    conversation_id: int
+    text: str
+    first_id: int
+    last_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class TokenRatio:
+    """What a model's provider counts per token relaybot estimates, learned from its usage.
+
+    `window` is a context window the provider itself revealed (in an overflow error), when it is
+    smaller than the configured or discovered one.
+    """
+
+    model: str
+    ratio: float
+    samples: int
+    window: int | None = None

@@ -95,10 +95,10 @@ class SqliteDb:
 
     async def one(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
         rows = await self.db.execute_fetchall(sql, params)  # one trip to the db thread
-        return next(iter(rows), None)  # type: ignore[arg-type]
+        return next(iter(rows), None)
 
     async def all(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
-        return list(await self.db.execute_fetchall(sql, params))  # type: ignore[arg-type]
+        return list(await self.db.execute_fetchall(sql, params))
 
     async def schema_version(self) -> int:
         row = await self.one("PRAGMA user_version")

@@ -193,4 +193,21 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (channel, chat_id)
     );
     """,
+    # 7: the context budget: running summaries of conversations, learned token ratios per model
+    """
+    CREATE TABLE summaries (
+        conversation_id INTEGER PRIMARY KEY REFERENCES conversations(id),
+        text TEXT NOT NULL,
+        first_id INTEGER NOT NULL,
+        last_id INTEGER NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    CREATE TABLE token_ratios (
+        model TEXT PRIMARY KEY,
+        ratio REAL NOT NULL,
+        samples INTEGER NOT NULL,
+        max_window INTEGER,
+        updated_at REAL NOT NULL
+    );
+    """,
 ]
