@@ -67,7 +67,8 @@ class Client(discord.AutoShardedClient):
             allowed_mentions=discord.AllowedMentions(everyone=False, roles=False, users=False),
             chunk_guilds_at_startup=False,
             shard_count=adapter.config.shard_count,
-            shard_ids=adapter.config.shard_ids,
+            # None (every shard) is discord.py's default, though it types the option as a list
+            shard_ids=adapter.config.shard_ids,  # type: ignore[arg-type]
         )
         self.adapter = adapter
         self.pacer = IdentifyPacer()

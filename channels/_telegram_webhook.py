@@ -56,7 +56,7 @@ class Webhook:
 
     def __init__(
         self,
-        app: Application,  # type: ignore[type-arg]
+        app: Application,
         *,
         url: str,
         listen: tuple[str, int],
