@@ -134,15 +134,17 @@ def write_files(
     instance: str = "",
     lease_s: float = 5.0,
     extra: str = "",
+    telegram: dict[str, str] | None = None,
 ) -> Files:
-    """The plugin module and a config for the daemon: Telegram to `tg`, the model at
-    `llm_url`, the plugin's tools, confirmations that do not expire during a run. With
-    `store_url`, the store is that PostgreSQL database and the daemon is `instance` of several
-    (`extra`: more TOML, e.g. a [discord] section)."""
+    """The plugin module and a config for the daemon: Telegram to `tg` (with the `telegram`
+    keys added), the model at `llm_url`, the plugin's tools, confirmations that do not expire
+    during a run. With `store_url`, the store is that PostgreSQL database and the daemon is
+    `instance` of several (`extra`: more TOML, e.g. a [discord] section)."""
     files = Files(directory, instance)
     storage = f'url = "{store_url}"' if store_url else f'path = "{files.db}"'
     if store_url:
         storage += f'\n\n[instance]\nid = "{instance or "solo"}"\nlease_s = {lease_s}'
+    more = "".join(f"\n            {k} = {json.dumps(v)}" for k, v in (telegram or {}).items())
 
     (directory / f"{PLUGIN}.py").write_text(
         _PLUGIN_SOURCE.format(runs=str(files.runs), gate=str(files.gate))
@@ -165,7 +167,7 @@ def write_files(
             token = "{tg.token}"
             api_base_url = "{tg.base_url}"
             allowed_users = ["*"]
-            poll_timeout_s = 10
+            poll_timeout_s = 10{more}
 
             [tools]
             builtins = ["remind_me"]
@@ -208,9 +210,10 @@ class DaemonDied(RuntimeError):
 class Daemon:
     """`relaybot run` as a subprocess, restarted as often as the rig likes."""
 
-    def __init__(self, files: Files, tg: FakeTelegram) -> None:
+    def __init__(self, files: Files, tg: FakeTelegram, *, ready: str = "getUpdates") -> None:
         self.files = files
         self.tg = tg
+        self.ready = ready  # the Bot API call that says it receives (setWebhook for a webhook)
         self.lives: list[Life] = []
         self._proc: asyncio.subprocess.Process | None = None
 
@@ -219,10 +222,10 @@ class Daemon:
         return self._proc is not None and self._proc.returncode is None
 
     async def start(self, timeout: float = 30, *, polls: bool = True) -> None:
-        """Spawn the daemon and return once it polls the Bot API (or, `polls` False: an
-        instance another one receives for, once it says it runs)."""
+        """Spawn the daemon and return once it polls the Bot API or sets its webhook (or,
+        `polls` False: an instance another one receives for, once it says it runs)."""
         loop = asyncio.get_running_loop()
-        polls_before = len(self.tg.calls_of("getUpdates"))
+        calls_before = len(self.tg.calls_of(self.ready))
         env = {**os.environ, "PYTHONPATH": f"{self.files.directory}{os.pathsep}{ROOT}"}
         with self.files.log.open("ab") as log:
             self._proc = await asyncio.create_subprocess_exec(
@@ -231,7 +234,7 @@ class Daemon:
             )  # fmt: skip
         self.lives.append(Life(loop.time()))
         polling = asyncio.ensure_future(
-            self.tg.wait_for_call("getUpdates", count=polls_before + 1, timeout=timeout)
+            self.tg.wait_for_call(self.ready, count=calls_before + 1, timeout=timeout)
             if polls
             else wait_for_log(self.files.log, " running (", timeout, len(self.lives))
         )

@@ -48,6 +48,8 @@ def validate(
         for section in channels.values():
             if section.enabled:
                 section.resolve_token()
+        if config.telegram.enabled:
+            config.telegram.resolve_webhook_secret()  # webhook mode only
     if need_channel and not any(section.enabled for section in channels.values()):
         raise ConfigError("", NO_CHANNEL)
     warnings = []

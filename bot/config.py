@@ -309,7 +309,7 @@ class Config(_Section):
                 value = getattr(section, attr, None)
                 if isinstance(value, SecretStr):
                     found.append(value.get_secret_value())
-            for attr in ("api_key_env", "token_env"):
+            for attr in ("api_key_env", "token_env", "webhook_secret_env"):
                 name = getattr(section, attr, None)
                 value = read_secret(name) if name else None
                 if value:

@@ -4,7 +4,7 @@ Each check ends OK, WARNING (it starts, but will not work as you probably mean) 
 The config is judged by the same `validate` as `run` and `check-config`; the LLM check makes
 one tiny real request with a tool to each configured model ([llm] and every [[llm.fallback]]),
 in its provider's own API, because listing models proves neither the key nor that the model
-accepts tools.
+accepts tools. How updates reach the instance (webhook, shards) is checked in _doctor_receiving.
 """
 
 from __future__ import annotations
@@ -360,11 +360,13 @@ async def _check_search(config: Config) -> Check:
 
 
 async def run_doctor(config: Config) -> int:
+    from bot._doctor_receiving import check_discord_shards, check_telegram_receiving
+
     checks: list[Callable[[Config], Awaitable[Check]]] = [_check_store, _check_context]
     if config.telegram.enabled:
-        checks.append(_check_telegram)
+        checks += [_check_telegram, check_telegram_receiving]
     if config.discord.enabled:
-        checks.append(_check_discord)
+        checks += [_check_discord, check_discord_shards]
     if config.tools.web_search.backend is not None:
         checks.append(_check_search)
     plugins = asyncio.create_task(asyncio.to_thread(_plugins, config))

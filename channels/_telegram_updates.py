@@ -93,6 +93,24 @@ class Listening(filters.MessageFilter):
         return self._listens(str(message.chat_id))
 
 
+def parse_update(raw: object, bot: Bot) -> Update | None:
+    """One update as PTB reads it; None (logged by id and reason, never its text) when PTB
+    cannot read it, so that one odd update is passed over instead of wedging the rest."""
+    try:
+        return Update.de_json(raw, bot)  # type: ignore[arg-type]
+    except Exception as exc:
+        uid, fields = None, type(raw).__name__
+        if isinstance(raw, dict):
+            uid, fields = raw.get("update_id"), ", ".join(sorted(map(str, raw)))
+        log.error(
+            "Telegram update %s could not be read (%s; its fields: %s); skipped",
+            uid,
+            _reason(exc),
+            fields,
+        )
+        return None
+
+
 class Poller:
     """getUpdates in a loop, handing each update to `handle` (the Application's
     ``process_update``). A batch runs chat by chat: chats concurrently, each chat's updates one
@@ -204,23 +222,8 @@ class Poller:
         """The updates of `batch` that PTB can parse, and the offset that confirms the whole
         batch, unreadable updates included (None for an empty batch)."""
         ids = [u["update_id"] for u in batch if isinstance(u, dict) and _is_id(u.get("update_id"))]
-        updates = [u for raw in batch if (u := self._parse(raw)) is not None]
+        updates = [u for raw in batch if (u := parse_update(raw, self._bot)) is not None]
         return updates, (max(ids) + 1 if ids else None)
-
-    def _parse(self, raw: object) -> Update | None:
-        try:
-            return Update.de_json(raw, self._bot)  # type: ignore[arg-type]
-        except Exception as exc:
-            uid, fields = None, type(raw).__name__
-            if isinstance(raw, dict):
-                uid, fields = raw.get("update_id"), ", ".join(sorted(map(str, raw)))
-            log.error(
-                "Telegram update %s could not be read (%s; its fields: %s); skipped",
-                uid,
-                _reason(exc),
-                fields,
-            )
-            return None
 
     async def _run_batch(self, updates: Sequence[Update], next_offset: int) -> None:
         chats: dict[tuple[str, int], list[Update]] = {}

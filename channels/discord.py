@@ -84,6 +84,8 @@ class DiscordChannel(Channel):
 
     def __init__(self, config: DiscordConfig) -> None:
         self.config = config
+        # One instance holds the gateway, unless each names its own shards (shard_ids).
+        self.shared_receiving = config.shard_ids is None
         self.connected = asyncio.Event()  # set when a gateway session starts
         self._engine: Engine | None = None
         self._client: Client | None = None

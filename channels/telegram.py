@@ -11,7 +11,8 @@ update of it has been handed over: a crash loses no message. What the adapter it
 path, so a slow or rate-limited reply never holds up polling. The engine answers through send /
 edit / typing / confirmations (``_telegram_outbox``, with ``_shown`` keeping long texts up to date
 and ``_prompt`` laying out confirmations); requests go over aiohttp (``_telegram_http``) and
-Markdown becomes Telegram HTML (``_telegram_markdown``, split by ``_telegram_format``).
+Markdown becomes Telegram HTML (``_telegram_markdown``, split by ``_telegram_format``). In webhook
+mode (``[telegram] mode``) ``_telegram_webhook`` receives in place of the poller.
 
 Start-up never blocks: ``start`` spawns the channel's task, which initialises the bot with
 backoff while the Bot API is unreachable or rejects the token (said once, with what to check),
@@ -58,6 +59,7 @@ from channels._telegram_updates import (
     Poller,
     inbound_message,
 )
+from channels._telegram_webhook import Webhook
 from engine._backoff import Backoff
 from engine._channel import (
     Action,
@@ -117,6 +119,9 @@ class TelegramChannel(Channel):
             .build()
         )
         self._outbox = Outbox(self._app.bot, self.retry_initial_s)
+        self._webhook_secret = config.resolve_webhook_secret()  # None: polling
+        # Polling is one instance's at a time; behind a load balancer every instance takes posts.
+        self.shared_receiving = self._webhook_secret is None
         self._add_handlers(config.group_mode)
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -157,7 +162,8 @@ class TelegramChannel(Channel):
         while True:
             try:
                 await self._app.initialize()  # a no-op once done
-                await self._app.bot.delete_webhook()  # getUpdates fails while a webhook is set
+                if self._config.mode == "polling":  # getUpdates fails while a webhook is set
+                    await self._app.bot.delete_webhook()
                 break
             except InvalidToken:  # its message contains the token: never log it
                 if not token_reported:
@@ -175,16 +181,10 @@ class TelegramChannel(Channel):
             log.warning("could not register the bot commands: %s", exc)
         await self._app.start()
         self._outbox.open()
-        poller = Poller(
-            bot,
-            self._process,
-            timeout_s=self._config.poll_timeout_s,
-            retry_initial_s=self.retry_initial_s,
-        )
+        receiver = self._receiver()
         while True:
             await self._receive.wait()
-            log.info("Telegram: polling as @%s", bot.username)
-            self._polling = asyncio.create_task(poller.run(), name="telegram-poll")
+            self._polling = asyncio.create_task(receiver.run(), name="telegram-receive")
             try:
                 await self._polling
             except asyncio.CancelledError:
@@ -192,6 +192,25 @@ class TelegramChannel(Channel):
                 if current is not None and current.cancelling():
                     raise  # stop()
                 log.info("Telegram: another instance receives now")
+
+    def _receiver(self) -> Poller | Webhook:
+        cfg = self._config
+        if self._webhook_secret is not None and cfg.webhook_url is not None:
+            return Webhook(
+                self._app,
+                self._process,
+                url=cfg.webhook_url,
+                listen=cfg.listen_address(),
+                secret=self._webhook_secret,
+                retry_initial_s=self.retry_initial_s,
+            )
+        log.info("Telegram: polling as @%s", self._app.bot.username)
+        return Poller(
+            self._app.bot,
+            self._process,
+            timeout_s=cfg.poll_timeout_s,
+            retry_initial_s=self.retry_initial_s,
+        )
 
     # -- inbound -------------------------------------------------------------------------------
 
@@ -293,9 +312,10 @@ class TelegramChannel(Channel):
 
     async def _on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
         uid = update.update_id if isinstance(update, Update) else None
-        if isinstance(context.error, StoreUnavailable) and uid is not None:
-            self._unrecorded[uid] = context.error
-            return
+        if isinstance(context.error, StoreUnavailable):
+            if uid is not None:  # a handler's: _process raises it
+                self._unrecorded[uid] = context.error
+            return  # _process's own (in a webhook's task): the webhook answers 500
         log.error("Telegram update %s failed", uid, exc_info=context.error)
 
     def _listens(self, chat_id: str) -> bool:
