@@ -218,6 +218,10 @@ class Daemon:
         self._proc: asyncio.subprocess.Process | None = None
 
     @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    @property
     def running(self) -> bool:
         return self._proc is not None and self._proc.returncode is None
 
