@@ -33,7 +33,7 @@ from engine._channel import (
 )
 from engine._clock import Clock, SystemClock
 from engine._context import ensure_pairing
-from engine._dispatcher import Dispatcher, LoopOptions, Settings
+from engine._dispatcher import Dispatcher
 from engine._failover import FailoverModel
 from engine._jobs import Job, JobRunner
 from engine._limits import LimitSettings
@@ -56,6 +56,7 @@ from engine._model import (
 from engine._openai import OpenAIModel
 from engine._schedules import Schedules, ScheduleSettings
 from engine._scripted import ScriptedModel, reply
+from engine._settings import LoopOptions, Settings
 from engine._store import SqliteStore, Store
 from engine._transcribe import OpenAITranscriber
 from engine._types import ConversationKey, PendingCall, TurnContext, TurnResult
