@@ -22,7 +22,7 @@ from engine._turns import TurnRunner
 from engine._types import ConversationKey
 from tools import ToolRegistry
 
-log = logging.getLogger("engine._dispatcher")
+log = logging.getLogger(__name__)
 
 STOPPED = "cancelled: the user stopped the turn."
 BUSY = "I am still busy in this chat; try again in a moment."

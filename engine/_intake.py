@@ -21,7 +21,7 @@ from engine._tasks import Tasks
 from engine._turns import TurnRunner
 from engine._types import ConversationKey
 
-log = logging.getLogger("engine._dispatcher")
+log = logging.getLogger(__name__)
 
 
 class Intake:
