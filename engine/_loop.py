@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
+from engine import _metrics as metrics
 from engine._context import for_model, sanitised
 from engine._jobs import Job, JobRunner
 from engine._model import (
@@ -30,7 +31,7 @@ from engine._model import (
     Usage,
 )
 from engine._types import PendingCall, Record, TurnContext, TurnResult
-from tools import AsyncTool, PreparedCall, Tool, ToolContext, ToolRegistry, ToolResult
+from tools import AsyncTool, LLMError, PreparedCall, Tool, ToolContext, ToolRegistry, ToolResult
 
 log = logging.getLogger(__name__)
 
@@ -181,8 +182,17 @@ class ToolLoop:
         system = state.ctx.system if extra is None else f"{state.ctx.system}\n\n{extra}".strip()
         request = ModelRequest(system, for_model(state.history), tools, self.stream)
         model = self.models.get(state.ctx.model or "", self.model)
-        reply = await model.complete(request, state.ctx.on_text if self.stream else None)
-        state.usage += reply.usage
+        started = time.monotonic()
+        try:
+            reply = await model.complete(request, state.ctx.on_text if self.stream else None)
+        except LLMError as exc:
+            metrics.llm_failed(model.name, str(exc))
+            raise
+        u = reply.usage
+        metrics.llm_replied(
+            model.name, time.monotonic() - started, u.prompt_tokens, u.completion_tokens
+        )
+        state.usage += u
         return reply
 
     # -- tool calls -----------------------------------------------------------------------
@@ -315,6 +325,8 @@ class ToolLoop:
         return state.result(None, pending)
 
     async def _add_result(self, state: _State, call: ToolCall, result: ToolResult) -> None:
+        known = self.registry.get(call.name) is not None
+        metrics.tool_called(call.name if known else "other", not result.is_error)
         text = result.for_llm
         if result.is_error:
             if result.retryable:

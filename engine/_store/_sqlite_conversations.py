@@ -37,7 +37,12 @@ class SqliteConversations:
         )
 
     async def append(
-        self, conversation_id: int, msg: Message, *, deliver: str | None = None
+        self,
+        conversation_id: int,
+        msg: Message,
+        *,
+        deliver: str | None = None,
+        user_id: str | None = None,
     ) -> int:
         now = time.time()
         calls = msg.tool_calls
@@ -53,11 +58,12 @@ class SqliteConversations:
             msg.speaker,
             json.dumps(images) if images else None,
             now,
+            user_id,
         )
         async with self.db.transaction():
             cur = await self.db.write(
                 "INSERT INTO messages(conversation_id, role, content, tool_calls, tool_call_id, "
-                "is_error, speaker, media, created_at) VALUES (?,?,?,?,?,?,?,?,?)",
+                "is_error, speaker, media, created_at, user_id) VALUES (?,?,?,?,?,?,?,?,?,?)",
                 params,
             )
             message_id = cur.lastrowid or 0
