@@ -12,22 +12,28 @@ import logging
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from bot._logging import RedactingFilter
+from bot._metrics_http import metrics_server
 from bot._models import build_model, endpoint_model, openai_compatible
 from bot.config import Config
 from engine import (
     Channel,
     Clock,
     Dispatcher,
+    ErrorLog,
     LimitSettings,
     LoopOptions,
     MediaSettings,
     Model,
     OpenAITranscriber,
+    Retention,
     ScheduleSettings,
     Settings,
     SqliteStore,
     Store,
     SystemClock,
+    set_state,
+    use_error_log,
 )
 from tools import Tool, ToolRegistry
 from tools._config import apply_policy
@@ -132,7 +138,12 @@ class App:
     async def _start(self) -> None:
         cfg = self.config
         stack = self._stack
-        self.store = await stack.enter_async_context(SqliteStore(cfg.storage.resolved_path()))
+        wal_limit = int(cfg.storage.wal_limit_mb * 1024 * 1024)
+        self.store = await stack.enter_async_context(
+            SqliteStore(cfg.storage.resolved_path(), wal_limit_bytes=wal_limit)
+        )
+        use_error_log(ErrorLog(RedactingFilter(cfg.secrets()).redact))
+        stack.callback(use_error_log, None)
         self.registry, self.mcp = await stack.enter_async_context(
             open_tools(
                 cfg,
@@ -195,6 +206,7 @@ class App:
                 ),
                 schedules=ScheduleSettings(catch_up_s=cfg.schedules.catch_up_s),
                 models=models,
+                retention=Retention(cfg.storage.retention_days, cfg.storage.keep_days),
             ),
             loop_options,
             transcriber,
@@ -213,7 +225,22 @@ class App:
             started.append(channel)
             log.info("channel %s started", channel.name)
         await self.dispatcher.start()
+        if cfg.metrics.listen:
+            host, port = cfg.metrics.address()
+            await stack.enter_async_context(metrics_server(host, port, self._metrics_state))
         await self.model.warm_up()  # in a thread; the channels are already listening
+
+    async def _metrics_state(self) -> None:
+        c = await self.store.ops.counts()
+        queues = self.dispatcher.queues
+        set_state(
+            queues.depths(),
+            queues.busy,
+            c.confirmations_pending,
+            c.jobs_running,
+            c.db_bytes,
+            c.wal_bytes,
+        )
 
     @staticmethod
     async def _stop_channels(started: list[Channel]) -> None:

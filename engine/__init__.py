@@ -34,10 +34,12 @@ from engine._clock import Clock, SystemClock
 from engine._context import ensure_pairing
 from engine._dispatcher import Dispatcher, LoopOptions, Settings
 from engine._failover import FailoverModel
+from engine._housekeeping import Retention
 from engine._jobs import Job, JobRunner
 from engine._limits import LimitSettings
 from engine._loop import ToolLoop
 from engine._media import MediaSettings
+from engine._metrics import ErrorLog, set_state, use_error_log
 from engine._model import (
     FinishReason,
     Image,
@@ -76,6 +78,7 @@ __all__ = [
     "DecisionStatus",
     "Dispatcher",
     "Engine",
+    "ErrorLog",
     "FailoverModel",
     "FinishReason",
     "Image",
@@ -97,6 +100,7 @@ __all__ = [
     "PendingCall",
     "Press",
     "Reply",
+    "Retention",
     "Role",
     "ScheduleSettings",
     "Schedules",
@@ -119,4 +123,6 @@ __all__ = [
     "parse_action",
     "parse_decision",
     "reply",
+    "set_state",
+    "use_error_log",
 ]

@@ -144,6 +144,7 @@ class Command(enum.StrEnum):
     USAGE = "usage"
     SCHEDULES = "schedules"
     SETTINGS = "settings"
+    FORGET_ME = "forget_me"
 
     @property
     def description(self) -> str:
@@ -167,6 +168,7 @@ _COMMAND_HELP = {
     Command.USAGE: "How much you have used me today and this month",
     Command.SCHEDULES: "Scheduled tasks in this chat; cancel them",
     Command.SETTINGS: "This chat's persona, model and reply mode",
+    Command.FORGET_ME: "Delete everything I have stored about you (asks first)",
 }
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from engine._channel import Action, Button, Channel, InboundMessage, Reply
 from engine._permissions import Policy
@@ -60,6 +60,13 @@ class ChatSettings:
     async def load(self) -> None:
         for prefs in await self.rows.all():
             self._remember(prefs)
+
+    def drop(self, chats: Iterable[tuple[str, str]]) -> None:
+        """Forget these chats' settings (their rows are gone: /forget_me)."""
+        for channel, chat_id in chats:
+            key = ConversationKey(channel, chat_id)
+            self._prefs.pop(key, None)
+            self._all.discard(key)
 
     # -- read on hot paths ----------------------------------------------------------------
 

@@ -22,6 +22,8 @@ from engine._channel import Action, Channel, Command, Decision, InboundMessage, 
 from engine._chat_settings import ChatSettings
 from engine._clock import Clock, SystemClock
 from engine._confirmations import Confirmations
+from engine._forget import ForgetMe
+from engine._housekeeping import Housekeeping, Retention
 from engine._limits import Limits, LimitSettings
 from engine._loop import ToolLoop
 from engine._media import Albums, MediaIntake, MediaSettings
@@ -85,6 +87,7 @@ class Settings:
     media: MediaSettings = field(default_factory=MediaSettings)
     schedules: ScheduleSettings = field(default_factory=ScheduleSettings)
     models: dict[str, Model] = field(default_factory=dict)  # what /settings may choose, by name
+    retention: Retention = field(default_factory=Retention)  # [storage] keep_days, retention_days
 
 
 class Dispatcher:
@@ -149,6 +152,8 @@ class Dispatcher:
         self.media = MediaIntake(store, self.channels, s.media, cache, self.turns.say, transcriber)
         self.albums = Albums()
         self._releases: dict[ConversationKey, asyncio.TimerHandle] = {}
+        self.housekeeping = Housekeeping(store, s.retention, lambda: self.busy)
+        self.forget = ForgetMe(store, self.background.runner.cancel, self.chat_settings.drop)
 
     def add_channel(self, channel: Channel) -> None:
         self.channels[channel.name] = channel
@@ -181,6 +186,7 @@ class Dispatcher:
         self.queues.open()
         self.tasks.spawn(self._expiry_watch(), "confirmation-expiry")
         self.tasks.spawn(self.schedules.run(), "scheduler")
+        self.tasks.spawn(self.housekeeping.run(), "housekeeping")
 
     async def aclose(self) -> None:
         """Let running turns finish (bounded), then cancel and record what was cut off."""
@@ -196,6 +202,7 @@ class Dispatcher:
             conv = await self.store.conversations.active(key.channel, key.chat_id)
             n = await self.store.conversations.close_dangling(conv.id, SHUTDOWN)
             log.warning("shutdown cut off the turn in %s (%d tool calls interrupted)", key, n)
+        await self.housekeeping.flush()
 
     async def _expiry_watch(self) -> None:
         while True:
@@ -299,6 +306,7 @@ class Dispatcher:
             await self.permissions.act(action)
             or await self.schedules.act(action)
             or await self.chat_settings.act(action)
+            or await self.forget.act(action)
         )
         return reply or Reply("This button no longer works.")
 
@@ -332,6 +340,8 @@ class Dispatcher:
             return await self.schedules.menu(key)
         if command is Command.USAGE:
             return await self.limits.usage(msg)
+        if command is Command.FORGET_ME:
+            return await self.forget.ask(msg)
         if command is Command.RESET:
             self.queues.stop(key)
             await self.confirmations.cancel_pending(key, "cancelled: the conversation was reset.")

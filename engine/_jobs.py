@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -101,6 +101,13 @@ class JobRunner:
             await self.on_done(job, result)
         except Exception:
             log.exception("delivering the result of job %s failed", job.id)
+
+    def cancel(self, job_ids: Iterable[str]) -> None:
+        """Stop these jobs if they run (their results are never reported)."""
+        for job_id in job_ids:
+            task = self._tasks.get(job_id)
+            if task is not None:
+                task.cancel()
 
     async def aclose(self) -> None:
         tasks = list(self._tasks.values())

@@ -25,10 +25,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram
+
+from engine._store._records import ChannelError
 
 _LATENCY_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0)
 _STORE_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5, 2.0)
@@ -193,13 +194,6 @@ def set_state(
 # -- the last error of each channel --------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class LastError:
-    channel: str  # a channel's name, or "llm"
-    at: float  # unix time
-    text: str  # redacted, at most MAX_ERROR_CHARS
-
-
 MAX_ERROR_CHARS = 500
 
 
@@ -214,15 +208,15 @@ class ErrorLog(logging.Handler):
     def __init__(self, redact: Callable[[str], str] = lambda text: text) -> None:
         super().__init__(logging.WARNING)
         self.redact = redact
-        self._new: dict[str, LastError] = {}
+        self._new: dict[str, ChannelError] = {}
 
     def note(self, channel: str, text: str) -> None:
         text = self.redact(" ".join(text.split()))
         if len(text) > MAX_ERROR_CHARS:
             text = text[: MAX_ERROR_CHARS - 1] + "…"
-        self._new[channel] = LastError(channel, time.time(), text)
+        self._new[channel] = ChannelError(channel, time.time(), text)
 
-    def take(self) -> list[LastError]:
+    def take(self) -> list[ChannelError]:
         """The errors noted since the last call (one per channel, the newest)."""
         taken, self._new = self._new, {}
         return list(taken.values())
@@ -252,3 +246,8 @@ def use_error_log(errors: ErrorLog | None) -> None:
 def note_error(channel: str, text: str) -> None:
     if _error_log is not None:
         _error_log.note(channel, text)
+
+
+def take_errors() -> list[ChannelError]:
+    """The errors noted since the last call, for the store."""
+    return _error_log.take() if _error_log is not None else []

@@ -189,7 +189,8 @@ class SqliteOps:
         )
 
     async def compact(self) -> None:
-        await self.db.checkpoint()
+        if self.db.sizes()[1]:  # a WAL with something in it
+            await self.db.checkpoint()
 
     # -- forgetting -----------------------------------------------------------------------
 
