@@ -1,0 +1,188 @@
+"""`relaybot status`, `relaybot backup` and `relaybot forget`: operating the store from a shell.
+
+- status opens the store read-only, so it works while the daemon runs (WAL lets a reader in
+  another process read while the daemon writes) and changes nothing; it says whether the daemon
+  holds the store (bot/_lock.py), what is queued and running, what waits for whom, and the last
+  error of each channel. ``--json`` gives the same for scripts.
+- backup copies the store with SQLite's online backup API (engine/_store/_sqlite_backup.py),
+  also while the daemon runs.
+- forget needs the store to itself: the daemon keeps running jobs (a reminder) and chats'
+  settings in memory, and would bring back what was deleted. So it takes the daemon's lock (and
+  is refused while the daemon runs: /forget_me works then), shows what it will delete, and asks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from bot._lock import holder, lock_store
+from bot.config import Config
+from engine import SqliteStore
+from engine._store import StatusSnapshot, backup_sqlite
+from tools import StoreError
+
+_SHOWN = 20  # lines per section; the rest is counted
+
+
+async def status(config: Config, as_json: bool, out: TextIO = sys.stdout) -> int:
+    path = config.storage.resolved_path()
+    async with SqliteStore(path, readonly=True) as store:
+        snapshot = await store.ops.status()
+    pid = holder(path)
+    now = time.time()
+    if as_json:
+        found = {"store": str(path), "daemon_pid": pid, "now": now}
+        json.dump(found | dataclasses.asdict(snapshot), out, indent=2)
+        out.write("\n")
+    else:
+        out.write(render(snapshot, path, pid, now))
+    return 0
+
+
+def render(s: StatusSnapshot, path: Path, pid: int | None, now: float) -> str:
+    """The status as a person reads it on a terminal."""
+    daemon = f"running (pid {pid})" if pid else "not running"
+    lines = [
+        f"store: {path} (schema version {s.schema_version})",
+        f"daemon: {daemon}",
+        f"conversations: {s.conversations} active, {s.messages} messages stored",
+    ]
+    if not pid and (s.running or s.queued):
+        lines.append("(the daemon is not running: the next start finishes what is shown here)")
+
+    def section(title: str, rows: Sequence[str]) -> None:
+        lines.append("")
+        lines.append(f"{title}: {len(rows) or 'none'}")
+        lines.extend(f"  {row}" for row in rows[:_SHOWN])
+        if len(rows) > _SHOWN:
+            lines.append(f"  … and {len(rows) - _SHOWN} more")
+
+    section(
+        "chats with queued messages",
+        [
+            f"{q.channel}:{q.chat_id}  {_n(q.messages, 'message')}, "
+            f"the oldest {_ago(now, q.oldest)}"
+            + (f", held for {_for(q.held_until - now)}" if _later(q.held_until, now) else "")
+            for q in s.queued
+        ],
+    )
+    section(
+        "running",
+        [
+            f"{r.channel}:{r.chat_id}  {r.what}"
+            + (f", for {_for(now - r.since)}" if r.since is not None else "")
+            for r in s.running
+        ],
+    )
+    section(
+        "confirmations pending",
+        [
+            f"{c.channel}:{c.chat_id}  user {c.user_id}: {_clip(c.summary)} ({c.tool}), "
+            f"{_expiry(c.expires_at - now)} [{c.id}]"
+            for c in s.confirmations
+        ],
+    )
+    section(
+        "background jobs",
+        [
+            f"{j.channel}:{j.chat_id}  {j.tool} for user {j.user_id}, "
+            + (
+                f"due {_when(j.due - now)}"
+                if j.due is not None and j.state != "done"
+                else f"{'finished, to be told' if j.state == 'done' else 'running'} "
+                f"since {_ago(now, j.since)}"
+            )
+            + f" [{j.id}]"
+            for j in s.jobs
+        ],
+    )
+    section(
+        "next scheduled runs",
+        [
+            f"{u.channel}:{u.chat_id}  #{u.schedule_id} {_when(u.next_due - now)}: {_clip(u.task)}"
+            for u in s.upcoming
+        ],
+    )
+    section(
+        "last error per channel",
+        [f"{e.channel}  {_ago(now, e.at)}: {e.text}" for e in s.errors],
+    )
+    return "\n".join(lines) + "\n"
+
+
+async def backup(config: Config, target: str, out: TextIO = sys.stdout) -> int:
+    made = await asyncio.to_thread(backup_sqlite, config.storage.resolved_path(), Path(target))
+    out.write(
+        f"backed up to {made.path}: {made.bytes / 1e6:.1f} MB, schema version "
+        f"{made.schema_version}, {made.messages} messages, in {made.seconds:.1f} s\n"
+    )
+    return 0
+
+
+async def forget(config: Config, who: str, yes: bool, out: TextIO = sys.stdout) -> int:
+    channel, _, user_id = who.rpartition(":")
+    if not user_id:
+        raise StoreError(f"--user {who!r}: give a user id, e.g. 123456789 or telegram:123456789")
+    path = config.storage.resolved_path()
+    try:
+        lock_store(path)
+    except StoreError as exc:
+        raise StoreError(f"{exc} While it runs, the user can send /forget_me instead.") from None
+    whom = f"user {user_id}" + (f" of {channel}" if channel else " (every channel)")
+    async with SqliteStore(path) as store:
+        found = await store.ops.forget_user(channel or None, user_id, dry_run=True)
+        if found.described() == "nothing":
+            out.write(f"Nothing is stored about {whom}.\n")
+            return 0
+        out.write(f"This deletes everything stored about {whom}: {found.described()}.\n")
+        if not yes:
+            if not sys.stdin.isatty():
+                out.write("Nothing deleted: run again with --yes to delete it.\n")
+                return 1
+            answer = await asyncio.to_thread(input, "Delete it? Type yes: ")
+            if answer.strip().lower() != "yes":
+                out.write("Nothing deleted.\n")
+                return 1
+        done = await store.ops.forget_user(channel or None, user_id)
+    out.write(f"Deleted {done.described()}. Backups made before now still hold it.\n")
+    return 0
+
+
+def _n(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _for(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f} {unit}"
+    return f"{seconds:.0f} s"
+
+
+def _ago(now: float, at: float) -> str:
+    return f"{_for(now - at)} ago"
+
+
+def _when(seconds: float) -> str:
+    return f"in {_for(seconds)}" if seconds >= 0 else f"{_for(-seconds)} overdue"
+
+
+def _expiry(seconds: float) -> str:
+    return f"expires in {_for(seconds)}" if seconds >= 0 else "expired, not yet closed"
+
+
+def _later(at: float | None, now: float) -> bool:
+    return at is not None and at > now
+
+
+def _clip(text: str, n: int = 60) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1] + "…"
