@@ -124,9 +124,11 @@ def write_files(
     llm_timeout_s: float = 5.0,
     llm_retries: int = 0,
     max_parallel_tools: int = 8,
+    storage: str = "",
 ) -> Files:
     """The plugin module and a config for the daemon: Telegram to `tg`, the model at
-    `llm_url`, the plugin's tools, confirmations that do not expire during a run."""
+    `llm_url`, the plugin's tools, confirmations that do not expire during a run; `storage`
+    adds lines to its [storage] section."""
     files = Files(directory)
     (directory / f"{PLUGIN}.py").write_text(
         _PLUGIN_SOURCE.format(runs=str(files.runs), gate=str(files.gate))
@@ -143,6 +145,7 @@ def write_files(
 
             [storage]
             path = "{files.db}"
+            {storage}
 
             [telegram]
             enabled = true
@@ -200,6 +203,10 @@ class Daemon:
     @property
     def running(self) -> bool:
         return self._proc is not None and self._proc.returncode is None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
 
     async def start(self, timeout: float = 30) -> None:
         """Spawn the daemon and return once it polls the Bot API."""
