@@ -177,7 +177,7 @@ class SqliteOps:
             )
             messages = 0
             if history_before is not None:
-                messages = (await write(_TRIM_HISTORY, {"cut": history_before})).rowcount
+                messages = await self._trim(history_before)
                 await drop_summaries_before(self.db)
         return Pruned(
             inbox.rowcount,
@@ -187,6 +187,19 @@ class SqliteOps:
             decided.rowcount,
             messages,
         )
+
+    async def _trim(self, cut: float) -> int:
+        """Delete each conversation's messages before its first user message from `cut` on (all
+        of them when it has none): what remains starts at a user message, so every tool result
+        keeps its call. Late parts of an exchange begun before the cut go with it."""
+        deleted = 0
+        for r in await self.db.all(_CUTS, {"cut": cut}):
+            deleted += (
+                await self.db.write(
+                    "DELETE FROM messages WHERE conversation_id=? AND id < ?", (r["c"], r["cut"])
+                )
+            ).rowcount
+        return deleted
 
     async def compact(self) -> None:
         if self.db.sizes()[1]:  # a WAL with something in it
@@ -203,14 +216,14 @@ class SqliteOps:
         return forgotten
 
 
-# A conversation's messages older than the cut, up to its first user message after the cut (or
-# all of them when it has none): what remains starts at a user message.
-_TRIM_HISTORY = """
-DELETE FROM messages WHERE created_at < :cut AND id < COALESCE(
-    (SELECT MIN(n.id) FROM messages n WHERE n.conversation_id = messages.conversation_id
-     AND n.role = 'user' AND n.created_at >= :cut),
-    (SELECT MAX(n.id) + 1 FROM messages n WHERE n.conversation_id = messages.conversation_id)
-)
+# Per conversation with messages from before the cut: the id its history is cut at.
+_CUTS = """
+SELECT old.c, COALESCE(
+    (SELECT MIN(n.id) FROM messages n WHERE n.conversation_id = old.c AND n.role = 'user'
+     AND n.created_at >= :cut),
+    (SELECT MAX(n.id) + 1 FROM messages n WHERE n.conversation_id = old.c)
+) AS cut
+FROM (SELECT DISTINCT conversation_id AS c FROM messages WHERE created_at < :cut) AS old
 """
 
 
