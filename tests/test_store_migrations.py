@@ -33,6 +33,50 @@ ROWS_BY_VERSION = {
         "created_at) VALUES ('j1', 1, 't', 'c1', 'u1', 'report', '{}', 'running', 0)",
     ],
     2: ["INSERT INTO notes(owner, text, created_at) VALUES ('t:u1', 'likes tea', 0)"],
+    3: [
+        "INSERT INTO conversations(id, channel, chat_id, is_private, created_at) "
+        "VALUES (2, 't', 'g1', 0, 0)",
+        "INSERT INTO inbox(channel, chat_id, message_id, user_id, user_name, text, is_private, "
+        "state, received_at) VALUES ('t','g1','g1','u2','Bob','hello all',0,'answered',0)",
+        "INSERT INTO messages(id, conversation_id, role, content, speaker, created_at) "
+        "VALUES (10, 2, 'user', 'hello all', 'Bob', 0)",
+        "INSERT INTO messages(id, conversation_id, role, content, created_at) "
+        "VALUES (11, 2, 'assistant', 'hi Bob', 0)",
+        "INSERT INTO deliveries(message_id, conversation_id, channel, chat_id, reply_to, "
+        "created_at) VALUES (11, 2, 't', 'g1', 'g1', 0)",
+    ],
+    4: [
+        "INSERT INTO grants(channel, chat_id, tool, granted_by, granted_by_name, granted_at) "
+        "VALUES ('t', 'g1', 'delete', 'u2', 'Bob', 0)",
+        "INSERT INTO usage(channel, user_id, day, prompt_tokens, completion_tokens, turns, "
+        "tool_calls) VALUES ('t', 'u1', '2026-11-01', 7, 3, 1, 0)",
+    ],
+    5: [
+        "INSERT INTO inbox(channel, chat_id, message_id, user_id, user_name, text, is_private, "
+        "state, received_at, media) VALUES ('t','c1','m2','u1','Ann','look',1,'queued',1, "
+        "'"
+        + json.dumps(
+            [
+                {
+                    "kind": "image",
+                    "name": "a.png",
+                    "mime": "image/png",
+                    "size": 3,
+                    "ref": "f1",
+                    "duration": None,
+                }
+            ]
+        )
+        + "')",
+    ],
+    6: [
+        "INSERT INTO schedules(id, channel, chat_id, user_id, user_name, is_private, task, kind, "
+        "spec, timezone, next_due, created_at) VALUES (1, 't', 'c1', 'u1', 'Ann', 1, 'news', "
+        "'interval', '600', 'UTC', 9e9, 0)",
+        "INSERT INTO user_settings(channel, user_id, timezone) VALUES ('t', 'u1', 'Europe/Paris')",
+        "INSERT INTO chat_settings(channel, chat_id, persona, updated_by, updated_at) "
+        "VALUES ('t', 'g1', 'a pirate', 'u2', 0)",
+    ],
 }
 
 
@@ -69,9 +113,31 @@ async def test_every_earlier_version_migrates_and_keeps_its_data(
         assert job is not None and job.state is JobState.RUNNING
         notes = await store.notes.list_notes("t:u1")
         assert [n[1] for n in notes] == (["likes tea"] if version >= 2 else [])
+        if version >= 3:
+            group = await store.conversations.active("t", "g1", is_private=False)
+            said = await store.conversations.history(group.id)
+            assert [(m.text, m.speaker) for m in said] == [("hello all", "Bob"), ("hi Bob", None)]
+            assert [d.text for d in await store.conversations.undelivered("t", "g1")] == ["hi Bob"]
+        if version >= 4:
+            assert [g.tool for g in await store.grants.in_chat("t", "g1")] == ["delete"]
+            assert (await store.usage.totals("t", "u1", "2026")).tokens == 10
+        if version >= 5:
+            [queued] = await store.inbox.rows(InboxState.QUEUED, "t", "c1")
+            assert [a.name for a in queued.attachments] == ["a.png"]
+        if version >= 6:
+            assert [s.task for s in await store.schedules.chat_schedules("t", "c1")] == ["news"]
+            assert await store.schedules.user_timezone("t", "u1") == "Europe/Paris"
+            assert [p.persona for p in await store.chat_settings.all()] == ["a pirate"]
+        # the writers of earlier user messages were found: forgetting them finds their messages
+        ann = await store.ops.forget_user("t", "u1", dry_run=True)
+        assert ann.private_chats == (("t", "c1"),) and ann.messages == 3
+        if version >= 3:
+            bob = await store.ops.forget_user("t", "u2", dry_run=True)
+            assert bob.messages == 2 and bob.private_chats == ()
         # and it takes new writes of the current schema
         await store.conversations.append(conv.id, Message.assistant("two"), deliver="m1")
         assert [d.text for d in await store.conversations.undelivered("t", "c1")] == ["two"]
+        assert (await store.ops.status()).schema_version == len(MIGRATIONS)
 
 
 async def test_a_store_from_a_newer_relaybot_is_refused_untouched(tmp_path: Path) -> None:
@@ -82,5 +148,17 @@ async def test_a_store_from_a_newer_relaybot_is_refused_untouched(tmp_path: Path
     before = path.read_bytes()
     with pytest.raises(StoreError, match="written by a newer relaybot"):
         async with SqliteStore(path):
+            pass
+    assert path.read_bytes() == before
+
+
+async def test_status_on_an_older_store_asks_for_the_upgrade_and_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "old.db"
+    write_old_store(path, len(MIGRATIONS) - 1)
+    before = path.read_bytes()
+    with pytest.raises(StoreError, match="start the daemon of this version once"):
+        async with SqliteStore(path, readonly=True):
             pass
     assert path.read_bytes() == before
