@@ -69,7 +69,7 @@ def render(s: StatusSnapshot, path: Path, pid: int | None, now: float) -> str:
         [
             f"{q.channel}:{q.chat_id}  {_n(q.messages, 'message')}, "
             f"the oldest {_ago(now, q.oldest)}"
-            + (f", held for {_for(q.held_until - now)}" if _later(q.held_until, now) else "")
+            + (f", held for {_for(q.held_until - now)}" if (q.held_until or 0) > now else "")
             for q in s.queued
         ],
     )
@@ -177,10 +177,6 @@ def _when(seconds: float) -> str:
 
 def _expiry(seconds: float) -> str:
     return f"expires in {_for(seconds)}" if seconds >= 0 else "expired, not yet closed"
-
-
-def _later(at: float | None, now: float) -> bool:
-    return at is not None and at > now
 
 
 def _clip(text: str, n: int = 60) -> str:

@@ -134,11 +134,15 @@ class SqliteDb:
         metrics.STORE_WRITE.observe(time.perf_counter() - started)
         return cursor
 
-    async def one(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
+    async def one(
+        self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()
+    ) -> sqlite3.Row | None:
         rows = await self.all(sql, params)  # one trip to the db thread
         return rows[0] if rows else None
 
-    async def all(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+    async def all(
+        self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()
+    ) -> list[sqlite3.Row]:
         started = time.perf_counter()
         rows = await self.db.execute_fetchall(sql, params)
         metrics.STORE_READ.observe(time.perf_counter() - started)
