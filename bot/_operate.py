@@ -68,8 +68,7 @@ def render(s: StatusSnapshot, path: Path, pid: int | None, now: float) -> str:
         "chats with queued messages",
         [
             f"{q.channel}:{q.chat_id}  {_n(q.messages, 'message')}, "
-            f"the oldest {_ago(now, q.oldest)}"
-            + (f", held for {_for(q.held_until - now)}" if (q.held_until or 0) > now else "")
+            f"the oldest {_ago(now, q.oldest)}" + _held(q.held_until, now)
             for q in s.queued
         ],
     )
@@ -165,6 +164,10 @@ def _for(seconds: float) -> str:
         if seconds >= size:
             return f"{seconds / size:.0f} {unit}"
     return f"{seconds:.0f} s"
+
+
+def _held(until: float | None, now: float) -> str:
+    return f", held for {_for(until - now)}" if until is not None and until > now else ""
 
 
 def _ago(now: float, at: float) -> str:
