@@ -142,8 +142,7 @@ class App:
         self.store = await stack.enter_async_context(
             SqliteStore(cfg.storage.resolved_path(), wal_limit_bytes=wal_limit)
         )
-        use_error_log(ErrorLog(RedactingFilter(cfg.secrets()).redact))
-        stack.callback(use_error_log, None)
+        stack.callback(use_error_log(ErrorLog(RedactingFilter(cfg.secrets()).redact)))
         self.registry, self.mcp = await stack.enter_async_context(
             open_tools(
                 cfg,

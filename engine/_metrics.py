@@ -233,14 +233,22 @@ _error_log: ErrorLog | None = None
 _CHANNEL_LOGGER = logging.getLogger("channels")
 
 
-def use_error_log(errors: ErrorLog | None) -> None:
-    """Report errors to `errors` from now on (None: to nobody)."""
+def use_error_log(errors: ErrorLog) -> Callable[[], None]:
+    """Report errors to `errors` from now on; returns what ends that (unless another log took
+    over meanwhile)."""
     global _error_log
     if _error_log is not None:
         _CHANNEL_LOGGER.removeHandler(_error_log)
     _error_log = errors
-    if errors is not None:
-        _CHANNEL_LOGGER.addHandler(errors)
+    _CHANNEL_LOGGER.addHandler(errors)
+
+    def stop() -> None:
+        global _error_log
+        if _error_log is errors:
+            _CHANNEL_LOGGER.removeHandler(errors)
+            _error_log = None
+
+    return stop
 
 
 def note_error(channel: str, text: str) -> None:

@@ -61,7 +61,7 @@ async def test_housekeeping_truncates_the_wal_when_idle_and_stores_the_errors(
 ) -> None:
     busy = 1
     errors = ErrorLog(redact=lambda t: t.replace("sk-secret", "***"))
-    use_error_log(errors)
+    stop = use_error_log(errors)
     try:
         async with SqliteStore(tmp_path / "h.db") as store:
             keeper = Housekeeping(store, Retention(settled_days=7), lambda: busy)
@@ -77,7 +77,7 @@ async def test_housekeeping_truncates_the_wal_when_idle_and_stores_the_errors(
             assert (error.channel, error.text) == ("telegram", "sendMessage: HTTP 502 with key ***")
             assert (await keeper.prune()).total == 0  # nothing is a week old
     finally:
-        use_error_log(None)
+        stop()
 
 
 def test_pruning_runs_often_enough_for_the_shortest_retention() -> None:
