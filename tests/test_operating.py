@@ -171,10 +171,19 @@ async def test_the_state_gauges_show_what_waits(
         llm.script(tool_call("slow_job", {"topic": "sales"}), text("Started."))
         await app.dispatcher.handle_inbound(channel.message("report please", chat_id="b"))
         await channel.wait_for("send", 1, chat_id="b")
+        release, started = asyncio.Event(), asyncio.Event()
+        llm.script(hold(release, text("at last"), started=started), text("and the next"))
+        await app.dispatcher.handle_inbound(channel.message("first", chat_id="c"))
+        await started.wait()
+        await app.dispatcher.handle_inbound(channel.message("second", chat_id="c"))
         scraped = await scrape(port)
-        assert value(scraped, "relaybot_confirmations_pending") == 1
-        assert value(scraped, "relaybot_jobs_running") == 1
+        release.set()
         gate["job"].set()
+    assert value(scraped, "relaybot_confirmations_pending") == 1
+    assert value(scraped, "relaybot_jobs_running") == 1
+    assert value(scraped, "relaybot_turns_running") == 1
+    assert value(scraped, "relaybot_chat_queue_depth_max") == 1
+    assert value(scraped, "relaybot_chat_queue_depth_sum") == 1
 
 
 async def test_a_metrics_port_in_use_is_a_config_error(
