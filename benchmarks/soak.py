@@ -27,10 +27,12 @@ loss, any answer out of order and any unapproved or repeated action makes the ex
 --long is the other soak: one daemon, never restarted, answering --messages (100,000) over
 --chats (10,000) private chats from an instant model, at most --in-flight unanswered at a time.
 The store keeps history and settled rows for --keep-minutes (its [storage] keep_days and
-retention_days), so pruning runs during the run. Every --every (10,000) messages it prints the
-daemon's RSS, the database's and the WAL's size; all three must level off: the last reading may
-exceed the one at half-way by at most 10 % (RSS, database; plus 2 MiB) and the WAL must stay under
-its limit ([storage] wal_limit_mb, 16). A message not answered within --drain-s fails it too.
+retention_days), so pruning runs during the run; --rate paces the messages (the retained window,
+and so the database, then has one size). Every --every (10,000) messages it prints the daemon's
+RSS, the database's and the WAL's size and the messages stored. All three sizes must level off:
+the last reading may exceed the one at half-way by at most 10 % plus 2 MiB (RSS, database), and
+the WAL must stay under its limit ([storage] wal_limit_mb, 16). A message not answered within
+--drain-s fails it too.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ import enum
 import itertools
 import random
 import shutil
+import sqlite3
 import statistics
 import sys
 import tempfile
@@ -750,6 +753,7 @@ class Reading:
     rss_mib: float
     db_mib: float
     wal_mib: float
+    stored: int  # messages in the store (the retained window)
 
 
 async def long_run(args: argparse.Namespace, directory: Path) -> int:
@@ -801,11 +805,15 @@ async def long_run(args: argparse.Namespace, directory: Path) -> int:
             )
             print(
                 f"{'messages':>9} {'time':>7} {'msg/s':>6} {'RSS MiB':>8} {'db MiB':>7} "
-                f"{'WAL MiB':>8} {'p50 ms':>7} {'p99 ms':>7}",
+                f"{'WAL MiB':>8} {'stored':>7} {'p50 ms':>7} {'p99 ms':>7}",
                 flush=True,
             )
             window_start, since = time.monotonic(), 0
+            pace = asyncio.get_running_loop().time()
             for n in range(1, args.messages + 1):
+                if args.rate:  # a steady load: the retained window is then the same size
+                    pace += 1 / args.rate
+                    await asyncio.sleep(max(0.0, pace - asyncio.get_running_loop().time()))
                 await slots.acquire()
                 chat = rng.choice(chats)
                 tok = token(n)
@@ -852,7 +860,9 @@ def _reading(n: int, started: float, pid: int, db: Path) -> Reading:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             rss = int(line.split()[1]) / 1024
-    return Reading(n, time.monotonic() - started, rss, mib(db), mib(wal))
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)) as c:
+        stored = c.execute("SELECT COUNT(*) FROM messages").fetchone()[0]
+    return Reading(n, time.monotonic() - started, rss, mib(db), mib(wal), stored)
 
 
 def _print_reading(r: Reading, rate: float, latencies: list[float]) -> None:
@@ -860,7 +870,7 @@ def _print_reading(r: Reading, rate: float, latencies: list[float]) -> None:
     p99 = ms[min(len(ms) - 1, int(len(ms) * 0.99))]
     print(
         f"{r.messages:>9} {r.seconds:>6.0f}s {rate:>6.0f} {r.rss_mib:>8.1f} {r.db_mib:>7.1f} "
-        f"{r.wal_mib:>8.2f} {statistics.median(ms):>7.1f} {p99:>7.1f}",
+        f"{r.wal_mib:>8.2f} {r.stored:>7} {statistics.median(ms):>7.1f} {p99:>7.1f}",
         flush=True,
     )
 
@@ -954,6 +964,7 @@ def main() -> int:
     long.add_argument("--messages", type=int, default=100_000)
     long.add_argument("--every", type=int, default=10_000, help="messages between readings")
     long.add_argument("--in-flight", type=int, default=200, help="unanswered messages at most")
+    long.add_argument("--rate", type=float, default=0, help="messages per second (0: no pace)")
     long.add_argument(
         "--keep-minutes", type=float, default=2.0, help="[storage] keep_days and retention_days"
     )
