@@ -259,6 +259,24 @@ async def test_status_without_a_store_says_where_it_looked(tmp_path: Path) -> No
     assert not (tmp_path / "no.db").exists()
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root reads a store another user owns")
+async def test_reading_as_root_leaves_the_store_usable_by_its_owner(tmp_path: Path) -> None:
+    db = tmp_path / "relaybot.db"
+    async with SqliteStore(db):
+        pass  # a store the daemon closed cleanly: no -wal, no -shm beside it
+    os.chown(db, 4321, 4321)  # the daemon's own user (systemd's DynamicUser)
+    cli = tmp_path / "cli.toml"
+    cli.write_text(f'[llm]\napi_key = "sk-cli-0123456789"\n[storage]\npath = "{db}"\n')
+    for command in (["status"], ["backup", str(tmp_path / "copy.db")]):
+        code, _, err = await relaybot(*command, "-c", str(cli))
+        assert code == 0, err
+    assert owners_beside(db) == {"relaybot.db-shm": 4321, "relaybot.db-wal": 4321}
+
+
+def owners_beside(db: Path) -> dict[str, int]:
+    return {p.name: p.stat().st_uid for p in db.parent.glob(f"{db.name}-*")}
+
+
 # -- backup ----------------------------------------------------------------------------------
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
+from engine._store._sqlite_db import owned_like_store
 from tools import StoreError
 
 
@@ -48,6 +49,7 @@ def backup_sqlite(source: Path, target: Path) -> BackupMade:
         os.close(fd)
         uri = f"file:{quote(str(source.resolve()))}?mode=ro"
         with (
+            owned_like_store(source),
             contextlib.closing(sqlite3.connect(uri, uri=True, timeout=30)) as src,
             contextlib.closing(sqlite3.connect(partial, timeout=30)) as dst,
         ):

@@ -11,7 +11,10 @@ The WAL stays bounded: SQLite checkpoints it after every commit that takes it pa
 has copied everything (``journal_size_limit``); housekeeping truncates it to nothing when the bot
 is idle (:meth:`SqliteDb.checkpoint`). Readers in other processes (`relaybot status`, `relaybot
 backup`) open the file read-only (`readonly`): WAL lets them read while the daemon writes.
-Each call is timed for the metrics (engine/_metrics.py).
+Run as root while the daemon is stopped, such a command makes SQLite create the -wal and -shm
+files; they are given the store's owner (:func:`owned_like_store`), or the daemon's own user
+(systemd's DynamicUser) could not open the store any more. Each call is timed for the metrics
+(engine/_metrics.py).
 """
 
 from __future__ import annotations
@@ -19,9 +22,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -48,6 +52,7 @@ class SqliteDb:
         self._db: aiosqlite.Connection | None = None
         self._tx_lock = asyncio.Lock()
         self._tx_owner: asyncio.Task[Any] | None = None
+        self._owned: contextlib.ExitStack | None = None
 
     @property
     def db(self) -> aiosqlite.Connection:
@@ -62,6 +67,8 @@ class SqliteDb:
     async def open(self) -> None:
         if self.readonly and not self.path.exists():
             raise StoreError(f"there is no store at {self.path} (see [storage] path)")
+        self._owned = contextlib.ExitStack()
+        self._owned.enter_context(owned_like_store(self.path))
         try:
             if self.readonly:
                 uri = f"file:{quote(str(self.path.resolve()))}?mode=ro"
@@ -98,6 +105,9 @@ class SqliteDb:
         if self._db is not None:
             db, self._db = self._db, None
             await db.close()
+        if self._owned is not None:
+            owned, self._owned = self._owned, None
+            owned.close()
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[None]:
@@ -198,6 +208,23 @@ class SqliteDb:
                     await self.db.execute(stmt)
                 await self.db.execute(f"PRAGMA user_version = {number}")
             log.info("store migrated to schema version %d", number)
+
+
+@contextlib.contextmanager
+def owned_like_store(store: Path) -> Iterator[None]:
+    """The -wal and -shm files SQLite creates beside `store` inside the block get the store's
+    owner when this process runs as root (a no-op otherwise, and for files that existed)."""
+    beside = [store.with_name(store.name + suffix) for suffix in ("-wal", "-shm")]
+    new = [path for path in beside if not path.exists()]
+    try:
+        yield
+    finally:
+        if new and os.geteuid() == 0:
+            with contextlib.suppress(OSError):
+                owner = store.stat()
+                for path in new:
+                    if path.exists():
+                        os.chown(path, owner.st_uid, owner.st_gid)
 
 
 def marks(n: int) -> str:
