@@ -107,7 +107,9 @@ async def test_summaries_covering_what_is_deleted_are_dropped(tmp_path: Path) ->
             convs[chat] = conv = await store.conversations.active("t", chat, is_private=False)
             last = await store.conversations.append(conv.id, Message.assistant("hello"))
             await store.db.write(
-                "INSERT INTO summaries VALUES (?, 'they talked', 1, ?, 0)", (conv.id, last)
+                "INSERT INTO summaries VALUES (?, 'they talked', "
+                "(SELECT MIN(id) FROM messages WHERE conversation_id=?), ?, 0)",
+                (conv.id, conv.id, last),
             )
 
         forgotten = await store.ops.forget_user("t", "u1")
