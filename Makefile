@@ -44,6 +44,7 @@ test: $(BIN)/.dev
 lint: $(BIN)/.dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 bench: $(BIN)/.dev
 	for b in benchmarks/bench_*.py; do $(BIN)/python $$b || exit 1; done

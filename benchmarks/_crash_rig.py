@@ -37,7 +37,11 @@ from tests.fakes.telegram_server import Call, FakeTelegram
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN = re.compile(r"\bq\d{6}\b")
 PLUGIN = "crash_rig_tools"
-APOLOGY = re.compile(r"(can.?t|cannot|could ?n.?t|unable to) reach the (language )?model", re.I)
+APOLOGY = re.compile(
+    r"(can.?t|cannot|could ?n.?t|unable to) reach the (language )?model"
+    r"|language model is busy|language model refused",
+    re.I,
+)
 # "it may or may not have completed", "it may have completed partly or fully": a report that does
 # not know whether an action ran
 UNCERTAIN = re.compile(r"\bmay (or may not )?have\b", re.I)
@@ -52,13 +56,15 @@ def token(n: int) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Files:
-    """Everything one rig run keeps in its directory."""
+    """Everything one rig run keeps in its directory (`instance`: one of several daemons
+    sharing a PostgreSQL store, each with its own config and log)."""
 
     directory: Path
+    instance: str = ""
 
     @property
     def config(self) -> Path:
-        return self.directory / "config.toml"
+        return self.directory / f"config{self.instance}.toml"
 
     @property
     def db(self) -> Path:
@@ -66,7 +72,7 @@ class Files:
 
     @property
     def log(self) -> Path:
-        return self.directory / "daemon.log"
+        return self.directory / f"daemon{self.instance}.log"
 
     @property
     def runs(self) -> Path:
@@ -124,12 +130,24 @@ def write_files(
     llm_timeout_s: float = 5.0,
     llm_retries: int = 0,
     max_parallel_tools: int = 8,
+    store_url: str | None = None,
+    instance: str = "",
+    lease_s: float = 5.0,
+    extra: str = "",
+    telegram: dict[str, str] | None = None,
     storage: str = "",
 ) -> Files:
-    """The plugin module and a config for the daemon: Telegram to `tg`, the model at
-    `llm_url`, the plugin's tools, confirmations that do not expire during a run; `storage`
-    adds lines to its [storage] section."""
-    files = Files(directory)
+    """The plugin module and a config for the daemon: Telegram to `tg` (with the `telegram`
+    keys added), the model at `llm_url`, the plugin's tools, confirmations that do not expire
+    during a run; `storage` adds lines to its [storage] section. With `store_url`, the store is
+    that PostgreSQL database and the daemon is `instance` of several (`extra`: more TOML, e.g.
+    a [discord] section)."""
+    files = Files(directory, instance)
+    where = f'url = "{store_url}"' if store_url else f'path = "{files.db}"'
+    storage = f"{where}\n{storage}" if storage else where
+    if store_url:
+        storage += f'\n\n[instance]\nid = "{instance or "solo"}"\nlease_s = {lease_s}'
+    more = "".join(f"\n            {k} = {json.dumps(v)}" for k, v in (telegram or {}).items())
     (directory / f"{PLUGIN}.py").write_text(
         _PLUGIN_SOURCE.format(runs=str(files.runs), gate=str(files.gate))
     )
@@ -144,7 +162,6 @@ def write_files(
             request_timeout_s = {llm_timeout_s}
 
             [storage]
-            path = "{files.db}"
             {storage}
 
             [telegram]
@@ -152,10 +169,10 @@ def write_files(
             token = "{tg.token}"
             api_base_url = "{tg.base_url}"
             allowed_users = ["*"]
-            poll_timeout_s = 10
+            poll_timeout_s = 10{more}
 
             [tools]
-            builtins = []
+            builtins = ["remind_me"]
             plugins = ["{PLUGIN}"]
             confirmation_timeout_s = 3600
 
@@ -170,6 +187,7 @@ def write_files(
             level = "INFO"
             """
         )
+        + extra
     )
     return files
 
@@ -194,9 +212,10 @@ class DaemonDied(RuntimeError):
 class Daemon:
     """`relaybot run` as a subprocess, restarted as often as the rig likes."""
 
-    def __init__(self, files: Files, tg: FakeTelegram) -> None:
+    def __init__(self, files: Files, tg: FakeTelegram, *, ready: str = "getUpdates") -> None:
         self.files = files
         self.tg = tg
+        self.ready = ready  # the Bot API call that says it receives (setWebhook for a webhook)
         self.lives: list[Life] = []
         self._proc: asyncio.subprocess.Process | None = None
 
@@ -208,10 +227,11 @@ class Daemon:
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
 
-    async def start(self, timeout: float = 30) -> None:
-        """Spawn the daemon and return once it polls the Bot API."""
+    async def start(self, timeout: float = 30, *, polls: bool = True) -> None:
+        """Spawn the daemon and return once it polls the Bot API or sets its webhook (or,
+        `polls` False: an instance another one receives for, once it says it runs)."""
         loop = asyncio.get_running_loop()
-        polls = len(self.tg.calls_of("getUpdates"))
+        calls_before = len(self.tg.calls_of(self.ready))
         env = {**os.environ, "PYTHONPATH": f"{self.files.directory}{os.pathsep}{ROOT}"}
         with self.files.log.open("ab") as log:
             self._proc = await asyncio.create_subprocess_exec(
@@ -220,7 +240,9 @@ class Daemon:
             )  # fmt: skip
         self.lives.append(Life(loop.time()))
         polling = asyncio.ensure_future(
-            self.tg.wait_for_call("getUpdates", count=polls + 1, timeout=timeout)
+            self.tg.wait_for_call(self.ready, count=calls_before + 1, timeout=timeout)
+            if polls
+            else wait_for_log(self.files.log, " running (", timeout, len(self.lives))
         )
         died = asyncio.ensure_future(self._proc.wait())
         try:
@@ -284,7 +306,15 @@ class Decision:
     tokens: tuple[str, ...]
 
 
-ACTIONS = (("wipe", "wipe"), ("hold", "hold_slot"))  # (word in the user's message, tool)
+# (word in the user's message, tool); remind_me (a built-in) is asked for a reminder in 3 s
+ACTIONS = (("wipe", "wipe"), ("hold", "hold_slot"), ("remind", "remind_me"))
+REMIND_IN_S = 3.0
+
+
+def _arguments(tool: str, tok: str) -> dict[str, Any]:
+    if tool == "remind_me":
+        return {"text": f"reminder for {tok}", "in_seconds": REMIND_IN_S}
+    return {"target": tok}
 
 
 def decide(body: dict[str, Any]) -> Decision:
@@ -304,7 +334,7 @@ def decide(body: dict[str, Any]) -> Decision:
         for tok in TOKEN.findall(content):
             for word, tool in ACTIONS:
                 if word in content and tool in offered and (tool, tok) not in called:
-                    return Decision(tool_call(tool, {"target": tok}), ())
+                    return Decision(tool_call(tool, _arguments(tool, tok)), ())
     tokens = open_tokens(body)
     results = [_clip(_content(m), 80) for m in open_ if m.get("role") == "tool"]
     answer = "answer: " + (" ".join(tokens) or "(nothing new)")
@@ -505,6 +535,17 @@ def delivery_records(path: Path) -> dict[tuple[int, int], float] | None:
             "IS NOT NULL"
         )
         return {(int(chat), int(ref)): float(at) for chat, ref, at in rows if str(ref).isdigit()}
+
+
+async def wait_for_log(path: Path, needle: str, timeout: float, count: int = 1) -> None:
+    """Poll a daemon's log until `needle` appears `count` times (another process writes it:
+    there is no event to wait on)."""
+    async with asyncio.timeout(timeout):
+        while True:
+            text_ = path.read_text(errors="replace") if path.exists() else ""  # noqa: ASYNC240
+            if text_.count(needle) >= count:
+                return
+            await asyncio.sleep(0.05)
 
 
 async def wait_for_db(path: Path, needle: str, timeout: float) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bot.config import Config
+from channels._config import DiscordConfig, TelegramConfig
 from tools import (
     ConfigError,
     ToolDefinitionError,
@@ -36,7 +37,10 @@ def validate(
     return the warnings, each naming its key. `resolve_secrets=False` leaves the API key and
     tokens to the caller (doctor checks each against its service)."""
     check_tools(config.tools)
-    channels = {"telegram": config.telegram, "discord": config.discord}
+    channels: dict[str, TelegramConfig | DiscordConfig] = {
+        "telegram": config.telegram,
+        "discord": config.discord,
+    }
     if resolve_secrets:
         for where, endpoint in config.llm.endpoints():
             endpoint.resolve_api_key(where)
@@ -44,6 +48,8 @@ def validate(
         for section in channels.values():
             if section.enabled:
                 section.resolve_token()
+        if config.telegram.enabled:
+            config.telegram.resolve_webhook_secret()  # webhook mode only
     if need_channel and not any(section.enabled for section in channels.values()):
         raise ConfigError("", NO_CHANNEL)
     warnings = []

@@ -117,7 +117,7 @@ class _StderrHandler(logging.StreamHandler):
         super().__init__(sys.stderr)
 
     @property
-    def stream(self):  # type: ignore[override]
+    def stream(self):
         return sys.stderr
 
     @stream.setter
@@ -171,6 +171,6 @@ def setup_logging(level: str = "INFO", *, secrets: Iterable[str] = ()) -> None:
     quiet = _CHATTY_AT_INFO if numeric >= logging.INFO else _CHATTY_AT_DEBUG
     floor = logging.WARNING if numeric >= logging.INFO else logging.INFO
     for name in _NOISY:
-        level = logging.WARNING if name == "aiosqlite" else floor if name in quiet else 0
-        logging.getLogger(name).setLevel(level)
+        chatty = logging.WARNING if name == "aiosqlite" else floor if name in quiet else 0
+        logging.getLogger(name).setLevel(chatty)
     logging.captureWarnings(True)

@@ -47,7 +47,7 @@ def seal_secrets(config: Config) -> list[str]:
     variables (see the module docstring). A secret that is missing stays named, so using it
     reports the config key as before. Returns the names sealed."""
     sealed = []
-    sources = [(config.llm, "api_key", "api_key_env")]
+    sources: list[tuple[object, str, str]] = [(config.llm, "api_key", "api_key_env")]
     sources += [(s, "token", "token_env") for s in (config.telegram, config.discord)]
     sources.append((config.tools.web_search, "api_key", "api_key_env"))
     for section, value_attr, name_attr in sources:

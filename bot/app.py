@@ -8,6 +8,7 @@ async with App(config) as app:   # store open, tools loaded, channels connected
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -17,8 +18,10 @@ from bot._metrics_http import metrics_server
 from bot._models import build_model, endpoint_model, openai_compatible
 from bot.config import Config
 from engine import (
+    Backoff,
     Channel,
     Clock,
+    ContextSettings,
     Dispatcher,
     ErrorLog,
     LimitSettings,
@@ -29,13 +32,15 @@ from engine import (
     Retention,
     ScheduleSettings,
     Settings,
-    SqliteStore,
     Store,
     SystemClock,
+    discover_window,
     set_state,
     use_error_log,
 )
-from tools import Tool, ToolRegistry
+from engine._cluster import InstanceSettings
+from engine._store import open_store
+from tools import StoreUnavailable, Tool, ToolRegistry
 from tools._config import apply_policy
 from tools._plugins import load_plugins
 from tools.builtins import ScheduleAccess, builtin_tools
@@ -104,6 +109,24 @@ def chat_models(config: Config, default: Model) -> dict[str, Model]:
     }
 
 
+def context_settings(cfg: Config) -> ContextSettings:
+    """The context budget as configured; a model's window is asked of the server when not set
+    (an OpenAI-compatible one: Anthropic's models are in the table). The chat models of
+    /settings share the endpoint, so they are asked the same way."""
+    llm = cfg.llm
+    probe = llm.provider == "openai"
+    key = llm.resolve_api_key() if probe else ""
+    return ContextSettings(
+        window=cfg.llm.context_window,
+        max_output_tokens=cfg.llm.output_reserve(),
+        budget=cfg.context.budget,
+        keep_recent_turns=cfg.context.keep_recent_turns,
+        tool_result_chars=cfg.context.tool_result_chars,
+        history_limit=cfg.engine.history_limit,
+        discover=functools.partial(discover_window, llm.base_url, key, probe=probe),
+    )
+
+
 class App:
     """The daemon: `channels` defaults to the enabled ones in `config`."""
 
@@ -138,10 +161,8 @@ class App:
     async def _start(self) -> None:
         cfg = self.config
         stack = self._stack
-        wal_limit = int(cfg.storage.wal_limit_mb * 1024 * 1024)
-        self.store = await stack.enter_async_context(
-            SqliteStore(cfg.storage.resolved_path(), wal_limit_bytes=wal_limit)
-        )
+        self.store = await _opened(cfg)
+        stack.push_async_callback(self.store.__aexit__, None, None, None)
         stack.callback(use_error_log(ErrorLog(RedactingFilter(cfg.secrets()).redact)))
         self.registry, self.mcp = await stack.enter_async_context(
             open_tools(
@@ -205,11 +226,13 @@ class App:
                 ),
                 schedules=ScheduleSettings(catch_up_s=cfg.schedules.catch_up_s),
                 models=models,
+                context=context_settings(cfg),
                 retention=Retention(cfg.storage.retention_days, cfg.storage.keep_days),
             ),
             loop_options,
             transcriber,
             clock=self.clock,
+            instance=InstanceSettings(cfg.instance.name(), cfg.instance.lease_s),
         )
         # Exit order (reverse): the dispatcher finishes running turns while the channels can
         # still deliver their answers; then the channels stop.
@@ -218,6 +241,8 @@ class App:
         stack.push_async_callback(self.dispatcher.aclose)
         for channel in self.channels:
             self.dispatcher.add_channel(channel)
+            if self.store.cluster is not None and channel.shared_receiving:
+                await channel.set_receiving(False)  # until this instance holds its lease
         await self.dispatcher.prepare()  # before the channels deliver anything new
         for channel in self.channels:
             await channel.start(self.dispatcher)
@@ -251,4 +276,28 @@ class App:
 
     def status(self) -> str:
         names = ", ".join(c.name for c in self.channels) or "none"
-        return f"channels: {names}; turns running: {self.dispatcher.busy}"
+        status = f"channels: {names}; turns running: {self.dispatcher.busy}"
+        if self.dispatcher.cluster is not None:
+            status += f"; instance {self.config.instance.name()}"
+        return status
+
+
+async def _opened(config: Config) -> Store:
+    """The configured store, open. A PostgreSQL server that cannot be reached yet is waited
+    for (retried with backoff, logged once a minute): instances may start before it."""
+    url = config.storage.resolved_url()
+    backoff = Backoff(1.0, max_s=10.0)
+    reported = -60.0
+    while True:
+        store = open_store(
+            url,
+            config.storage.resolved_path(),
+            wal_limit_bytes=int(config.storage.wal_limit_mb * 1024 * 1024),
+        )
+        try:
+            return await store.__aenter__()
+        except StoreUnavailable as exc:
+            if backoff.waited_s - reported >= 60:
+                reported = backoff.waited_s
+                log.error("%s; retrying", exc)
+            await backoff.sleep()

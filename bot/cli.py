@@ -1,4 +1,5 @@
-"""The `relaybot` command: run, chat, check-config, tools, doctor, init, status, backup, forget."""
+"""The `relaybot` command: run, chat, check-config, tools, doctor, init, migrate-store, status,
+backup, forget."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import signal
 import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from bot._checks import tool_problems, validate
 from bot._lock import lock_store
@@ -74,6 +76,11 @@ def _parser() -> argparse.ArgumentParser:
         "--user", required=True, metavar="[CHANNEL:]ID", help="e.g. telegram:123456789"
     )
     commands["forget"].add_argument("--yes", action="store_true", help="do not ask")
+    text = "copy a SQLite store into an empty PostgreSQL database"
+    sp = sub.add_parser("migrate-store", help=text, description=text)
+    sp.add_argument("--from", dest="source", required=True, metavar="PATH.db")
+    sp.add_argument("--to", dest="target", required=True, metavar="postgresql://…")
+    _options(sp, argparse.SUPPRESS)
     return p
 
 
@@ -83,6 +90,15 @@ def main(argv: list[str] | None = None) -> int:
         from bot._init import run_init
 
         return run_init(Path(args.config or os.environ.get("RELAYBOT_CONFIG") or "config.toml"))
+    if args.command == "migrate-store":  # needs no config: both stores are named
+        from bot._migrate import migrate_store
+
+        setup_logging(args.log_level or "INFO", secrets=[urlsplit(args.target).password or ""])
+        try:
+            return migrate_store(Path(args.source), args.target)
+        except RelaybotError as exc:
+            print(f"relaybot: {exc}", file=sys.stderr)
+            return 1
     try:
         config = load_config(args.config)
         seal_secrets(config)  # before anything starts a process
@@ -129,7 +145,7 @@ async def _check_config(config: Config, args: argparse.Namespace) -> int:
     print(f"{path}: OK")
     print(f"  model: {config.llm.model} at {config.llm.base_url}")
     print(f"  channels: {', '.join(enabled)}")
-    print(f"  store: {config.storage.resolved_path()}")
+    print(f"  store: {config.storage.describe()}")
     for warning in [*warnings, *tools.problems, *tools.unknown]:
         print(f"warning: {warning}")
     return 0
@@ -166,7 +182,7 @@ async def _chat(config: Config, args: argparse.Namespace) -> int:
     app = App(config, channels=[console])
     holder.append(app)
     loop = asyncio.get_running_loop()
-    lock_store(config.storage.resolved_path())  # see bot/_lock.py: chat refuses to share
+    _lock(config)  # see bot/_lock.py: chat refuses to share a SQLite store
     # Ctrl-C: stop the running turn and leave at once. SIGTERM: stop reading; a running turn
     # finishes (as the daemon does). Caught from here on, even while the App is starting.
     signals: asyncio.Queue[signal.Signals] = asyncio.Queue()
@@ -188,7 +204,7 @@ async def _run(config: Config, args: argparse.Namespace) -> int:
 
     for warning in validate(config):
         log.warning("%s", warning)
-    lock_store(config.storage.resolved_path())  # one daemon per store, until this process exits
+    _lock(config)  # one daemon per SQLite store, until this process exits
     notifier = Notifier.from_env(unset_environment=True)
     watchdog = asyncio.create_task(watchdog_loop(notifier, watchdog_interval()))
     stop = asyncio.Event()
@@ -223,6 +239,12 @@ async def _operate(config: Config, args: argparse.Namespace) -> int:
     if args.command == "backup":
         return await operate.backup(config, args.path)
     return await operate.forget(config, args.user, args.yes)
+
+
+def _lock(config: Config) -> None:
+    """One process per SQLite file; instances share a PostgreSQL store (engine/_cluster.py)."""
+    if config.storage.resolved_url() is None:
+        lock_store(config.storage.resolved_path())
 
 
 async def _doctor(config: Config, args: argparse.Namespace) -> int:

@@ -12,10 +12,12 @@ import importlib.util
 import json
 import os
 import re
+import socket
 import tomllib
 import typing
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
@@ -28,6 +30,7 @@ from pydantic import (
 )
 
 from channels._config import DiscordConfig, TelegramConfig, read_secret, resolve_secret
+from engine._store._open import is_postgres, redact
 from tools import ConfigError
 from tools._config import McpConfig, ToolsConfig
 
@@ -91,6 +94,13 @@ class LLMConfig(ModelEndpoint):
     )
     fallback: list[ModelEndpoint] = []  # tried in order when the model above is down
     failover_cooldown_s: float = Field(300.0, gt=0)  # then the model above is tried again
+    context_window: int | None = Field(None, ge=1_000)  # None: ask the server, then a table
+    max_output_tokens: int | None = Field(None, gt=0)  # room kept for the answer
+
+    def output_reserve(self) -> int | None:
+        """Tokens kept free for the answer: max_output_tokens, else max_tokens, else None
+        (1,024, or a quarter of a smaller window)."""
+        return self.max_output_tokens or self.max_tokens
 
     def endpoints(self) -> list[tuple[str, ModelEndpoint]]:
         """The primary and each fallback, with the config key that names it."""
@@ -136,9 +146,47 @@ class StorageConfig(_Section):
     )  # conversation history older is deleted; unset: kept
     retention_days: float = Field(7, gt=0)  # settled rows (answered inbox, finished jobs, ...)
     wal_limit_mb: float = Field(16, ge=1)  # the SQLite WAL is checkpointed to stay under this
+    # PostgreSQL, shared by several instances: "postgresql://user:password@host/db", or the
+    # name of the environment variable (or credential) holding it (it may hold a password)
+    url: SecretStr | None = None
+    url_env: str | None = None
+
+    @model_validator(mode="after")
+    def _one_database(self) -> StorageConfig:
+        if self.url is not None and self.url_env:
+            raise ValueError("set url or url_env, not both")
+        if self.url is not None and not is_postgres(self.url.get_secret_value()):
+            raise ConfigError(
+                "storage.url",
+                'must be a PostgreSQL URL, e.g. url = "postgresql://relaybot@db.example/relaybot"'
+                " (for SQLite, set path instead)",
+            )
+        return self
 
     def resolved_path(self) -> Path:
         return (self.path or default_state_dir() / "relaybot.db").expanduser()
+
+    def resolved_url(self) -> str | None:
+        """The PostgreSQL URL, or None for the SQLite file at `path`."""
+        url = resolve_secret("storage.url_env", self.url, self.url_env) or None
+        if url is not None and not is_postgres(url):
+            raise ConfigError("storage.url_env", f"{self.url_env} must hold a postgresql:// URL")
+        return url
+
+    def describe(self) -> str:
+        """Where the store is, for people (a URL without its password)."""
+        url = self.resolved_url()
+        return redact(url) if url else str(self.resolved_path())
+
+
+class InstanceConfig(_Section):
+    """This process among several sharing one PostgreSQL store (unused with SQLite)."""
+
+    id: str | None = None  # default: hostname:pid
+    lease_s: float = Field(5.0, ge=1, le=60)  # a dead instance's chats move after this long
+
+    def name(self) -> str:
+        return self.id or f"{socket.gethostname()}:{os.getpid()}"
 
 
 class MetricsConfig(_Section):
@@ -171,6 +219,14 @@ class EngineConfig(_Section):
     retry_budget: int = Field(3, ge=1)
     max_parallel_tools: int = Field(8, ge=1)
     shutdown_grace_s: float = Field(20.0, ge=0)
+
+
+class ContextSection(_Section):
+    """[context]: how a conversation stays within the model's window (engine/_budget.py)."""
+
+    budget: int | None = Field(None, ge=500)  # prompt tokens per request; None: from the window
+    keep_recent_turns: int = Field(6, ge=1)  # sent whole; older tool results are cut
+    tool_result_chars: int = Field(2_000, ge=200)  # older tool results are cut to this
 
 
 class AccessConfig(_Section):
@@ -219,7 +275,9 @@ class LogConfig(_Section):
 class Config(_Section):
     llm: LLMConfig = LLMConfig()
     storage: StorageConfig = StorageConfig()
+    instance: InstanceConfig = InstanceConfig()
     engine: EngineConfig = EngineConfig()
+    context: ContextSection = ContextSection()
     access: AccessConfig = AccessConfig()
     limits: LimitsConfig = LimitsConfig()
     media: MediaConfig = MediaConfig()
@@ -240,6 +298,28 @@ class Config(_Section):
                     raise ConfigError(f"{name}.allowed_users", _not_an_id(name, user))
         return self
 
+    @model_validator(mode="after")
+    def _room_in_the_window(self) -> Config:
+        window = self.llm.context_window
+        output = self.llm.output_reserve()
+        if window is None:
+            return self
+        if output is not None and output >= window // 2:
+            raise ConfigError(
+                "llm.max_output_tokens",
+                f"{output:,} tokens for the answer leave too little of context_window "
+                f"({window:,}) for the conversation; keep it under half, e.g. "
+                f"max_output_tokens = {window // 4}",
+            )
+        budget = self.context.budget
+        if budget is not None and budget + (output or 0) > window:
+            raise ConfigError(
+                "context.budget",
+                f"{budget:,} prompt tokens plus {output or 0:,} for the answer exceed "
+                f"context_window ({window:,}); leave budget unset to derive it from the window",
+            )
+        return self
+
     def secrets(self) -> list[str]:
         """Every secret this config can reach (inline, or from a credential or the environment),
         for log redaction."""
@@ -255,11 +335,16 @@ class Config(_Section):
                 value = getattr(section, attr, None)
                 if isinstance(value, SecretStr):
                     found.append(value.get_secret_value())
-            for attr in ("api_key_env", "token_env"):
+            for attr in ("api_key_env", "token_env", "webhook_secret_env"):
                 name = getattr(section, attr, None)
                 value = read_secret(name) if name else None
                 if value:
                     found.append(value)
+        storage = self.storage
+        url = storage.url.get_secret_value() if storage.url is not None else None
+        url = url or (read_secret(storage.url_env) if storage.url_env else None)
+        if url and (password := urlsplit(url).password):
+            found.append(password)
         for server in self.mcp.servers:  # what a server is given to authenticate with
             found += server.headers.values()
             found += [v for k, v in server.env.items() if _SECRET_NAME.search(k)]
@@ -326,6 +411,9 @@ _EXAMPLES: dict[str, Any] = {
     "headers": {"Authorization": "Bearer ..."},
     "temperature": 0.7,
     "max_tokens": 1024,
+    "context_window": 8192,
+    "max_output_tokens": 1024,
+    "budget": 6000,
 }
 _KINDS = {
     "list_type": "a list",

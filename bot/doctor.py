@@ -4,7 +4,7 @@ Each check ends OK, WARNING (it starts, but will not work as you probably mean) 
 The config is judged by the same `validate` as `run` and `check-config`; the LLM check makes
 one tiny real request with a tool to each configured model ([llm] and every [[llm.fallback]]),
 in its provider's own API, because listing models proves neither the key nor that the model
-accepts tools.
+accepts tools. How updates reach the instance (webhook, shards) is checked in _doctor_receiving.
 """
 
 from __future__ import annotations
@@ -22,7 +22,9 @@ import httpx
 from bot._checks import tool_problems, validate
 from bot._lock import holder
 from bot.config import Config, ModelEndpoint
-from engine import SqliteStore
+from engine import ContextSettings, SqliteStore, budget_for, discover_window
+from engine._store import open_store
+from engine._store._open import redact
 from tools import ConfigError, RelaybotError
 from tools.builtins._search import SearchFailed, WebSearch
 
@@ -66,6 +68,9 @@ def _plugins(config: Config) -> list[Check]:
 
 
 async def _check_store(config: Config) -> Check:
+    url = config.storage.resolved_url()
+    if url is not None:
+        return await _check_shared_store(url)
     path = config.storage.resolved_path()
     try:
         async with SqliteStore(path) as store:
@@ -78,6 +83,42 @@ async def _check_store(config: Config) -> Check:
     pid = holder(path)
     running = f"; in use by relaybot pid {pid}" if pid is not None else ""
     return Check("store", Status.OK, f"{path} (schema v{version}, writable{running})")
+
+
+_SLOW_ROUND_TRIP_S = 0.05  # every turn makes a few dozen statements
+
+
+async def _check_shared_store(url: str) -> Check:
+    """PostgreSQL: the server answers, the schema is current (migrating it if it is older), a
+    write commits, and how long a round trip takes."""
+    where = redact(url)
+    try:
+        async with open_store(url, "") as store:
+            async with store.transaction():
+                version = await store.schema_version()
+            assert store.cluster is not None
+            info = await store.cluster.server()
+    except RelaybotError as exc:
+        return Check(
+            "store",
+            Status.FAILED,
+            str(exc),
+            "check [storage] url (or the variable url_env names), that the server runs, and "
+            "that the user may connect and create tables",
+        )
+    live = ", ".join(info.instances) or "none"
+    detail = (
+        f"{where} (PostgreSQL {info.version}, schema v{version}, round trip "
+        f"{info.round_trip_s * 1000:.1f} ms; instances running: {live})"
+    )
+    if info.round_trip_s > _SLOW_ROUND_TRIP_S:
+        return Check(
+            "store",
+            Status.WARNING,
+            detail,
+            "a turn makes dozens of statements: put the database closer to the instances",
+        )
+    return Check("store", Status.OK, detail)
 
 
 # The tiny request: one tool the model is asked to call.
@@ -166,6 +207,23 @@ async def _check_llm(where: str, cfg: ModelEndpoint) -> Check:
             "tools may be ignored: a model trained for tool calling works better",
         )
     return Check(where, Status.OK, f"{where_url} answers; model {cfg.model} calls tools")
+
+
+async def _check_context(config: Config) -> Check:
+    """Which context window relaybot plans with, where it comes from, and the budget it gives."""
+    cfg = config.llm
+    probe = cfg.provider == "openai"
+    try:
+        key = cfg.resolve_api_key() if probe else ""
+    except RelaybotError:
+        key = ""  # the llm check reports it
+    info = await discover_window(cfg.base_url, key, cfg.model, cfg.context_window, probe=probe)
+    settings = ContextSettings(max_output_tokens=cfg.output_reserve(), budget=config.context.budget)
+    detail = (
+        f"window {info.tokens:,} tokens for {cfg.model} ({info.why}); each request may use "
+        f"{budget_for(info.tokens, settings):,} prompt tokens"
+    )
+    return Check("context", Status.OK, detail)  # a wrong guess is learned from the first refusal
 
 
 def _section(where: str) -> str:
@@ -302,11 +360,13 @@ async def _check_search(config: Config) -> Check:
 
 
 async def run_doctor(config: Config) -> int:
-    checks: list[Callable[[Config], Awaitable[Check]]] = [_check_store]
+    from bot._doctor_receiving import check_discord_shards, check_telegram_receiving
+
+    checks: list[Callable[[Config], Awaitable[Check]]] = [_check_store, _check_context]
     if config.telegram.enabled:
-        checks.append(_check_telegram)
+        checks += [_check_telegram, check_telegram_receiving]
     if config.discord.enabled:
-        checks.append(_check_discord)
+        checks += [_check_discord, check_discord_shards]
     if config.tools.web_search.backend is not None:
         checks.append(_check_search)
     plugins = asyncio.create_task(asyncio.to_thread(_plugins, config))

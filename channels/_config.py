@@ -9,6 +9,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from channels._receiving_config import (
+    SECRET_KEY,
+    check_shards,
+    check_webhook,
+    listen_address_of,
+    webhook_secret_of,
+    webhook_url_of,
+)
 from tools import ConfigError
 
 DEFAULT_DISCORD_API = "https://discord.com/api/v10"
@@ -61,6 +69,8 @@ class DiscordConfig(BaseModel):
     command_guilds: list[str] = []
     # Besides members with Manage Server, these roles (ids or names) may change /settings.
     admin_roles: list[str] = []
+    shard_count: int | None = Field(None, ge=1)  # unset: Discord's recommended count
+    shard_ids: list[int] | None = None  # the shards this instance connects; unset: all
 
     @field_validator("api_base_url")
     @classmethod
@@ -73,6 +83,7 @@ class DiscordConfig(BaseModel):
     def _one_token_source(self) -> DiscordConfig:
         if self.enabled and (self.token is None) == (not self.token_env):
             raise ValueError("set exactly one of token or token_env")
+        check_shards(self.shard_count, self.shard_ids)
         return self
 
     def resolve_token(self) -> str:
@@ -93,6 +104,13 @@ class TelegramConfig(BaseModel):
     allowed_users: list[str] = []  # read by the engine; "*" = everyone
     group_mode: Literal["mentions", "all"] = "mentions"
     poll_timeout_s: int = Field(30, ge=0, le=50)  # long-poll length of getUpdates
+    mode: Literal["polling", "webhook"] = "polling"
+    webhook_url: str | None = None  # the public URL Telegram posts updates to
+    webhook_listen: str = "127.0.0.1:8443"  # host:port the daemon binds (behind a proxy)
+    webhook_secret_env: str | None = None  # the variable holding the webhook's secret token
+
+    _listen = field_validator("webhook_listen")(staticmethod(listen_address_of))
+    _url = field_validator("webhook_url")(staticmethod(webhook_url_of))
 
     @field_validator("allowed_users", mode="before")
     @classmethod
@@ -110,8 +128,20 @@ class TelegramConfig(BaseModel):
             if not sep:
                 raise ValueError("api_base_url has no /bot; set api_file_url as well")
             self.api_file_url = f"{head}/file/bot{tail}"
+        check_webhook(self.mode, self.webhook_url, self.webhook_secret_env)
         return self
 
     def resolve_token(self) -> str:
         """The bot token, from `token` or the `token_env` environment variable."""
         return resolve_secret("telegram.token_env", self.token, self.token_env)
+
+    def resolve_webhook_secret(self) -> str | None:
+        """The secret Telegram sends with each update (None in polling mode)."""
+        if self.mode != "webhook":
+            return None
+        return webhook_secret_of(resolve_secret(SECRET_KEY, None, self.webhook_secret_env))
+
+    def listen_address(self) -> tuple[str, int]:
+        """`webhook_listen` as (host, port)."""
+        host, _, port = self.webhook_listen.rpartition(":")
+        return host.strip("[]"), int(port)

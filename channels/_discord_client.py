@@ -29,6 +29,7 @@ from discord import app_commands
 from discord.gateway import DiscordWebSocket
 
 from channels._discord_inbound import DECISION_RE, PressOn, press_on
+from channels._discord_shards import IdentifyPacer, layout
 from engine import _metrics as metrics
 from engine._channel import (
     ACTION_PATTERN,
@@ -51,8 +52,9 @@ _ACK_BUDGET_S = 2.0  # answer an interaction at once if the engine decides withi
 _SLASH = tuple(c for c in Command if c is not Command.START)  # /start is Telegram's
 
 
-class Client(discord.Client):
-    """discord.py's client with relaybot's start-up (setup_hook) and events."""
+class Client(discord.AutoShardedClient):
+    """discord.py's client with relaybot's start-up (setup_hook) and events, connecting the
+    shards ``[discord] shard_count`` and ``shard_ids`` name (see ``_discord_shards``)."""
 
     def __init__(self, adapter: DiscordChannel) -> None:
         intents = discord.Intents.none()
@@ -67,17 +69,26 @@ class Client(discord.Client):
             allowed_mentions=discord.AllowedMentions(everyone=False, roles=False, users=False),
             chunk_guilds_at_startup=False,
             http_trace=_failures(),
+            shard_count=adapter.config.shard_count,
+            # None (every shard) is discord.py's default, though it types the option as a list
+            shard_ids=adapter.config.shard_ids,  # type: ignore[arg-type]
         )
         self.adapter = adapter
+        self.pacer = IdentifyPacer()
         self.tree = app_commands.CommandTree(self)
         for command in _SLASH:
             self.tree.add_command(_slash_command(adapter, command))
 
     async def setup_hook(self) -> None:
-        _, url, _ = await self.http.get_bot_gateway()
+        _, url, limits = await self.http.get_bot_gateway()
         DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(url)  # see channels.discord's docstring
+        self.pacer.max_concurrency = limits.get("max_concurrency", 1)
         log.info(
-            "discord: logged in as %s (%s); gateway %s", self.user, self.user and self.user.id, url
+            "discord: logged in as %s (%s); gateway %s; %s",
+            self.user,
+            self.user and self.user.id,
+            url,
+            layout(self.shard_count, self.shard_ids),
         )
         self.add_dynamic_items(DecisionButton, ActionButton)
         await self._sync_commands()
@@ -96,8 +107,14 @@ class Client(discord.Client):
                 "discord: slash commands not synced (%s); /reset /stop /help may be missing", exc
             )
 
+    async def before_identify_hook(self, shard_id: int | None, *, initial: bool = False) -> None:
+        await self.pacer.wait(shard_id or 0)  # Discord's pace, not discord.py's fixed 5 s
+
     async def on_connect(self) -> None:
         self.adapter.connected.set()
+
+    async def on_shard_connect(self, shard_id: int) -> None:
+        log.info("discord: shard %d of %s connected", shard_id, self.shard_count)
 
     async def on_resumed(self) -> None:
         log.info("discord: gateway session resumed")
@@ -111,7 +128,8 @@ class Client(discord.Client):
         (those whose custom_id is not on the message), without asking the engine."""
         if interaction.type is not discord.InteractionType.component or not interaction.message:
             return
-        custom_id = str((interaction.data or {}).get("custom_id", ""))
+        data: Any = interaction.data or {}
+        custom_id = str(data.get("custom_id", ""))
         if DECISION_RE.fullmatch(custom_id) is None:
             return
         where = press_on(interaction.message, custom_id)

@@ -17,6 +17,7 @@ from channels._telegram_media import attachments_of
 from engine import _metrics as metrics
 from engine._backoff import Backoff
 from engine._channel import InboundMessage
+from tools import StoreUnavailable
 
 log = logging.getLogger("channels.telegram")
 
@@ -62,7 +63,7 @@ def addressed_to_bot(message: Message) -> bool:
     if reply is not None and reply.from_user is not None and reply.from_user.id == bot.id:
         return True
     handle = f"@{bot.username}".lower()
-    kinds = [MessageEntity.MENTION, MessageEntity.TEXT_MENTION]
+    kinds: list[str | None] = [MessageEntity.MENTION, MessageEntity.TEXT_MENTION]
     found = {**message.parse_entities(kinds), **message.parse_caption_entities(kinds)}
     for entity, text in found.items():
         if entity.type == MessageEntity.MENTION and text.lower() == handle:
@@ -93,6 +94,24 @@ class Listening(filters.MessageFilter):
         return self._listens(str(message.chat_id))
 
 
+def parse_update(raw: object, bot: Bot) -> Update | None:
+    """One update as PTB reads it; None (logged by id and reason, never its text) when PTB
+    cannot read it, so that one odd update is passed over instead of wedging the rest."""
+    try:
+        return Update.de_json(raw, bot)  # type: ignore[arg-type]
+    except Exception as exc:
+        uid, fields = None, type(raw).__name__
+        if isinstance(raw, dict):
+            uid, fields = raw.get("update_id"), ", ".join(sorted(map(str, raw)))
+        log.error(
+            "Telegram update %s could not be read (%s; its fields: %s); skipped",
+            uid,
+            _reason(exc),
+            fields,
+        )
+        return None
+
+
 class Poller:
     """getUpdates in a loop, handing each update to `handle` (the Application's
     ``process_update``). A batch runs chat by chat: chats concurrently, each chat's updates one
@@ -100,11 +119,16 @@ class Poller:
     Telegram, goes out only once every update of the batch has been handled, so a crash never
     loses a confirmed update (the engine's inbox answers a redelivered message once).
 
-    Nothing wedges it: an update that fails is logged and passed over; an update PTB cannot even
-    parse is skipped (logged once by id and reason, never its text) and confirmed with the rest,
-    which is why the batch is fetched as JSON and parsed update by update (PTB's ``get_updates``
-    fails the whole batch and logs it raw). A rejected token (401) and another poller on the same
-    token (409) are reported once each, in words a person can act on, and retried with backoff.
+    An update the store could not record (:class:`tools.StoreUnavailable`: the database is
+    unreachable) holds the batch back: it is not confirmed, its chat's later updates wait, and
+    the batch is fetched again after a pause (the inbox takes each message once).
+
+    Nothing wedges it: an update that fails otherwise is logged and passed over; an update PTB
+    cannot even parse is skipped (logged once by id and reason, never its text) and confirmed
+    with the rest, which is why the batch is fetched as JSON and parsed update by update (PTB's
+    ``get_updates`` fails the whole batch and logs it raw). A rejected token (401) and another
+    poller on the same token (409) are reported once each, in words a person can act on, and
+    retried with backoff.
     """
 
     def __init__(
@@ -134,6 +158,7 @@ class Poller:
     async def _poll(self) -> None:
         backoff = Backoff(self._retry_initial_s)
         reported: type[Exception] | None = None  # the trouble already logged, once per episode
+        unrecorded: Backoff | None = None  # while the store cannot record updates
         while True:
             try:
                 batch = await self._fetch(self._timeout_s)
@@ -163,10 +188,26 @@ class Poller:
                 if reported is not None:
                     log.info("Telegram: polling works again")
                 reported = None
-                backoff.reset()
                 updates, next_offset = self._read(batch)
-                if next_offset is not None:
+                if next_offset is None:
+                    backoff.reset()
+                    continue
+                try:
                     await _finish_when_cancelled(self._run_batch(updates, next_offset))
+                except StoreUnavailable as exc:
+                    if unrecorded is None:  # once per episode
+                        log.warning(
+                            "Telegram: updates not recorded, the store is unreachable (%s); "
+                            "Telegram keeps them until they are",
+                            exc,
+                        )
+                    unrecorded = unrecorded or Backoff(self._retry_initial_s)
+                    await unrecorded.sleep()
+                    continue
+                if unrecorded is not None:
+                    log.info("Telegram: updates are recorded again")
+                unrecorded = None
+                backoff.reset()
                 continue
             metrics.api_retry("telegram")
             await backoff.sleep()
@@ -184,23 +225,8 @@ class Poller:
         """The updates of `batch` that PTB can parse, and the offset that confirms the whole
         batch, unreadable updates included (None for an empty batch)."""
         ids = [u["update_id"] for u in batch if isinstance(u, dict) and _is_id(u.get("update_id"))]
-        updates = [u for raw in batch if (u := self._parse(raw)) is not None]
+        updates = [u for raw in batch if (u := parse_update(raw, self._bot)) is not None]
         return updates, (max(ids) + 1 if ids else None)
-
-    def _parse(self, raw: object) -> Update | None:
-        try:
-            return Update.de_json(raw, self._bot)  # type: ignore[arg-type]
-        except Exception as exc:
-            uid, fields = None, type(raw).__name__
-            if isinstance(raw, dict):
-                uid, fields = raw.get("update_id"), ", ".join(sorted(map(str, raw)))
-            log.error(
-                "Telegram update %s could not be read (%s; its fields: %s); skipped",
-                uid,
-                _reason(exc),
-                fields,
-            )
-            return None
 
     async def _run_batch(self, updates: Sequence[Update], next_offset: int) -> None:
         chats: dict[tuple[str, int], list[Update]] = {}
@@ -208,13 +234,20 @@ class Poller:
             chat = update.effective_chat
             key = ("chat", chat.id) if chat is not None else ("update", update.update_id)
             chats.setdefault(key, []).append(update)
-        await asyncio.gather(*(self._in_order(chat) for chat in chats.values()))
+        done = await asyncio.gather(
+            *(self._in_order(chat) for chat in chats.values()), return_exceptions=True
+        )
+        for outcome in done:
+            if isinstance(outcome, BaseException):
+                raise outcome  # not recorded: the batch stays unconfirmed
         self._offset = next_offset
 
     async def _in_order(self, updates: list[Update]) -> None:
         for update in updates:
             try:
                 await self._handle(update)  # handler errors go to PTB's error handler
+            except StoreUnavailable:
+                raise  # this chat's later updates must not overtake it
             except Exception:
                 log.exception("Telegram update %s failed", update.update_id)
 

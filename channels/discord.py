@@ -16,6 +16,9 @@ Logging in is retried with relaybot's :class:`engine._backoff.Backoff` rather th
 to 1,024 s, which suits many shards reconnecting at once, not one daemon that should notice
 within 30 s that Discord is back and say truthfully in its log when it will try again. Gateway
 reconnects stay discord.py's own (``connect(reconnect=True)``).
+
+With several instances on one store, only the one holding the channel's receiving lease keeps a
+gateway connection (``set_receiving``); every instance logs in, and sends over REST.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import contextlib
 import io
 import logging
 from collections.abc import Sequence
+from typing import Any
 
 import aiohttp
 import discord
@@ -77,13 +81,20 @@ class DiscordChannel(Channel):
         typing_interval_s=8.0,  # the indicator lasts about 10 s
     )
     retry_initial_s = 1.0  # first pause while Discord cannot be reached at start-up
+    shared_receiving = True
 
     def __init__(self, config: DiscordConfig) -> None:
         self.config = config
+        # One instance holds the gateway, unless each names its own shards (shard_ids).
+        self.shared_receiving = config.shard_ids is None
         self.connected = asyncio.Event()  # set when a gateway session starts
         self._engine: Engine | None = None
         self._client: Client | None = None
         self._runner: asyncio.Task[None] | None = None
+        self._receive = asyncio.Event()  # a gateway connection wanted (set_receiving)
+        self._receive.set()
+        self._gateway: asyncio.Task[None] | None = None
+        self._logged_in = asyncio.Event()
         self._shown = ShownMessages[str](self, _EDIT_MEMORY)
 
     # ---- lifecycle
@@ -99,13 +110,30 @@ class DiscordChannel(Channel):
         self.connected.clear()
         Route.BASE = self.config.api_base_url  # process-wide in discord.py
         self._runner = asyncio.create_task(self._run(token), name="discord")
-        connected = asyncio.create_task(self.connected.wait())
+        ready = self.connected if self._receive.is_set() else self._logged_in
+        connected = asyncio.create_task(ready.wait())
         done, _ = await asyncio.wait(
             {connected, self._runner}, timeout=_CONNECT_WAIT_S, return_when=asyncio.FIRST_COMPLETED
         )
         connected.cancel()
         if not done:
             log.warning("discord: not connected after %.0f s; still trying", _CONNECT_WAIT_S)
+
+    async def set_receiving(self, on: bool) -> None:
+        """Keep a gateway connection (True) or not (False; sending goes on over REST)."""
+        if on:
+            self._receive.set()
+            return
+        self._receive.clear()
+        gateway, self._gateway = self._gateway, None
+        if gateway is not None:
+            gateway.cancel()
+            await asyncio.gather(gateway, return_exceptions=True)
+        client = self._client
+        if client is not None and client.ws is not None:
+            with contextlib.suppress(Exception):
+                await client.ws.close(code=1000)
+        self.connected.clear()
 
     async def stop(self) -> None:
         if self._client is not None:
@@ -121,8 +149,19 @@ class DiscordChannel(Channel):
         if client is None:
             return
         self._client = client
+        self._logged_in.set()
         try:
-            await client.connect(reconnect=True)  # reconnects and resumes by itself
+            while True:
+                await self._receive.wait()
+                self._gateway = asyncio.create_task(client.connect(reconnect=True))
+                try:
+                    await self._gateway  # reconnects and resumes by itself
+                    return
+                except asyncio.CancelledError:
+                    current = asyncio.current_task()
+                    if current is not None and current.cancelling():
+                        raise  # stop()
+                    log.info("discord: another instance receives now")
         except discord.PrivilegedIntentsRequired:
             log.error(
                 "discord: the Message Content intent is not enabled for this bot. Enable it in the"
@@ -195,7 +234,7 @@ class DiscordChannel(Channel):
         view = discord.ui.View(timeout=None)
         for choice in prompt.choices:
             view.add_item(DecisionButton(prompt.id, choice))
-        attached = {}
+        attached: dict[str, Any] = {}
         if message.attachment is not None:
             attached["file"] = discord.File(io.BytesIO(message.attachment), ATTACHMENT_NAME)
         sent = await self._messageable(prompt.chat_id).send(

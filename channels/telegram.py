@@ -11,11 +11,13 @@ update of it has been handed over: a crash loses no message. What the adapter it
 path, so a slow or rate-limited reply never holds up polling. The engine answers through send /
 edit / typing / confirmations (``_telegram_outbox``, with ``_shown`` keeping long texts up to date
 and ``_prompt`` laying out confirmations); requests go over aiohttp (``_telegram_http``) and
-Markdown becomes Telegram HTML (``_telegram_markdown``, split by ``_telegram_format``).
+Markdown becomes Telegram HTML (``_telegram_markdown``, split by ``_telegram_format``). In webhook
+mode (``[telegram] mode``) ``_telegram_webhook`` receives in place of the poller.
 
 Start-up never blocks: ``start`` spawns the channel's task, which initialises the bot with
 backoff while the Bot API is unreachable or rejects the token (said once, with what to check),
-registers the commands and polls until ``stop``.
+registers the commands and polls until ``stop``. With several instances on one store, only the
+one holding the channel's receiving lease polls (``set_receiving``); every one sends.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from telegram import (
@@ -57,6 +59,7 @@ from channels._telegram_updates import (
     Poller,
     inbound_message,
 )
+from channels._telegram_webhook import Webhook
 from engine import _metrics as metrics
 from engine._backoff import Backoff
 from engine._channel import (
@@ -76,6 +79,7 @@ from engine._channel import (
     parse_action,
     parse_decision,
 )
+from tools import StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -94,11 +98,16 @@ class TelegramChannel(Channel):
         typing_interval_s=4.0,
     )
     retry_initial_s = 1.0  # first back-off while the Bot API is unreachable at start-up
+    shared_receiving = True
 
     def __init__(self, config: TelegramConfig) -> None:
         self._config = config
         self._engine: Engine | None = None
         self._task: asyncio.Task[None] | None = None  # connect, then poll
+        self._receive = asyncio.Event()  # polling wanted (set_receiving)
+        self._receive.set()
+        self._polling: asyncio.Task[None] | None = None
+        self._unrecorded: dict[int, StoreUnavailable] = {}  # update id → why (see _process)
         self._app = (
             Application.builder()
             .token(config.resolve_token())
@@ -111,6 +120,9 @@ class TelegramChannel(Channel):
             .build()
         )
         self._outbox = Outbox(self._app.bot, self.retry_initial_s)
+        self._webhook_secret = config.resolve_webhook_secret()  # None: polling
+        # Polling is one instance's at a time; behind a load balancer every instance takes posts.
+        self.shared_receiving = self._webhook_secret is None
         self._add_handlers(config.group_mode)
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -120,6 +132,17 @@ class TelegramChannel(Channel):
         self._engine = engine
         self._task = asyncio.create_task(self._run(), name="telegram")
         self._task.add_done_callback(_log_failure)
+
+    async def set_receiving(self, on: bool) -> None:
+        """Poll (True) or not (False); stopping lets a batch in progress finish and confirms it."""
+        if on:
+            self._receive.set()
+            return
+        self._receive.clear()
+        polling, self._polling = self._polling, None
+        if polling is not None:
+            polling.cancel()
+            await asyncio.gather(polling, return_exceptions=True)
 
     async def stop(self) -> None:
         """A batch of updates in progress finishes (bounded) and is confirmed; replies being
@@ -140,7 +163,8 @@ class TelegramChannel(Channel):
         while True:
             try:
                 await self._app.initialize()  # a no-op once done
-                await self._app.bot.delete_webhook()  # getUpdates fails while a webhook is set
+                if self._config.mode == "polling":  # getUpdates fails while a webhook is set
+                    await self._app.bot.delete_webhook()
                 break
             except InvalidToken:  # its message contains the token: never log it
                 if not token_reported:
@@ -159,14 +183,36 @@ class TelegramChannel(Channel):
             log.warning("could not register the bot commands: %s", exc)
         await self._app.start()
         self._outbox.open()
-        poller = Poller(
-            bot,
-            self._app.process_update,
-            timeout_s=self._config.poll_timeout_s,
+        receiver = self._receiver()
+        while True:
+            await self._receive.wait()
+            self._polling = asyncio.create_task(receiver.run(), name="telegram-receive")
+            try:
+                await self._polling
+            except asyncio.CancelledError:
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise  # stop()
+                log.info("Telegram: another instance receives now")
+
+    def _receiver(self) -> Poller | Webhook:
+        cfg = self._config
+        if self._webhook_secret is not None and cfg.webhook_url is not None:
+            return Webhook(
+                self._app,
+                self._process,
+                url=cfg.webhook_url,
+                listen=cfg.listen_address(),
+                secret=self._webhook_secret,
+                retry_initial_s=self.retry_initial_s,
+            )
+        log.info("Telegram: polling as @%s", self._app.bot.username)
+        return Poller(
+            self._app.bot,
+            self._process,
+            timeout_s=cfg.poll_timeout_s,
             retry_initial_s=self.retry_initial_s,
         )
-        log.info("Telegram: polling as @%s", bot.username)
-        await poller.run()
 
     # -- inbound -------------------------------------------------------------------------------
 
@@ -193,19 +239,19 @@ class TelegramChannel(Channel):
         app.add_error_handler(self._on_error)
 
     async def _on_text(self, update: Update, _: ContextTypes.DEFAULT_TYPE) -> None:
-        msg = inbound_message(update.message)  # type: ignore[arg-type]
+        msg = inbound_message(update.message)
         if msg is not None:
             await self._engine_().handle_inbound(msg)
 
     async def _on_other(self, update: Update, _: ContextTypes.DEFAULT_TYPE) -> None:
-        msg = inbound_message(update.message)  # type: ignore[arg-type]
+        msg = inbound_message(update.message)
         if msg is not None:
             reply = self.send(msg.chat_id, UNREADABLE, reply_to=msg.message_id, formatted=False)
             self._reply(update, reply)
 
-    def _command(self, command: Command) -> Callable[..., Awaitable[None]]:
+    def _command(self, command: Command) -> Callable[..., Coroutine[Any, Any, None]]:
         async def on_command(update: Update, _: ContextTypes.DEFAULT_TYPE) -> None:
-            msg = inbound_message(update.message)  # type: ignore[arg-type]
+            msg = inbound_message(update.message)
             if msg is None:
                 return
             reply = await self._engine_().handle_command(msg, command)
@@ -258,8 +304,20 @@ class TelegramChannel(Channel):
         ``Application.stop`` awaits it), so that polling does not wait for Telegram."""
         self._app.create_task(reply, update=update, name="telegram-reply")
 
+    async def _process(self, update: Update) -> None:
+        """PTB's dispatch; an update the store could not record fails, so it is not confirmed
+        (PTB hands handler errors to ``_on_error`` instead of raising them)."""
+        await self._app.process_update(update)
+        unrecorded = self._unrecorded.pop(update.update_id, None)
+        if unrecorded is not None:
+            raise unrecorded
+
     async def _on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
         uid = update.update_id if isinstance(update, Update) else None
+        if isinstance(context.error, StoreUnavailable):
+            if uid is not None:  # a handler's: _process raises it
+                self._unrecorded[uid] = context.error
+            return  # _process's own (in a webhook's task): the webhook answers 500
         log.error("Telegram update %s failed", uid, exc_info=context.error)
 
     def _listens(self, chat_id: str) -> bool:

@@ -7,6 +7,7 @@ point inward: channels → engine → tools.
 
 from engine._anthropic import AnthropicModel
 from engine._backoff import Backoff
+from engine._budget import ContextBudget, ContextSettings, budget_for
 from engine._channel import (
     Action,
     Attachment,
@@ -60,6 +61,7 @@ from engine._scripted import ScriptedModel, reply
 from engine._store import SqliteStore, Store
 from engine._transcribe import OpenAITranscriber
 from engine._types import ConversationKey, PendingCall, TurnContext, TurnResult
+from engine._window import WindowInfo, WindowSource, discover_window
 
 __all__ = [
     "Action",
@@ -73,6 +75,8 @@ __all__ = [
     "Clock",
     "Command",
     "ConfirmationPrompt",
+    "ContextBudget",
+    "ContextSettings",
     "ConversationKey",
     "Decision",
     "DecisionStatus",
@@ -117,6 +121,10 @@ __all__ = [
     "TurnContext",
     "TurnResult",
     "Usage",
+    "WindowInfo",
+    "WindowSource",
+    "budget_for",
+    "discover_window",
     "encode_action",
     "encode_decision",
     "ensure_pairing",

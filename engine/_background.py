@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from engine._jobs import Job, JobRunner
 from engine._model import Message, ToolCall
@@ -76,13 +76,21 @@ class Background:
             conv.id, Message.tool_result(call.id, text, is_error=job.is_error)
         )
 
-    async def recover(self) -> None:
-        """Queue the follow-ups a restart held up; resume or report the jobs it cut off."""
+    async def recover(
+        self,
+        chats: Collection[ConversationKey] | None = None,
+        jobs: Collection[str] | None = None,
+    ) -> None:
+        """Queue the follow-ups a restart held up (in `chats`, else everywhere); resume or
+        report the jobs it cut off (those of `jobs`, else every one left running)."""
         for job in await self.store.jobs.in_state(JobState.DONE):
-            self.queues.put(ConversationKey(job.channel, job.chat_id), JobDone(job.id))
+            key = ConversationKey(job.channel, job.chat_id)
+            if chats is None or key in chats:
+                self.queues.put(key, JobDone(job.id))
         for state in (JobState.RUNNING, JobState.RESUMED):
             for job in await self.store.jobs.in_state(state):
-                await self._recover(job)
+                if jobs is None or job.id in jobs:
+                    await self._recover(job)
 
     async def _recover(self, job: JobRow) -> None:
         key = ConversationKey(job.channel, job.chat_id)

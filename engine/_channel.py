@@ -144,6 +144,7 @@ class Command(enum.StrEnum):
     USAGE = "usage"
     SCHEDULES = "schedules"
     SETTINGS = "settings"
+    COMPACT = "compact"
     FORGET_ME = "forget_me"
 
     @property
@@ -168,6 +169,7 @@ _COMMAND_HELP = {
     Command.USAGE: "How much you have used me today and this month",
     Command.SCHEDULES: "Scheduled tasks in this chat; cancel them",
     Command.SETTINGS: "This chat's persona, model and reply mode",
+    Command.COMPACT: "Condense this conversation into a summary to save tokens",
     Command.FORGET_ME: "Delete everything I have stored about you (asks first)",
 }
 
@@ -277,6 +279,16 @@ class Channel(abc.ABC):
     @abc.abstractmethod
     async def stop(self) -> None:
         """Stop taking messages and disconnect."""
+
+    # Several instances sharing one store: one of them receives for a channel at a time
+    # (engine/_cluster.py), and every one can send. A channel that can be shared so says, and
+    # switches its receiving side (polling, a gateway) on and off, before or after start.
+    shared_receiving: bool = False
+
+    async def set_receiving(self, on: bool) -> None:
+        """Take messages from the platform (True, as after start) or not (False), staying able
+        to send. A channel that is not shared always receives."""
+        return None
 
     @abc.abstractmethod
     async def send(

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
 from engine._channel import Action, Button, Channel, InboundMessage, Reply
 from engine._permissions import Policy
@@ -56,9 +56,14 @@ class ChatSettings:
         self.default_model = default_model
         self._prefs: dict[ConversationKey, ChatPrefs] = {}
         self._all: set[ConversationKey] = set()  # chats whose reply mode is "all"
+        self.changed: Callable[[], Awaitable[None]] | None = None  # told other instances
 
     async def load(self) -> None:
-        for prefs in await self.rows.all():
+        """Read every chat's settings (again: what is no longer stored is forgotten)."""
+        rows = await self.rows.all()
+        self._prefs.clear()
+        self._all.clear()
+        for prefs in rows:
             self._remember(prefs)
 
     def drop(self, chats: Iterable[tuple[str, str]]) -> None:
@@ -184,6 +189,8 @@ class ChatSettings:
         prefs = dataclasses.replace(self.of(key), **change)  # type: ignore[arg-type]
         await self.rows.save(prefs, user_id)
         self._remember(prefs)
+        if self.changed is not None:
+            await self.changed()
         log.info("/settings: %s changed %s in %s", user_id, ", ".join(change), key)
         note = "Saved."
         if change.get("reply_mode") is ReplyMode.ALL and key.channel == "telegram":

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 
 from engine._channel import (
     Channel,
@@ -245,11 +245,14 @@ class Confirmations:
 
     # -- start-up -------------------------------------------------------------------------
 
-    async def recover(self) -> None:
-        """Queue what a restart left: expired prompts closed, never-started approvals run,
-        started ones reported as cut off (the turn then goes on, told that it may have run)."""
+    async def recover(self, chats: Collection[ConversationKey] | None = None) -> None:
+        """Queue what a restart left (in `chats`, else everywhere): expired prompts closed,
+        never-started approvals run, started ones reported as cut off (the turn then goes on,
+        told that it may have run)."""
         await self.expire_due()
         for conf in await self.rows.in_state(S.APPROVED):
+            if chats is not None and ConversationKey(conf.channel, conf.chat_id) not in chats:
+                continue
             if conf.channel in self.channels:
                 log.warning(
                     "running approved action %s (%s) the restart held up", conf.id, conf.tool
@@ -257,6 +260,8 @@ class Confirmations:
                 self.queues.put(ConversationKey(conf.channel, conf.chat_id), Decided(conf.id))
         for conf in await self.rows.in_state(S.EXECUTING):
             if conf.channel not in self.channels:
+                continue
+            if chats is not None and ConversationKey(conf.channel, conf.chat_id) not in chats:
                 continue
             if await self.rows.transition(conf.id, S.EXECUTING, S.INTERRUPTED):
                 key = ConversationKey(conf.channel, conf.chat_id)

@@ -1,7 +1,7 @@
 """What a turn sends the model: the system prompt, the history as the model should see it.
 
-This is where the context budget lives: the history is loaded from the store, then shaped here
-(pairing repaired, group speakers named) before every request.
+The history is shaped here (pairing repaired, group speakers named) before every request; what
+of it fits the model's window is decided first by the context budget (engine/_budget.py).
 """
 
 from __future__ import annotations

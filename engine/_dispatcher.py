@@ -5,7 +5,9 @@ the call returns at once. Each chat's queue (engine/_queue.py) runs its items in
 (engine/_turns.py), answers to confirmations (engine/_confirmations.py), background results
 (engine/_background.py), notices. At start-up each part queues what a restart left, before the
 channels deliver anything new (:meth:`Dispatcher.prepare`), and the queues open once the
-channels run (:meth:`Dispatcher.start`).
+channels run (:meth:`Dispatcher.start`). With a store several instances share, the chats' work is
+spread over them (engine/_cluster.py) and each instance recovers what it takes over the same way
+(:meth:`Dispatcher.recover`).
 """
 
 from __future__ import annotations
@@ -13,14 +15,18 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import os
+import socket
 import time
 from dataclasses import dataclass, field
 
 from engine import _metrics as metrics
 from engine._background import Background
+from engine._budget import ContextBudget, ContextSettings
 from engine._channel import Action, Channel, Command, Decision, InboundMessage, Press, Reply
 from engine._chat_settings import ChatSettings
 from engine._clock import Clock, SystemClock
+from engine._cluster import Cluster, InstanceSettings
 from engine._confirmations import Confirmations
 from engine._forget import ForgetMe
 from engine._housekeeping import Housekeeping, Retention
@@ -32,6 +38,7 @@ from engine._model import Model
 from engine._permissions import Permissions, Policy
 from engine._queue import (
     ChatQueues,
+    Compact,
     Decided,
     Inbound,
     JobDone,
@@ -42,12 +49,12 @@ from engine._queue import (
     WorkItem,
 )
 from engine._schedules import Schedules, ScheduleSettings
-from engine._store import InboxState, Store
+from engine._store import Adoption, Forgotten, InboxState, Store
 from engine._tasks import Tasks
 from engine._transcribe import Transcriber
 from engine._turns import TurnRunner, TurnSettings
 from engine._types import ConversationKey
-from tools import ToolRegistry
+from tools import StoreUnavailable, ToolRegistry
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +94,7 @@ class Settings:
     media: MediaSettings = field(default_factory=MediaSettings)
     schedules: ScheduleSettings = field(default_factory=ScheduleSettings)
     models: dict[str, Model] = field(default_factory=dict)  # what /settings may choose, by name
+    context: ContextSettings | None = None  # None: whole histories are sent, no budget
     retention: Retention = field(default_factory=Retention)  # [storage] keep_days, retention_days
 
 
@@ -103,6 +111,7 @@ class Dispatcher:
         transcriber: Transcriber | None = None,
         *,
         clock: Clock | None = None,
+        instance: InstanceSettings | None = None,
     ) -> None:
         self.store = store
         self.registry = registry
@@ -120,12 +129,18 @@ class Dispatcher:
             store, registry, self.queues, lambda key: self.turns.sender(key)
         )
         options = dataclasses.asdict(loop_options or LoopOptions())
+        context = None
+        if s.context is not None:
+            context = ContextBudget(
+                model, store.context, s.context, shared=store.cluster is not None
+            )
         self.loop = ToolLoop(
             model,
             registry,
             jobs=self.background.runner,
             stream=s.stream,
             models=s.models,
+            context=context,
             **options,
         )
         self.chat_settings = ChatSettings(store, self.channels, policy, list(s.models), model.name)
@@ -152,8 +167,44 @@ class Dispatcher:
         self.media = MediaIntake(store, self.channels, s.media, cache, self.turns.say, transcriber)
         self.albums = Albums()
         self._releases: dict[ConversationKey, asyncio.TimerHandle] = {}
-        self.housekeeping = Housekeeping(store, s.retention, lambda: self.busy)
-        self.forget = ForgetMe(store, self.background.runner.cancel, self.chat_settings.drop)
+        self.cluster: Cluster | None = None  # several instances share the store
+        if store.cluster is not None:
+            self.cluster = Cluster(
+                store.cluster,
+                self.queues,
+                self.channels,
+                instance or InstanceSettings(f"{socket.gethostname()}:{os.getpid()}"),
+                self.recover,
+                self.chat_settings.load,
+                self.background.aclose,
+            )
+            self.chat_settings.changed = self.cluster.settings_changed
+            self.turns.may_send = self.cluster.may_send
+            self.cluster.on_forgot = self._forgotten_elsewhere
+        self.housekeeping = Housekeeping(
+            store, s.retention, lambda: self.busy, trimmed=self._drop_cached_summaries
+        )
+        self.forget = ForgetMe(store, self._forgotten)
+
+    # -- what a forgotten user leaves in memory ---------------------------------------------
+
+    def _drop_cached_summaries(self) -> None:
+        if self.loop.context is not None:
+            self.loop.context.drop_cached()
+
+    async def _forgotten(self, done: Forgotten) -> None:
+        """A user was forgotten (/forget_me): stop their jobs, let go of their private chats'
+        settings and of cached summaries; tell the other instances to do the same."""
+        self.background.runner.cancel(done.job_ids)
+        self.chat_settings.drop(done.private_chats)
+        self._drop_cached_summaries()
+        if self.cluster is not None:
+            await self.cluster.forgot(done.job_ids)
+
+    async def _forgotten_elsewhere(self, job_ids: list[str]) -> None:
+        self.background.runner.cancel(job_ids)
+        self._drop_cached_summaries()
+        await self.chat_settings.load()  # what is no longer stored goes
 
     def add_channel(self, channel: Channel) -> None:
         self.channels[channel.name] = channel
@@ -167,16 +218,29 @@ class Dispatcher:
 
     async def prepare(self) -> None:
         """Queue what a crash or restart left unfinished, chat by chat, before the channels
-        deliver anything new: it then runs first in each chat's order."""
+        deliver anything new: it then runs first in each chat's order. (Sharing the store:
+        join the other instances, and take what nobody holds.)"""
         await self.chat_settings.load()
-        unfinished = await self.store.inbox.unfinished_chats()
-        for channel, chat_id in unfinished:
-            self.queues.put(ConversationKey(channel, chat_id), Recover())
-        await self.confirmations.recover()
-        await self.background.recover()
-        await self.schedules.recover()
-        for channel, chat_id in unfinished:
-            key = ConversationKey(channel, chat_id)
+        if self.cluster is not None:
+            await self.cluster.join()
+        else:
+            await self.recover()
+
+    async def recover(self, taken: Adoption | None = None) -> None:
+        """Queue, chat by chat, what a crash left: in every chat (one process), or in the
+        chats and jobs this instance just took over (`taken`)."""
+        if taken is None:
+            keys = [ConversationKey(*c) for c in await self.store.inbox.unfinished_chats()]
+            scope: set[ConversationKey] | None = None
+        else:
+            keys = [ConversationKey(*c) for c in taken.chats]
+            scope = set(keys)
+        for key in keys:
+            self.queues.put(key, Recover())
+        await self.confirmations.recover(scope)
+        await self.background.recover(scope, None if taken is None else taken.jobs)
+        await self.schedules.recover(scope)
+        for key in keys:
             self.queues.put(key, Inbound())
             await self._schedule_release(key)
 
@@ -186,10 +250,16 @@ class Dispatcher:
         self.queues.open()
         self.tasks.spawn(self._expiry_watch(), "confirmation-expiry")
         self.tasks.spawn(self.schedules.run(), "scheduler")
+        if self.cluster is not None:
+            self.tasks.spawn(self.cluster.run(), "cluster")
+        if self.loop.context is not None:
+            self.loop.context.discover_soon()
         self.tasks.spawn(self.housekeeping.run(), "housekeeping")
 
     async def aclose(self) -> None:
         """Let running turns finish (bounded), then cancel and record what was cut off."""
+        if self.cluster is not None:  # another instance receives while these turns finish
+            await self.cluster.stop_receiving()
         for timer in self._releases.values():
             timer.cancel()
         self.albums.close()
@@ -203,11 +273,16 @@ class Dispatcher:
             n = await self.store.conversations.close_dangling(conv.id, SHUTDOWN)
             log.warning("shutdown cut off the turn in %s (%d tool calls interrupted)", key, n)
         await self.housekeeping.flush()
+        if self.cluster is not None:  # another instance takes over what is left, at once
+            await self.cluster.leave()
 
     async def _expiry_watch(self) -> None:
         while True:
             await asyncio.sleep(self.settings.expiry_check_s)  # a periodic timer
-            await self.confirmations.expire_due()
+            try:
+                await self.confirmations.expire_due()
+            except StoreUnavailable:
+                pass  # the database is away (reported by the cluster): next time
 
     # -- engine.Engine --------------------------------------------------------------------
 
@@ -262,9 +337,12 @@ class Dispatcher:
         if admission.hold_until is not None:
             await self._schedule_release(key)
         elif msg.group_id is not None:  # an album: one turn once its last part is in
-            self.albums.hold(key, msg.group_id, lambda: self.queues.put(key, Inbound()))
+            self.albums.hold(key, msg.group_id, lambda: self._put(key, Inbound()))
         else:
             self.queues.put(key, Inbound())
+
+    def _put(self, key: ConversationKey, item: WorkItem) -> None:
+        self.queues.put(key, item)
 
     async def _schedule_release(self, key: ConversationKey) -> None:
         """Queue the chat's held messages for when their hold ends (one timer per chat)."""
@@ -322,13 +400,15 @@ class Dispatcher:
         if command is Command.HELP:
             return self._help()
         if command is Command.STOP:
-            stopped = self.queues.stop(key)
+            stopped = await self._stop(key)
             cancelled = await self.confirmations.cancel_pending(key, STOPPED)
             log.info("/stop in %s by user %s", key, msg.user_id)
             return "Stopped." if stopped or cancelled else "Nothing to stop."
         if command in (Command.RETRY, Command.UNDO):
             done: asyncio.Future[str] = asyncio.get_running_loop().create_future()
             retry = command is Command.RETRY
+            if self.cluster is not None and not await self.cluster.acquire(key):
+                return "I am still busy in this chat; try again in a moment."
             if not self.queues.put(key, Rewind(retry, msg.user_id, msg.user_name, done)):
                 return "I am shutting down; try again in a moment."
             return await done
@@ -343,11 +423,24 @@ class Dispatcher:
         if command is Command.FORGET_ME:
             return await self.forget.ask(msg)
         if command is Command.RESET:
-            self.queues.stop(key)
+            await self._stop(key)
             await self.confirmations.cancel_pending(key, "cancelled: the conversation was reset.")
             await self.store.conversations.reset(key.channel, key.chat_id)
             return "Started a fresh conversation."
+        if command is Command.COMPACT:
+            done = asyncio.get_running_loop().create_future()
+            if self.cluster is not None and not await self.cluster.acquire(key):
+                return "I am still busy in this chat; try again in a moment."
+            if not self.queues.put(key, Compact(done)):  # after what the chat has queued
+                return "I am shutting down; try again in a moment."
+            return await done
         return "Unknown command."
+
+    async def _stop(self, key: ConversationKey) -> bool:
+        """Stop the item running in the chat, on whichever instance runs it."""
+        if self.cluster is not None:
+            return await self.cluster.stop(key)
+        return self.queues.stop(key)
 
     def _help(self) -> str:
         lines = []
@@ -359,7 +452,8 @@ class Dispatcher:
         can = "\n".join(lines) or "• Just talk: I have no tools here."
         return (
             "Talk to me in plain language. Besides answering, I can:\n"
-            f"{can}\n\n/stop stops what I am doing, /reset starts a fresh conversation."
+            f"{can}\n\n/stop stops what I am doing, /compact condenses our conversation, /reset "
+            "starts a fresh one."
         )
 
     async def wait_idle(self, channel: str, chat_id: str) -> None:
@@ -410,6 +504,13 @@ class Dispatcher:
                 finally:
                     if not item.done.done():
                         item.done.set_result("That did not work; please try again.")
+
+            case Compact(done):
+                try:
+                    done.set_result(await self.turns.compact(key))
+                finally:
+                    if not done.done():  # stopped or failed
+                        done.set_result("Stopped: the conversation was not condensed.")
 
     async def _rewind(self, key: ConversationKey, item: Rewind) -> None:
         await self.confirmations.cancel_pending(

@@ -3,18 +3,20 @@
 The command answers with what would go (counted by a dry run of the store's forget, which
 engine/_store/_sqlite_forget.py describes) and two buttons. A press counts only from the user it
 names: the platform says who pressed, the button's payload whom it is for. "Delete everything"
-forgets them in one transaction, cancels their background jobs and reminders still running, and
-drops the settings of their private chats from memory; the reply says what was deleted.
+forgets them in one transaction; then what the daemon holds in memory goes too (`forgotten`: their
+background jobs and reminders still running are cancelled, the settings of their private chats
+and the cached conversation summaries dropped, on every instance sharing the store); the reply
+says what was deleted.
 `relaybot forget --user ID` does the same from the command line while the daemon is stopped.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable
 
 from engine._channel import Action, Button, InboundMessage, Reply
-from engine._store import Store
+from engine._store import Forgotten, Store
 
 log = logging.getLogger(__name__)
 
@@ -24,17 +26,11 @@ _MAX_PAYLOAD = 61  # engine._channel.ACTION_PATTERN
 
 
 class ForgetMe:
-    """`cancel_jobs(ids)` stops running jobs; `drop_chats(chats)` forgets chats' settings."""
+    """`forgotten(done)` lets go of what the daemon keeps in memory about what was deleted."""
 
-    def __init__(
-        self,
-        store: Store,
-        cancel_jobs: Callable[[Iterable[str]], None],
-        drop_chats: Callable[[Iterable[tuple[str, str]]], None],
-    ) -> None:
+    def __init__(self, store: Store, forgotten: Callable[[Forgotten], Awaitable[None]]) -> None:
         self.store = store
-        self.cancel_jobs = cancel_jobs
-        self.drop_chats = drop_chats
+        self.forgotten = forgotten
 
     async def ask(self, msg: InboundMessage) -> Reply:
         found = await self.store.ops.forget_user(msg.channel, msg.user_id, dry_run=True)
@@ -70,7 +66,6 @@ class ForgetMe:
         if not forget:
             return Reply("Kept: nothing was deleted.")
         done = await self.store.ops.forget_user(action.channel, whom)
-        self.cancel_jobs(done.job_ids)
-        self.drop_chats(done.private_chats)
+        await self.forgotten(done)
         log.info("forgot %s user %s: %s", action.channel, whom, done.described())
         return Reply(f"Done: I deleted {done.described()}. Nothing about you is stored any more.")

@@ -10,7 +10,11 @@ One task, woken by a periodic timer every few seconds:
 - every `prune_every_s` (a tenth of the shortest retention, between 10 s and an hour) settled
   rows older than `settled_days` are deleted (answered inbox rows, sent deliveries, finished jobs
   and scheduled runs, decided confirmations), and with `keep_days` each conversation's history
-  older than that.
+  older than that (`trimmed` is then told, e.g. to drop cached summaries).
+
+With PostgreSQL there is no WAL of relaybot's own (the server checkpoints its log); instances
+sharing the store each prune, which is harmless (a row is deleted once). While the database is
+unreachable a tick is skipped quietly (the cluster reports it).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from dataclasses import dataclass
 
 from engine import _metrics as metrics
 from engine._store import Pruned, Store
+from tools import StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -53,11 +58,13 @@ class Housekeeping:
         busy: Callable[[], int],
         *,
         tick_s: float = 5.0,
+        trimmed: Callable[[], None] = lambda: None,
     ) -> None:
         self.store = store
         self.retention = retention
         self.busy = busy
         self.tick_s = tick_s
+        self.trimmed = trimmed
         self._next_prune = 0.0  # the first tick prunes
 
     async def run(self) -> None:
@@ -65,6 +72,8 @@ class Housekeeping:
             await asyncio.sleep(self.tick_s)  # a periodic timer
             try:
                 await self.tick()
+            except StoreUnavailable:
+                pass  # the database is away: next time
             except Exception:
                 log.exception("housekeeping failed; trying again in %g s", self.tick_s)
 
@@ -86,6 +95,8 @@ class Housekeeping:
         now = time.time()
         keep = now - r.keep_days * DAY_S if r.keep_days is not None else None
         pruned = await self.store.ops.prune(now - r.settled_days * DAY_S, keep)
+        if pruned.messages:
+            self.trimmed()
         if pruned.total:
             log.info(
                 "pruned %d settled rows and %d history messages",

@@ -3,7 +3,9 @@
 A turn ends with the model's answer, a pending confirmation (a destructive call waits for its
 requester), or the iteration bound (one last request without tools sums up). It never raises for
 tool problems; LLMError propagates so the caller can tell the user the model is unavailable.
-The loop speaks only the neutral model layer (engine/_model.py).
+The loop speaks only the neutral model layer (engine/_model.py). With a context budget
+(engine/_budget.py) each request is fitted to the model's window first; one the provider still
+refuses as too long is fitted harder and sent once more.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 from engine import _metrics as metrics
+from engine._budget import ContextBudget, Fitted, Window
 from engine._context import for_model, sanitised
 from engine._jobs import Job, JobRunner
 from engine._model import (
@@ -26,12 +29,22 @@ from engine._model import (
     Model,
     ModelRequest,
     ModelResponse,
+    OnText,
     ToolCall,
     ToolSpec,
     Usage,
 )
 from engine._types import PendingCall, Record, TurnContext, TurnResult
-from tools import AsyncTool, LLMError, PreparedCall, Tool, ToolContext, ToolRegistry, ToolResult
+from tools import (
+    AsyncTool,
+    ContextOverflow,
+    LLMError,
+    PreparedCall,
+    Tool,
+    ToolContext,
+    ToolRegistry,
+    ToolResult,
+)
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +74,7 @@ class _State:
     stop_text: str | None = None  # set by the governor
     usage: Usage = field(default_factory=Usage)
     called: list[str] = field(default_factory=list)
+    window: Window = field(default_factory=Window)  # the conversation's summary, for the budget
 
     async def add(self, msg: Message) -> None:
         self.history.append(msg)
@@ -86,9 +100,11 @@ class ToolLoop:
         max_parallel_tools: int = 8,
         stream: bool = False,
         models: Mapping[str, Model] | None = None,
+        context: ContextBudget | None = None,
     ) -> None:
         self.model = model
         self.models = dict(models or {})  # a turn whose context names one of these uses it
+        self.context = context  # None: the whole history is sent as it is
         self.registry = registry
         self.jobs = jobs or JobRunner(registry)
         self.max_iterations = max_iterations
@@ -100,10 +116,16 @@ class ToolLoop:
         self._specs: dict[str, tuple[Tool, ToolSpec]] = {}
 
     async def run(
-        self, history: list[Message], ctx: TurnContext, *, record: Record | None = None
+        self,
+        history: list[Message],
+        ctx: TurnContext,
+        *,
+        record: Record | None = None,
+        window: Window | None = None,
     ) -> TurnResult:
-        """Drive one turn from `history` (which ends with the user's message)."""
-        return await self._drive(_State(ctx, list(history), record))
+        """Drive one turn from `history` (which ends with the user's message); `window` is the
+        conversation's summary and the store ids of `history`, as ContextBudget.load gave them."""
+        return await self._drive(_State(ctx, list(history), record, window=window or Window()))
 
     async def resume(
         self,
@@ -115,11 +137,13 @@ class ToolLoop:
         record: Record | None = None,
         reason: str | None = None,
         starting: Starting | None = None,
+        window: Window | None = None,
     ) -> TurnResult:
         """Continue a halted turn: run the approved call (or record the refusal), then the calls
         left after it, then the loop. `starting` is awaited right before the approved call
         runs (once it has a tool slot); when it returns False the call is not run."""
         state = _State(ctx, list(history), record, iteration=pending.iteration)
+        state.window = window or Window()
         call = ToolCall(pending.call_id, pending.tool, json.dumps(pending.args))
         if approved:
             prepared = self.registry.prepare(pending.tool, pending.args)
@@ -180,20 +204,46 @@ class ToolLoop:
         self, state: _State, tools: list[ToolSpec], extra: str | None = None
     ) -> ModelResponse:
         system = state.ctx.system if extra is None else f"{state.ctx.system}\n\n{extra}".strip()
-        request = ModelRequest(system, for_model(state.history), tools, self.stream)
+        on_text = state.ctx.on_text if self.stream else None
         model = self.models.get(state.ctx.model or "", self.model)
-        started = time.monotonic()
+        fitted = await self._fit(state, model, system, tools)
+        state.usage += fitted.spent
         try:
-            reply = await model.complete(request, state.ctx.on_text if self.stream else None)
-        except LLMError as exc:
-            metrics.llm_failed(model.name, str(exc))
-            raise
-        u = reply.usage
-        metrics.llm_replied(
-            model.name, time.monotonic() - started, u.prompt_tokens, u.completion_tokens
-        )
-        state.usage += u
+            reply = await _complete(model, fitted.request, on_text)
+        except ContextOverflow as exc:
+            if self.context is None:
+                raise
+            # The provider counts more than we thought: learn, fold harder, try once more.
+            await self.context.overflowed(fitted, exc)
+            fitted = await self._fit(state, model, system, tools, harder=True)
+            state.usage += fitted.spent
+            reply = await _complete(model, fitted.request, on_text)
+        if self.context is not None:
+            await self.context.learn(fitted, reply.usage)
+        state.usage += reply.usage
         return reply
+
+    async def _fit(
+        self,
+        state: _State,
+        model: Model,
+        system: str,
+        tools: list[ToolSpec],
+        *,
+        harder: bool = False,
+    ) -> Fitted:
+        if self.context is None:
+            request = ModelRequest(system, for_model(state.history), tools, self.stream)
+            return Fitted(request, 0, model.name)
+        return await self.context.fit(
+            state.window,
+            state.history,
+            system,
+            tools,
+            model=model,
+            stream=self.stream,
+            harder=harder,
+        )
 
     # -- tool calls -----------------------------------------------------------------------
 
@@ -344,6 +394,21 @@ class ToolLoop:
             cut = len(text) - self.max_output_chars
             text = text[: self.max_output_chars] + f"\n…[truncated: {cut} more characters]"
         await state.add(Message.tool_result(call.id, text, is_error=result.is_error))
+
+
+async def _complete(model: Model, request: ModelRequest, on_text: OnText | None) -> ModelResponse:
+    """One model request, timed and counted for the metrics (engine/_metrics.py)."""
+    started = time.monotonic()
+    try:
+        reply = await model.complete(request, on_text)
+    except LLMError as exc:
+        metrics.llm_failed(model.name, str(exc))
+        raise
+    u = reply.usage
+    metrics.llm_replied(
+        model.name, time.monotonic() - started, u.prompt_tokens, u.completion_tokens
+    )
+    return reply
 
 
 def _strict(tool: Tool) -> dict | None:

@@ -181,8 +181,8 @@ class MediaIntake:
             return []
         rows = await self._within_image_limit(key, rows)
         channel = self.channels.get(key.channel)
-        fetching = channel is not None and any(r.attachments for r in rows)
-        async with typing(channel, key.chat_id) if fetching else contextlib.nullcontext():
+        shows = channel if channel is not None and any(r.attachments for r in rows) else None
+        async with typing(shows, key.chat_id) if shows else contextlib.nullcontext():
             taken, heard = await self._messages(key, rows)
         if not taken:
             return []

@@ -94,7 +94,11 @@ JOBS_RUNNING = Gauge("relaybot_jobs_running", "Background jobs not finished yet"
 TURNS_RUNNING = Gauge("relaybot_turns_running", "Chats with a turn (or other work) running now")
 QUEUE_DEPTH_MAX = Gauge("relaybot_chat_queue_depth_max", "Items waiting in the longest chat queue")
 QUEUE_DEPTH_SUM = Gauge("relaybot_chat_queue_depth_sum", "Items waiting in all chat queues")
-STORE_BYTES = Gauge("relaybot_store_size_bytes", "Size of the store's files (db, wal)", ["file"])
+STORE_BYTES = Gauge(
+    "relaybot_store_size_bytes",
+    "Size of the store: the database (db) and SQLite's write-ahead log (wal)",
+    ["file"],
+)
 
 STORE_READ = STORE_SECONDS.labels("read")
 STORE_WRITE = STORE_SECONDS.labels("write")
@@ -179,7 +183,7 @@ def set_state(
     confirmations: int,
     jobs: int,
     db_bytes: int,
-    wal_bytes: int,
+    wal_bytes: int | None,
 ) -> None:
     """The gauges of what is going on now (set when scraped)."""
     QUEUE_DEPTH_MAX.set(max(queue_depths, default=0))
@@ -188,7 +192,8 @@ def set_state(
     CONFIRMATIONS_PENDING.set(confirmations)
     JOBS_RUNNING.set(jobs)
     STORE_BYTES.labels("db").set(db_bytes)
-    STORE_BYTES.labels("wal").set(wal_bytes)
+    if wal_bytes is not None:  # SQLite's; a PostgreSQL server keeps its own
+        STORE_BYTES.labels("wal").set(wal_bytes)
 
 
 # -- the last error of each channel --------------------------------------------------------------

@@ -8,6 +8,11 @@ always written in order and recovery is part of that order instead of racing it.
 Items may be queued before :meth:`ChatQueues.open` (at start-up, while the store is read and
 before the channels deliver): workers start only when the queues open, so what a restart queued
 for a chat runs before any message that arrives afterwards.
+
+With several instances on one store, a chat's items run where the chat is held
+(engine/_cluster.py, the :class:`Leases`): an item for a chat held elsewhere (or by nobody) is
+handed over instead of queued, and a chat whose queue runs dry is let go. Without leases (one
+process, SQLite) every chat is this process's and nothing of that costs anything.
 """
 
 from __future__ import annotations
@@ -15,8 +20,9 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from engine._types import ConversationKey
 
@@ -74,9 +80,34 @@ class ScheduledRun:
     due: float
 
 
-WorkItem = Inbound | Recover | Decided | JobDone | Notice | Rewind | ScheduledRun
-Handler = Callable[[ConversationKey, WorkItem], Awaitable[None]]
+@dataclass(frozen=True, slots=True)
+class Compact:
+    """/compact: fold the chat's earlier turns into its summary, in order with its turns;
+    `done` receives the text to answer with."""
+
+    done: asyncio.Future[str] = field(compare=False, repr=False)
+
+
+WorkItem = Inbound | Recover | Decided | JobDone | Notice | Rewind | ScheduledRun | Compact
+Handler = Callable[[ConversationKey, WorkItem], Coroutine[Any, Any, None]]
 Stopped = Callable[[ConversationKey], Awaitable[None]]
+
+
+class Leases(Protocol):
+    """Which chats this process may work on (engine/_cluster.py)."""
+
+    def holds(self, key: ConversationKey) -> bool:
+        """True when this process holds the chat (its items are queued here)."""
+        ...
+
+    def hand_over(self, key: ConversationKey, item: WorkItem) -> bool:
+        """Send `item` to whichever instance holds (or claims) the chat; False when it cannot
+        travel (it carries a reply waiting here)."""
+        ...
+
+    def released(self, key: ConversationKey) -> None:
+        """The chat's queue ran dry here: let it go."""
+        ...
 
 
 @dataclass(slots=True)
@@ -94,6 +125,7 @@ class ChatQueues:
     def __init__(self, handle: Handler, on_stopped: Stopped) -> None:
         self._handle = handle
         self._on_stopped = on_stopped
+        self.leases: Leases | None = None  # set when several instances share the store
         self._chats: dict[ConversationKey, _Chat] = {}
         self._open = False
         self._closing = False
@@ -107,10 +139,14 @@ class ChatQueues:
         """Items waiting per chat (for metrics)."""
         return [len(c.items) for c in self._chats.values()]
 
-    def put(self, key: ConversationKey, item: WorkItem) -> bool:
-        """Queue `item` for the chat; False when shutting down (nothing is taken any more)."""
+    def put(self, key: ConversationKey, item: WorkItem, *, here: bool = False) -> bool:
+        """Queue `item` for the chat (or hand it to the instance holding the chat, unless
+        `here`: the leases know it is held here); False when shutting down (nothing is taken
+        any more)."""
         if self._closing:
             return False
+        if self.leases is not None and not here and not self.leases.holds(key):
+            return self.leases.hand_over(key, item)
         chat = self._chats.get(key)
         if chat is None:
             chat = self._chats[key] = _Chat(key)
@@ -161,6 +197,27 @@ class ChatQueues:
             if not chat.items:
                 self._chats.pop(chat.key, None)
                 chat.idle.set()
+                if self.leases is not None and not self._closing:
+                    self.leases.released(chat.key)
+
+    def holding(self, key: ConversationKey) -> bool:
+        """True while the chat has items queued or running here."""
+        return key in self._chats
+
+    async def abandon(self) -> None:
+        """Drop every chat's work at once, recording nothing (this process lost its leases:
+        another instance recovers these chats as a restart would)."""
+        chats = list(self._chats.values())
+        self._chats.clear()
+        for chat in chats:
+            chat.items.clear()
+            for task in (chat.turn, chat.worker):
+                if task is not None:
+                    task.cancel()
+            chat.idle.set()
+        await asyncio.gather(
+            *(c.worker for c in chats if c.worker is not None), return_exceptions=True
+        )
 
     async def aclose(self, grace_s: float) -> list[ConversationKey]:
         """Let running items finish (bounded), then cancel; returns the chats cut off."""

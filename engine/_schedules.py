@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from engine._channel import Action, Button, Reply
@@ -31,7 +32,7 @@ from engine._queue import ChatQueues, Notice, Recover, ScheduledRun
 from engine._store import RunState, ScheduleRow, ScheduleRun, ScheduleState, Store
 from engine._turns import RESTARTED, TurnRunner
 from engine._types import ConversationKey
-from tools import ContextOverflow, LLMError, ModelAuthError, ModelRateLimited
+from tools import ContextOverflow, LLMError, ModelAuthError, ModelRateLimited, StoreUnavailable
 from tools.builtins._schedules import describe, recurrence_of
 
 log = logging.getLogger(__name__)
@@ -64,12 +65,15 @@ class Schedules:
 
     # -- start-up -------------------------------------------------------------------------
 
-    async def recover(self) -> None:
-        """Settle the runs a restart found, before the queues open."""
+    async def recover(self, chats: Collection[ConversationKey] | None = None) -> None:
+        """Settle the runs a restart found (in `chats`, else everywhere), before the queues
+        open."""
         now = self.clock.now()
         for run in await self.book.runs(R.RUNNING):
-            await self.book.transition(run.schedule_id, run.due, R.RUNNING, R.INTERRUPTED)
             row = await self.book.get(run.schedule_id)
+            if row is not None and chats is not None and _key(row) not in chats:
+                continue  # another instance's, running now
+            await self.book.transition(run.schedule_id, run.due, R.RUNNING, R.INTERRUPTED)
             if row is None:
                 continue
             key = _key(row)
@@ -87,6 +91,8 @@ class Schedules:
             )
         for run in await self.book.runs(R.QUEUED):
             row = await self.book.get(run.schedule_id)
+            if row is not None and chats is not None and _key(row) not in chats:
+                continue
             if row is None or row.state is not ScheduleState.ACTIVE:
                 await self.book.transition(run.schedule_id, run.due, R.QUEUED, R.SKIPPED)
             elif now - run.due <= self.settings.catch_up_s:
@@ -102,6 +108,8 @@ class Schedules:
             try:
                 await self.fire_due()
                 until = await self.book.next_due()
+            except StoreUnavailable:  # the database is away (reported by the cluster)
+                until = self.clock.now() + 5
             except Exception:
                 log.exception("the scheduler failed; trying again shortly")
                 until = self.clock.now() + 5

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from engine import _metrics as metrics
+from engine._budget import Window
 from engine._channel import Channel
 from engine._chat_settings import ChatSettings
 from engine._confirmations import Confirmations
@@ -35,7 +36,15 @@ from engine._store import (
     Store,
 )
 from engine._types import ConversationKey, PendingCall, SendFiles, TurnContext, TurnResult
-from tools import ContextOverflow, File, LLMError, ModelAuthError, ModelRateLimited
+from tools import (
+    ContextOverflow,
+    File,
+    LLMError,
+    ModelAuthError,
+    ModelRateLimited,
+    PromptTooLarge,
+    StoreUnavailable,
+)
 from tools._base import Send
 
 log = logging.getLogger(__name__)
@@ -58,10 +67,18 @@ class TurnSettings:
 
 def apology(exc: LLMError) -> str:
     """What the user reads when the model failed: relaybot's own words, no provider detail."""
+    if isinstance(exc, PromptTooLarge):
+        return (
+            "⚠️ The language model's context window is too small even for my instructions and "
+            "tools, so I cannot answer. The bot's owner needs to set a larger [llm] "
+            "context_window (or use a model with a larger one) or offer fewer tools. Your "
+            "message is saved."
+        )
     if isinstance(exc, ContextOverflow):
         return (
-            "⚠️ This conversation has grown too long for the language model. Send /reset to "
-            "start a fresh one (your saved notes are kept)."
+            "⚠️ This did not fit the language model's context window, even with the conversation "
+            "condensed. Your message is saved; ask for less at once (fewer or smaller pages, "
+            "files or results), or send /reset to start a fresh conversation."
         )
     if isinstance(exc, ModelAuthError):
         return (
@@ -99,6 +116,9 @@ class TurnRunner:
         self.settings = settings
         self.images = images  # pictures in the history: bytes for recent turns, else markers
         self.chat_settings = chat_settings  # a chat's persona and model (/settings)
+        # Several instances: False once this one's lease may have run out (engine/_cluster.py),
+        # when another may be recovering its chats: nothing more is sent from here.
+        self.may_send: Callable[[], bool] = lambda: True
 
     async def user_turn(self, key: ConversationKey, rows: Sequence[InboxRow]) -> None:
         last = rows[-1]
@@ -129,7 +149,7 @@ class TurnRunner:
         live = LiveReply(channel, conv.chat_id, reply_to) if streaming else None
         ctx = self._context(conv, user_id, user_name, live)
         ctx.granted = await self.permissions.granted(ctx.key)
-        history = await self.store.conversations.history(conv.id, self.settings.history_limit)
+        window, history = await self._history(conv)
         if self.images is not None:
             history = await self.images.for_turn(conv.channel, history)
         answer: list[int] = []
@@ -143,7 +163,7 @@ class TurnRunner:
         try:
             async with typing(channel, conv.chat_id):
                 if resume is None:
-                    result = await self.loop.run(history, ctx, record=record)
+                    result = await self.loop.run(history, ctx, record=record, window=window)
                 else:
                     conf, approved, reason = resume
 
@@ -158,6 +178,7 @@ class TurnRunner:
                         record=record,
                         reason=reason,
                         starting=starting,
+                        window=window,
                     )
         except LLMError as exc:
             log.error("LLM request failed in %s: %s", ctx.key, exc)
@@ -193,6 +214,30 @@ class TurnRunner:
         )
         return result
 
+    async def _history(self, conv: Conversation) -> tuple[Window | None, list[Message]]:
+        """What the turn starts from: with a context budget, the summary and what follows it."""
+        if self.loop.context is not None:
+            return await self.loop.context.load(conv.id)
+        return None, await self.store.conversations.history(conv.id, self.settings.history_limit)
+
+    async def compact(self, key: ConversationKey) -> str:
+        """/compact: fold the chat's finished turns into its summary now, and say what it saved."""
+        if self.loop.context is None:
+            return "This bot sends whole conversations; there is nothing to condense."
+        conv = await self.store.conversations.active(key.channel, key.chat_id)
+        try:
+            done = await self.loop.context.compact(conv.id)
+        except LLMError as exc:
+            log.error("/compact failed in %s: %s", key, exc)
+            return apology(exc)
+        if done.messages == 0:
+            return "Nothing to condense yet: the conversation is already as short as it gets."
+        return (
+            f"Condensed {done.messages} messages into a summary: each request now carries about "
+            f"{done.after:,} tokens of conversation instead of {done.before:,} "
+            f"({done.before - done.after:,} saved). The full history stays stored."
+        )
+
     async def deliver(
         self,
         message_id: int,
@@ -207,6 +252,7 @@ class TurnRunner:
         channel = self.channels.get(conv.channel)
         if channel is None:
             return
+        self._check_lease()
         try:
             ref = await channel.send(conv.chat_id, text, reply_to=reply_to)
         except Exception as exc:
@@ -230,10 +276,15 @@ class TurnRunner:
         if channel is None:
             log.warning("cannot send to %s:%s: channel not running", channel_name, chat_id)
             return
+        self._check_lease()
         try:
             await channel.send(chat_id, text, reply_to=reply_to)
         except Exception as exc:
             log.warning("could not send a notice to %s:%s: %s", channel_name, chat_id, exc)
+
+    def _check_lease(self) -> None:
+        if not self.may_send():
+            raise StoreUnavailable("this instance's lease may have run out: it sends nothing more")
 
     def sender(self, key: ConversationKey) -> Send:
         async def send(text: str) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import socket
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +11,7 @@ import pytest
 
 from bot.config import Config, parse_config
 from tests.fakes.openai_server import FakeOpenAI
+from tests.postgres import PostgresServer, start_or_skip
 
 _real_connect = socket.socket.connect
 _LOCAL = ("127.", "::1", "localhost")
@@ -28,6 +29,17 @@ def _guarded_connect(self: socket.socket, address: Any) -> Any:
 @pytest.fixture(autouse=True)
 def network_guard(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(socket.socket, "connect", _guarded_connect)
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """A PostgreSQL server for the whole session (tests/postgres.py); each test that uses it
+    makes its own database with `postgres.new_database()`."""
+    server = start_or_skip()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture

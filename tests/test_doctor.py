@@ -29,7 +29,15 @@ def tool_model(llm: FakeOpenAI) -> None:
     llm.default = calls_the_tool
 
 
-def config_text(tmp_path: Path, llm_url: str, tg: FakeTelegram, dc: FakeDiscord) -> str:
+def config_text(
+    tmp_path: Path,
+    llm_url: str,
+    tg: FakeTelegram,
+    dc: FakeDiscord,
+    telegram: str = "",
+    discord: str = "",
+) -> str:
+    """Both channels on the fakes; `telegram` and `discord` are more lines for their sections."""
     return f"""
 [llm]
 base_url = "{llm_url}"
@@ -44,12 +52,14 @@ enabled = true
 token_env = "TG_TOKEN"
 api_base_url = "{tg.base_url}"
 allowed_users = ["1"]
+{telegram}
 
 [discord]
 enabled = true
 token_env = "DC_TOKEN"
 api_base_url = "{dc.api_base_url}"
 allowed_users = ["2"]
+{discord}
 """
 
 

@@ -84,37 +84,3 @@ def test_pruning_runs_often_enough_for_the_shortest_retention() -> None:
     assert Retention().prune_every_s == 3600
     assert Retention(settled_days=7, keep_days=1 / 1440).prune_every_s == 10  # a minute: 10 s
     assert Retention(settled_days=0.1).prune_every_s == 864
-
-
-SUMMARIES = (  # the context budget's table (engine/_store/_sqlite_context.py once merged)
-    "CREATE TABLE IF NOT EXISTS summaries (conversation_id INTEGER PRIMARY KEY, text TEXT NOT NULL,"
-    " first_id INTEGER NOT NULL, last_id INTEGER NOT NULL, updated_at REAL NOT NULL)"
-)
-
-
-async def test_summaries_covering_what_is_deleted_are_dropped(tmp_path: Path) -> None:
-    async with SqliteStore(tmp_path / "s.db") as store:
-        await store.db.write(SUMMARIES)
-        convs = {}
-        cut = 0.0
-        for chat, user in (("g1", "u1"), ("g2", "u2"), ("g3", "u2"), ("g4", "u3")):
-            if chat == "g4":
-                cut = time.time()
-                await store.conversations.append(convs["g3"].id, Message.user("still here"))
-            msg = InboundMessage("t", chat, user, user, f"hi from {user}", f"{chat}-1", False)
-            await store.inbox.accept(msg)
-            await store.inbox.take_queued("t", chat)
-            convs[chat] = conv = await store.conversations.active("t", chat, is_private=False)
-            last = await store.conversations.append(conv.id, Message.assistant("hello"))
-            await store.db.write(
-                "INSERT INTO summaries VALUES (?, 'they talked', "
-                "(SELECT MIN(id) FROM messages WHERE conversation_id=?), ?, 0)",
-                (conv.id, conv.id, last),
-            )
-
-        forgotten = await store.ops.forget_user("t", "u1")
-        assert forgotten.summaries == 1
-        pruned = await store.ops.prune(0.0, history_before=cut)  # g2 all gone, g3 cut
-        assert pruned.messages == 4
-        left = [r["conversation_id"] for r in await store.db.all("SELECT * FROM summaries")]
-    assert left == [convs["g4"].id]  # the others each covered a message that is gone

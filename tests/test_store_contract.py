@@ -37,21 +37,35 @@ from engine._store import (
     ReplyMode,
     RunState,
     ScheduleRun,
+    Summary,
+    TokenRatio,
 )
+from engine._store._pg import PgStore
+from tests.postgres import PostgresServer
 
 
-async def _sqlite(tmp_path: Path) -> Store:
+async def _sqlite(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
     store = SqliteStore(tmp_path / "contract.db")
     await store.open()
     return store
 
 
-BACKENDS: dict[str, Callable[[Path], Any]] = {"sqlite": _sqlite}
+async def _postgres(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+    server: PostgresServer = request.getfixturevalue("postgres")  # started on first use
+    store = PgStore(server.new_database())
+    await store.open()
+    return store
+
+
+BACKENDS: dict[str, Callable[[pytest.FixtureRequest, Path], Any]] = {
+    "sqlite": _sqlite,
+    "postgresql": _postgres,
+}
 
 
 @pytest.fixture(params=sorted(BACKENDS))
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
-    opened = await BACKENDS[request.param](tmp_path)
+    opened = await BACKENDS[request.param](request, tmp_path)
     try:
         yield opened
     finally:
@@ -275,6 +289,53 @@ async def test_a_job_finishes_once_and_moves_by_the_table(store: Store) -> None:
     assert await store.jobs.transition("j1", JobState.DONE, JobState.DELIVERED)
     with pytest.raises(ValueError):
         await store.jobs.transition("j1", JobState.DELIVERED, JobState.RUNNING)
+
+
+# -- the context budget's part -----------------------------------------------------------
+
+
+async def test_a_summary_is_kept_per_conversation_and_replaced_whole(store: Store) -> None:
+    a = await store.conversations.active("t", "c1")
+    b = await store.conversations.active("t", "c2")
+    assert await store.context.summary(a.id) is None
+    await store.context.save_summary(Summary(a.id, "Ann likes tea.", 1, 4))
+    await store.context.save_summary(Summary(b.id, "Bob is away.", 7, 9))
+    await store.context.save_summary(Summary(a.id, "Ann likes tea and cake.", 1, 12))
+    assert await store.context.summary(a.id) == Summary(a.id, "Ann likes tea and cake.", 1, 12)
+    assert await store.context.summary(b.id) == Summary(b.id, "Bob is away.", 7, 9)
+
+
+async def test_messages_after_a_summary_come_with_their_ids_and_the_last_question(
+    store: Store,
+) -> None:
+    conv = await store.conversations.active("t", "c1")
+    ids = [
+        await store.conversations.append(conv.id, m)
+        for m in (
+            Message.user("one"),
+            Message.assistant(None, [ToolCall("k1", "fetch", "{}")]),
+            Message.tool_result("k1", "page"),
+            Message.assistant("answer one"),
+            Message.user("two"),
+            Message.assistant("answer two"),
+        )
+    ]
+    after = await store.context.messages_after(conv.id, ids[3], 50)
+    assert [(i, m.text) for i, m in after] == [(ids[4], "two"), (ids[5], "answer two")]
+    cut = await store.context.messages_after(conv.id, 0, 4)  # cut: starts at a user message
+    assert [m.text for _, m in cut] == ["two", "answer two"]
+    # Covered up to the end: the last question still comes back, with what follows it.
+    covered = await store.context.messages_after(conv.id, ids[5], 50)
+    assert [m.text for _, m in covered] == ["two", "answer two"]
+
+
+async def test_a_token_ratio_is_kept_per_model(store: Store) -> None:
+    assert await store.context.token_ratio("m1") is None
+    await store.context.save_token_ratio(TokenRatio("m1", 0.8, 3))
+    await store.context.save_token_ratio(TokenRatio("m1", 1.3, 9, 6_000))
+    await store.context.save_token_ratio(TokenRatio("m2", 2.0, 1))
+    assert await store.context.token_ratio("m1") == TokenRatio("m1", 1.3, 9, 6_000)
+    assert await store.context.token_ratio("m2") == TokenRatio("m2", 2.0, 1, None)
 
 
 # -- schedules and chat settings ----------------------------------------------------------
@@ -545,3 +606,26 @@ async def test_forgetting_a_user_removes_exactly_their_rows(store: Store) -> Non
     assert texts == ["theirs", None, "data", "about theirs", "both-a"]
     again = await store.ops.forget_user(None, "u1")
     assert again.described() == "nothing"
+
+
+async def test_summaries_covering_what_is_deleted_are_dropped(store: Store) -> None:
+    convs = {}
+    cut = 0.0
+    for chat, user in (("g1", "u1"), ("g2", "u2"), ("g3", "u2"), ("g4", "u3")):
+        if chat == "g4":
+            cut = time.time()
+            await store.conversations.append(convs["g3"].id, Message.user("still here"))
+        await store.inbox.accept(
+            inbound(f"hi from {user}", f"{chat}-1", chat_id=chat, user_id=user, is_private=False)
+        )
+        await store.inbox.take_queued("t", chat)
+        convs[chat] = conv = await store.conversations.active("t", chat, is_private=False)
+        last = await store.conversations.append(conv.id, Message.assistant("hello"))
+        await store.context.save_summary(Summary(conv.id, "they talked", last - 1, last))
+
+    forgotten = await store.ops.forget_user("t", "u1")
+    assert forgotten.summaries == 1
+    pruned = await store.ops.prune(0.0, history_before=cut)  # g2 all gone, g3 cut
+    assert pruned.messages == 4
+    left = [c for c, conv in convs.items() if await store.context.summary(conv.id) is not None]
+    assert left == ["g4"]  # the others each covered a message that is gone

@@ -3,28 +3,34 @@ one written by a newer relaybot is refused and left untouched."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import sqlite3
 from pathlib import Path
 
 import pytest
 
-from engine import Message, SqliteStore, ToolCall
+from engine import Message, SqliteStore, Store, ToolCall
 from engine._store import MIGRATIONS, ConfirmationState, InboxState, JobState
+from engine._store._pg import PgStore
+from engine._store._pg_schema import MIGRATIONS as PG_MIGRATIONS
+from tests.postgres import PostgresServer
 from tools import StoreError
 
-# Rows as each released version wrote them (a version's rows still fit the later schemas).
+# Rows as each released version wrote them (a version's rows still fit the later schemas), in
+# SQL both dialects read (flags as TRUE and FALSE).
 ROWS_BY_VERSION = {
     1: [
         "INSERT INTO conversations(id, channel, chat_id, is_private, created_at) "
-        "VALUES (1, 't', 'c1', 1, 0)",
+        "VALUES (1, 't', 'c1', TRUE, 0)",
         "INSERT INTO messages(conversation_id, role, content, created_at) VALUES (1,'user','hi',0)",
         "INSERT INTO messages(conversation_id, role, content, tool_calls, created_at) VALUES "
         f"(1, 'assistant', NULL, '{json.dumps([['k1', 'add', '{}']])}', 0)",
         "INSERT INTO messages(conversation_id, role, content, tool_call_id, created_at) VALUES "
         "(1, 'tool', '2', 'k1', 0)",
         "INSERT INTO inbox(channel, chat_id, message_id, user_id, user_name, text, is_private, "
-        "state, received_at) VALUES ('t','c1','m1','u1','Ann','hi',1,'taken',0)",
+        "state, received_at) VALUES ('t','c1','m1','u1','Ann','hi',TRUE,'taken',0)",
         "INSERT INTO confirmations(id, conversation_id, channel, chat_id, user_id, user_name, "
         "tool, call_id, args, args_hash, summary, remaining, iteration, state, expires_at, "
         "created_at) VALUES ('abc123', 1, 't', 'c1', 'u1', 'Ann', 'delete', 'k2', "
@@ -35,9 +41,9 @@ ROWS_BY_VERSION = {
     2: ["INSERT INTO notes(owner, text, created_at) VALUES ('t:u1', 'likes tea', 0)"],
     3: [
         "INSERT INTO conversations(id, channel, chat_id, is_private, created_at) "
-        "VALUES (2, 't', 'g1', 0, 0)",
+        "VALUES (2, 't', 'g1', FALSE, 0)",
         "INSERT INTO inbox(channel, chat_id, message_id, user_id, user_name, text, is_private, "
-        "state, received_at) VALUES ('t','g1','g1','u2','Bob','hello all',0,'answered',0)",
+        "state, received_at) VALUES ('t','g1','g1','u2','Bob','hello all',FALSE,'answered',0)",
         "INSERT INTO messages(id, conversation_id, role, content, speaker, created_at) "
         "VALUES (10, 2, 'user', 'hello all', 'Bob', 0)",
         "INSERT INTO messages(id, conversation_id, role, content, created_at) "
@@ -53,7 +59,7 @@ ROWS_BY_VERSION = {
     ],
     5: [
         "INSERT INTO inbox(channel, chat_id, message_id, user_id, user_name, text, is_private, "
-        "state, received_at, media) VALUES ('t','c1','m2','u1','Ann','look',1,'queued',1, "
+        "state, received_at, media) VALUES ('t','c1','m2','u1','Ann','look',TRUE,'queued',1, "
         "'"
         + json.dumps(
             [
@@ -71,11 +77,23 @@ ROWS_BY_VERSION = {
     ],
     6: [
         "INSERT INTO schedules(id, channel, chat_id, user_id, user_name, is_private, task, kind, "
-        "spec, timezone, next_due, created_at) VALUES (1, 't', 'c1', 'u1', 'Ann', 1, 'news', "
+        "spec, timezone, next_due, created_at) VALUES (1, 't', 'c1', 'u1', 'Ann', TRUE, 'news', "
         "'interval', '600', 'UTC', 9e9, 0)",
         "INSERT INTO user_settings(channel, user_id, timezone) VALUES ('t', 'u1', 'Europe/Paris')",
         "INSERT INTO chat_settings(channel, chat_id, persona, updated_by, updated_at) "
         "VALUES ('t', 'g1', 'a pirate', 'u2', 0)",
+    ],
+    7: [
+        "INSERT INTO summaries(conversation_id, text, first_id, last_id, updated_at) "
+        "VALUES (1, 'Ann said hi', 1, 2, 0)",
+        "INSERT INTO token_ratios(model, ratio, samples, max_window, updated_at) "
+        "VALUES ('m', 1.25, 3, NULL, 0)",
+    ],
+    8: [
+        "INSERT INTO instances(id, name, lease_s, started_at, heartbeat_at) "
+        "VALUES (1, 'solo', 5, 0, 0)",
+        "INSERT INTO chat_leases(channel, chat_id, instance, since) VALUES ('t', 'c1', 1, 0)",
+        "INSERT INTO receivers(channel, instance, since) VALUES ('t', 1, 0)",
     ],
 }
 
@@ -96,48 +114,59 @@ async def test_every_earlier_version_migrates_and_keeps_its_data(
     path = tmp_path / f"v{version}.db"
     write_old_store(path, version)
     async with SqliteStore(path) as store:
-        assert await store.schema_version() == len(MIGRATIONS)
-        conv = await store.conversations.active("t", "c1")
-        assert conv.id == 1
-        assert await store.conversations.history(conv.id) == [
-            Message.user("hi"),
-            Message.assistant(None, [ToolCall("k1", "add", "{}")]),
-            Message.tool_result("k1", "2"),
-        ]
-        rows = await store.inbox.rows(InboxState.TAKEN, "t", "c1")
-        assert [r.message_id for r in rows] == ["m1"]
-        conf = await store.confirmations.get("abc123")
-        assert conf is not None and conf.state is ConfirmationState.PENDING
-        assert conf.args == {"name": "x"} and conf.details == ""
-        job = await store.jobs.get("j1")
-        assert job is not None and job.state is JobState.RUNNING
-        notes = await store.notes.list_notes("t:u1")
-        assert [n[1] for n in notes] == (["likes tea"] if version >= 2 else [])
-        if version >= 3:
-            group = await store.conversations.active("t", "g1", is_private=False)
-            said = await store.conversations.history(group.id)
-            assert [(m.text, m.speaker) for m in said] == [("hello all", "Bob"), ("hi Bob", None)]
-            assert [d.text for d in await store.conversations.undelivered("t", "g1")] == ["hi Bob"]
-        if version >= 4:
-            assert [g.tool for g in await store.grants.in_chat("t", "g1")] == ["delete"]
-            assert (await store.usage.totals("t", "u1", "2026")).tokens == 10
-        if version >= 5:
-            [queued] = await store.inbox.rows(InboxState.QUEUED, "t", "c1")
-            assert [a.name for a in queued.attachments] == ["a.png"]
-        if version >= 6:
-            assert [s.task for s in await store.schedules.chat_schedules("t", "c1")] == ["news"]
-            assert await store.schedules.user_timezone("t", "u1") == "Europe/Paris"
-            assert [p.persona for p in await store.chat_settings.all()] == ["a pirate"]
-        # the writers of earlier user messages were found: forgetting them finds their messages
-        ann = await store.ops.forget_user("t", "u1", dry_run=True)
-        assert ann.private_chats == (("t", "c1"),) and ann.messages == 3
-        if version >= 3:
-            bob = await store.ops.forget_user("t", "u2", dry_run=True)
-            assert bob.messages == 2 and bob.private_chats == ()
-        # and it takes new writes of the current schema
-        await store.conversations.append(conv.id, Message.assistant("two"), deliver="m1")
-        assert [d.text for d in await store.conversations.undelivered("t", "c1")] == ["two"]
-        assert (await store.ops.status()).schema_version == len(MIGRATIONS)
+        await check_upgraded(store, version)
+
+
+async def check_upgraded(store: Store, version: int) -> None:
+    """A store written at `version` reads back after its upgrade, and takes new writes."""
+    assert await store.schema_version() == len(MIGRATIONS)
+    conv = await store.conversations.active("t", "c1")
+    assert conv.id == 1
+    assert await store.conversations.history(conv.id) == [
+        Message.user("hi"),
+        Message.assistant(None, [ToolCall("k1", "add", "{}")]),
+        Message.tool_result("k1", "2"),
+    ]
+    rows = await store.inbox.rows(InboxState.TAKEN, "t", "c1")
+    assert [r.message_id for r in rows] == ["m1"]
+    conf = await store.confirmations.get("abc123")
+    assert conf is not None and conf.state is ConfirmationState.PENDING
+    assert conf.args == {"name": "x"} and conf.details == ""
+    job = await store.jobs.get("j1")
+    assert job is not None and job.state is JobState.RUNNING
+    notes = await store.notes.list_notes("t:u1")
+    assert [n[1] for n in notes] == (["likes tea"] if version >= 2 else [])
+    if version >= 3:
+        group = await store.conversations.active("t", "g1", is_private=False)
+        said = await store.conversations.history(group.id)
+        assert [(m.text, m.speaker) for m in said] == [("hello all", "Bob"), ("hi Bob", None)]
+        assert [d.text for d in await store.conversations.undelivered("t", "g1")] == ["hi Bob"]
+    if version >= 4:
+        assert [g.tool for g in await store.grants.in_chat("t", "g1")] == ["delete"]
+        assert (await store.usage.totals("t", "u1", "2026")).tokens == 10
+    if version >= 5:
+        [queued] = await store.inbox.rows(InboxState.QUEUED, "t", "c1")
+        assert [a.name for a in queued.attachments] == ["a.png"]
+    if version >= 6:
+        assert [s.task for s in await store.schedules.chat_schedules("t", "c1")] == ["news"]
+        assert await store.schedules.user_timezone("t", "u1") == "Europe/Paris"
+        assert [p.persona for p in await store.chat_settings.all()] == ["a pirate"]
+    if version >= 7:
+        summary = await store.context.summary(conv.id)
+        assert summary is not None and summary.text == "Ann said hi"
+        ratio = await store.context.token_ratio("m")
+        assert ratio is not None and ratio.ratio == 1.25
+    # the writers of earlier user messages were found: forgetting them finds their messages
+    ann = await store.ops.forget_user("t", "u1", dry_run=True)
+    assert ann.private_chats == (("t", "c1"),) and ann.messages == 3
+    assert ann.summaries == (1 if version >= 7 else 0)
+    if version >= 3:
+        bob = await store.ops.forget_user("t", "u2", dry_run=True)
+        assert bob.messages == 2 and bob.private_chats == ()
+    # and it takes new writes of the current schema
+    await store.conversations.append(conv.id, Message.assistant("two"), deliver="m1")
+    assert [d.text for d in await store.conversations.undelivered("t", "c1")] == ["two"]
+    assert (await store.ops.status()).schema_version == len(MIGRATIONS)
 
 
 async def test_a_store_from_a_newer_relaybot_is_refused_untouched(tmp_path: Path) -> None:
@@ -162,3 +191,113 @@ async def test_status_on_an_older_store_asks_for_the_upgrade_and_changes_nothing
         async with SqliteStore(path, readonly=True):
             pass
     assert path.read_bytes() == before
+
+
+# -- PostgreSQL: the same numbered migrations in its dialect -----------------------------------
+
+
+def sqlite_columns(version: int) -> dict[str, set[str]]:
+    with contextlib.closing(sqlite3.connect(":memory:")) as db:
+        for script in MIGRATIONS[:version]:
+            db.executescript(script)
+        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        return {t: {r[1] for r in db.execute(f"PRAGMA table_info({t})")} for t in tables}
+
+
+def postgres_columns(server: PostgresServer, version: int) -> dict[str, set[str]]:
+    url = server.new_database(migrated=False)
+    database = url.split("/")[3].split("?")[0]
+    for script in PG_MIGRATIONS[:version]:
+        server.psql(script, database)
+    rows = server.psql(
+        "SELECT table_name || ' ' || column_name FROM information_schema.columns "
+        "WHERE table_schema = 'public'",
+        database,
+    )
+    columns: dict[str, set[str]] = {}
+    for line in rows.splitlines():
+        table, column = line.split()
+        columns.setdefault(table, set()).add(column)
+    return columns
+
+
+def test_each_migration_has_a_postgresql_dialect_under_the_same_number(
+    postgres: PostgresServer,
+) -> None:
+    """Entry N of either dialect leaves the same tables and columns, for every N: a store of
+    either kind at one version is the same store (and migrate-store copies column by column)."""
+    assert len(PG_MIGRATIONS) == len(MIGRATIONS)
+    for version in range(1, len(MIGRATIONS) + 1):
+        assert postgres_columns(postgres, version) == sqlite_columns(version), version
+
+
+async def test_instances_starting_together_migrate_once(postgres: PostgresServer) -> None:
+    url = postgres.new_database(migrated=False)
+    stores = [PgStore(url) for _ in range(4)]
+    await asyncio.gather(*(s.open() for s in stores))  # each would fail on a second CREATE
+    try:
+        assert {await s.schema_version() for s in stores} == {len(MIGRATIONS)}
+        conv = await stores[0].conversations.active("t", "c1")
+        assert (await stores[3].conversations.active("t", "c1")).id == conv.id
+    finally:
+        await asyncio.gather(*(s.close() for s in stores))
+
+
+async def test_a_postgresql_store_from_a_newer_relaybot_is_refused_untouched(
+    postgres: PostgresServer,
+) -> None:
+    url = postgres.new_database()
+    database = url.split("/")[3].split("?")[0]
+    postgres.psql(f"UPDATE schema_version SET version = {len(MIGRATIONS) + 1}", database)
+    with pytest.raises(StoreError, match="written by a newer relaybot"):
+        async with PgStore(url):
+            pass
+    assert postgres.psql("SELECT version FROM schema_version", database) == str(len(MIGRATIONS) + 1)
+
+
+_IDENTITIES = ("conversations", "messages", "inbox", "notes", "schedules", "instances")
+
+
+def write_old_postgres_store(server: PostgresServer, version: int) -> str:
+    """A PostgreSQL store as the release of schema `version` left it (its rows, identities
+    continuing after them); returns its URL."""
+    url = server.new_database(migrated=False)
+    database = url.split("/")[3].split("?")[0]
+    for number, script in enumerate(PG_MIGRATIONS[:version], start=1):
+        server.psql(script, database)
+        for sql in ROWS_BY_VERSION.get(number, []):
+            server.psql(sql, database)
+    for table in _IDENTITIES:
+        if server.psql(f"SELECT to_regclass('{table}') IS NULL", database) == "t":
+            continue  # not in this version yet
+        server.psql(
+            f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
+            f"(SELECT COALESCE(MAX(id), 0) + 1 FROM {table}), false)",
+            database,
+        )
+    server.psql(
+        f"CREATE TABLE schema_version (version INTEGER); "
+        f"INSERT INTO schema_version VALUES ({version})",
+        database,
+    )
+    return url
+
+
+@pytest.mark.parametrize("version", range(1, len(MIGRATIONS)))
+async def test_every_earlier_postgresql_version_migrates_and_keeps_its_data(
+    postgres: PostgresServer, version: int
+) -> None:
+    url = write_old_postgres_store(postgres, version)
+    async with PgStore(url) as store:
+        await check_upgraded(store, version)
+
+
+async def test_status_on_an_older_postgresql_store_asks_for_the_upgrade_and_changes_nothing(
+    postgres: PostgresServer,
+) -> None:
+    url = write_old_postgres_store(postgres, len(MIGRATIONS) - 1)
+    with pytest.raises(StoreError, match="start the daemon of this version once"):
+        async with PgStore(url, readonly=True):
+            pass
+    database = url.split("/")[3].split("?")[0]
+    assert postgres.psql("SELECT version FROM schema_version", database) == str(len(MIGRATIONS) - 1)

@@ -239,3 +239,40 @@ def test_systemd_analyze_security_of_the_user_unit(tmp_path):
     # 6.3 MEDIUM before the user unit was hardened; 1.7 after (systemd 252). The offline rating
     # assumes root, so it still counts User= although the unit runs unprivileged.
     assert exposure(runnable_copy(USER_UNIT, tmp_path), tmp_path, user=True) < 2.0
+
+
+TEMPLATE = DEPLOY / "relaybot@.service"
+
+
+def test_the_template_runs_the_system_unit_once_per_instance(system):
+    """relaybot@.service (several instances on one PostgreSQL store): the system unit's
+    settings and sandbox, each instance with its own state directory."""
+    template = parse_unit(TEMPLATE)
+    service = template["Service"]
+    differ = {
+        k
+        for k in system["Service"].keys() | service.keys()
+        if system["Service"].get(k) != service.get(k)
+    }
+    assert differ == {"StateDirectory", "WorkingDirectory", "Environment"}
+    assert one(service, "StateDirectory") == "relaybot/%i"
+    assert one(service, "WorkingDirectory") == "%S/relaybot/%i"
+    assert "HOME=%S/relaybot/%i" in service["Environment"]
+    assert "%i" in one(template["Unit"], "Description")
+
+
+@needs_analyze
+def test_systemd_analyze_verify_an_instance_of_the_template(tmp_path):
+    text = re.sub(r"(?m)^ExecStart=\S+", "ExecStart=/bin/true", TEMPLATE.read_text())
+    (tmp_path / "relaybot@.service").write_text(text)
+    unit = tmp_path / "relaybot@2.service"
+    unit.symlink_to(tmp_path / "relaybot@.service")
+    env = {"PATH": "/usr/bin:/bin", "XDG_RUNTIME_DIR": str(tmp_path), "HOME": str(tmp_path)}
+    proc = subprocess.run(
+        [ANALYZE, "verify", str(unit)], capture_output=True, text=True, env=env, timeout=60
+    )
+    output = proc.stdout + proc.stderr
+    if "Failed to initialize manager" in output:
+        pytest.skip(f"systemd-analyze cannot run here: {output.strip()}")
+    assert proc.returncode == 0, output
+    assert [line for line in output.splitlines() if "relaybot@" in line] == []

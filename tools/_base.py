@@ -8,7 +8,7 @@ import enum
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 from tools._errors import ToolRetry
 from tools._result import ToolResult
@@ -61,7 +61,7 @@ class Tool(abc.ABC):
     description: str
     parameters: dict[str, Any]
     tier: Tier = Tier.SAFE
-    safety: ClassVar[dict[str, Any]] = {}
+    safety: dict[str, Any] = {}
     background: bool = False  # run as a background job; the model gets a job id at once
     exclusive: bool = False  # never run concurrently with other tools
     timeout_s: float | None = None

@@ -9,7 +9,9 @@ RelaybotError                 base of everything relaybot raises on purpose
 │   ├── ModelRateLimited      429 past the SDK's retries
 │   ├── ModelAuthError        the key was rejected (401/403)
 │   └── ContextOverflow       the request is longer than the model's window
-├── StoreError                the SQLite store cannot be opened or migrated
+│       └── PromptTooLarge    even the system prompt and tool definitions do not fit it
+├── StoreError                the store cannot be opened, migrated or written
+│   └── StoreUnavailable      the database server cannot be reached now: nothing was recorded
 └── DownloadError             a file a user sent cannot be fetched from the platform
 """
 
@@ -60,8 +62,18 @@ class ContextOverflow(LLMError):
     """The request did not fit the model's context window."""
 
 
+class PromptTooLarge(ContextOverflow):
+    """The system prompt and the tool definitions alone exceed the context budget: no turn can
+    be answered until the window is larger or the prompt and tools are smaller."""
+
+
 class StoreError(RelaybotError):
-    """The SQLite store cannot be opened, migrated or written."""
+    """The store cannot be opened, migrated or written."""
+
+
+class StoreUnavailable(StoreError):
+    """The database server cannot be reached (for now): what was being written is not recorded,
+    so nothing may be acknowledged to a platform or shown as done. Retried with backoff."""
 
 
 class DownloadError(RelaybotError):

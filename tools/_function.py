@@ -96,7 +96,7 @@ class FunctionTool(Tool):
                 ann = Annotated[ann, Field(description=param_docs[pname])]
             default = ... if param.default is inspect.Parameter.empty else param.default
             fields[pname] = (ann, default)
-        model = pydantic.create_model(  # type: ignore[call-overload]
+        model = pydantic.create_model(
             f"{self.name}_arguments", __config__=ConfigDict(extra="forbid"), **fields
         )
         return ctx_param, model

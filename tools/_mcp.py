@@ -250,7 +250,7 @@ class _Server:
     @contextlib.asynccontextmanager
     async def _transport(
         self,
-    ) -> AsyncIterator[tuple[MemoryObjectReceiveStream[Any], MemoryObjectSendStream[Any]]]:
+    ) -> AsyncIterator[tuple[Any, Any]]:  # the SDK's (read, write) streams
         cfg = self.config
         if cfg.command is not None:
             path = (cfg.env or {}).get("PATH", os.environ.get("PATH"))

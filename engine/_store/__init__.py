@@ -1,9 +1,15 @@
 """The store: narrow interfaces per consumer (``_api``), typed rows and state machines
-(``_records``), and the SQLite backend (``_sqlite*``)."""
+(``_records``), the SQLite backend (``_sqlite*``) and the PostgreSQL one (``_pg*``).
+
+:func:`open_store` picks the backend from the configuration: a ``postgresql://`` URL, else the
+SQLite file.
+"""
 
 from engine._store._api import (
     ChatSettingsStore,
+    ClusterStore,
     ConfirmationStore,
+    ContextStore,
     ConversationStore,
     GrantStore,
     InboxStore,
@@ -14,7 +20,9 @@ from engine._store._api import (
     Store,
     UsageStore,
 )
+from engine._store._open import is_postgres, open_store
 from engine._store._records import (
+    Adoption,
     ChannelError,
     ChatPrefs,
     ConfirmationRow,
@@ -40,6 +48,8 @@ from engine._store._records import (
     ScheduleState,
     StatusSnapshot,
     StoreCounts,
+    Summary,
+    TokenRatio,
     UpcomingRun,
     UsageTotals,
 )
@@ -49,13 +59,16 @@ from engine._store._sqlite_schema import MIGRATIONS
 
 __all__ = [
     "MIGRATIONS",
+    "Adoption",
     "BackupMade",
     "ChannelError",
     "ChatPrefs",
     "ChatSettingsStore",
+    "ClusterStore",
     "ConfirmationRow",
     "ConfirmationState",
     "ConfirmationStore",
+    "ContextStore",
     "Conversation",
     "ConversationStore",
     "Delivery",
@@ -86,8 +99,12 @@ __all__ = [
     "StatusSnapshot",
     "Store",
     "StoreCounts",
+    "Summary",
+    "TokenRatio",
     "UpcomingRun",
     "UsageStore",
     "UsageTotals",
     "backup_sqlite",
+    "is_postgres",
+    "open_store",
 ]

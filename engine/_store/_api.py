@@ -1,19 +1,21 @@
 """The store as each consumer sees it: one narrow protocol per part of the engine.
 
-A backend (SQLite today) implements :class:`Store`, whose attributes are the parts. The engine
-depends on these protocols only, and ``tests/test_store_contract.py`` checks every backend
-against them, unchanged.
+A backend (SQLite, PostgreSQL) implements :class:`Store`, whose attributes are the parts. The
+engine depends on these protocols only, and ``tests/test_store_contract.py`` checks every backend
+against them, unchanged. A backend that several processes can share also has a
+:class:`ClusterStore` (``Store.cluster``; None for one that only one process may use).
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any, Protocol
 
 from engine._channel import InboundMessage
 from engine._model import Message
 from engine._store._records import (
+    Adoption,
     ChannelError,
     ChatPrefs,
     ConfirmationRow,
@@ -29,8 +31,11 @@ from engine._store._records import (
     RunState,
     ScheduleRow,
     ScheduleRun,
+    ServerInfo,
     StatusSnapshot,
     StoreCounts,
+    Summary,
+    TokenRatio,
     UsageTotals,
 )
 
@@ -314,6 +319,91 @@ class OpsStore(Protocol):
         ...
 
 
+class ClusterStore(Protocol):
+    """What instances sharing one store keep there (engine/_cluster.py drives it): liveness,
+    who holds each chat and each channel's receiving side, and notifications of work."""
+
+    @property
+    def incarnation(self) -> int | None: ...
+
+    async def join(self, name: str, lease_s: float) -> int:
+        """Register this process as a new live instance; returns its id."""
+        ...
+
+    async def heartbeat(self) -> bool:
+        """Renew this instance's lease; False when it was found dead and taken over."""
+        ...
+
+    async def leave(self) -> None:
+        """A clean stop: what this instance still holds is taken over at once."""
+        ...
+
+    async def adopt(self, channels: Sequence[str]) -> Adoption | None:
+        """Take over one dead instance's chats (of `channels`) and running jobs, if any."""
+        ...
+
+    async def orphans(self, channels: Sequence[str]) -> Adoption:
+        """Claim the chats (of `channels`) with unfinished work nobody holds, and the jobs
+        nobody runs."""
+        ...
+
+    async def claim(self, channel: str, chat_id: str) -> bool:
+        """Hold a chat that nobody holds; False when another instance holds it."""
+        ...
+
+    async def release(self, channel: str, chat_id: str) -> None: ...
+
+    async def holder(self, channel: str, chat_id: str) -> str | None:
+        """The name of the live instance holding the chat, if any."""
+        ...
+
+    async def receive(self, channel: str) -> bool:
+        """Hold or keep the channel's receiving side; False while a live instance holds it."""
+        ...
+
+    async def stop_receiving(self, channel: str) -> None: ...
+
+    async def publish(self, payload: str) -> None:
+        """Tell every instance (this one too); delivered once committed."""
+        ...
+
+    def on_signal(self, listener: Callable[[str], None]) -> None: ...
+
+    def on_reconnect(self, hook: Callable[[], Awaitable[None]]) -> None:
+        """Run `hook` after notifications may have been missed."""
+        ...
+
+    async def listen(self) -> None: ...
+
+    async def server(self) -> ServerInfo:
+        """The server's version, a round trip's time and the live instances."""
+        ...
+
+
+class ContextStore(Protocol):
+    """The context budget's memory: each conversation's running summary, and per model the
+    ratio of the provider's token counts to relaybot's estimates."""
+
+    async def summary(self, conversation_id: int) -> Summary | None: ...
+
+    async def save_summary(self, summary: Summary) -> None:
+        """Replace the conversation's summary (the messages it covers stay stored)."""
+        ...
+
+    async def messages_after(
+        self, conversation_id: int, after_id: int, limit: int
+    ) -> list[tuple[int, Message]]:
+        """(id, message) of the last `limit` messages with an id above `after_id`, oldest
+        first, starting at a user message when cut. The last user message and what follows it
+        are always included, even at or below `after_id` (the turn that answers it needs it,
+        e.g. after /retry removed the answer a summary had covered)."""
+        ...
+
+    async def token_ratio(self, model: str) -> TokenRatio | None: ...
+
+    async def save_token_ratio(self, ratio: TokenRatio) -> None: ...
+
+
 class Store(Protocol):
     """A backend: its parts, one transaction spanning them, and its lifecycle."""
 
@@ -327,6 +417,8 @@ class Store(Protocol):
     schedules: ScheduleStore
     chat_settings: ChatSettingsStore
     ops: OpsStore
+    cluster: ClusterStore | None  # None: one process at a time (SQLite)
+    context: ContextStore
 
     def transaction(self) -> contextlib.AbstractAsyncContextManager[None]:
         """Writes of every part inside the block commit together, or not at all."""

@@ -368,7 +368,7 @@ class StoreCounts:
     confirmations_pending: int
     jobs_running: int
     db_bytes: int
-    wal_bytes: int
+    wal_bytes: int | None  # None: no write-ahead log of the store's own (PostgreSQL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -423,3 +423,50 @@ class Forgotten:
         ]
         said = [f"{n} {one if n == 1 else many}" for n, one, many in words if n]
         return ", ".join(said) or "nothing"
+
+
+@dataclass(frozen=True, slots=True)
+class Adoption:
+    """What an instance took over (engine/_cluster.py): a dead instance's chats and running
+    jobs (`instance` its name), or chats and jobs that nobody held (`instance` "")."""
+
+    instance: str
+    chats: tuple[tuple[str, str], ...]  # (channel, chat id)
+    jobs: tuple[str, ...]  # job ids
+
+
+@dataclass(frozen=True, slots=True)
+class ServerInfo:
+    """A shared store's server as `relaybot doctor` reports it."""
+
+    version: str
+    round_trip_s: float  # the median of a few trivial statements
+    instances: tuple[str, ...]  # the live instances' names
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """The running summary of a conversation's older messages, sent in their place.
+
+    It covers the stored messages with ids `first_id`..`last_id` (inclusive); the messages stay
+    in the store, only what is sent changes.
+    """
+
+    conversation_id: int
+    text: str
+    first_id: int
+    last_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class TokenRatio:
+    """What a model's provider counts per token relaybot estimates, learned from its usage.
+
+    `window` is a context window the provider itself revealed (in an overflow error), when it is
+    smaller than the configured or discovered one.
+    """
+
+    model: str
+    ratio: float
+    samples: int
+    window: int | None = None

@@ -10,8 +10,23 @@ import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+from engine._store._api import (
+    ChatSettingsStore,
+    ClusterStore,
+    ConfirmationStore,
+    ContextStore,
+    ConversationStore,
+    GrantStore,
+    InboxStore,
+    JobStore,
+    NoteStore,
+    OpsStore,
+    ScheduleStore,
+    UsageStore,
+)
 from engine._store._sqlite_chat_settings import SqliteChatSettings
 from engine._store._sqlite_confirmations import SqliteConfirmations
+from engine._store._sqlite_context import SqliteContext
 from engine._store._sqlite_conversations import SqliteConversations
 from engine._store._sqlite_db import WAL_LIMIT_BYTES, SqliteDb
 from engine._store._sqlite_grants import SqliteGrants, SqliteUsage
@@ -31,16 +46,18 @@ class SqliteStore:
     ) -> None:
         self.db = SqliteDb(path, readonly=readonly, wal_limit_bytes=wal_limit_bytes)
         self.path = self.db.path
-        self.conversations = SqliteConversations(self.db)
-        self.inbox = SqliteInbox(self.db, self.conversations)
-        self.confirmations = SqliteConfirmations(self.db)
-        self.jobs = SqliteJobs(self.db)
-        self.notes = SqliteNotes(self.db)
-        self.grants = SqliteGrants(self.db)
-        self.usage = SqliteUsage(self.db)
-        self.schedules = SqliteSchedules(self.db)
-        self.chat_settings = SqliteChatSettings(self.db)
-        self.ops = SqliteOps(self.db, self.schedules)
+        self.conversations: ConversationStore = SqliteConversations(self.db)
+        self.inbox: InboxStore = SqliteInbox(self.db, self.conversations)
+        self.confirmations: ConfirmationStore = SqliteConfirmations(self.db)
+        self.jobs: JobStore = SqliteJobs(self.db)
+        self.notes: NoteStore = SqliteNotes(self.db)
+        self.grants: GrantStore = SqliteGrants(self.db)
+        self.usage: UsageStore = SqliteUsage(self.db)
+        self.schedules: ScheduleStore = SqliteSchedules(self.db)
+        self.chat_settings: ChatSettingsStore = SqliteChatSettings(self.db)
+        self.context: ContextStore = SqliteContext(self.db)
+        self.ops: OpsStore = SqliteOps(self.db, self.schedules)
+        self.cluster: ClusterStore | None = None  # one process per file (bot/_lock.py)
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[None]:

@@ -82,7 +82,7 @@ class SqliteConversations:
             "FROM messages WHERE conversation_id=? ORDER BY id DESC LIMIT ?",
             (conversation_id, limit),
         )
-        msgs = [_message(r) for r in reversed(rows)]
+        msgs = [message_from_row(r) for r in reversed(rows)]
         if len(rows) == limit:  # cut at a user message so no tool result loses its call
             while msgs and msgs[0].role is not Role.USER:
                 msgs.pop(0)
@@ -94,7 +94,7 @@ class SqliteConversations:
             "FROM messages WHERE conversation_id=? ORDER BY id DESC LIMIT 1",
             (conversation_id,),
         )
-        return _message(row) if row is not None else None
+        return message_from_row(row) if row is not None else None
 
     async def rewind(self, conversation_id: int, *, keep_question: bool = False) -> int:
         row = await self.db.one(
@@ -167,13 +167,14 @@ class SqliteConversations:
 
 def _image(image: Image) -> dict[str, Any]:
     """An image as stored: its reference, never its bytes (those are fetched again)."""
-    stored = {"type": image.media_type, "url": image.url, "name": image.name}
+    stored: dict[str, Any] = {"type": image.media_type, "url": image.url, "name": image.name}
     if image.ref is not None:
         stored |= {"ref": image.ref, "size": image.size}
     return stored
 
 
-def _message(r: sqlite3.Row) -> Message:
+def message_from_row(r: sqlite3.Row) -> Message:
+    """A stored message (its columns by name) as the neutral Message."""
     role = Role(r["role"])
     parts: list[Part] = []
     if role is Role.TOOL:

@@ -156,7 +156,7 @@ class SqliteDb:
         started = time.perf_counter()
         rows = await self.db.execute_fetchall(sql, params)
         metrics.STORE_READ.observe(time.perf_counter() - started)
-        return list(rows)  # type: ignore[arg-type]
+        return list(rows)
 
     async def checkpoint(self) -> bool:
         """Copy the WAL into the database and truncate it to nothing; False when a reader in

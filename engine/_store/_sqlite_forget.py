@@ -12,8 +12,7 @@ What belongs to a user:
 - everywhere, the inbox rows of their messages, their notes, confirmations, jobs (and the results
   those put into a conversation), schedules and their runs, the grants they gave, their usage and
   time zone; a group's settings they changed stay, without their id;
-- the running summaries (the context budget's ``summaries`` table, when the store has one) of
-  any conversation that lost a message they cover.
+- the running summary (the context budget's) of any conversation that lost a message it covers.
 
 A dry run does all of it and rolls back, so its counts are exact.
 """
@@ -59,6 +58,11 @@ async def forget_user(
                 raise _DryRun
     except _DryRun:
         pass
+    return forgotten(tally, chats)
+
+
+def forgotten(tally: _Tally, chats: Sequence[tuple[str, str]]) -> Forgotten:
+    """What the tally counted, and the private chats removed whole."""
     c = tally.counts
     return Forgotten(
         messages=c.get("messages", 0),
@@ -215,24 +219,15 @@ def _chunks(ids: Sequence[Any]) -> Iterable[tuple[Any, ...]]:
         yield tuple(ids[start : start + _CHUNK])
 
 
-# -- summaries (the context budget's table; a store without it has nothing to drop) ---------------
-
-
-async def _has_summaries(db: SqliteDb) -> bool:
-    row = await db.one("SELECT 1 FROM sqlite_master WHERE type='table' AND name='summaries'")
-    return row is not None
+# -- summaries (the context budget's) --------------------------------------------------------------
 
 
 async def _drop_summaries(db: SqliteDb, where: str, params: Sequence[Any]) -> int:
-    if not await _has_summaries(db):
-        return 0
     return await _delete(db, "summaries", where, params)
 
 
 async def _drop_covering(db: SqliteDb, conversation_id: int, deleted: Sequence[int]) -> int:
     """Drop the conversation's summary if it covers any of the `deleted` message ids."""
-    if not await _has_summaries(db):
-        return 0
     row = await db.one(
         "SELECT first_id, last_id FROM summaries WHERE conversation_id=?", (conversation_id,)
     )

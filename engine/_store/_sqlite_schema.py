@@ -1,7 +1,9 @@
 """The SQLite schema, as numbered migrations (PRAGMA user_version counts the ones applied).
 
-Never edit a released entry: add a new one. tests/test_store_migrations.py upgrades a file of
-every earlier version and checks what it holds afterwards.
+Never edit a released entry: add a new one, and its PostgreSQL dialect under the same number in
+``_pg_schema.py`` (tests/test_store_migrations.py checks that both backends end with the same
+tables and columns). It also upgrades a file of every earlier version and checks what it holds
+afterwards.
 """
 
 from __future__ import annotations
@@ -193,7 +195,50 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (channel, chat_id)
     );
     """,
-    # 7: operating it for months: who wrote each user message (so a user can be forgotten), when
+    # 7: the context budget: running summaries of conversations, learned token ratios per model
+    """
+    CREATE TABLE summaries (
+        conversation_id INTEGER PRIMARY KEY REFERENCES conversations(id),
+        text TEXT NOT NULL,
+        first_id INTEGER NOT NULL,
+        last_id INTEGER NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    CREATE TABLE token_ratios (
+        model TEXT PRIMARY KEY,
+        ratio REAL NOT NULL,
+        samples INTEGER NOT NULL,
+        max_window INTEGER,
+        updated_at REAL NOT NULL
+    );
+    """,
+    # 8: several instances on one database (PostgreSQL): who is alive, which instance holds
+    #    each chat and each channel's receiving side, which instance runs each job. A SQLite
+    #    store has one process and leaves them empty; they are here so both schemas match.
+    """
+    CREATE TABLE instances (
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL,
+        lease_s REAL NOT NULL,
+        started_at REAL NOT NULL,
+        heartbeat_at REAL NOT NULL
+    );
+    CREATE TABLE chat_leases (
+        channel TEXT NOT NULL,
+        chat_id TEXT NOT NULL,
+        instance INTEGER NOT NULL,
+        since REAL NOT NULL,
+        PRIMARY KEY (channel, chat_id)
+    );
+    CREATE INDEX chat_leases_instance ON chat_leases(instance);
+    CREATE TABLE receivers (
+        channel TEXT PRIMARY KEY,
+        instance INTEGER NOT NULL,
+        since REAL NOT NULL
+    );
+    ALTER TABLE jobs ADD COLUMN instance INTEGER;
+    """,
+    # 9: operating it for months: who wrote each user message (so a user can be forgotten), when
     #    a turn took its messages (`relaybot status`), the last error of each channel, indexes
     #    for pruning by age. Earlier user messages get their writer from the inbox: the one user
     #    of a private chat, or in a group the one user who wrote there under the speaker's name.

@@ -13,7 +13,15 @@ and the gateway at ``/gateway`` (``/gateway/resume`` is the ``resume_gateway_url
 Gateway: HELLO, IDENTIFY -> READY + GUILD_CREATE (one per guild, with its text channels and the
 bot as member), HEARTBEAT -> HEARTBEAT_ACK, RESUME -> the missed events then RESUMED, sequence
 numbers. A wrong token closes with 4004; ``privileged_intents=False`` closes with 4014 when the
-client asks for message content. REST: everything discord.py calls at start-up, messages
+client asks for message content.
+
+Shards: each IDENTIFY with ``shard: [id, count]`` opens that shard's session (an id outside the
+count closes with 4010); a guild's events go to shard ``(guild_id >> 22) % count``, DMs to shard
+0. ``guild_on_shard`` makes guild ids for a shard, ``identified()`` lists the IDENTIFYs,
+``wait_for_shard`` waits for a shard's session, and ``shards`` / ``max_concurrency`` are what
+``GET /gateway/bot`` recommends.
+
+REST: everything discord.py calls at start-up, messages
 (create/edit/delete), typing, DM channels, interaction callbacks and webhook follow-ups, and
 bulk command sync; a wrong bot token gets 401. Anything else is recorded and answered 404.
 
@@ -89,6 +97,7 @@ class Interaction:
 @dataclass
 class _Session:
     id: str
+    shard: int
     seq: int = 0
     log: list[Json] = field(default_factory=list)
     ws: web.WebSocketResponse | None = None
@@ -116,8 +125,13 @@ class FakeDiscord:
         users: Mapping[int, str] | None = None,
         bot_name: str = "relaybot",
         privileged_intents: bool = True,
+        shards: int = 1,
+        max_concurrency: int = 1,
     ) -> None:
         self.token = token
+        self.recommended_shards = shards  # what GET /gateway/bot recommends
+        self.max_concurrency = max_concurrency  # IDENTIFYs allowed per 5 s (by bucket)
+        self.shard_count = 1  # the count the bot identified with: routes the guilds' events
         self.guilds: dict[int, list[int]] = {g: list(c) for g, c in (guilds or {}).items()}
         self.users: dict[int, str] = dict(users or {})
         self.privileged_intents = privileged_intents
@@ -140,7 +154,7 @@ class FakeDiscord:
         self._bot_roles: dict[int, int] = {}  # guild id -> the bot's managed role there
         self.roles: dict[int, list[Json]] = {}  # guild id -> roles besides @everyone and the bot's
         self.member_roles: dict[tuple[int, int], list[int]] = {}  # (guild, user) -> role ids
-        self._session: _Session | None = None
+        self._sessions: dict[int, _Session] = {}  # shard id -> its gateway session
         self._cond = asyncio.Condition()
         self._runner: web.AppRunner | None = None
         self._port = 0
@@ -174,8 +188,9 @@ class FakeDiscord:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        if self._session is not None and self._session.ws is not None:
-            await self._session.ws.close(code=1001)
+        for session in self._sessions.values():
+            if session.ws is not None:
+                await session.ws.close(code=1001)
         if self._runner is not None:
             await self._runner.cleanup()
 
@@ -251,7 +266,7 @@ class FakeDiscord:
             msg["message_reference"] = {"message_id": str(reference), "channel_id": str(channel_id)}
             msg["referenced_message"] = self.messages.get(int(reference))
         self.messages[int(msg["id"])] = msg
-        await self._dispatch("MESSAGE_CREATE", msg)
+        await self._dispatch("MESSAGE_CREATE", msg, guild_id)
         return msg
 
     async def inject_button(
@@ -295,11 +310,36 @@ class FakeDiscord:
         self.roles.setdefault(guild_id, []).append(role)
         return role_id
 
-    async def drop_connection(self, code: int = 4000) -> None:
-        """Close the gateway websocket with a resumable code; later events are kept for RESUME."""
-        assert self._session is not None and self._session.ws is not None, "not connected"
-        ws, self._session.ws = self._session.ws, None
+    async def drop_connection(self, code: int = 4000, *, shard: int = 0) -> None:
+        """Close a shard's gateway websocket with a resumable code; later events are kept for
+        RESUME."""
+        session = self._sessions.get(shard)
+        assert session is not None and session.ws is not None, "not connected"
+        ws, session.ws = session.ws, None
         await ws.close(code=code)
+
+    def shard_of(self, guild_id: int | None) -> int:
+        """The shard a guild's events go to (DMs: shard 0), as Discord routes them."""
+        return 0 if guild_id is None else (guild_id >> 22) % self.shard_count
+
+    @staticmethod
+    def guild_on_shard(shard: int, shard_count: int, n: int = 1) -> int:
+        """A guild id (the `n`-th) whose events go to `shard` of `shard_count`."""
+        return ((n * shard_count + shard) << 22) | n
+
+    async def wait_for_shard(self, shard: int, timeout: float = 10.0) -> None:
+        """Until `shard` has a live gateway session (READY and its guilds sent)."""
+
+        def live() -> bool:
+            session = self._sessions.get(shard)
+            return session is not None and session.ws is not None and not session.ws.closed
+
+        async with asyncio.timeout(timeout), self._cond:
+            await self._cond.wait_for(live)
+
+    def identified(self) -> list[tuple[int, int]]:
+        """The [shard id, shard count] of every IDENTIFY, in order."""
+        return [tuple(p["d"].get("shard") or (0, 1)) for p in self.gateway_ops if p["op"] == 2]
 
     # ---- payloads
 
@@ -446,15 +486,19 @@ class FakeDiscord:
         loop = asyncio.get_running_loop()
         record = Interaction(int(payload["id"]), payload["token"], payload, loop.time())
         self.interactions[record.id] = record
-        await self._dispatch("INTERACTION_CREATE", payload)
+        await self._dispatch("INTERACTION_CREATE", payload, guild_id)
         return record
 
     # ---- gateway
 
-    async def _dispatch(self, event: str, data: Json) -> None:
-        session = self._session
+    async def _dispatch(self, event: str, data: Json, guild_id: int | None = None) -> None:
+        """Send an event on the shard of `guild_id` (DMs: shard 0)."""
+        session = self._sessions.get(self.shard_of(guild_id))
         if session is None:
-            raise RuntimeError("no gateway session: the bot has not identified")
+            raise RuntimeError(f"no gateway session on shard {self.shard_of(guild_id)}")
+        await self._emit(session, event, data)
+
+    async def _emit(self, session: _Session, event: str, data: Json) -> None:
         session.seq += 1
         frame = {"op": 0, "t": event, "s": session.seq, "d": data}
         session.log.append(frame)
@@ -488,35 +532,43 @@ class FakeDiscord:
                 await ws.close(code=4004, message=b"Authentication failed.")
             elif d.get("intents", 0) & _MESSAGE_CONTENT_INTENT and not self.privileged_intents:
                 await ws.close(code=4014, message=b"Disallowed intent(s).")
+            elif not 0 <= (shard := d.get("shard") or [0, 1])[0] < shard[1]:
+                await ws.close(code=4010, message=b"Invalid shard.")
             else:
-                await self._identify(ws)
+                await self._identify(ws, *shard)
         elif op == 6:  # RESUME
-            session = self._session
-            if session is None or d["session_id"] != session.id or d["token"] != self.token:
+            session = next((s for s in self._sessions.values() if s.id == d["session_id"]), None)
+            if session is None or d["token"] != self.token:
                 await ws.send_str(json.dumps({"op": 9, "d": False}))
                 return
             session.ws = ws
             for frame in session.log:
                 if frame["s"] > (d["seq"] or 0):
                     await ws.send_str(json.dumps(frame))
-            await self._dispatch("RESUMED", {})
+            await self._emit(session, "RESUMED", {})
 
-    async def _identify(self, ws: web.WebSocketResponse) -> None:
-        if self._session is not None and self._session.ws is not None:
-            await self._session.ws.close(code=4009)  # a new session replaces the old one
-        self._session = _Session(id=secrets.token_hex(16), ws=ws)
+    async def _identify(self, ws: web.WebSocketResponse, shard: int, shard_count: int) -> None:
+        old = self._sessions.get(shard)
+        if old is not None and old.ws is not None:
+            await old.ws.close(code=4009)  # a new session replaces the old one
+        self.shard_count = shard_count
+        session = self._sessions[shard] = _Session(id=secrets.token_hex(16), shard=shard, ws=ws)
+        guilds = [g for g in self.guilds if self.shard_of(g) == shard]
         ready = {
             "v": 10,
             "user": self._bot_user(),
-            "guilds": [{"id": str(g), "unavailable": True} for g in self.guilds],
-            "session_id": self._session.id,
+            "guilds": [{"id": str(g), "unavailable": True} for g in guilds],
+            "session_id": session.id,
             "resume_gateway_url": self.gateway_url + "/resume",
             "application": {"id": str(self.application_id), "flags": 0},
             "private_channels": [],
+            "shard": [shard, shard_count],
         }
-        await self._dispatch("READY", ready)
-        for guild_id in self.guilds:
-            await self._dispatch("GUILD_CREATE", self._guild(guild_id))
+        await self._emit(session, "READY", ready)
+        for guild_id in guilds:
+            await self._emit(session, "GUILD_CREATE", self._guild(guild_id))
+        async with self._cond:
+            self._cond.notify_all()
 
     # ---- REST
 
@@ -587,8 +639,10 @@ class FakeDiscord:
         )
 
     async def _get_gateway(self, call: Call) -> web.Response:
-        limit = {"total": 1000, "remaining": 999, "reset_after": 0, "max_concurrency": 1}
-        return _json({"url": self.gateway_url, "shards": 1, "session_start_limit": limit})
+        limit = {"total": 1000, "remaining": 999, "reset_after": 0}
+        limit["max_concurrency"] = self.max_concurrency
+        shards = self.recommended_shards
+        return _json({"url": self.gateway_url, "shards": shards, "session_start_limit": limit})
 
     async def _post_message(self, call: Call, channel_id: str) -> web.Response:
         body = call.json or {}

@@ -54,6 +54,20 @@ Voice: ``POST /v1/audio/transcriptions`` (multipart, as the SDK sends it) is rec
 ``llm.transcriptions`` (model, file name, content type, bytes) and answered with the next
 of ``llm.script_transcription(text_or_error, ...)``, else ``"transcript of <file name>"``.
 
+Tokens are counted by the fake's own tokenizer (:func:`count_tokens`: every run of up to six
+word characters and every punctuation mark is a token, plus a few per message, tool
+definitions included), which is deliberately not relaybot's estimate. ``usage.prompt_tokens``
+reports that count, ``llm.prompt_counts`` records it per request, and with ``context_window``
+set a request whose count (plus its ``max_tokens``) exceeds the window is refused the way the
+server of ``server_kind`` refuses it: OpenAI's 400 ``context_length_exceeded`` body ("openai",
+"ollama"), vLLM's or llama.cpp's own wording; ``llm.refused`` counts them. ``server_kind`` also
+says where the window is told: ``max_model_len`` in ``/v1/models`` (vllm), ``/props`` (llama.cpp),
+``/api/show`` with ``num_ctx`` (ollama); the others answer 404 there.
+
+A request without tools whose system message opens by asking for a summary is answered by
+:func:`summarize` (it does not consume the script) and recorded in ``llm.summary_requests``
+as well as ``llm.requests``.
+
 Standalone (for benchmarks in another process)::
 
     python -m tests.fakes.openai_server --port 8001 [--delay 0.05]
@@ -71,6 +85,8 @@ import inspect
 import itertools
 import json
 import random
+import re
+import signal
 import socket
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -92,10 +108,12 @@ __all__ = [
     "ToolCallSpec",
     "ToolCallsReply",
     "Transcription",
+    "count_tokens",
     "echo",
     "error",
     "hold",
     "images_in",
+    "summarize",
     "text",
     "tool_call",
     "tool_calls",
@@ -322,6 +340,67 @@ def echo(body: dict[str, Any]) -> TextReply:
     return TextReply("echo: ")
 
 
+_PIECE = re.compile(r"\w{1,6}|[^\w\s]")
+_MESSAGE_TOKENS = 3
+_IMAGE_TOKENS = 85
+
+
+def _pieces(text: str) -> int:
+    return len(_PIECE.findall(text))
+
+
+def count_tokens(body: Mapping[str, Any]) -> int:
+    """The fake's tokenizer: the prompt tokens of a chat request, tool definitions included."""
+    n = _MESSAGE_TOKENS
+    for msg in body.get("messages") or ():
+        if not isinstance(msg, dict):
+            continue
+        n += _MESSAGE_TOKENS + _pieces(_message_text(msg.get("content")))
+        content = msg.get("content")
+        if isinstance(content, list):
+            n += _IMAGE_TOKENS * sum(
+                1 for p in content if isinstance(p, dict) and p.get("type") == "image_url"
+            )
+        for call in msg.get("tool_calls") or ():
+            fn = call.get("function") or {}
+            called = f"{fn.get('name') or ''} {fn.get('arguments') or ''}"
+            n += _MESSAGE_TOKENS + _pieces(called)
+    if body.get("tools"):
+        n += _pieces(json.dumps(body["tools"]))
+    return n
+
+
+def is_summary_request(body: Mapping[str, Any]) -> bool:
+    """No tools, and a system message whose first sentence asks for a summary."""
+    messages = body.get("messages") or []
+    if body.get("tools") or not messages or not isinstance(messages[0], dict):
+        return False
+    system = messages[0]
+    first_sentence = _message_text(system.get("content")).split(". ", 1)[0]
+    return system.get("role") == "system" and "summary" in first_sentence.lower()
+
+
+def summarize(body: dict[str, Any], limit: int = 600) -> TextReply:
+    """A summary as the fake writes one: the lines of the last user message that are neither
+    headings (ending with a colon), placeholders in parentheses, nor what the assistant or a
+    tool said, joined in order and cut to `limit` characters. So whatever the summary so far
+    holds at its start stays there, and what users said is added while there is room."""
+    ask = ""
+    for msg in reversed(body.get("messages") or ()):
+        if isinstance(msg, dict) and msg.get("role") == "user":
+            ask = _message_text(msg.get("content"))
+            break
+    kept: list[str] = []
+    for line in ask.splitlines():
+        line = line.strip()
+        if not line or line.endswith(":") or (line.startswith("(") and line.endswith(")")):
+            continue
+        if line.startswith(("Assistant", "Tool")) or line in kept:
+            continue
+        kept.append(line)
+    return TextReply(" ".join(kept)[:limit] or "Nothing to note.")
+
+
 # --------------------------------------------------------------------------- faults
 
 
@@ -427,8 +506,16 @@ class FakeOpenAI:
         stream_chunk_delay_s: float = 0.0,
         host: str = "127.0.0.1",
         port: int = 0,
+        context_window: int | None = None,
+        server_kind: str = "openai",
     ) -> None:
         self.models: list[str] = list(models)
+        # refuse prompts longer than this (by count_tokens), as `server_kind` words it
+        self.context_window = context_window
+        self.server_kind = server_kind  # "openai", "vllm", "llama.cpp" or "ollama"
+        self.prompt_counts: list[int] = []
+        self.refused = 0
+        self.summary_requests: list[dict[str, Any]] = []
         self.default: ReplyLike = default
         self.delay_s = delay_s
         self.api_key = api_key
@@ -506,6 +593,8 @@ class FakeOpenAI:
         app.router.add_get("/v1/models", self._list_models)
         app.router.add_post("/v1/audio/transcriptions", self._transcribe)
         app.router.add_get("/v1/models/{model_id:.+}", self._get_model)
+        app.router.add_get("/props", self._props)
+        app.router.add_post("/api/show", self._show)
 
     async def stop(self) -> None:
         if self._runner is not None:
@@ -553,7 +642,61 @@ class FakeOpenAI:
         if (denied := self._check_auth(request)) is not None:
             return denied
         data = [{"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in self.models]
+        if self.server_kind == "vllm" and self.context_window is not None:
+            for entry in data:
+                entry["max_model_len"] = self.context_window
         return web.json_response({"object": "list", "data": data})
+
+    async def _props(self, request: web.Request) -> web.Response:
+        """llama.cpp's server properties (404 unless server_kind is "llama.cpp")."""
+        if self.server_kind != "llama.cpp" or self.context_window is None:
+            raise web.HTTPNotFound()
+        settings = {"n_ctx": self.context_window, "temperature": 0.8}
+        return web.json_response({"default_generation_settings": settings, "total_slots": 1})
+
+    async def _show(self, request: web.Request) -> web.Response:
+        """Ollama's model details (404 unless server_kind is "ollama")."""
+        if self.server_kind != "ollama":
+            raise web.HTTPNotFound()
+        body = await request.json()
+        if body.get("model") not in self.models:
+            missing = {"error": f"model '{body.get('model')}' not found"}
+            return web.json_response(missing, status=404)
+        params = f"num_ctx {self.context_window}\n" if self.context_window else ""
+        info = {"general.architecture": "llama", "llama.context_length": 131072}
+        return web.json_response({"parameters": params, "model_info": info})
+
+    def _overflow(self, count: int) -> web.Response:
+        window = self.context_window
+        self.refused += 1
+        if self.server_kind == "vllm":
+            message = (
+                f"This model's maximum context length is {window} tokens. However, you requested "
+                f"{count} tokens ({count} in the messages, 0 in the completion). Please reduce "
+                "the length of the messages or completion."
+            )
+            body: dict[str, Any] = {
+                "object": "error",
+                "message": message,
+                "type": "BadRequestError",
+                "param": None,
+                "code": 400,
+            }
+            return web.json_response(body, status=400)
+        if self.server_kind == "llama.cpp":
+            message = (
+                f"request ({count} tokens) exceeds the available context size ({window} "
+                "tokens), try increasing it"
+            )
+            err = {"code": 400, "message": message, "type": "exceed_context_size_error"}
+            return web.json_response({"error": err}, status=400)
+        message = (
+            f"This model's maximum context length is {window} tokens. However, your messages "
+            f"resulted in {count} tokens. Please reduce the length of the messages."
+        )
+        return _error_response(
+            400, message, "invalid_request_error", "context_length_exceeded", "messages"
+        )
 
     async def _get_model(self, request: web.Request) -> web.Response:
         if (denied := self._check_auth(request)) is not None:
@@ -642,9 +785,20 @@ class FakeOpenAI:
         if self.reject_unknown_models and body["model"] not in self.models:
             return self._model_not_found(body["model"])
 
+        count = count_tokens(body)
+        self.prompt_counts.append(count)
+        if self.context_window is not None:
+            reserved = int(body.get("max_tokens") or body.get("max_completion_tokens") or 0)
+            if count + reserved > self.context_window:
+                return self._overflow(count)
+
+        picked: ReplyLike
         fault = self.faults.draw(body) if self.faults is not None else None
         if fault is not None:
             picked = fault
+        elif is_summary_request(body):
+            self.summary_requests.append(body)
+            picked = summarize
         else:
             picked = self._queue.popleft() if self._queue else self.default
         if self.delay_s:
@@ -672,7 +826,7 @@ class FakeOpenAI:
         else:  # pragma: no cover - _resolve only returns the kinds above
             raise TypeError(f"unsupported reply {reply!r}")
 
-        usage = reply.usage or self._usage(len(raw), content, calls)
+        usage = reply.usage or self._usage(count, content, calls)
         model = body["model"]
         completion_id = f"chatcmpl-{next(self._completion_ids)}"
         if body.get("stream"):
@@ -713,12 +867,9 @@ class FakeOpenAI:
 
     @staticmethod
     def _usage(
-        request_bytes: int, content: str | None, calls: list[tuple[str, str, str]]
+        prompt: int, content: str | None, calls: list[tuple[str, str, str]]
     ) -> dict[str, int]:
-        # rough "4 characters per token" estimate; cheap and deterministic
-        prompt = max(1, request_bytes // 4)
-        out_chars = len(content or "") + sum(len(n) + len(a) for _, n, a in calls)
-        completion = max(1, out_chars // 4)
+        completion = max(1, _pieces(content or "") + sum(_pieces(n + a) for _, n, a in calls))
         return {
             "prompt_tokens": prompt,
             "completion_tokens": completion,
@@ -806,11 +957,40 @@ def _tool_then_text(body: dict[str, Any]) -> ReplyLike:
     return text("done")
 
 
-async def _serve(port: int, delay_s: float, mode: str) -> None:
-    default: ReplyLike = _tool_then_text if mode == "tool" else echo
-    async with FakeOpenAI(port=port, delay_s=delay_s, default=default) as llm:
+def _first_tool_then_text(body: dict[str, Any]) -> ReplyLike:
+    """Call the first tool offered (no arguments) after a user message, else answer."""
+    messages = body.get("messages") or []
+    tools = body.get("tools") or []
+    if tools and messages and messages[-1].get("role") == "user":
+        return tool_call(tools[0]["function"]["name"], {})
+    return text("I read it. Anything else?")
+
+
+_MODES: dict[str, ReplyLike] = {
+    "echo": echo,
+    "tool": _tool_then_text,
+    "first-tool": _first_tool_then_text,
+}
+
+
+async def _serve(port: int, delay_s: float, mode: str, window: int | None, kind: str) -> None:
+    llm = FakeOpenAI(
+        port=port, delay_s=delay_s, default=_MODES[mode], context_window=window, server_kind=kind
+    )
+    async with llm:
         print(f"fake OpenAI listening on {llm.base_url}", flush=True)
-        await asyncio.Event().wait()
+        stop = asyncio.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            asyncio.get_running_loop().add_signal_handler(sig, stop.set)
+        try:
+            await stop.wait()
+        finally:
+            counts = llm.prompt_counts or [0]
+            print(
+                f"{len(llm.requests)} requests ({len(llm.summary_requests)} for summaries), "
+                f"largest prompt {max(counts)} tokens, refused as too long: {llm.refused}",
+                flush=True,
+            )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -819,13 +999,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--delay", type=float, default=0.0, help="seconds per request")
     parser.add_argument(
         "--mode",
-        choices=["echo", "tool"],
+        choices=sorted(_MODES),
         default="echo",
-        help="echo: echo the user; tool: call add() after a user message, else text",
+        help="echo: echo the user; tool: call add() after a user message, else text; "
+        "first-tool: call the first tool offered after a user message, else text",
     )
+    parser.add_argument("--context-window", type=int, help="refuse longer prompts (tokens)")
+    parser.add_argument("--kind", default="openai", choices=["openai", "vllm", "llama.cpp"])
     args = parser.parse_args(argv)
     try:
-        asyncio.run(_serve(args.port, args.delay, args.mode))
+        asyncio.run(_serve(args.port, args.delay, args.mode, args.context_window, args.kind))
     except KeyboardInterrupt:
         pass
 

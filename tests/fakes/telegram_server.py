@@ -26,6 +26,10 @@ bytes and return the JSON to pass to `inject_message(photo=..., document=..., vo
 getFile answers with a file_path (and refuses files over 20 MB, as Telegram does) and
 `GET /file/bot<token>/<file_path>` serves the bytes; `downloads` lists the file_ids fetched.
 getChatMember answers "administrator" for the users in `chat_admins[chat]`, else "member".
+
+Webhooks: setWebhook / deleteWebhook / getWebhookInfo, and while a webhook is set the queued
+updates are POSTed to it as Telegram does (getUpdates then answers 409); `webhook` controls and
+records that side (tests/fakes/telegram_webhook.py).
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+
+from tests.fakes.telegram_webhook import FakeWebhook
 
 BOT_ID = 7000000001
 BOT_USERNAME = "relay_test_bot"
@@ -211,6 +217,7 @@ class FakeTelegram:
         self._closing = False
         self._waiters: list[_Waiter] = []
         self._runner: web.AppRunner | None = None
+        self.webhook = FakeWebhook(lambda: self._updates)  # see telegram_webhook.py
 
     # lifecycle -------------------------------------------------------------------------------
     async def __aenter__(self) -> FakeTelegram:
@@ -230,6 +237,7 @@ class FakeTelegram:
     async def __aexit__(self, *exc: object) -> None:
         self._closing = True
         self._wakeup.set()
+        await self.webhook.aclose()
         if self._runner is not None:
             await self._runner.cleanup()
 
@@ -250,6 +258,7 @@ class FakeTelegram:
         """Queue `update` as is (its update_id is assigned when missing)."""
         update.setdefault("update_id", next(self._update_ids))
         self._updates.append(update)
+        self.webhook.kick()
         self._wakeup.set()
         self._wakeup = asyncio.Event()
         return update
@@ -489,6 +498,9 @@ class FakeTelegram:
         }
 
     async def _api_getUpdates(self, params: dict[str, Any]) -> list[dict[str, Any]]:
+        if self.webhook.url:
+            raise ApiError(409, "Conflict: can't use getUpdates method while webhook is active; "
+                           "use deleteWebhook to delete the webhook first")  # fmt: skip
         offset = int(params.get("offset") or 0)
         if self.on_get_updates is not None:
             self.on_get_updates(offset or None)
@@ -573,8 +585,19 @@ class FakeTelegram:
         ).split()
         return {"status": "administrator", "user": user} | dict.fromkeys(rights, False)
 
-    async def _api_deleteWebhook(self, _: dict[str, Any]) -> bool:
+    async def _api_setWebhook(self, params: dict[str, Any]) -> bool:
+        try:
+            self.webhook.set(params)
+        except ValueError as exc:
+            raise ApiError(400, str(exc)) from None
         return True
+
+    async def _api_deleteWebhook(self, params: dict[str, Any]) -> bool:
+        self.webhook.delete(bool(params.get("drop_pending_updates")))
+        return True
+
+    async def _api_getWebhookInfo(self, _: dict[str, Any]) -> dict[str, Any]:
+        return self.webhook.info()
 
     # files users send ------------------------------------------------------------------------
     def _keep(self, content: bytes, folder: str, suffix: str) -> dict[str, Any]:

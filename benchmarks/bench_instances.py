@@ -1,0 +1,189 @@
+"""Benchmark several instances on one PostgreSQL store against the fakes (issue 20).
+
+    .venv/bin/python benchmarks/bench_instances.py
+
+For 1, 2 and 3 `relaybot run` processes on one PostgreSQL database (a server this script
+starts, tests/postgres.py) and for 1 on SQLite: messages per second with an instant model (30
+users × 10 messages, each user waiting for the answer before the next), the wall time until 100
+users writing at once are all answered by a model that takes 1 s, and, with more than one
+instance, the takeover time: from the SIGKILL of an instance whose turns wait for the model
+until the first answer in one of its chats. Every message's answers are counted (the crash
+rig's tokens): lost and duplicated must both be 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks._crash_rig import Daemon, Ledger, TokenModel, token, write_files  # noqa: E402
+from tests.fakes.openai_server import FakeOpenAI  # noqa: E402
+from tests.fakes.telegram_server import FakeTelegram  # noqa: E402
+from tests.postgres import PostgresServer  # noqa: E402
+
+
+@dataclass
+class Result:
+    label: str
+    per_s: float = 0.0
+    burst_s: float = 0.0
+    takeover_s: float | None = None
+    lost: int = 0
+    duplicated: int = 0
+
+
+class Run:
+    def __init__(self, tg: FakeTelegram, model: TokenModel, ledger: Ledger) -> None:
+        self.tg = tg
+        self.model = model
+        self.ledger = ledger
+        self.sent: list[str] = []
+        self._n = 0
+
+    def say(self, chat: int) -> str:
+        self._n += 1
+        tok = token(self._n)
+        self.tg.inject_message(chat, chat, f"{tok} hello")
+        self.sent.append(tok)
+        return tok
+
+    async def answered(self, tokens: list[str], timeout: float = 120) -> None:
+        await self.ledger.wait_until(lambda: self.ledger.answered(tokens), timeout)
+
+    async def converse(self, chat: int, messages: int) -> None:
+        for _ in range(messages):
+            await self.answered([self.say(chat)])
+
+    def counts(self) -> tuple[int, int]:
+        per = [len(self.ledger.answers(t)) for t in self.sent]
+        return sum(1 for n in per if n == 0), sum(n - 1 for n in per if n > 1)
+
+
+async def measure(
+    label: str, instances: int, pg: PostgresServer | None, args: argparse.Namespace
+) -> Result:
+    url = pg.new_database(migrated=False) if pg is not None else None
+    loop = asyncio.get_running_loop()
+    result = Result(label)
+    with tempfile.TemporaryDirectory() as tmp:
+        async with FakeTelegram() as tg:
+            model = TokenModel()
+            async with FakeOpenAI(default=model) as llm:
+                ledger = Ledger()
+                tg.answer_listeners.append(ledger.see)
+                names = [chr(ord("a") + i) for i in range(instances)]
+                daemons = [
+                    Daemon(
+                        write_files(
+                            Path(tmp), tg, llm.base_url, store_url=url, instance=n if url else ""
+                        ),
+                        tg,
+                    )
+                    for n in names
+                ]
+                run = Run(tg, model, ledger)
+                try:
+                    await daemons[0].start()
+                    await asyncio.gather(*(d.start(polls=False) for d in daemons[1:]))
+                    t0 = loop.time()
+                    await asyncio.gather(
+                        *(run.converse(20_000 + u, args.messages) for u in range(args.users))
+                    )
+                    result.per_s = args.users * args.messages / (loop.time() - t0)
+
+                    model.delay_s = (1.0, 1.0)
+                    t0 = loop.time()
+                    burst = [run.say(30_000 + u) for u in range(args.burst)]
+                    await run.answered(burst)
+                    result.burst_s = loop.time() - t0
+                    model.delay_s = (0.0, 0.0)
+
+                    if pg is not None and url is not None and instances > 1:
+                        result.takeover_s = await takeover(run, daemons, pg, url, llm, args)
+                    for d in daemons:
+                        if d.running:
+                            await d.terminate()
+                finally:
+                    for d in daemons:
+                        if d.running:
+                            d.kill_now()
+                            await d.wait_dead()
+                result.lost, result.duplicated = run.counts()
+    return result
+
+
+async def takeover(
+    run: Run,
+    daemons: list[Daemon],
+    pg: PostgresServer,
+    url: str,
+    llm: FakeOpenAI,
+    args: argparse.Namespace,
+) -> float:
+    """SIGKILL the instance holding the most chats while every chat's turn waits for the
+    model; the time until the first answer in one of the chats it held."""
+    loop = asyncio.get_running_loop()
+    database = url.split("/")[3].split("?")[0]
+    run.model.gate.clear()
+    before = len(llm.requests)
+    chats = [40_000 + u for u in range(args.users)]
+    tokens = {chat: run.say(chat) for chat in chats}
+    await llm.wait_requests(before + len(chats), timeout=60)
+    held = pg.psql(
+        "SELECT i.name || ' ' || l.chat_id FROM chat_leases l JOIN instances i "
+        "ON i.id = l.instance",
+        database,
+    ).split()
+    owners = dict(zip(held[1::2], held[0::2], strict=True))  # chat id → instance name
+    name = max(set(owners.values()), key=list(owners.values()).count)
+    victim = next(d for d in daemons if d.files.instance == name)
+    victim.kill_now()
+    await victim.wait_dead()
+    dead_at = loop.time()
+    run.model.gate.set()
+    await run.answered(list(tokens.values()))
+    theirs = [tokens[int(chat)] for chat, owner in owners.items() if owner == name]
+    return min(run.ledger.answers(t)[0].accepted_at for t in theirs) - dead_at
+
+
+async def main_async(args: argparse.Namespace) -> int:
+    results = [await measure("1 instance, SQLite", 1, None, args)]
+    pg = PostgresServer()
+    pg.start()
+    try:
+        for n in args.instances:
+            label = f"{n} instance{'s' if n > 1 else ''}, PostgreSQL"
+            results.append(await measure(label, n, pg, args))
+    finally:
+        pg.stop()
+    print(
+        f"{'':28} {'messages/s':>11} {f'{args.burst} users, LLM 1 s':>20} "
+        f"{'takeover':>9} {'lost':>5} {'dup':>4}"
+    )
+    for r in results:
+        took = f"{r.takeover_s:.1f} s" if r.takeover_s is not None else "-"
+        print(
+            f"{r.label:28} {r.per_s:11.0f} {r.burst_s:18.2f} s {took:>9} "
+            f"{r.lost:5d} {r.duplicated:4d}"
+        )
+    return 1 if any(r.lost or r.duplicated for r in results) else 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--users", type=int, default=30)
+    parser.add_argument("--messages", type=int, default=10, help="messages per user")
+    parser.add_argument("--burst", type=int, default=100, help="users writing at once")
+    parser.add_argument("--instances", type=int, nargs="+", default=[1, 2, 3])
+    return asyncio.run(main_async(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

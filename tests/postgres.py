@@ -1,0 +1,166 @@
+"""A real PostgreSQL server for the tests: Debian's `postgresql` package, one server per test
+session in a temporary directory, listening on a Unix socket only (nothing on the network).
+
+The server refuses to run as root, so under root (CI, this machine) it runs as the `postgres`
+system user the package creates (`runuser`); otherwise as the current user. Each test gets its
+own database, copied from a template that is already migrated (`CREATE DATABASE … TEMPLATE`),
+which takes a few tens of milliseconds.
+
+Without the package the PostgreSQL tests skip, except under CI=true, where they must run: a
+server that cannot start fails them with its log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import glob
+import itertools
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+TEMPLATE = "relaybot_template"
+
+
+def binaries() -> Path | None:
+    """The directory holding initdb and pg_ctl (the newest installed version)."""
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"), key=_version)
+    if found:
+        return Path(found[-1]).parent
+    pg_ctl = shutil.which("pg_ctl")
+    return Path(pg_ctl).resolve().parent if pg_ctl else None
+
+
+def _version(path: str) -> float:
+    part = path.split("/")[4]
+    return float(part) if part.replace(".", "").isdigit() else 0.0
+
+
+def _free_port() -> int:
+    with contextlib.closing(socket.socket()) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class PostgresServer:
+    def __init__(self) -> None:
+        bindir = binaries()
+        if bindir is None:
+            raise RuntimeError("PostgreSQL is not installed (apt-get install postgresql)")
+        self.bindir = bindir
+        self.root = Path(tempfile.mkdtemp(prefix="relaybot-pg-"))
+        self.data = self.root / "data"
+        self.port = _free_port()  # names the socket file; nothing listens on TCP
+        self.as_root = os.geteuid() == 0
+        self._names = itertools.count(1)
+
+    def _run(self, *argv: str) -> None:
+        prefix = ["runuser", "-u", "postgres", "--"] if self.as_root else []
+        subprocess.run([*prefix, *argv], check=True, capture_output=True, timeout=120)
+
+    def start(self) -> None:
+        if self.as_root:
+            shutil.chown(self.root, "postgres")
+        self.root.chmod(0o755)
+        self._run(
+            str(self.bindir / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres",
+            "-E", "UTF8", "--no-sync",
+        )  # fmt: skip
+        options = self._options = (
+            f"-k {self.root} -c listen_addresses='' -p {self.port} -c fsync=off "
+            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=300"
+        )
+        try:
+            self._run(
+                str(self.bindir / "pg_ctl"), "-D", str(self.data), "-o", options,
+                "-l", str(self.root / "server.log"), "-w", "-t", "60", "start",
+            )  # fmt: skip
+        except subprocess.CalledProcessError as exc:
+            raise RuntimeError(f"PostgreSQL did not start:\n{self.log()}") from exc
+        self.psql(f"CREATE DATABASE {TEMPLATE}")
+        _in_thread(_migrate(self.url(TEMPLATE)))
+
+    def halt(self) -> None:
+        """Stop the server, keeping its data (the database becomes unreachable)."""
+        self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop")
+
+    def resume(self) -> None:
+        """Start the halted server again."""
+        self._run(
+            str(self.bindir / "pg_ctl"), "-D", str(self.data), "-o", self._options,
+            "-l", str(self.root / "server.log"), "-w", "-t", "60", "start",
+        )  # fmt: skip
+
+    def stop(self) -> None:
+        with contextlib.suppress(Exception):
+            self._run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "stop")
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def log(self) -> str:
+        try:
+            return (self.root / "server.log").read_text(errors="replace")[-4000:]
+        except OSError:
+            return "(no server log)"
+
+    def url(self, database: str = "postgres") -> str:
+        return f"postgresql://postgres@/{database}?host={self.root}&port={self.port}"
+
+    def psql(self, sql: str, database: str = "postgres") -> str:
+        done = subprocess.run(
+            ["psql", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h", str(self.root),
+             "-p", str(self.port), "-U", "postgres", "-d", database, "-c", sql],
+            check=True, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        return done.stdout.strip()
+
+    def new_database(self, *, migrated: bool = True) -> str:
+        """A fresh database (migrated to the current schema, or empty); returns its URL."""
+        name = f"t{os.getpid()}_{next(self._names)}"
+        template = TEMPLATE if migrated else "template0"
+        self.psql(f"CREATE DATABASE {name} TEMPLATE {template}")
+        return self.url(name)
+
+
+async def _migrate(url: str) -> None:
+    from engine._store._pg import PgStore
+
+    async with PgStore(url):
+        pass
+
+
+def _in_thread(coro: Any) -> None:
+    """Run `coro` to the end in a loop of its own (the caller may be inside a running loop)."""
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            asyncio.run(coro)
+        except BaseException as exc:
+            failed.append(exc)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    worker.join()
+    if failed:
+        raise RuntimeError(f"could not migrate the template database: {failed[0]}")
+
+
+def start_or_skip() -> PostgresServer:
+    """The session's server; skips without PostgreSQL, fails under CI=true."""
+    must = os.environ.get("CI", "").lower() == "true"
+    try:
+        server = PostgresServer()
+        server.start()
+    except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+        if must:
+            pytest.fail(f"CI=true needs the PostgreSQL tests, and the server failed: {exc}")
+        pytest.skip(f"no PostgreSQL server for these tests: {exc}")
+    return server

@@ -1,0 +1,92 @@
+"""What instances sharing a PostgreSQL store keep there (engine/_store/_pg_cluster.py), checked
+directly against a real server: chat leases, the receiving side, adoption of a dead instance,
+and the sweep for work nobody holds. The engine's use of them is tested with real processes
+in tests/test_instances.py."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+
+from engine._store._pg import PgStore
+from engine._store._pg_cluster import PgCluster
+from tests.postgres import PostgresServer
+from tests.test_store_contract import inbound
+
+
+@pytest.fixture
+async def pair(postgres: PostgresServer) -> AsyncIterator[tuple[PgStore, PgStore, str]]:
+    url = postgres.new_database()
+    a, b = PgStore(url), PgStore(url)
+    await a.open()
+    await b.open()
+    try:
+        yield a, b, url.split("/")[3].split("?")[0]
+    finally:
+        await a.close()
+        await b.close()
+
+
+def cluster(store: PgStore) -> PgCluster:
+    assert isinstance(store.cluster, PgCluster)
+    return store.cluster
+
+
+async def test_a_chat_and_a_channel_are_held_by_one_live_instance_at_a_time(
+    pair: tuple[PgStore, PgStore, str],
+) -> None:
+    a, b, _ = pair
+    ca, cb = cluster(a), cluster(b)
+    await ca.join("a", 5)
+    await cb.join("b", 5)
+    assert await ca.claim("t", "c1")
+    assert not await cb.claim("t", "c1")
+    assert await ca.claim("t", "c1")  # its own, again (a release that never arrived)
+    assert await cb.holder("t", "c1") == "a"
+    await ca.release("t", "c1")
+    assert await cb.claim("t", "c1") and await ca.holder("t", "c1") == "b"
+    assert await ca.receive("telegram") and await ca.receive("telegram")
+    assert not await cb.receive("telegram")
+    await ca.stop_receiving("telegram")
+    assert await cb.receive("telegram")
+
+
+async def test_a_dead_instance_is_adopted_once_with_its_chats_and_jobs(
+    pair: tuple[PgStore, PgStore, str], postgres: PostgresServer
+) -> None:
+    a, b, database = pair
+    ca, cb = cluster(a), cluster(b)
+    await ca.join("a", 5)
+    await cb.join("b", 5)
+    assert await ca.claim("t", "c1") and await ca.claim("x", "c2")
+    conv = await a.conversations.active("t", "c1")
+    await a.jobs.add(conv, "j1", "u1", "remind_me", {}, resumable=True)
+    assert await ca.receive("telegram")
+    assert await cb.adopt(["t"]) is None  # a is alive
+    postgres.psql("UPDATE instances SET heartbeat_at = 0 WHERE name = 'a'", database)
+    taken = await cb.adopt(["t"])
+    assert taken is not None and taken.instance == "a"
+    assert taken.chats == (("t", "c1"),) and taken.jobs == ("j1",)
+    assert await cb.adopt(["t"]) is None  # once
+    assert await cb.holder("t", "c1") == "b"
+    assert await cb.holder("x", "c2") is None  # b has no channel x: let go
+    assert await cb.receive("telegram")  # the dead one's receiving side is free
+    assert not await ca.heartbeat()  # a learns it was taken over
+
+
+async def test_the_sweep_claims_work_nobody_holds_but_not_messages_held_back(
+    pair: tuple[PgStore, PgStore, str],
+) -> None:
+    a, b, _ = pair
+    ca, cb = cluster(a), cluster(b)
+    await ca.join("a", 5)
+    await cb.join("b", 5)
+    await a.inbox.accept(inbound("hi", "m1", chat_id="free"))
+    await a.inbox.accept(inbound("hi", "m2", chat_id="held"))
+    await a.inbox.accept(inbound("later", "m3", chat_id="later"), hold_until=time.time() + 60)
+    assert await ca.claim("t", "held")
+    swept = await cb.orphans(["t"])
+    assert swept.chats == (("t", "free"),)
+    assert (await cb.orphans(["t"])).chats == ()  # claimed now
