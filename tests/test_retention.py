@@ -7,9 +7,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from engine import InboundMessage, Message, SqliteStore
+from engine import InboundMessage, Message, SqliteStore, Store
 from engine._housekeeping import Housekeeping, Retention
 from engine._metrics import ErrorLog, use_error_log
+from engine._store._pg import PgStore
+from tests.postgres import PostgresServer
 
 WAL_LIMIT = 1024 * 1024
 ROUNDS = 6
@@ -17,7 +19,7 @@ PER_ROUND = 400
 CHATS = 50
 
 
-async def one_exchange(store: SqliteStore, n: int) -> None:
+async def one_exchange(store: Store, n: int) -> None:
     """A message as the daemon handles it: accepted, taken, answered, delivered."""
     chat = f"c{n % CHATS}"
     msg = InboundMessage("t", chat, f"u{n % CHATS}", "Ann", f"question {n} " + "x" * 300, f"m{n}")
@@ -84,3 +86,34 @@ def test_pruning_runs_often_enough_for_the_shortest_retention() -> None:
     assert Retention().prune_every_s == 3600
     assert Retention(settled_days=7, keep_days=1 / 1440).prune_every_s == 10  # a minute: 10 s
     assert Retention(settled_days=0.1).prune_every_s == 864
+
+
+async def test_housekeeping_on_postgresql_stores_errors_and_prunes_with_no_wal_work(
+    postgres: PostgresServer,
+) -> None:
+    errors = ErrorLog()
+    stop = use_error_log(errors)
+    try:
+        async with PgStore(postgres.new_database()) as store:
+            trimmed: list[bool] = []
+            keeper = Housekeeping(
+                store,
+                Retention(settled_days=7, keep_days=1e-9),  # history: only what is newer
+                lambda: 0,  # idle: SQLite's WAL would be truncated now
+                trimmed=lambda: trimmed.append(True),
+            )
+            for n in range(50):
+                await one_exchange(store, n)
+            errors.note("telegram", "sendMessage: HTTP 502")
+            await keeper.tick()  # the first tick prunes too
+            assert trimmed == [True]  # the cached summaries are let go
+            [error] = (await store.ops.status()).errors
+            assert (error.channel, error.text) == ("telegram", "sendMessage: HTTP 502")
+            counts = await store.ops.counts()
+            assert counts.db_bytes > 0 and counts.wal_bytes is None
+            assert (await store.ops.status()).messages == 0
+            assert (await keeper.prune()).total == 0 and trimmed == [True]  # nothing more
+            pruned = await store.ops.prune(time.time() + 1)
+            assert pruned.inbox == 50  # the deliveries went with their messages
+    finally:
+        stop()
