@@ -24,6 +24,7 @@ from bot._lock import StoreLock
 from bot.app import App
 from bot.config import Config
 from engine import Action, Command, Message, SqliteStore
+from engine._store import Summary
 from tests.fakes.openai_server import FakeOpenAI, error, hold, text, tool_call
 from tests.fakes.recording_channel import RecordingChannel
 from tests.fakes.telegram_server import FakeTelegram
@@ -376,6 +377,35 @@ async def test_forget_me_asks_then_deletes_only_the_asker(
             channel.message("/forget_me", chat_id="dm-u1"), Command.FORGET_ME
         )
         assert again.text == "I have nothing stored about you." and not again.buttons
+
+
+async def test_a_summary_covering_a_forgotten_user_is_never_sent_again(
+    make_config: Callable[..., Config], llm: FakeOpenAI
+) -> None:
+    """The daemon keeps summaries it read in memory: forgetting drops those too."""
+    channel = RecordingChannel()
+    async with App(make_config(), channels=[channel]) as app:
+        d = app.dispatcher
+        d.settings.allowed_users["test"] = {"u1", "u2"}
+        conv = await app.store.conversations.active("test", "g", is_private=False)
+        first = await app.store.conversations.append(
+            conv.id, Message.user("my secret plan", speaker="user-u1"), user_id="u1"
+        )
+        last = await app.store.conversations.append(conv.id, Message.assistant("noted"))
+        await app.store.context.save_summary(Summary(conv.id, "SECRET-SUMMARY", first, last))
+
+        async def turn(said: str) -> str:
+            llm.script(text("I cannot say."))
+            await d.handle_inbound(
+                channel.message(said, chat_id="g", user_id="u2", is_private=False)
+            )
+            await d.wait_idle("test", "g")
+            return json.dumps(llm.requests[-1])
+
+        assert "SECRET-SUMMARY" in await turn("what was the plan?")  # read, and kept in memory
+        done = await d.handle_action(Action("test", "g", "u1", "forget:yes:u1"))
+        assert "1 conversation summary" in done.text
+        assert "SECRET-SUMMARY" not in await turn("and now?")
 
 
 async def test_forget_from_the_command_line_asks_and_waits_for_the_daemon(
