@@ -22,6 +22,7 @@ store).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -83,7 +84,8 @@ PLATFORM_RETRIES = Counter(
 )
 STORE_SECONDS = Histogram(
     "relaybot_store_operation_duration_seconds",
-    "Time a store call took, queueing for the database thread included (read, write, commit)",
+    "Time a store call took (read, write, commit), waiting for SQLite's thread or a PostgreSQL "
+    "connection included",
     ["operation"],
     buckets=_STORE_BUCKETS,
 )
@@ -194,6 +196,9 @@ def set_state(
     STORE_BYTES.labels("db").set(db_bytes)
     if wal_bytes is not None:  # SQLite's; a PostgreSQL server keeps its own
         STORE_BYTES.labels("wal").set(wal_bytes)
+    else:
+        with contextlib.suppress(KeyError):  # no figure rather than a stale one
+            STORE_BYTES.remove("wal")
 
 
 # -- the last error of each channel --------------------------------------------------------------
