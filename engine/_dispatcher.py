@@ -195,14 +195,14 @@ class Dispatcher:
     async def _forgotten(self, done: Forgotten) -> None:
         """A user was forgotten (/forget_me): stop their jobs, let go of their private chats'
         settings and of cached summaries; tell the other instances to do the same."""
-        self.background.runner.cancel(done.job_ids)
+        await self.background.runner.cancel(done.job_ids)
         self.chat_settings.drop(done.private_chats)
         self._drop_cached_summaries()
         if self.cluster is not None:
             await self.cluster.forgot(done.job_ids)
 
     async def _forgotten_elsewhere(self, job_ids: list[str]) -> None:
-        self.background.runner.cancel(job_ids)
+        await self.background.runner.cancel(job_ids)
         self._drop_cached_summaries()
         await self.chat_settings.load()  # what is no longer stored goes
 

@@ -102,12 +102,13 @@ class JobRunner:
         except Exception:
             log.exception("delivering the result of job %s failed", job.id)
 
-    def cancel(self, job_ids: Iterable[str]) -> None:
-        """Stop these jobs if they run (their results are never reported)."""
-        for job_id in job_ids:
-            task = self._tasks.get(job_id)
-            if task is not None:
-                task.cancel()
+    async def cancel(self, job_ids: Iterable[str]) -> None:
+        """Stop these jobs if they run (their results are never reported); returns once they
+        have stopped."""
+        tasks = [t for t in map(self._tasks.get, job_ids) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def aclose(self) -> None:
         tasks = list(self._tasks.values())

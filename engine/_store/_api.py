@@ -305,7 +305,8 @@ class OpsStore(Protocol):
         ...
 
     async def compact(self) -> None:
-        """Give space back between bursts (SQLite: checkpoint and truncate the WAL)."""
+        """Give space back between bursts (SQLite: checkpoint and truncate the WAL; PostgreSQL:
+        nothing, the server keeps its own log)."""
         ...
 
     async def forget_user(
