@@ -826,8 +826,11 @@ async def long_run(args: argparse.Namespace, directory: Path) -> int:
                     rate = (n - since) / (time.monotonic() - window_start)
                     _print_reading(reading, rate, latencies)
                     latencies.clear()
-                    tg.calls.clear()  # the fake's own records: this script needs none of them
+                    # the fakes' own records: this script needs none of them
+                    tg.calls.clear()
                     tg.messages.clear()
+                    for kept in (llm.requests, llm.prompt_counts, llm.auth_headers):
+                        kept.clear()
                     window_start, since = time.monotonic(), n
             await _settle(open_, drained, args.drain_s)
             code = await daemon.terminate()
@@ -887,7 +890,10 @@ def _long_verdict(
         print(f"{name}: {a:.1f} MiB at {half.messages}, {b:.1f} MiB at {last.messages} ({verdict})")
         return ok
 
-    print(f"\nanswered {answered} of {messages} in {wall_s / 60:.1f} min; exit code {exit_code}")
+    print(
+        f"\nanswered {answered} of {messages} in {wall_s / 60:.1f} min "
+        f"({answered / wall_s:.0f} messages/s); exit code {exit_code}"
+    )
     ok = levels("RSS", half.rss_mib, last.rss_mib)
     ok &= levels("database", half.db_mib, last.db_mib)
     wal_max = max(r.wal_mib for r in readings)
