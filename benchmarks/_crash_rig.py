@@ -135,17 +135,19 @@ def write_files(
     lease_s: float = 5.0,
     extra: str = "",
     telegram: dict[str, str] | None = None,
+    storage: str = "",
 ) -> Files:
     """The plugin module and a config for the daemon: Telegram to `tg` (with the `telegram`
     keys added), the model at `llm_url`, the plugin's tools, confirmations that do not expire
-    during a run. With `store_url`, the store is that PostgreSQL database and the daemon is
-    `instance` of several (`extra`: more TOML, e.g. a [discord] section)."""
+    during a run; `storage` adds lines to its [storage] section. With `store_url`, the store is
+    that PostgreSQL database and the daemon is `instance` of several (`extra`: more TOML, e.g.
+    a [discord] section)."""
     files = Files(directory, instance)
-    storage = f'url = "{store_url}"' if store_url else f'path = "{files.db}"'
+    where = f'url = "{store_url}"' if store_url else f'path = "{files.db}"'
+    storage = f"{where}\n{storage}" if storage else where
     if store_url:
         storage += f'\n\n[instance]\nid = "{instance or "solo"}"\nlease_s = {lease_s}'
     more = "".join(f"\n            {k} = {json.dumps(v)}" for k, v in (telegram or {}).items())
-
     (directory / f"{PLUGIN}.py").write_text(
         _PLUGIN_SOURCE.format(runs=str(files.runs), gate=str(files.gate))
     )

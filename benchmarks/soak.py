@@ -4,6 +4,7 @@ write in many Telegram chats; then every message and every approved action is ac
     .venv/bin/python benchmarks/soak.py                      # 100 cycles over 20 chats
     .venv/bin/python benchmarks/soak.py --llm-faults 0.3     # and 30 % of model requests fail
     .venv/bin/python benchmarks/soak.py --bot-api-faults     # and sends get 429 / 502
+    .venv/bin/python benchmarks/soak.py --long               # 100,000 messages, no restarts
 
 The daemon is a subprocess; the fake Bot API and the fake model run in this script's event loop
 on 127.0.0.1 (benchmarks/_crash_rig.py holds the daemon, the scripted model, the plugin tool and
@@ -22,6 +23,16 @@ store recording it. Without such a record, a first copy taken at most --window-m
 kill that ended its daemon (or while it was dead) counts as inside. Duplicates inside the window
 are printed separately and do not fail the run (unless --strict); every other duplicate, any
 loss, any answer out of order and any unapproved or repeated action makes the exit status 1.
+
+--long is the other soak: one daemon, never restarted, answering --messages (100,000) over
+--chats (10,000) private chats from an instant model, at most --in-flight unanswered at a time.
+The store keeps history and settled rows for --keep-minutes (its [storage] keep_days and
+retention_days), so pruning runs during the run; --rate paces the messages (the retained window,
+and so the database, then has one size). Every --every (10,000) messages it prints the daemon's
+RSS, the database's and the WAL's size and the messages stored. All three sizes must level off:
+the last reading may exceed the one at half-way by at most 10 % plus 2 MiB (RSS, database), and
+the WAL must stay under its limit ([storage] wal_limit_mb, 16). A message not answered within
+--drain-s fails it too.
 """
 
 from __future__ import annotations
@@ -33,6 +44,7 @@ import enum
 import itertools
 import random
 import shutil
+import sqlite3
 import statistics
 import sys
 import tempfile
@@ -56,6 +68,7 @@ from benchmarks._crash_rig import (  # noqa: E402
     Kind,
     Ledger,
     TokenModel,
+    classify,
     delivery_records,
     open_tokens,
     token,
@@ -728,10 +741,173 @@ def _some(items: list[str]) -> str:
     return f"{len(items)} ({shown})"
 
 
+# -- the long run (--long) -----------------------------------------------------------------------
+
+WAL_LIMIT_MIB = 16.0  # [storage] wal_limit_mb's default
+
+
+@dataclass(slots=True)
+class Reading:
+    messages: int
+    seconds: float
+    rss_mib: float
+    db_mib: float
+    wal_mib: float
+    stored: int  # messages in the store (the retained window)
+
+
+async def long_run(args: argparse.Namespace, directory: Path) -> int:
+    """One daemon, --messages over --chats, sizes printed every --every messages."""
+    rng = random.Random(args.seed)
+    keep_days = args.keep_minutes / 1440
+    async with FakeTelegram() as tg, FakeOpenAI(default=TokenModel()) as llm:
+        files = write_files(
+            directory,
+            tg,
+            llm.base_url,
+            storage=f"keep_days = {keep_days:.6f}\nretention_days = {keep_days:.6f}",
+        )
+        open_: dict[str, float] = {}  # token → loop time it was sent
+        slots = asyncio.Semaphore(args.in_flight)
+        answered = 0
+        latencies: list[float] = []
+        drained = asyncio.Event()  # set when nothing sent is unanswered
+
+        def see(call: Call, result: Any) -> None:
+            nonlocal answered
+            if call.method != "sendMessage" or result is None:
+                return
+            kind, tokens = classify(result["text"], False)
+            if kind is not Kind.ANSWER:
+                return
+            for tok in tokens:
+                sent = open_.pop(tok, None)
+                if sent is not None:
+                    answered += 1
+                    latencies.append(_now() - sent)
+                    slots.release()
+            if not open_:
+                drained.set()
+
+        tg.answer_listeners.append(see)
+        daemon = Daemon(files, tg)
+        chats = [FIRST_CHAT + i for i in range(args.chats)]
+        readings: list[Reading] = []
+        started = time.monotonic()
+        try:
+            await daemon.start()
+            assert daemon.pid is not None
+            print(
+                f"long soak: {args.messages} messages over {args.chats} chats, at most "
+                f"{args.in_flight} unanswered, history and settled rows kept "
+                f"{args.keep_minutes:g} min",
+                flush=True,
+            )
+            print(
+                f"{'messages':>9} {'time':>7} {'msg/s':>6} {'RSS MiB':>8} {'db MiB':>7} "
+                f"{'WAL MiB':>8} {'stored':>7} {'p50 ms':>7} {'p99 ms':>7}",
+                flush=True,
+            )
+            window_start, since = time.monotonic(), 0
+            pace = asyncio.get_running_loop().time()
+            for n in range(1, args.messages + 1):
+                if args.rate:  # a steady load: the retained window is then the same size
+                    pace += 1 / args.rate
+                    await asyncio.sleep(max(0.0, pace - asyncio.get_running_loop().time()))
+                await slots.acquire()
+                chat = rng.choice(chats)
+                tok = token(n)
+                open_[tok] = _now()
+                tg.inject_message(chat, chat, f"{tok} hello there")
+                if n % args.every == 0:
+                    await _settle(open_, drained, args.drain_s)
+                    reading = _reading(n, started, daemon.pid, files.db)
+                    readings.append(reading)
+                    rate = (n - since) / (time.monotonic() - window_start)
+                    _print_reading(reading, rate, latencies)
+                    latencies.clear()
+                    # the fakes' own records: this script needs none of them
+                    tg.calls.clear()
+                    tg.messages.clear()
+                    for kept in (llm.requests, llm.prompt_counts, llm.auth_headers):
+                        kept.clear()
+                    window_start, since = time.monotonic(), n
+            await _settle(open_, drained, args.drain_s)
+            code = await daemon.terminate()
+        except DaemonDied as exc:
+            print(f"soak stopped: {exc}", file=sys.stderr)
+            return 2
+        except TimeoutError:
+            print(f"{len(open_)} messages not answered within {args.drain_s:g} s", file=sys.stderr)
+            if args.show_log:
+                print(files.log.read_text(errors="replace"))
+            return 1
+        if args.show_log:
+            print(files.log.read_text(errors="replace"))
+        return _long_verdict(readings, answered, args.messages, code, time.monotonic() - started)
+
+
+async def _settle(open_: dict[str, float], drained: asyncio.Event, timeout: float) -> None:
+    """Wait until every message sent so far is answered (a checkpoint for the readings)."""
+    if open_:
+        drained.clear()
+        await asyncio.wait_for(drained.wait(), timeout)
+
+
+def _reading(n: int, started: float, pid: int, db: Path) -> Reading:
+    def mib(path: Path) -> float:
+        return path.stat().st_size / 2**20 if path.exists() else 0.0
+
+    wal = db.with_name(db.name + "-wal")
+    rss = 0.0
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            rss = int(line.split()[1]) / 1024
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)) as c:
+        stored = c.execute("SELECT COUNT(*) FROM messages").fetchone()[0]
+    return Reading(n, time.monotonic() - started, rss, mib(db), mib(wal), stored)
+
+
+def _print_reading(r: Reading, rate: float, latencies: list[float]) -> None:
+    ms = sorted(x * 1000 for x in latencies) or [0.0]
+    p99 = ms[min(len(ms) - 1, int(len(ms) * 0.99))]
+    print(
+        f"{r.messages:>9} {r.seconds:>6.0f}s {rate:>6.0f} {r.rss_mib:>8.1f} {r.db_mib:>7.1f} "
+        f"{r.wal_mib:>8.2f} {r.stored:>7} {statistics.median(ms):>7.1f} {p99:>7.1f}",
+        flush=True,
+    )
+
+
+def _long_verdict(
+    readings: list[Reading], answered: int, messages: int, exit_code: int, wall_s: float
+) -> int:
+    half = readings[len(readings) // 2 - 1] if len(readings) >= 2 else readings[0]
+    last = readings[-1]
+
+    def levels(name: str, a: float, b: float) -> bool:
+        ok = b <= a * 1.10 + 2.0
+        verdict = "levelled off" if ok else "STILL GROWING"
+        print(f"{name}: {a:.1f} MiB at {half.messages}, {b:.1f} MiB at {last.messages} ({verdict})")
+        return ok
+
+    print(
+        f"\nanswered {answered} of {messages} in {wall_s / 60:.1f} min "
+        f"({answered / wall_s:.0f} messages/s); exit code {exit_code}"
+    )
+    ok = levels("RSS", half.rss_mib, last.rss_mib)
+    ok &= levels("database", half.db_mib, last.db_mib)
+    wal_max = max(r.wal_mib for r in readings)
+    wal_ok = wal_max <= WAL_LIMIT_MIB
+    print(f"WAL: at most {wal_max:.2f} MiB (limit {WAL_LIMIT_MIB:g})")
+    ok &= wal_ok and answered == messages and exit_code == 0
+    print(f"verdict: {'ok' if ok else 'FAIL'}")
+    return 0 if ok else 1
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cycles", type=int, default=100, help="kill/restart cycles")
-    parser.add_argument("--chats", type=int, default=20)
+    parser.add_argument("--chats", type=int, help="20; with --long 10,000")
     parser.add_argument("--burst", type=int, default=16, help="messages per burst")
     parser.add_argument("--burst-ms", type=float, default=300, help="how long a burst lasts")
     parser.add_argument("--down", type=int, default=6, help="messages while the daemon is down")
@@ -789,10 +965,21 @@ def main() -> int:
     )
     parser.add_argument("--show-log", action="store_true", help="print the daemon's log")
     parser.add_argument("--progress", action="store_true", help="a line every 10 cycles")
+    long = parser.add_argument_group("the long run")
+    long.add_argument("--long", action="store_true", help="one daemon, no restarts, sizes")
+    long.add_argument("--messages", type=int, default=100_000)
+    long.add_argument("--every", type=int, default=10_000, help="messages between readings")
+    long.add_argument("--in-flight", type=int, default=200, help="unanswered messages at most")
+    long.add_argument("--rate", type=float, default=0, help="messages per second (0: no pace)")
+    long.add_argument(
+        "--keep-minutes", type=float, default=2.0, help="[storage] keep_days and retention_days"
+    )
     args = parser.parse_args()
+    if args.chats is None:
+        args.chats = 10_000 if args.long else 20
     directory = Path(tempfile.mkdtemp(prefix="relaybot-soak-"))
     try:
-        return asyncio.run(soak(args, directory))
+        return asyncio.run(long_run(args, directory) if args.long else soak(args, directory))
     finally:
         if args.keep:
             print(f"work directory kept: {directory}")

@@ -14,6 +14,8 @@ import sys
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from bot._logging import RedactingFilter
+from bot._metrics_http import metrics_server
 from bot._models import build_model, endpoint_model, openai_compatible
 from bot.config import Config
 from engine import (
@@ -22,16 +24,20 @@ from engine import (
     Clock,
     ContextSettings,
     Dispatcher,
+    ErrorLog,
     LimitSettings,
     LoopOptions,
     MediaSettings,
     Model,
     OpenAITranscriber,
+    Retention,
     ScheduleSettings,
     Settings,
     Store,
     SystemClock,
     discover_window,
+    set_state,
+    use_error_log,
 )
 from engine._cluster import InstanceSettings
 from engine._store import open_store
@@ -177,6 +183,7 @@ class App:
         stack = self._stack
         self.store = await _opened(cfg)
         stack.push_async_callback(self.store.__aexit__, None, None, None)
+        stack.callback(use_error_log(ErrorLog(RedactingFilter(cfg.secrets()).redact)))
         self.registry, self.mcp = await stack.enter_async_context(
             open_tools(
                 cfg,
@@ -240,6 +247,7 @@ class App:
                 schedules=ScheduleSettings(catch_up_s=cfg.schedules.catch_up_s),
                 models=models,
                 context=context_settings(cfg),
+                retention=Retention(cfg.storage.retention_days, cfg.storage.keep_days),
             ),
             loop_options,
             transcriber,
@@ -261,7 +269,22 @@ class App:
             started.append(channel)
             log.info("channel %s started", channel.name)
         await self.dispatcher.start()
+        if cfg.metrics.listen:
+            host, port = cfg.metrics.address()
+            await stack.enter_async_context(metrics_server(host, port, self._metrics_state))
         await self.model.warm_up()  # in a thread; the channels are already listening
+
+    async def _metrics_state(self) -> None:
+        c = await self.store.ops.counts()
+        queues = self.dispatcher.queues
+        set_state(
+            queues.depths(),
+            queues.busy,
+            c.confirmations_pending,
+            c.jobs_running,
+            c.db_bytes,
+            c.wal_bytes,
+        )
 
     @staticmethod
     async def _stop_channels(started: list[Channel]) -> None:
@@ -286,7 +309,11 @@ async def _opened(config: Config) -> Store:
     backoff = Backoff(1.0, max_s=10.0)
     reported = -60.0
     while True:
-        store = open_store(url, config.storage.resolved_path())
+        store = open_store(
+            url,
+            config.storage.resolved_path(),
+            wal_limit_bytes=int(config.storage.wal_limit_mb * 1024 * 1024),
+        )
         try:
             return await store.__aenter__()
         except StoreUnavailable as exc:

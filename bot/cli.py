@@ -1,4 +1,5 @@
-"""The `relaybot` command: run, chat, check-config, tools, doctor, init, migrate-store."""
+"""The `relaybot` command: run, chat, check-config, tools, doctor, init, migrate-store, status,
+backup, forget."""
 
 from __future__ import annotations
 
@@ -55,6 +56,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"relaybot {_version()}")
     _options(p, None)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands = {}
     for name, text in (
         ("run", "run every enabled channel"),
         ("chat", "talk to the bot in this terminal"),
@@ -62,9 +64,18 @@ def _parser() -> argparse.ArgumentParser:
         ("tools", "list every tool with its tier and schema"),
         ("doctor", "check config, store, LLM endpoint, plugins and channel tokens"),
         ("init", "ask for the essentials and write a config file"),
+        ("status", "what the daemon is doing, read from the store (works while it runs)"),
+        ("backup", "a consistent copy of the store, made while the daemon runs"),
+        ("forget", "delete everything stored about a user (the daemon must be stopped)"),
     ):
-        sp = sub.add_parser(name, help=text, description=text)
+        sp = commands[name] = sub.add_parser(name, help=text, description=text)
         _options(sp, argparse.SUPPRESS)  # absent here: keep what was given before the command
+    commands["status"].add_argument("--json", action="store_true", help="for scripts")
+    commands["backup"].add_argument("path", metavar="PATH", help="a new file, or a directory")
+    commands["forget"].add_argument(
+        "--user", required=True, metavar="[CHANNEL:]ID", help="e.g. telegram:123456789"
+    )
+    commands["forget"].add_argument("--yes", action="store_true", help="do not ask")
     text = "copy a SQLite store into an empty PostgreSQL database"
     sp = sub.add_parser("migrate-store", help=text, description=text)
     sp.add_argument("--from", dest="source", required=True, metavar="PATH.db")
@@ -110,6 +121,9 @@ def main(argv: list[str] | None = None) -> int:
         "check-config": _check_config,
         "tools": _tools,
         "doctor": _doctor,
+        "status": _operate,
+        "backup": _operate,
+        "forget": _operate,
     }[args.command]
     try:
         return asyncio.run(command(config, args))
@@ -215,6 +229,16 @@ async def _run(config: Config, args: argparse.Namespace) -> int:
         notifier.close()
     log.info("stopped")
     return 0
+
+
+async def _operate(config: Config, args: argparse.Namespace) -> int:
+    from bot import _operate as operate
+
+    if args.command == "status":
+        return await operate.status(config, args.json)
+    if args.command == "backup":
+        return await operate.backup(config, args.path)
+    return await operate.forget(config, args.user, args.yes)
 
 
 def _lock(config: Config) -> None:

@@ -140,6 +140,11 @@ def default_state_dir() -> Path:
 
 class StorageConfig(_Section):
     path: Path | None = None  # default: $STATE_DIRECTORY/relaybot.db or ~/.local/state/relaybot/
+    keep_days: float | None = Field(
+        None, gt=0
+    )  # conversation history older is deleted; unset: kept
+    retention_days: float = Field(7, gt=0)  # settled rows (answered inbox, finished jobs, ...)
+    wal_limit_mb: float = Field(16, ge=1)  # the SQLite WAL is checkpointed to stay under this
     # PostgreSQL, shared by several instances: "postgresql://user:password@host/db", or the
     # name of the environment variable (or credential) holding it (it may hold a password)
     url: SecretStr | None = None
@@ -181,6 +186,26 @@ class InstanceConfig(_Section):
 
     def name(self) -> str:
         return self.id or f"{socket.gethostname()}:{os.getpid()}"
+
+
+class MetricsConfig(_Section):
+    listen: str | None = None  # e.g. "127.0.0.1:9464": serves /metrics there; unset: off
+
+    @field_validator("listen")
+    @classmethod
+    def _host_port(cls, listen: str | None) -> str | None:
+        if listen is not None:
+            host, _, port = listen.rpartition(":")
+            if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(
+                    f'{listen!r} must be a host and a port, e.g. listen = "127.0.0.1:9464"'
+                )
+        return listen
+
+    def address(self) -> tuple[str, int]:
+        assert self.listen is not None
+        host, _, port = self.listen.rpartition(":")
+        return host.strip("[]"), int(port)
 
 
 class ConsoleConfig(_Section):
@@ -262,6 +287,7 @@ class Config(_Section):
     tools: ToolsConfig = ToolsConfig()
     mcp: McpConfig = McpConfig()
     log: LogConfig = LogConfig()
+    metrics: MetricsConfig = MetricsConfig()
 
     @model_validator(mode="after")
     def _numeric_user_ids(self) -> Config:

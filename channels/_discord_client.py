@@ -22,6 +22,7 @@ import re
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import aiohttp
 import discord
 import yarl
 from discord import app_commands
@@ -29,6 +30,7 @@ from discord.gateway import DiscordWebSocket
 
 from channels._discord_inbound import DECISION_RE, PressOn, press_on
 from channels._discord_shards import IdentifyPacer, layout
+from engine import _metrics as metrics
 from engine._channel import (
     ACTION_PATTERN,
     Choice,
@@ -66,6 +68,7 @@ class Client(discord.AutoShardedClient):
             intents=intents,
             allowed_mentions=discord.AllowedMentions(everyone=False, roles=False, users=False),
             chunk_guilds_at_startup=False,
+            http_trace=_failures(),
             shard_count=adapter.config.shard_count,
             # None (every shard) is discord.py's default, though it types the option as a list
             shard_ids=adapter.config.shard_ids,  # type: ignore[arg-type]
@@ -239,3 +242,32 @@ async def within_ack_budget(
     except TimeoutError:
         await interaction.response.defer(thinking=thinking, ephemeral=ephemeral)
         return await task
+
+
+def _failures() -> aiohttp.TraceConfig:
+    """discord.py's HTTP requests that failed, for the metrics and `relaybot status` (the
+    library waits out a 429 and retries a 5xx itself: those count as retries too)."""
+    trace = aiohttp.TraceConfig()
+
+    async def ended(_: Any, __: Any, params: aiohttp.TraceRequestEndParams) -> None:
+        status = params.response.status
+        if status >= 400:
+            metrics.api_error("discord", f"{params.method} {_route(params.url)}: HTTP {status}")
+            if status == 429 or status >= 500:
+                metrics.api_retry("discord")
+
+    async def failed(_: Any, __: Any, params: aiohttp.TraceRequestExceptionParams) -> None:
+        exc = params.exception
+        if not isinstance(exc, asyncio.CancelledError):
+            where = f"{params.method} {_route(params.url)}"
+            metrics.api_error("discord", f"{where}: {type(exc).__name__}: {exc}")
+
+    trace.on_request_end.append(ended)
+    trace.on_request_exception.append(failed)
+    return trace
+
+
+def _route(url: Any) -> str:
+    """A request's path without ids or tokens (an interaction's URL carries its token)."""
+    parts = [p for p in str(url.path).split("/") if p and not re.fullmatch(r"api|v\d+", p)]
+    return "/".join("{id}" if p.isdigit() else "{token}" if len(p) > 24 else p for p in parts)

@@ -5,16 +5,21 @@ installed for discord.py) does the same call for about a third of that, and a bo
 calls per answer (getUpdates, sendChatAction, sendMessage). ``BaseRequest`` is PTB's extension
 point for exactly this; everything above it (rate limiter, retries, error mapping) is PTB's.
 
-aiohttp has no write timeout; the others map onto ``aiohttp.ClientTimeout``.
+aiohttp has no write timeout; the others map onto ``aiohttp.ClientTimeout``. Every Bot API
+call passes here, so this is where a failed one is counted (engine/_metrics.py).
 """
 
 from __future__ import annotations
+
+import json
 
 import aiohttp
 from telegram._utils.defaultvalue import DefaultValue
 from telegram._utils.types import ODVInput
 from telegram.error import NetworkError, TelegramError, TimedOut
 from telegram.request import BaseRequest, RequestData
+
+from engine import _metrics as metrics
 
 
 class AiohttpRequest(BaseRequest):
@@ -71,13 +76,21 @@ class AiohttpRequest(BaseRequest):
             async with self._session.request(
                 method, url, data=_body(request_data), timeout=timeout
             ) as response:
-                return response.status, await response.read()
+                status, body = response.status, await response.read()
         except aiohttp.ConnectionTimeoutError as exc:  # no connection: nothing was sent
+            _failed(url, "connect timeout")
             raise TimedOut("Connect timeout: the request was not sent") from exc
         except TimeoutError as exc:
+            _failed(url, "timed out")
             raise TimedOut from exc
         except aiohttp.ClientError as exc:
+            _failed(url, f"{type(exc).__name__}: {exc}")
             raise NetworkError(f"aiohttp.{type(exc).__name__}: {exc}") from exc
+        if status >= 400:
+            _failed(url, f"HTTP {status} {_description(body)}")
+            if status == 429:  # the rate limiter waits retry_after and sends it again
+                metrics.api_retry("telegram")
+        return status, body
 
 
 def not_sent(exc: TelegramError) -> bool:
@@ -89,6 +102,18 @@ def not_sent(exc: TelegramError) -> bool:
         # No cause: the server (or a gateway) answered 5xx. A connector error: no connection.
         return cause is None or isinstance(cause, TelegramError | aiohttp.ClientConnectorError)
     return False
+
+
+def _failed(url: str, what: str) -> None:
+    """Count a failed call; the Bot API method names it (the URL holds the token)."""
+    metrics.api_error("telegram", f"{url.rsplit('/', 1)[-1]}: {what}")
+
+
+def _description(body: bytes) -> str:
+    try:
+        return str(json.loads(body).get("description", ""))
+    except (ValueError, AttributeError):
+        return ""
 
 
 def _body(request_data: RequestData | None) -> aiohttp.FormData | dict[str, str] | None:

@@ -14,6 +14,7 @@ from telegram.error import Conflict, InvalidToken, RetryAfter, TelegramError
 from telegram.ext import filters
 
 from channels._telegram_media import attachments_of
+from engine import _metrics as metrics
 from engine._backoff import Backoff
 from engine._channel import InboundMessage
 from tools import StoreUnavailable
@@ -164,6 +165,7 @@ class Poller:
             except RetryAfter as exc:
                 wait = _seconds(exc.retry_after)
                 log.warning("Telegram asked to wait %gs before polling again", wait)
+                metrics.api_retry("telegram")
                 await asyncio.sleep(wait)
                 continue
             except InvalidToken:  # its message may contain the token: never log it
@@ -207,6 +209,7 @@ class Poller:
                 unrecorded = None
                 backoff.reset()
                 continue
+            metrics.api_retry("telegram")
             await backoff.sleep()
 
     async def _fetch(self, timeout_s: float) -> list[object]:

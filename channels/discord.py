@@ -42,6 +42,7 @@ from channels._discord_media import batches, download
 from channels._prompt import ATTACHED_NOTE, ATTACHMENT_NAME, lay_out, who_and_when
 from channels._shown import ShownMessages
 from channels._split import split_text
+from engine import _metrics as metrics
 from engine._backoff import Backoff
 from engine._channel import (
     Action,
@@ -195,6 +196,7 @@ class DiscordChannel(Channel):
                     exc,
                     backoff.upcoming_s,
                 )
+                metrics.api_retry(self.name)
                 await backoff.sleep()
             else:
                 return client

@@ -59,6 +59,7 @@ from channels._telegram_updates import (
     Poller,
     inbound_message,
 )
+from engine import _metrics as metrics
 from engine._backoff import Backoff
 from engine._channel import (
     Action,
@@ -175,6 +176,7 @@ class TelegramChannel(Channel):
                 log.warning(
                     "Telegram Bot API unreachable, retrying in %gs (%s)", backoff.upcoming_s, exc
                 )
+            metrics.api_retry(self.name)
             await backoff.sleep()
         bot = self._app.bot
         try:

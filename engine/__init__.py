@@ -35,10 +35,12 @@ from engine._clock import Clock, SystemClock
 from engine._context import ensure_pairing
 from engine._dispatcher import Dispatcher
 from engine._failover import FailoverModel
+from engine._housekeeping import Retention
 from engine._jobs import Job, JobRunner
 from engine._limits import LimitSettings
 from engine._loop import ToolLoop
 from engine._media import MediaSettings
+from engine._metrics import ErrorLog, set_state, use_error_log
 from engine._model import (
     FinishReason,
     Image,
@@ -81,6 +83,7 @@ __all__ = [
     "DecisionStatus",
     "Dispatcher",
     "Engine",
+    "ErrorLog",
     "FailoverModel",
     "FinishReason",
     "Image",
@@ -102,6 +105,7 @@ __all__ = [
     "PendingCall",
     "Press",
     "Reply",
+    "Retention",
     "Role",
     "ScheduleSettings",
     "Schedules",
@@ -128,4 +132,6 @@ __all__ = [
     "parse_action",
     "parse_decision",
     "reply",
+    "set_state",
+    "use_error_log",
 ]

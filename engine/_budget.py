@@ -123,6 +123,11 @@ class ContextBudget:
         self._cache = not shared
         self._warned: set[frozenset[str]] = set()
 
+    def drop_cached(self) -> None:
+        """Forget the summaries read so far: some were deleted (a user forgotten, history
+        capped by age), and are read again from the store."""
+        self._summaries.clear()
+
     # -- the window and the budget --------------------------------------------------------
 
     def discover_soon(self, model: str | None = None) -> None:

@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from engine import _metrics as metrics
 from engine._budget import Window
 from engine._jobs import Job, JobRunner
 from engine._model import Message, ToolCall, Usage
@@ -197,6 +198,8 @@ class ToolCalls:
         return state.result(None, pending)
 
     async def add_result(self, state: TurnState, call: ToolCall, result: ToolResult) -> None:
+        known = self.registry.get(call.name) is not None
+        metrics.tool_called(call.name if known else "other", not result.is_error)
         text = result.for_llm
         if result.is_error:
             if result.retryable:

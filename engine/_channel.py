@@ -145,6 +145,7 @@ class Command(enum.StrEnum):
     SCHEDULES = "schedules"
     SETTINGS = "settings"
     COMPACT = "compact"
+    FORGET_ME = "forget_me"
 
     @property
     def description(self) -> str:
@@ -169,6 +170,7 @@ _COMMAND_HELP = {
     Command.SCHEDULES: "Scheduled tasks in this chat; cancel them",
     Command.SETTINGS: "This chat's persona, model and reply mode",
     Command.COMPACT: "Condense this conversation into a summary to save tokens",
+    Command.FORGET_ME: "Delete everything I have stored about you (asks first)",
 }
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
 from engine._channel import Action, Button, Channel, InboundMessage, Reply
 from engine._permissions import Policy
@@ -59,8 +59,19 @@ class ChatSettings:
         self.changed: Callable[[], Awaitable[None]] | None = None  # told other instances
 
     async def load(self) -> None:
-        for prefs in await self.rows.all():
+        """Read every chat's settings (again: what is no longer stored is forgotten)."""
+        rows = await self.rows.all()
+        self._prefs.clear()
+        self._all.clear()
+        for prefs in rows:
             self._remember(prefs)
+
+    def drop(self, chats: Iterable[tuple[str, str]]) -> None:
+        """Forget these chats' settings (their rows are gone: /forget_me)."""
+        for channel, chat_id in chats:
+            key = ConversationKey(channel, chat_id)
+            self._prefs.pop(key, None)
+            self._all.discard(key)
 
     # -- read on hot paths ----------------------------------------------------------------
 

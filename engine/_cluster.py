@@ -37,7 +37,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from engine._channel import Channel
@@ -64,6 +64,8 @@ _MAX_CLAIM_DELAY_S = 0.05  # a busy instance waits this long at most before clai
 _FLUSH_S = 2.0  # a stopping instance publishes what it handed over for this long at most
 _STOP = "stop"
 _SETTINGS = "settings"
+_FORGOT = "forgot"
+_IDS_PER_SIGNAL = 100  # job ids per notification (PostgreSQL caps a payload at 8000 bytes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +109,9 @@ class Cluster:
         self._unreachable_since: float | None = None
         self._reported_at = 0.0
         self._fenced = False
+        # A user forgotten on another instance: stop their jobs running here (by id), and let
+        # go of what is kept in memory (chats' settings, summaries).
+        self.on_forgot: Callable[[list[str]], Awaitable[None]] | None = None
         queues.leases = self
         store.on_signal(self._signal)
         store.on_reconnect(self._sweep)
@@ -326,6 +331,16 @@ class Cluster:
         """A chat's /settings changed here: every other instance reads them again."""
         await self.store.publish(json.dumps({"k": _SETTINGS, "o": self.incarnation}))
 
+    async def forgot(self, job_ids: Sequence[str]) -> None:
+        """A user was forgotten here: every other instance stops those jobs and lets go of what
+        it keeps in memory about them."""
+        ids = list(job_ids)
+        for start in range(0, max(len(ids), 1), _IDS_PER_SIGNAL):
+            chunk = ids[start : start + _IDS_PER_SIGNAL]
+            await self.store.publish(
+                json.dumps({"k": _FORGOT, "o": self.incarnation, "jobs": chunk})
+            )
+
     # -- signals --------------------------------------------------------------------------
 
     async def _publisher(self) -> None:
@@ -354,6 +369,10 @@ class Cluster:
         if kind == _SETTINGS:
             if data.get("o") != self.incarnation:
                 self._spawn(self._reload_settings(), "reload-settings")
+            return
+        if kind == _FORGOT:
+            if data.get("o") != self.incarnation and self.on_forgot is not None:
+                self._spawn(self.on_forgot([str(j) for j in data.get("jobs", [])]), "forgot")
             return
         key = ConversationKey(data["c"], data["i"])
         if data.get("o") == self.incarnation and self._inflight[key]:

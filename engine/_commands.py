@@ -1,7 +1,7 @@
 """The chat commands (/help, /stop, /reset, /retry, /undo, /compact, /permissions, /settings,
-/schedules, /usage) and the buttons of their menus. A command answers at once, out of the chat's
-order, except those that change the conversation (/retry, /undo, /compact): they queue a work item
-and answer when it has run."""
+/schedules, /usage, /forget_me) and the buttons of their menus. A command answers at once, out of
+the chat's order, except those that change the conversation (/retry, /undo, /compact): they queue
+a work item and answer when it has run."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from engine._channel import Action, Command, InboundMessage, Reply
 from engine._chat_settings import ChatSettings
 from engine._cluster import Cluster
 from engine._confirmations import Confirmations
+from engine._forget import ForgetMe
 from engine._limits import Limits
 from engine._permissions import Permissions
 from engine._queue import ChatQueues, Compact, Rewind
@@ -43,6 +44,7 @@ class Commands:
         limits: Limits,
         allowed: Callable[[str, str], bool],
         cluster: Cluster | None,
+        forget: ForgetMe,
     ) -> None:
         self.store = store
         self.registry = registry
@@ -55,6 +57,7 @@ class Commands:
         self.limits = limits
         self.allowed = allowed
         self.cluster = cluster
+        self.forget = forget
 
     async def handle(self, msg: InboundMessage, command: Command) -> Reply:
         result = await self._command(msg, command)
@@ -70,6 +73,7 @@ class Commands:
             await self.permissions.act(action)
             or await self.schedules.act(action)
             or await self.chat_settings.act(action)
+            or await self.forget.act(action)
         )
         return reply or Reply("This button no longer works.")
 
@@ -101,6 +105,8 @@ class Commands:
             return await self.schedules.menu(key)
         if command is Command.USAGE:
             return await self.limits.usage(msg)
+        if command is Command.FORGET_ME:
+            return await self.forget.ask(msg)
         if command is Command.RESET:
             await self.stop(key)
             await self.confirmations.cancel_pending(key, "cancelled: the conversation was reset.")

@@ -26,6 +26,8 @@ from engine._clock import Clock, SystemClock
 from engine._cluster import Cluster, InstanceSettings
 from engine._commands import STOPPED, Commands
 from engine._confirmations import Confirmations
+from engine._forget import ForgetMe
+from engine._housekeeping import Housekeeping
 from engine._intake import Intake
 from engine._limits import Limits
 from engine._loop import ToolLoop
@@ -47,7 +49,7 @@ from engine._queue import (
 )
 from engine._schedules import Schedules
 from engine._settings import LoopOptions, Settings
-from engine._store import Adoption, InboxState, Store
+from engine._store import Adoption, Forgotten, InboxState, Store
 from engine._tasks import Tasks
 from engine._transcribe import Transcriber
 from engine._turns import TurnRunner, TurnSettings
@@ -154,6 +156,12 @@ class Dispatcher:
             )
             self.chat_settings.changed = self.cluster.settings_changed
             self.turns.may_send = self.cluster.may_send
+            self.cluster.on_forgot = self._forgotten_elsewhere
+        self.housekeeping = Housekeeping(
+            store, s.retention, lambda: self.busy, trimmed=self._drop_cached_summaries
+        )
+        self.forget = ForgetMe(store, self._forgotten)
+
         self.commands = Commands(
             store,
             registry,
@@ -166,7 +174,28 @@ class Dispatcher:
             self.limits,
             self.allowed,
             self.cluster,
+            self.forget,
         )
+
+    # -- what a forgotten user leaves in memory ---------------------------------------------
+
+    def _drop_cached_summaries(self) -> None:
+        if self.loop.context is not None:
+            self.loop.context.drop_cached()
+
+    async def _forgotten(self, done: Forgotten) -> None:
+        """A user was forgotten (/forget_me): stop their jobs, let go of their private chats'
+        settings and of cached summaries; tell the other instances to do the same."""
+        await self.background.runner.cancel(done.job_ids)
+        self.chat_settings.drop(done.private_chats)
+        self._drop_cached_summaries()
+        if self.cluster is not None:
+            await self.cluster.forgot(done.job_ids)
+
+    async def _forgotten_elsewhere(self, job_ids: list[str]) -> None:
+        await self.background.runner.cancel(job_ids)
+        self._drop_cached_summaries()
+        await self.chat_settings.load()  # what is no longer stored goes
 
     def add_channel(self, channel: Channel) -> None:
         self.channels[channel.name] = channel
@@ -216,6 +245,7 @@ class Dispatcher:
             self.tasks.spawn(self.cluster.run(), "cluster")
         if self.loop.context is not None:
             self.loop.context.discover_soon()
+        self.tasks.spawn(self.housekeeping.run(), "housekeeping")
 
     async def aclose(self) -> None:
         """Let running turns finish (bounded), then cancel and record what was cut off."""
@@ -231,6 +261,7 @@ class Dispatcher:
             conv = await self.store.conversations.active(key.channel, key.chat_id)
             n = await self.store.conversations.close_dangling(conv.id, SHUTDOWN)
             log.warning("shutdown cut off the turn in %s (%d tool calls interrupted)", key, n)
+        await self.housekeeping.flush()
         if self.cluster is not None:  # another instance takes over what is left, at once
             await self.cluster.leave()
 

@@ -11,6 +11,7 @@ import logging
 import time
 from collections.abc import Callable
 
+from engine import _metrics as metrics
 from engine._channel import InboundMessage
 from engine._chat_settings import ChatSettings
 from engine._limits import Limits
@@ -54,6 +55,7 @@ class Intake:
             return
         if not self.allowed(msg.channel, msg.user_id):
             log.warning("refused %s user %s (%s)", msg.channel, msg.user_id, msg.user_name)
+            metrics.refused(msg.channel, "not_allowed")
             if msg.is_private or msg.mentioned:  # no reply to chatter in a group
                 text = (
                     f"Sorry, you are not allowed to use this bot. Your user id is {msg.user_id}; "
@@ -66,6 +68,7 @@ class Intake:
             log.info(
                 "refused a %d-character message in %s:%s", len(msg.text), msg.channel, msg.chat_id
             )
+            metrics.refused(msg.channel, "too_long")
             self._reply(
                 msg,
                 f"⚠️ Your message is too long for me ({len(msg.text):,} characters; the limit is "
@@ -74,6 +77,7 @@ class Intake:
             return
         key = ConversationKey(msg.channel, msg.chat_id)
         if (refused := self.media.refusal(msg)) is not None:
+            metrics.refused(msg.channel, "media")
             if msg.group_id is None or self.albums.first_refusal(key, msg.group_id):
                 self._reply(msg, refused)
             return
@@ -81,10 +85,12 @@ class Intake:
         if admission.reply is not None:
             self._reply(msg, admission.reply)
         if admission.refuse:
+            metrics.refused(msg.channel, "rate_limit")
             return
         if not await self.store.inbox.accept(msg, hold_until=admission.hold_until):
             log.info("duplicate delivery of %s message %s ignored", msg.channel, msg.message_id)
             return
+        metrics.received(msg.channel)
         if admission.hold_until is not None:
             await self.schedule_release(key)
         elif msg.group_id is not None:  # an album: one turn once its last part is in

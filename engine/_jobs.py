@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -101,6 +101,14 @@ class JobRunner:
             await self.on_done(job, result)
         except Exception:
             log.exception("delivering the result of job %s failed", job.id)
+
+    async def cancel(self, job_ids: Iterable[str]) -> None:
+        """Stop these jobs if they run (their results are never reported); returns once they
+        have stopped."""
+        tasks = [t for t in map(self._tasks.get, job_ids) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def aclose(self) -> None:
         tasks = list(self._tasks.values())

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Mapping
 
+from engine import _metrics as metrics
 from engine._budget import ContextBudget, Fitted, Window
 from engine._calls import Starting, ToolCalls, TurnState
 from engine._context import for_model, sanitised
@@ -24,12 +26,14 @@ from engine._model import (
     Model,
     ModelRequest,
     ModelResponse,
+    OnText,
     ToolCall,
     ToolSpec,
 )
 from engine._types import PendingCall, Record, TurnContext, TurnResult
 from tools import (
     ContextOverflow,
+    LLMError,
     Tool,
     ToolRegistry,
     ToolResult,
@@ -178,7 +182,7 @@ class ToolLoop:
         fitted = await self._fit(state, model, system, tools)
         state.usage += fitted.spent
         try:
-            reply = await model.complete(fitted.request, on_text)
+            reply = await _complete(model, fitted.request, on_text)
         except ContextOverflow as exc:
             if self.context is None:
                 raise
@@ -186,7 +190,7 @@ class ToolLoop:
             await self.context.overflowed(fitted, exc)
             fitted = await self._fit(state, model, system, tools, harder=True)
             state.usage += fitted.spent
-            reply = await model.complete(fitted.request, on_text)
+            reply = await _complete(model, fitted.request, on_text)
         if self.context is not None:
             await self.context.learn(fitted, reply.usage)
         state.usage += reply.usage
@@ -213,6 +217,21 @@ class ToolLoop:
             stream=self.stream,
             harder=harder,
         )
+
+
+async def _complete(model: Model, request: ModelRequest, on_text: OnText | None) -> ModelResponse:
+    """One model request, timed and counted for the metrics (engine/_metrics.py)."""
+    started = time.monotonic()
+    try:
+        reply = await model.complete(request, on_text)
+    except LLMError as exc:
+        metrics.llm_failed(model.name, str(exc))
+        raise
+    u = reply.usage
+    metrics.llm_replied(
+        model.name, time.monotonic() - started, u.prompt_tokens, u.completion_tokens
+    )
+    return reply
 
 
 def _strict(tool: Tool) -> dict | None:

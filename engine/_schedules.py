@@ -165,7 +165,7 @@ class Schedules:
                 f"{when.local_time(item.due)}. Do it now and answer here.] {row.task}"
             )
             speaker = None if conv.is_private else row.user_name or row.user_id
-            await store.append(conv.id, Message.user(request, speaker=speaker))
+            await store.append(conv.id, Message.user(request, speaker=speaker), user_id=row.user_id)
             result = await self.turns.run(
                 conv, row.user_id, row.user_name, None, failed=lambda e: _failed(row, e)
             )

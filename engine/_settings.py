@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from engine._budget import ContextSettings
+from engine._housekeeping import Retention
 from engine._limits import LimitSettings
 from engine._media import MediaSettings
 from engine._model import Model
@@ -41,3 +42,4 @@ class Settings:
     schedules: ScheduleSettings = field(default_factory=ScheduleSettings)
     models: dict[str, Model] = field(default_factory=dict)  # what /settings may choose, by name
     context: ContextSettings | None = None  # None: whole histories are sent, no budget
+    retention: Retention = field(default_factory=Retention)  # [storage] keep_days, retention_days

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from engine import _metrics as metrics
 from engine._budget import Window
 from engine._channel import Channel
 from engine._chat_settings import ChatSettings
@@ -181,6 +182,7 @@ class TurnRunner:
                     )
         except LLMError as exc:
             log.error("LLM request failed in %s: %s", ctx.key, exc)
+            metrics.turn_ended(conv.channel, "failed", time.monotonic() - started, len(answering))
             if live is not None:
                 await live.abandon()
             await self.say(conv.channel, conv.chat_id, failed(exc), reply_to)
@@ -197,7 +199,10 @@ class TurnRunner:
                 await self._delivered(answer[-1], live.ref.message_id, answering)
             else:
                 await self.deliver(answer[-1], conv, result.text, reply_to, answering)
-        _log_turn(ctx, result, time.monotonic() - started)
+        seconds = time.monotonic() - started
+        _log_turn(ctx, result, seconds)
+        outcome = "confirmation" if result.pending is not None else "answered"
+        metrics.turn_ended(conv.channel, outcome, seconds, len(answering))
         u = result.usage
         await self.store.usage.add(
             conv.channel,

@@ -27,6 +27,7 @@ from engine import (
     ToolOutput,
 )
 from engine._store import (
+    ChannelError,
     ChatPrefs,
     ConfirmationRow,
     ConfirmationState,
@@ -438,3 +439,193 @@ async def test_a_transaction_spans_the_parts_and_rolls_back_whole(store: Store) 
             raise RuntimeError("crash inside")
     assert await store.conversations.history(conv.id) == []
     assert await store.inbox.accept(inbound("kept", "m1"))
+
+
+# -- operating it: status, settled rows, history by age, forgetting ------------------------------
+
+
+async def test_status_shows_what_is_queued_running_and_waiting(store: Store) -> None:
+    await store.inbox.accept(inbound("later", "q1", chat_id="c2"))
+    await store.inbox.accept(inbound("now", "r1", chat_id="c3"))
+    before = time.time()
+    await store.inbox.take_queued("t", "c3")
+    conv = await store.conversations.active("t", "c1")
+    await store.confirmations.add(confirmation(conv.id))
+    await store.jobs.add(
+        conv, "job1", "u1", "remind_me", {"text": "tea", "at": "2030-01-01T08:00:00+00:00"},
+        resumable=True,
+    )  # fmt: skip
+    row = await store.schedules.add_schedule("t", "c1", "u1", "news", "interval", "600", "UTC", 9e9)
+    await store.ops.record_errors([ChannelError("t", 5.0, "sendMessage: HTTP 403")])
+    await store.ops.record_errors([ChannelError("t", 4.0, "older, arrived late")])
+
+    s = await store.ops.status()
+    assert [(q.chat_id, q.messages) for q in s.queued] == [("c2", 1)]
+    assert [(r.chat_id, r.what) for r in s.running] == [("c3", "answering 1 message")]
+    assert s.running[0].since is not None and s.running[0].since >= before
+    assert [(c.id, c.tool, c.summary) for c in s.confirmations] == [
+        ("abc123", "delete", "Delete x")
+    ]
+    assert [(j.id, j.state, j.due) for j in s.jobs] == [("job1", JobState.RUNNING, 1893484800.0)]
+    assert [(u.schedule_id, u.task) for u in s.upcoming] == [(row.id, "news")]
+    assert s.errors == [ChannelError("t", 5.0, "sendMessage: HTTP 403")]
+    assert s.messages == 1 and s.conversations == 2
+    counts = await store.ops.counts()
+    assert (counts.confirmations_pending, counts.jobs_running) == (1, 1)
+
+
+async def test_only_settled_rows_are_pruned(store: Store) -> None:
+    conv = await store.conversations.active("t", "c1")
+    for mid in ("a", "b"):
+        await store.inbox.accept(inbound(mid, mid))
+    taken = await store.inbox.take_queued("t", "c1")
+    await store.inbox.answered([taken[0].id])
+    sent = await store.conversations.append(conv.id, Message.assistant("one"), deliver="")
+    await store.conversations.delivered(sent, "p1")
+    await store.conversations.append(conv.id, Message.assistant("two"), deliver="")
+    for job in ("done1", "run1"):
+        await store.jobs.add(conv, job, "u1", "report", {}, resumable=False)
+    await store.jobs.finish("done1", "ok", None, False)
+    await store.jobs.transition("done1", JobState.DONE, JobState.DELIVERED)
+    await store.confirmations.add(confirmation(conv.id, "aaa111"))
+    await store.confirmations.add(confirmation(conv.id, "bbb222"))
+    await store.confirmations.transition(
+        "aaa111", ConfirmationState.PENDING, ConfirmationState.DECLINED
+    )
+
+    assert (await store.ops.prune(time.time() - 3600)).total == 0  # all of it is recent
+    pruned = await store.ops.prune(time.time() + 1)
+    assert (pruned.inbox, pruned.deliveries, pruned.jobs, pruned.confirmations) == (1, 1, 1, 1)
+    assert pruned.messages == 0  # history is kept without keep_days
+    assert [r.message_id for r in await store.inbox.rows(InboxState.TAKEN, "t", "c1")] == ["b"]
+    assert [d.text for d in await store.conversations.undelivered("t", "c1")] == ["two"]
+    assert await store.jobs.get("done1") is None and await store.jobs.get("run1") is not None
+    assert await store.confirmations.get("aaa111") is None
+    assert await store.confirmations.get("bbb222") is not None
+    assert len(await store.conversations.history(conv.id)) == 4  # a, b, one, two
+
+
+async def test_history_older_than_the_cut_goes_from_a_user_message_on(store: Store) -> None:
+    talk = await store.conversations.active("t", "c1")
+    stale = await store.conversations.active("t", "c2")
+    fresh = await store.conversations.active("t", "c3")
+    for conv in (talk, stale):
+        await store.conversations.append(conv.id, Message.user("q1"))
+        await store.conversations.append(
+            conv.id, Message.assistant(None, [ToolCall("k1", "x", "{}")])
+        )
+    cut = time.time()
+    later = [
+        Message.tool_result("k1", "late result"),  # of an exchange begun before the cut
+        Message.assistant("a1"),
+        Message.user("q2"),
+        Message.assistant("a2"),
+    ]
+    for msg in later:
+        await store.conversations.append(talk.id, msg)
+    await store.conversations.append(fresh.id, Message.user("new"))
+
+    pruned = await store.ops.prune(0.0, history_before=cut)
+    assert pruned.messages == 2 + 2 + 2
+    assert await store.conversations.history(talk.id) == later[2:]
+    assert await store.conversations.history(stale.id) == []
+    assert await store.conversations.history(fresh.id) == [Message.user("new")]
+
+
+async def _life_of(store: Store, user: str) -> None:
+    """A user's private chat, their part of a group, and everything else a user leaves."""
+    dm = f"d-{user}"
+    await store.inbox.accept(inbound(f"hello from {user}", f"{user}-1", chat_id=dm, user_id=user))
+    await store.inbox.take_queued("t", dm)
+    conv = await store.conversations.active("t", dm)
+    await store.conversations.append(conv.id, Message.assistant(f"hi {user}"))
+    await store.notes.add_note(f"t:{user}", f"{user} likes tea")
+    await store.usage.add("t", user, "2026-11-23", 10, 5, 1)
+    await store.schedules.set_user_timezone("t", user, "Europe/Paris")
+    await store.schedules.add_schedule("t", dm, user, "news", "interval", "600", "UTC", 9e9)
+    await store.jobs.add(conv, f"job-{user}", user, "remind_me", {"text": "x"}, resumable=True)
+    await store.confirmations.add(
+        dataclasses.replace(confirmation(conv.id), id=f"c0{user}", user_id=user, chat_id=dm)
+    )
+    await store.chat_settings.save(ChatPrefs("t", dm, persona=f"{user}'s pirate"), user)
+    await store.grants.grant("t", "g1", f"tool_{user}", user, user)
+
+
+async def _group_turn(store: Store, *said: tuple[str, str], answer: str) -> None:
+    for user, text in said:
+        await store.inbox.accept(
+            inbound(text, f"g-{text}", chat_id="g1", user_id=user, is_private=False)
+        )
+    await store.inbox.take_queued("t", "g1")
+    conv = await store.conversations.active("t", "g1", is_private=False)
+    call = ToolCall(f"k-{answer}", "lookup", "{}")
+    await store.conversations.append(conv.id, Message.assistant(None, [call]))
+    await store.conversations.append(conv.id, Message.tool_result(call.id, "data"))
+    await store.conversations.append(conv.id, Message.assistant(answer))
+
+
+async def _about(store: Store, user: str) -> list[Any]:
+    """Everything the parts say about a user (through the store's own interface)."""
+    dm = f"d-{user}"
+    conv = await store.conversations.active("t", dm)
+    return [
+        await store.conversations.history(conv.id),
+        await store.notes.list_notes(f"t:{user}"),
+        (await store.usage.totals("t", user, "2026")).tokens,
+        await store.schedules.user_timezone("t", user),
+        [s.task for s in await store.schedules.chat_schedules("t", dm)],
+        await store.jobs.get(f"job-{user}"),
+        await store.confirmations.get(f"c0{user}"),
+        [p for p in await store.chat_settings.all() if p.chat_id == dm],
+        [g.tool for g in await store.grants.in_chat("t", "g1") if g.granted_by == user],
+        await store.inbox.sent_since("t", user, 0),
+    ]
+
+
+async def test_forgetting_a_user_removes_exactly_their_rows(store: Store) -> None:
+    for user in ("u1", "u2"):
+        await _life_of(store, user)
+    await _group_turn(store, ("u1", "mine"), answer="about yours")
+    await _group_turn(store, ("u2", "theirs"), answer="about theirs")
+    await _group_turn(store, ("u2", "both-a"), ("u1", "both-b"), answer="about both")
+    u2_before = await _about(store, "u2")
+
+    counted = await store.ops.forget_user("t", "u1", dry_run=True)
+    assert counted.messages > 0 and await _about(store, "u1") != await _about(store, "nobody")
+    done = await store.ops.forget_user("t", "u1")
+    assert dataclasses.replace(done, job_ids=(), private_chats=()) == dataclasses.replace(
+        counted, job_ids=(), private_chats=()
+    )
+    assert done.job_ids == ("job-u1",) and done.private_chats == (("t", "d-u1"),)
+    assert (done.notes, done.usage, done.schedules, done.grants) == (1, 1, 1, 1)
+
+    assert await _about(store, "u1") == await _about(store, "nobody")
+    assert await _about(store, "u2") == u2_before
+    group = await store.conversations.active("t", "g1", is_private=False)
+    texts = [m.text for m in await store.conversations.history(group.id)]
+    assert texts == ["theirs", None, "data", "about theirs", "both-a"]
+    again = await store.ops.forget_user(None, "u1")
+    assert again.described() == "nothing"
+
+
+async def test_summaries_covering_what_is_deleted_are_dropped(store: Store) -> None:
+    convs = {}
+    cut = 0.0
+    for chat, user in (("g1", "u1"), ("g2", "u2"), ("g3", "u2"), ("g4", "u3")):
+        if chat == "g4":
+            cut = time.time()
+            await store.conversations.append(convs["g3"].id, Message.user("still here"))
+        await store.inbox.accept(
+            inbound(f"hi from {user}", f"{chat}-1", chat_id=chat, user_id=user, is_private=False)
+        )
+        await store.inbox.take_queued("t", chat)
+        convs[chat] = conv = await store.conversations.active("t", chat, is_private=False)
+        last = await store.conversations.append(conv.id, Message.assistant("hello"))
+        await store.context.save_summary(Summary(conv.id, "they talked", last - 1, last))
+
+    forgotten = await store.ops.forget_user("t", "u1")
+    assert forgotten.summaries == 1
+    pruned = await store.ops.prune(0.0, history_before=cut)  # g2 all gone, g3 cut
+    assert pruned.messages == 4
+    left = [c for c, conv in convs.items() if await store.context.summary(conv.id) is not None]
+    assert left == ["g4"]  # the others each covered a message that is gone

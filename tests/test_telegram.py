@@ -657,7 +657,11 @@ async def test_an_unreadable_update_is_skipped_and_the_channel_goes_on(
         await tg.wait_for_call("sendMessage", to(DM), count=2)
         assert skipped.seen.is_set()
     assert tg.chat_texts(DM) == ["echo: still there?", "echo: and now?"]
-    reports = [r for r in caplog.records if "could not be read" in r.getMessage()]
+    reports = [
+        r
+        for r in caplog.records
+        if r.name == "channels.telegram" and "could not be read" in r.getMessage()
+    ]
     assert len(reports) == 1 and str(bad["update_id"]) in reports[0].getMessage()
     assert "KeyError" in reports[0].getMessage()  # the reason
     for record in caplog.records:

@@ -16,19 +16,24 @@ from engine._channel import InboundMessage
 from engine._model import Message
 from engine._store._records import (
     Adoption,
+    ChannelError,
     ChatPrefs,
     ConfirmationRow,
     ConfirmationState,
     Conversation,
     Delivery,
+    Forgotten,
     Grant,
     InboxRow,
     JobRow,
     JobState,
+    Pruned,
     RunState,
     ScheduleRow,
     ScheduleRun,
     ServerInfo,
+    StatusSnapshot,
+    StoreCounts,
     Summary,
     TokenRatio,
     UsageTotals,
@@ -45,10 +50,16 @@ class ConversationStore(Protocol):
         ...
 
     async def append(
-        self, conversation_id: int, msg: Message, *, deliver: str | None = None
+        self,
+        conversation_id: int,
+        msg: Message,
+        *,
+        deliver: str | None = None,
+        user_id: str | None = None,
     ) -> int:
         """Store `msg`; returns its id. `deliver` (a reply_to id, or "" for none) records that
-        the message is an answer still to be delivered."""
+        the message is an answer still to be delivered; `user_id`, who wrote a user message
+        (so forgetting that user deletes it)."""
         ...
 
     async def history(self, conversation_id: int, limit: int = 200) -> list[Message]:
@@ -273,6 +284,42 @@ class ChatSettingsStore(Protocol):
     async def save(self, prefs: ChatPrefs, user_id: str) -> None: ...
 
 
+class OpsStore(Protocol):
+    """Operating it: what the daemon is doing, its last errors, bounded growth, forgetting."""
+
+    async def status(self) -> StatusSnapshot:
+        """What is queued, running and waiting (`relaybot status`); works on a read-only store."""
+        ...
+
+    async def counts(self) -> StoreCounts: ...
+
+    async def record_errors(self, errors: Sequence[ChannelError]) -> None:
+        """Keep each channel's newest error (one row per channel)."""
+        ...
+
+    async def prune(self, settled_before: float, history_before: float | None = None) -> Pruned:
+        """Delete what is settled (answered inbox rows, sent deliveries, finished jobs and
+        scheduled runs, decided confirmations) from before `settled_before`; with
+        `history_before`, also each conversation's messages from before then, cut at a user
+        message so every remaining tool result keeps its call. Unix times."""
+        ...
+
+    async def compact(self) -> None:
+        """Give space back between bursts (SQLite: checkpoint and truncate the WAL; PostgreSQL:
+        nothing, the server keeps its own log)."""
+        ...
+
+    async def forget_user(
+        self, channel: str | None, user_id: str, *, dry_run: bool = False
+    ) -> Forgotten:
+        """Delete everything stored about a user of `channel` (None: of every channel), in one
+        transaction: their private chats whole; in groups their messages and the bot's
+        messages of the exchanges they took part in; their inbox rows, notes, reminders and
+        jobs, schedules, confirmations, grants they gave, usage and settings; the summaries
+        that cover any of it. `dry_run` counts without deleting."""
+        ...
+
+
 class ClusterStore(Protocol):
     """What instances sharing one store keep there (engine/_cluster.py drives it): liveness,
     who holds each chat and each channel's receiving side, and notifications of work."""
@@ -370,6 +417,7 @@ class Store(Protocol):
     usage: UsageStore
     schedules: ScheduleStore
     chat_settings: ChatSettingsStore
+    ops: OpsStore
     cluster: ClusterStore | None  # None: one process at a time (SQLite)
     context: ContextStore
 

@@ -25,12 +25,15 @@ def redact(url: str) -> str:
     return re.sub(r"(://[^:/@]+):[^@/]*@", r"\1:***@", url)
 
 
-def open_store(url: str | None, path: str | Path) -> Store:
-    """The store (not yet open: ``async with`` it) at `url` if given, else the file `path`."""
+def open_store(url: str | None, path: str | Path, *, wal_limit_bytes: int | None = None) -> Store:
+    """The store (not yet open: ``async with`` it) at `url` if given, else the file `path`
+    (its write-ahead log checkpointed to stay under `wal_limit_bytes`, if given)."""
     if url:
         from engine._store._pg import PgStore
 
         return PgStore(url)
     from engine._store._sqlite import SqliteStore
 
-    return SqliteStore(path)
+    if wal_limit_bytes is None:
+        return SqliteStore(path)
+    return SqliteStore(path, wal_limit_bytes=wal_limit_bytes)

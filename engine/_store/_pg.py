@@ -21,6 +21,7 @@ from engine._store._api import (
     InboxStore,
     JobStore,
     NoteStore,
+    OpsStore,
     ScheduleStore,
     UsageStore,
 )
@@ -34,12 +35,13 @@ from engine._store._pg_grants import PgGrants, PgUsage
 from engine._store._pg_inbox import PgInbox
 from engine._store._pg_jobs import PgJobs
 from engine._store._pg_notes import PgNotes
+from engine._store._pg_ops import PgOps
 from engine._store._pg_schedules import PgSchedules
 
 
 class PgStore:
-    def __init__(self, url: str, *, max_connections: int = 20) -> None:
-        self.db = PgDb(url, max_connections=max_connections)
+    def __init__(self, url: str, *, max_connections: int = 20, readonly: bool = False) -> None:
+        self.db = PgDb(url, max_connections=max_connections, readonly=readonly)
         self.where = self.db.where
         conversations = PgConversations(self.db)
         self.conversations: ConversationStore = conversations
@@ -49,9 +51,11 @@ class PgStore:
         self.notes: NoteStore = PgNotes(self.db)
         self.grants: GrantStore = PgGrants(self.db)
         self.usage: UsageStore = PgUsage(self.db)
-        self.schedules: ScheduleStore = PgSchedules(self.db)
+        schedules = PgSchedules(self.db)
+        self.schedules: ScheduleStore = schedules
         self.chat_settings: ChatSettingsStore = PgChatSettings(self.db)
         self.context: ContextStore = PgContext(self.db)
+        self.ops: OpsStore = PgOps(self.db, schedules)
         self.cluster: ClusterStore | None = PgCluster(self.db)
 
     @contextlib.asynccontextmanager

@@ -46,7 +46,12 @@ class PgConversations:
         )
 
     async def append(
-        self, conversation_id: int, msg: Message, *, deliver: str | None = None
+        self,
+        conversation_id: int,
+        msg: Message,
+        *,
+        deliver: str | None = None,
+        user_id: str | None = None,
     ) -> int:
         calls = msg.tool_calls
         result = msg.result
@@ -54,8 +59,8 @@ class PgConversations:
         return int(
             await self.db.fetchval(
                 "WITH m AS (INSERT INTO messages(conversation_id, role, content, tool_calls, "
-                "tool_call_id, is_error, speaker, media, created_at) "
-                "VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9) RETURNING id), "
+                "tool_call_id, is_error, speaker, media, created_at, user_id) "
+                "VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$12) RETURNING id), "
                 "d AS (INSERT INTO deliveries(message_id, conversation_id, channel, chat_id, "
                 "reply_to, created_at) SELECT m.id, c.id, c.channel, c.chat_id, $11, $9 "
                 "FROM m, conversations c WHERE c.id = $1 AND $10) "
@@ -71,6 +76,7 @@ class PgConversations:
                 time.time(),
                 deliver is not None,
                 deliver or None,
+                user_id,
             )
         )
 

@@ -15,6 +15,10 @@ Migrations (``_pg_schema.MIGRATIONS``) run at open in one transaction under a tr
 advisory lock: instances starting together apply each entry once, the later ones wait and find
 the schema current. A database written by a newer relaybot is refused before anything is
 written. URLs are shown without their password.
+
+`readonly` (`relaybot status`) opens read-only connections and migrates nothing: the schema must
+be this relaybot's. Each statement and commit is timed for the metrics (engine/_metrics.py), as
+in the SQLite backend.
 """
 
 from __future__ import annotations
@@ -23,11 +27,13 @@ import asyncio
 import contextlib
 import contextvars
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import asyncpg
 
+from engine import _metrics as metrics
 from engine._store._open import redact
 from engine._store._pg_schema import MIGRATIONS
 from tools import StoreError, StoreUnavailable
@@ -59,9 +65,10 @@ Listener = Callable[[str], None]
 
 
 class PgDb:
-    def __init__(self, url: str, *, max_connections: int = 10) -> None:
+    def __init__(self, url: str, *, max_connections: int = 10, readonly: bool = False) -> None:
         self.url = url
         self.max_connections = max_connections
+        self.readonly = readonly
         self.incarnation: int | None = None  # this process's row in `instances`, once joined
         self._pool: asyncpg.Pool | None = None
         self._tx: contextvars.ContextVar[tuple[asyncio.Task[Any] | None, Any] | None] = (
@@ -86,9 +93,17 @@ class PgDb:
     async def open(self) -> None:
         try:
             self._pool = await asyncpg.create_pool(
-                self.url, min_size=1, max_size=self.max_connections, timeout=10, reset=_no_reset
+                self.url,
+                min_size=1,
+                max_size=self.max_connections,
+                timeout=10,
+                reset=_no_reset,
+                server_settings={"default_transaction_read_only": "on"} if self.readonly else None,
             )
-            await self._migrate()
+            if self.readonly:
+                await self._refuse_other_versions()
+            else:
+                await self._migrate()
         except StoreError:
             await self.close()
             raise
@@ -148,7 +163,9 @@ class PgDb:
                     await asyncio.shield(tx.rollback())
                 raise
             self._tx.reset(token)
+            started = time.perf_counter()
             await tx.commit()
+            metrics.STORE_COMMIT.observe(time.perf_counter() - started)
         except UNREACHABLE as exc:
             raise StoreUnavailable(f"the database at {self.where} is unreachable") from exc
         finally:
@@ -156,12 +173,17 @@ class PgDb:
 
     async def _run(self, method: str, sql: str, args: tuple[Any, ...]) -> Any:
         conn = self._held()
+        started = time.perf_counter()
         try:
             if conn is not None:
-                return await getattr(conn, method)(sql, *args)
-            return await getattr(self.pool, method)(sql, *args)
+                result = await getattr(conn, method)(sql, *args)
+            else:
+                result = await getattr(self.pool, method)(sql, *args)
         except UNREACHABLE as exc:
             raise StoreUnavailable(f"the database at {self.where} is unreachable") from exc
+        timer = metrics.STORE_WRITE if method == "execute" else metrics.STORE_READ
+        timer.observe(time.perf_counter() - started)
+        return result
 
     async def execute(self, sql: str, *args: Any) -> int:
         """Run a write; returns how many rows it touched."""
@@ -180,6 +202,22 @@ class PgDb:
 
     async def schema_version(self) -> int:
         return int(await self.fetchval("SELECT version FROM schema_version") or 0)
+
+    async def _refuse_other_versions(self) -> None:
+        """A read-only look needs this relaybot's schema: nothing is migrated here."""
+        exists = await self.fetchval("SELECT to_regclass('schema_version') IS NOT NULL")
+        version = await self.schema_version() if exists else 0
+        if version > len(MIGRATIONS):
+            raise StoreError(
+                f"the store at {self.where} has schema version {version}, newer than this "
+                f"relaybot knows ({len(MIGRATIONS)}): it was written by a newer relaybot"
+            )
+        if version < len(MIGRATIONS):
+            raise StoreError(
+                f"the store at {self.where} has schema version {version}, older than this "
+                f"relaybot's ({len(MIGRATIONS)}): start the daemon of this version once to "
+                "upgrade it, then try again"
+            )
 
     async def _migrate(self) -> None:
         async with self.pool.acquire() as conn, conn.transaction():

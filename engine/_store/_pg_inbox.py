@@ -69,11 +69,12 @@ class PgInbox:
         if not taken:
             return
         async with self.db.transaction():
-            for _, msg in taken:
-                await self.conversations.append(conversation_id, msg)
+            for row, msg in taken:
+                await self.conversations.append(conversation_id, msg, user_id=row.user_id)
             await self.db.execute(
-                "UPDATE inbox SET state='taken' WHERE id = ANY($1::bigint[])",
+                "UPDATE inbox SET state='taken', taken_at=$2 WHERE id = ANY($1::bigint[])",
                 [row.id for row, _ in taken],
+                time.time(),
             )
 
     async def rows(self, state: Any, channel: str, chat_id: str) -> list[InboxRow]:

@@ -28,6 +28,10 @@ class PgSchedules:
         self._changed.set()
         await self.db.execute(f"NOTIFY {CHANGED}")
 
+    async def changed(self) -> None:
+        """Wake every instance's scheduler: schedules were deleted (a user forgotten)."""
+        await self._notify()
+
     # -- what the tools use (tools.builtins.ScheduleBook) ----------------------------------
 
     async def add_schedule(

@@ -20,6 +20,7 @@ from engine._store._api import (
     InboxStore,
     JobStore,
     NoteStore,
+    OpsStore,
     ScheduleStore,
     UsageStore,
 )
@@ -27,17 +28,23 @@ from engine._store._sqlite_chat_settings import SqliteChatSettings
 from engine._store._sqlite_confirmations import SqliteConfirmations
 from engine._store._sqlite_context import SqliteContext
 from engine._store._sqlite_conversations import SqliteConversations
-from engine._store._sqlite_db import SqliteDb
+from engine._store._sqlite_db import WAL_LIMIT_BYTES, SqliteDb
 from engine._store._sqlite_grants import SqliteGrants, SqliteUsage
 from engine._store._sqlite_inbox import SqliteInbox
 from engine._store._sqlite_jobs import SqliteJobs
 from engine._store._sqlite_notes import SqliteNotes
+from engine._store._sqlite_ops import SqliteOps
 from engine._store._sqlite_schedules import SqliteSchedules
 
 
 class SqliteStore:
-    def __init__(self, path: str | Path) -> None:
-        self.db = SqliteDb(path)
+    """`readonly` opens a store another process may be writing, to read it (`relaybot status`):
+    it must be of this relaybot's schema version. `wal_limit_bytes` bounds the WAL."""
+
+    def __init__(
+        self, path: str | Path, *, readonly: bool = False, wal_limit_bytes: int = WAL_LIMIT_BYTES
+    ) -> None:
+        self.db = SqliteDb(path, readonly=readonly, wal_limit_bytes=wal_limit_bytes)
         self.path = self.db.path
         self.conversations: ConversationStore = SqliteConversations(self.db)
         self.inbox: InboxStore = SqliteInbox(self.db, self.conversations)
@@ -49,6 +56,7 @@ class SqliteStore:
         self.schedules: ScheduleStore = SqliteSchedules(self.db)
         self.chat_settings: ChatSettingsStore = SqliteChatSettings(self.db)
         self.context: ContextStore = SqliteContext(self.db)
+        self.ops: OpsStore = SqliteOps(self.db, self.schedules)
         self.cluster: ClusterStore | None = None  # one process per file (bot/_lock.py)
 
     @contextlib.asynccontextmanager

@@ -17,8 +17,9 @@ class SqliteConversations:
     def __init__(self, db: SqliteDb) -> None:
         self.db = db
         # Each chat's active conversation, asked for several times a turn. The file is this
-        # process's alone (one daemon a store), and only reset() ends a conversation.
-        self._active: dict[tuple[str, str], Conversation] = {}
+        # process's alone (one daemon a store); reset() ends a conversation, forgetting a user
+        # deletes some (the ops part empties this then: it is the db's).
+        self._active = db.active_conversations
 
     async def active(self, channel: str, chat_id: str, *, is_private: bool = True) -> Conversation:
         known = self._active.get((channel, chat_id))
@@ -48,7 +49,12 @@ class SqliteConversations:
             self._active.pop((channel, chat_id), None)
 
     async def append(
-        self, conversation_id: int, msg: Message, *, deliver: str | None = None
+        self,
+        conversation_id: int,
+        msg: Message,
+        *,
+        deliver: str | None = None,
+        user_id: str | None = None,
     ) -> int:
         now = time.time()
         calls = msg.tool_calls
@@ -64,11 +70,12 @@ class SqliteConversations:
             msg.speaker,
             json.dumps(images) if images else None,
             now,
+            user_id,
         )
         async with self.db.transaction():
             cur = await self.db.write(
                 "INSERT INTO messages(conversation_id, role, content, tool_calls, tool_call_id, "
-                "is_error, speaker, media, created_at) VALUES (?,?,?,?,?,?,?,?,?)",
+                "is_error, speaker, media, created_at, user_id) VALUES (?,?,?,?,?,?,?,?,?,?)",
                 params,
             )
             message_id = cur.lastrowid or 0

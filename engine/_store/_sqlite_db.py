@@ -5,6 +5,16 @@ file is in WAL mode with synchronous=NORMAL: a commit survives a crash of the pr
 necessarily of the machine's power). Statements are autocommit unless inside
 :meth:`SqliteDb.transaction`; a write from another task waits until an open transaction commits,
 or it would silently become part of it (and not be durable when its caller returns).
+
+The WAL stays bounded: SQLite checkpoints it after every commit that takes it past a quarter of
+`wal_limit_bytes` (``wal_autocheckpoint``), and truncates it back to the limit once a checkpoint
+has copied everything (``journal_size_limit``); housekeeping truncates it to nothing when the bot
+is idle (:meth:`SqliteDb.checkpoint`). Readers in other processes (`relaybot status`, `relaybot
+backup`) open the file read-only (`readonly`): WAL lets them read while the daemon writes.
+Run as root while the daemon is stopped, such a command makes SQLite create the -wal and -shm
+files; they are given the store's owner (:func:`owned_like_store`), or the daemon's own user
+(systemd's DynamicUser) could not open the store any more. Each call is timed for the metrics
+(engine/_metrics.py).
 """
 
 from __future__ import annotations
@@ -12,25 +22,40 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import sqlite3
-from collections.abc import AsyncIterator, Sequence
+import time
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import aiosqlite
 
+from engine import _metrics as metrics
+from engine._store._records import Conversation
 from engine._store._sqlite_schema import MIGRATIONS
 from tools import StoreError
 
 log = logging.getLogger("engine.store")
 
+WAL_LIMIT_BYTES = 16 * 1024 * 1024
+_PAGE_BYTES = 4096  # SQLite's default page size
+
 
 class SqliteDb:
-    def __init__(self, path: str | Path) -> None:
+    def __init__(
+        self, path: str | Path, *, readonly: bool = False, wal_limit_bytes: int = WAL_LIMIT_BYTES
+    ) -> None:
         self.path = Path(path)
+        self.readonly = readonly
+        self.wal_limit_bytes = wal_limit_bytes
         self._db: aiosqlite.Connection | None = None
         self._tx_lock = asyncio.Lock()
         self._tx_owner: asyncio.Task[Any] | None = None
+        # (channel, chat id) → its active conversation: see SqliteConversations.active
+        self.active_conversations: dict[tuple[str, str], Conversation] = {}
+        self._owned: contextlib.ExitStack | None = None
 
     @property
     def db(self) -> aiosqlite.Connection:
@@ -38,10 +63,22 @@ class SqliteDb:
             raise StoreError("the store is not open")
         return self._db
 
+    @property
+    def wal_path(self) -> Path:
+        return self.path.with_name(self.path.name + "-wal")
+
     async def open(self) -> None:
+        if self.readonly and not self.path.exists():
+            raise StoreError(f"there is no store at {self.path} (see [storage] path)")
+        self._owned = contextlib.ExitStack()
+        self._owned.enter_context(owned_like_store(self.path))
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            connection = aiosqlite.connect(self.path, isolation_level=None)
+            if self.readonly:
+                uri = f"file:{quote(str(self.path.resolve()))}?mode=ro"
+                connection = aiosqlite.connect(uri, uri=True, isolation_level=None)
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                connection = aiosqlite.connect(self.path, isolation_level=None)
             # Its worker thread must never keep the process alive: committed data is safe in
             # the WAL whatever happens, and an unclosed store must not hang interpreter exit.
             # (A private attribute: aiosqlite is pinned below its next minor release.)
@@ -49,11 +86,17 @@ class SqliteDb:
             self._db = await connection
             self._db.row_factory = sqlite3.Row
             await self._refuse_newer()  # before anything writes to the file
+            if self.readonly:
+                await self._db.execute("PRAGMA busy_timeout=5000")
+                await self._refuse_older()
+                return
             for pragma in (
                 "journal_mode=WAL",
                 "synchronous=NORMAL",
                 "foreign_keys=ON",
                 "busy_timeout=5000",
+                f"journal_size_limit={self.wal_limit_bytes}",
+                f"wal_autocheckpoint={max(16, self.wal_limit_bytes // _PAGE_BYTES // 4)}",
             ):
                 await self._db.execute(f"PRAGMA {pragma}")
             await self._migrate()
@@ -65,6 +108,9 @@ class SqliteDb:
         if self._db is not None:
             db, self._db = self._db, None
             await db.close()
+        if self._owned is not None:
+            owned, self._owned = self._owned, None
+            owned.close()
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[None]:
@@ -77,7 +123,9 @@ class SqliteDb:
             try:
                 await self.db.execute("BEGIN IMMEDIATE")
                 yield
+                started = time.perf_counter()
                 await self.db.execute("COMMIT")
+                metrics.STORE_COMMIT.observe(time.perf_counter() - started)
             except BaseException:
                 # Also on cancellation: the BEGIN or COMMIT may still be queued in the db
                 # thread, and the ROLLBACK queued after it runs after it, whatever happens here.
@@ -87,18 +135,49 @@ class SqliteDb:
             finally:
                 self._tx_owner = None
 
-    async def write(self, sql: str, params: Sequence[Any] = ()) -> aiosqlite.Cursor:
+    async def write(
+        self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()
+    ) -> aiosqlite.Cursor:
+        started = time.perf_counter()
         if self._tx_owner is not None and self._tx_owner is asyncio.current_task():
-            return await self.db.execute(sql, params)
-        async with self._tx_lock:
-            return await self.db.execute(sql, params)
+            cursor = await self.db.execute(sql, params)
+        else:
+            async with self._tx_lock:
+                cursor = await self.db.execute(sql, params)
+        metrics.STORE_WRITE.observe(time.perf_counter() - started)
+        return cursor
 
-    async def one(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
-        rows = await self.db.execute_fetchall(sql, params)  # one trip to the db thread
-        return next(iter(rows), None)
+    async def one(
+        self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()
+    ) -> sqlite3.Row | None:
+        rows = await self.all(sql, params)  # one trip to the db thread
+        return rows[0] if rows else None
 
-    async def all(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
-        return list(await self.db.execute_fetchall(sql, params))
+    async def all(
+        self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()
+    ) -> list[sqlite3.Row]:
+        started = time.perf_counter()
+        rows = await self.db.execute_fetchall(sql, params)
+        metrics.STORE_READ.observe(time.perf_counter() - started)
+        return list(rows)
+
+    async def checkpoint(self) -> bool:
+        """Copy the WAL into the database and truncate it to nothing; False when a reader in
+        another process kept it from finishing (the next call tries again)."""
+        async with self._tx_lock:  # never inside a transaction of this connection
+            row = await self.one("PRAGMA wal_checkpoint(TRUNCATE)")
+        return row is not None and row[0] == 0
+
+    def sizes(self) -> tuple[int, int]:
+        """The database file's and the WAL's size in bytes (0 for a missing file)."""
+
+        def size(path: Path) -> int:
+            try:
+                return path.stat().st_size
+            except OSError:
+                return 0
+
+        return size(self.path), size(self.wal_path)
 
     async def schema_version(self) -> int:
         row = await self.one("PRAGMA user_version")
@@ -114,6 +193,15 @@ class SqliteDb:
                 "left untouched."
             )
 
+    async def _refuse_older(self) -> None:
+        version = await self.schema_version()
+        if version < len(MIGRATIONS):
+            raise StoreError(
+                f"the store at {self.path} has schema version {version}, older than this "
+                f"relaybot's ({len(MIGRATIONS)}): start the daemon of this version once to "
+                "upgrade it, then try again"
+            )
+
     async def _migrate(self) -> None:
         version = await self.schema_version()
         for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
@@ -123,6 +211,23 @@ class SqliteDb:
                     await self.db.execute(stmt)
                 await self.db.execute(f"PRAGMA user_version = {number}")
             log.info("store migrated to schema version %d", number)
+
+
+@contextlib.contextmanager
+def owned_like_store(store: Path) -> Iterator[None]:
+    """The -wal and -shm files SQLite creates beside `store` inside the block get the store's
+    owner when this process runs as root (a no-op otherwise, and for files that existed)."""
+    beside = [store.with_name(store.name + suffix) for suffix in ("-wal", "-shm")]
+    new = [path for path in beside if not path.exists()]
+    try:
+        yield
+    finally:
+        if new and os.geteuid() == 0:
+            with contextlib.suppress(OSError):
+                owner = store.stat()
+                for path in new:
+                    if path.exists():
+                        os.chown(path, owner.st_uid, owner.st_gid)
 
 
 def marks(n: int) -> str:

@@ -69,11 +69,11 @@ class SqliteInbox:
         if not taken:
             return
         async with self.db.transaction():
-            for _, msg in taken:
-                await self.conversations.append(conversation_id, msg)
+            for row, msg in taken:
+                await self.conversations.append(conversation_id, msg, user_id=row.user_id)
             await self.db.write(
-                f"UPDATE inbox SET state='taken' WHERE id IN ({marks(len(taken))})",
-                tuple(row.id for row, _ in taken),
+                f"UPDATE inbox SET state='taken', taken_at=? WHERE id IN ({marks(len(taken))})",
+                (time.time(), *(row.id for row, _ in taken)),
             )
 
     async def rows(self, state: Any, channel: str, chat_id: str) -> list[InboxRow]:

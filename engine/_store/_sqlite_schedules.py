@@ -195,6 +195,10 @@ class SqliteSchedules:
         )
         return cur.rowcount == 1
 
+    def changed(self) -> None:
+        """Wake the scheduler: schedules were added, cancelled or deleted."""
+        self._changed.set()
+
     async def wait_changed(self) -> None:
         """Return once a schedule was added or cancelled since the last call."""
         await self._changed.wait()

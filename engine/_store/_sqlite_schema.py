@@ -238,4 +238,27 @@ MIGRATIONS: list[str] = [
     );
     ALTER TABLE jobs ADD COLUMN instance INTEGER;
     """,
+    # 9: operating it for months: who wrote each user message (so a user can be forgotten), when
+    #    a turn took its messages (`relaybot status`), the last error of each channel, indexes
+    #    for pruning by age. Earlier user messages get their writer from the inbox: the one user
+    #    of a private chat, or in a group the one user who wrote there under the speaker's name.
+    """
+    ALTER TABLE inbox ADD COLUMN taken_at REAL;
+    ALTER TABLE messages ADD COLUMN user_id TEXT;
+    UPDATE messages SET user_id = (
+        SELECT MIN(i.user_id) FROM conversations c
+        JOIN inbox i ON i.channel = c.channel AND i.chat_id = c.chat_id
+        WHERE c.id = messages.conversation_id
+        AND (c.is_private = 1 OR i.user_name = messages.speaker)
+        HAVING COUNT(DISTINCT i.user_id) = 1
+    ) WHERE role = 'user';
+    CREATE INDEX messages_user ON messages(user_id) WHERE user_id IS NOT NULL;
+    CREATE INDEX messages_created ON messages(created_at);
+    CREATE INDEX deliveries_settled ON deliveries(sent_at) WHERE state != 'pending';
+    CREATE TABLE channel_errors (
+        channel TEXT PRIMARY KEY,
+        at REAL NOT NULL,
+        text TEXT NOT NULL
+    );
+    """,
 ]

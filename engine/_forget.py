@@ -1,0 +1,71 @@
+"""/forget_me: a user deletes everything relaybot stored about them, after saying yes.
+
+The command answers with what would go (counted by a dry run of the store's forget, which
+engine/_store/_sqlite_forget.py describes) and two buttons. A press counts only from the user it
+names: the platform says who pressed, the button's payload whom it is for. "Delete everything"
+forgets them in one transaction; then what the daemon holds in memory goes too (`forgotten`: their
+background jobs and reminders still running are cancelled, the settings of their private chats
+and the cached conversation summaries dropped, on every instance sharing the store); the reply
+says what was deleted.
+`relaybot forget --user ID` does the same from the command line while the daemon is stopped.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+from engine._channel import Action, Button, InboundMessage, Reply
+from engine._store import Forgotten, Store
+
+log = logging.getLogger(__name__)
+
+_YES = "forget:yes:"
+_NO = "forget:no:"
+_MAX_PAYLOAD = 61  # engine._channel.ACTION_PATTERN
+
+
+class ForgetMe:
+    """`forgotten(done)` lets go of what the daemon keeps in memory about what was deleted."""
+
+    def __init__(self, store: Store, forgotten: Callable[[Forgotten], Awaitable[None]]) -> None:
+        self.store = store
+        self.forgotten = forgotten
+
+    async def ask(self, msg: InboundMessage) -> Reply:
+        found = await self.store.ops.forget_user(msg.channel, msg.user_id, dry_run=True)
+        if found.described() == "nothing":
+            return Reply("I have nothing stored about you.")
+        text = (
+            f"This deletes everything I have stored about you here on {msg.channel}: "
+            f"{found.described()}. Your private chats with me go whole; in groups, your "
+            "messages and my answers to them. It cannot be undone."
+        )
+        if len(_YES) + len(msg.user_id) > _MAX_PAYLOAD:
+            return Reply(f"{text}\nAsk the bot's owner to run: relaybot forget --user "
+                         f"{msg.channel}:{msg.user_id}")  # fmt: skip
+        buttons = (
+            Button("Delete everything", f"{_YES}{msg.user_id}"),
+            Button("Keep it", f"{_NO}{msg.user_id}"),
+        )
+        return Reply(f"{text} Delete it?", buttons)
+
+    async def act(self, action: Action) -> Reply | None:
+        """A press on /forget_me's buttons; None when the action is not one of ours."""
+        if action.action.startswith(_YES):
+            whom, forget = action.action.removeprefix(_YES), True
+        elif action.action.startswith(_NO):
+            whom, forget = action.action.removeprefix(_NO), False
+        else:
+            return None
+        if whom != action.user_id:
+            return Reply(
+                "Only the person who sent /forget_me can answer it. To delete what I have "
+                "stored about you, send /forget_me yourself."
+            )
+        if not forget:
+            return Reply("Kept: nothing was deleted.")
+        done = await self.store.ops.forget_user(action.channel, whom)
+        await self.forgotten(done)
+        log.info("forgot %s user %s: %s", action.channel, whom, done.described())
+        return Reply(f"Done: I deleted {done.described()}. Nothing about you is stored any more.")

@@ -1,0 +1,106 @@
+"""Housekeeping: what keeps a daemon that runs for months from growing without bound.
+
+One task, woken by a periodic timer every few seconds:
+
+- the newest error of each channel goes to the store, for `relaybot status`
+  (engine/_metrics.py keeps them until then);
+- when no chat has work running, the store gives space back (SQLite: the WAL is checkpointed
+  and truncated; under steady load SQLite's own checkpoints keep it bounded, see
+  engine/_store/_sqlite_db.py);
+- every `prune_every_s` (a tenth of the shortest retention, between 10 s and an hour) settled
+  rows older than `settled_days` are deleted (answered inbox rows, sent deliveries, finished jobs
+  and scheduled runs, decided confirmations), and with `keep_days` each conversation's history
+  older than that (`trimmed` is then told, e.g. to drop cached summaries).
+
+With PostgreSQL there is no WAL of relaybot's own (the server checkpoints its log); instances
+sharing the store each prune, which is harmless (a row is deleted once). While the database is
+unreachable a tick is skipped quietly (the cluster reports it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from engine import _metrics as metrics
+from engine._store import Pruned, Store
+from tools import StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+DAY_S = 86_400.0
+
+
+@dataclass(frozen=True, slots=True)
+class Retention:
+    """How long settled rows (`settled_days`) and conversation history (`keep_days`, None:
+    forever) are kept."""
+
+    settled_days: float = 7.0
+    keep_days: float | None = None
+
+    @property
+    def prune_every_s(self) -> float:
+        shortest = min(d for d in (self.settled_days, self.keep_days) if d is not None) * DAY_S
+        return min(3600.0, max(10.0, shortest / 10))
+
+
+class Housekeeping:
+    """`busy()` says how many chats have work running (idle: 0)."""
+
+    def __init__(
+        self,
+        store: Store,
+        retention: Retention,
+        busy: Callable[[], int],
+        *,
+        tick_s: float = 5.0,
+        trimmed: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.store = store
+        self.retention = retention
+        self.busy = busy
+        self.tick_s = tick_s
+        self.trimmed = trimmed
+        self._next_prune = 0.0  # the first tick prunes
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(self.tick_s)  # a periodic timer
+            try:
+                await self.tick()
+            except StoreUnavailable:
+                pass  # the database is away: next time
+            except Exception:
+                log.exception("housekeeping failed; trying again in %g s", self.tick_s)
+
+    async def tick(self) -> None:
+        await self.flush()
+        now = time.monotonic()
+        if now >= self._next_prune:
+            self._next_prune = now + self.retention.prune_every_s
+            await self.prune()
+        if self.busy() == 0:
+            await self.store.ops.compact()
+
+    async def flush(self) -> None:
+        """Store the errors noted since the last flush."""
+        await self.store.ops.record_errors(metrics.take_errors())
+
+    async def prune(self) -> Pruned:
+        r = self.retention
+        now = time.time()
+        keep = now - r.keep_days * DAY_S if r.keep_days is not None else None
+        pruned = await self.store.ops.prune(now - r.settled_days * DAY_S, keep)
+        if pruned.messages:
+            self.trimmed()
+        if pruned.total:
+            log.info(
+                "pruned %d settled rows and %d history messages",
+                pruned.total - pruned.messages,
+                pruned.messages,
+            )
+        return pruned

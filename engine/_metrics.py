@@ -1,0 +1,271 @@
+"""Prometheus metrics and the last error of each channel: the objects, and one small hook per
+place that knows a figure (a message received or refused, a turn ended, a model reply, a tool
+result, a platform request that failed, a store call).
+
+The hooks run on hot paths, so each is a dict lookup plus an increment or an observe: a labelled
+metric's children are bound once per label value and kept (``labels()`` takes a lock and builds
+its key on every call). The metrics live in prometheus_client's default registry, next to its
+process and garbage-collector collectors, and count whether or not anything serves them; ``[metrics]
+listen`` only adds the HTTP endpoint (bot/_metrics_http.py), which sets the gauges of state
+(queue depths, confirmations pending, jobs running, the store's files) as it is scraped
+(:func:`set_state`).
+
+Labels are bounded sets: channel names, model names, registered tool names ("other" for a name
+the model made up), outcomes and reasons. Never a chat or a user id.
+
+The newest error of each channel (and of the model, as "llm") is kept by an :class:`ErrorLog`
+until housekeeping stores it, for `relaybot status`: platform requests that failed (from the
+adapters' HTTP layers), what the adapters log at WARNING and above (the ``channels.<name>``
+loggers), and failed model requests. Its text is redacted like the log (secrets never reach the
+store).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from prometheus_client import Counter, Gauge, Histogram
+
+from engine._store._records import ChannelError
+
+_LATENCY_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0)
+_STORE_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5, 2.0)
+
+RECEIVED = Counter(
+    "relaybot_messages_received", "Messages from allowed users accepted into the inbox", ["channel"]
+)
+ANSWERED = Counter(
+    "relaybot_messages_answered",
+    "Messages a turn replied to (an answer, a confirmation prompt or an apology)",
+    ["channel"],
+)
+REFUSED = Counter(
+    "relaybot_messages_refused",
+    "Messages refused before the inbox (not_allowed, too_long, media, rate_limit)",
+    ["channel", "reason"],
+)
+TURN_SECONDS = Histogram(
+    "relaybot_turn_duration_seconds",
+    "Time a turn took, by how it ended (answered, confirmation, failed)",
+    ["outcome"],
+    buckets=_LATENCY_BUCKETS,
+)
+LLM_SECONDS = Histogram(
+    "relaybot_llm_request_duration_seconds",
+    "Time a model request took until its reply",
+    ["model"],
+    buckets=_LATENCY_BUCKETS,
+)
+LLM_ERRORS = Counter(
+    "relaybot_llm_request_errors", "Model requests that failed (after the SDK's retries)", ["model"]
+)
+PROMPT_TOKENS = Counter(
+    "relaybot_llm_prompt_tokens", "Tokens sent to the model, as the provider counts them", ["model"]
+)
+COMPLETION_TOKENS = Counter(
+    "relaybot_llm_completion_tokens", "Tokens the model produced", ["model"]
+)
+TOOL_CALLS = Counter(
+    "relaybot_tool_calls", "Tool calls by tool and outcome (ok, error)", ["tool", "outcome"]
+)
+PLATFORM_ERRORS = Counter(
+    "relaybot_platform_api_errors",
+    "Platform API requests that failed (an error status or no answer)",
+    ["channel"],
+)
+PLATFORM_RETRIES = Counter(
+    "relaybot_platform_api_retries",
+    "Platform API requests tried again (relaybot's backoff, or a 429 the library waits out)",
+    ["channel"],
+)
+STORE_SECONDS = Histogram(
+    "relaybot_store_operation_duration_seconds",
+    "Time a store call took (read, write, commit), waiting for SQLite's thread or a PostgreSQL "
+    "connection included",
+    ["operation"],
+    buckets=_STORE_BUCKETS,
+)
+CONFIRMATIONS_PENDING = Gauge(
+    "relaybot_confirmations_pending", "Confirmations waiting for their requester"
+)
+JOBS_RUNNING = Gauge("relaybot_jobs_running", "Background jobs not finished yet")
+TURNS_RUNNING = Gauge("relaybot_turns_running", "Chats with a turn (or other work) running now")
+QUEUE_DEPTH_MAX = Gauge("relaybot_chat_queue_depth_max", "Items waiting in the longest chat queue")
+QUEUE_DEPTH_SUM = Gauge("relaybot_chat_queue_depth_sum", "Items waiting in all chat queues")
+STORE_BYTES = Gauge(
+    "relaybot_store_size_bytes",
+    "Size of the store: the database (db) and SQLite's write-ahead log (wal)",
+    ["file"],
+)
+
+STORE_READ = STORE_SECONDS.labels("read")
+STORE_WRITE = STORE_SECONDS.labels("write")
+STORE_COMMIT = STORE_SECONDS.labels("commit")
+
+
+class _Children(dict[Any, Any]):
+    """A labelled metric's children by label value(s), each bound on first use."""
+
+    def __init__(self, metric: Any) -> None:
+        super().__init__()
+        self.metric = metric
+
+    def __missing__(self, key: Any) -> Any:
+        child = self[key] = (
+            self.metric.labels(*key) if isinstance(key, tuple) else (self.metric.labels(key))
+        )
+        return child
+
+
+_received = _Children(RECEIVED)
+_answered = _Children(ANSWERED)
+_refused = _Children(REFUSED)
+_turns = _Children(TURN_SECONDS)
+_llm = _Children(LLM_SECONDS)
+_llm_errors = _Children(LLM_ERRORS)
+_prompt = _Children(PROMPT_TOKENS)
+_completion = _Children(COMPLETION_TOKENS)
+_tools = _Children(TOOL_CALLS)
+_platform_errors = _Children(PLATFORM_ERRORS)
+_retries = _Children(PLATFORM_RETRIES)
+
+
+# -- hooks ---------------------------------------------------------------------------------------
+
+
+def received(channel: str) -> None:
+    _received[channel].inc()
+
+
+def refused(channel: str, reason: str) -> None:
+    _refused[channel, reason].inc()
+
+
+def turn_ended(channel: str, outcome: str, seconds: float, messages: int) -> None:
+    """A turn ended (`outcome`: answered, confirmation, failed), replying to `messages`."""
+    _turns[outcome].observe(seconds)
+    if messages:
+        _answered[channel].inc(messages)
+
+
+def llm_replied(model: str, seconds: float, prompt_tokens: int, completion_tokens: int) -> None:
+    _llm[model].observe(seconds)
+    if prompt_tokens:
+        _prompt[model].inc(prompt_tokens)
+    if completion_tokens:
+        _completion[model].inc(completion_tokens)
+
+
+def llm_failed(model: str, error: str) -> None:
+    _llm_errors[model].inc()
+    note_error("llm", f"{model}: {error}")
+
+
+def tool_called(tool: str, ok: bool) -> None:
+    _tools[tool, "ok" if ok else "error"].inc()
+
+
+def api_error(channel: str, what: str) -> None:
+    """A platform request failed: counted, and kept as the channel's last error."""
+    _platform_errors[channel].inc()
+    note_error(channel, what)
+
+
+def api_retry(channel: str) -> None:
+    _retries[channel].inc()
+
+
+def set_state(
+    queue_depths: Sequence[int],
+    busy: int,
+    confirmations: int,
+    jobs: int,
+    db_bytes: int,
+    wal_bytes: int | None,
+) -> None:
+    """The gauges of what is going on now (set when scraped)."""
+    QUEUE_DEPTH_MAX.set(max(queue_depths, default=0))
+    QUEUE_DEPTH_SUM.set(sum(queue_depths))
+    TURNS_RUNNING.set(busy)
+    CONFIRMATIONS_PENDING.set(confirmations)
+    JOBS_RUNNING.set(jobs)
+    STORE_BYTES.labels("db").set(db_bytes)
+    if wal_bytes is not None:  # SQLite's; a PostgreSQL server keeps its own
+        STORE_BYTES.labels("wal").set(wal_bytes)
+    else:
+        with contextlib.suppress(KeyError):  # no figure rather than a stale one
+            STORE_BYTES.remove("wal")
+
+
+# -- the last error of each channel --------------------------------------------------------------
+
+
+MAX_ERROR_CHARS = 500
+
+
+class ErrorLog(logging.Handler):
+    """The newest error of each channel, kept until :meth:`take` hands it to the store.
+
+    As a logging handler on the ``channels`` logger it also keeps what an adapter logs at
+    WARNING and above (``channels.telegram`` → "telegram"). :func:`use_error_log` makes it the
+    one the hooks report to, and attaches it.
+    """
+
+    def __init__(self, redact: Callable[[str], str] = lambda text: text) -> None:
+        super().__init__(logging.WARNING)
+        self.redact = redact
+        self._new: dict[str, ChannelError] = {}
+
+    def note(self, channel: str, text: str) -> None:
+        text = self.redact(" ".join(text.split()))
+        if len(text) > MAX_ERROR_CHARS:
+            text = text[: MAX_ERROR_CHARS - 1] + "…"
+        self._new[channel] = ChannelError(channel, time.time(), text)
+
+    def take(self) -> list[ChannelError]:
+        """The errors noted since the last call (one per channel, the newest)."""
+        taken, self._new = self._new, {}
+        return list(taken.values())
+
+    def emit(self, record: logging.LogRecord) -> None:
+        _, _, rest = record.name.partition(".")
+        try:
+            self.note(rest.split(".")[0] or record.name, record.getMessage())
+        except Exception:
+            self.handleError(record)
+
+
+_error_log: ErrorLog | None = None
+_CHANNEL_LOGGER = logging.getLogger("channels")
+
+
+def use_error_log(errors: ErrorLog) -> Callable[[], None]:
+    """Report errors to `errors` from now on; returns what ends that (unless another log took
+    over meanwhile)."""
+    global _error_log
+    if _error_log is not None:
+        _CHANNEL_LOGGER.removeHandler(_error_log)
+    _error_log = errors
+    _CHANNEL_LOGGER.addHandler(errors)
+
+    def stop() -> None:
+        global _error_log
+        if _error_log is errors:
+            _CHANNEL_LOGGER.removeHandler(errors)
+            _error_log = None
+
+    return stop
+
+
+def note_error(channel: str, text: str) -> None:
+    if _error_log is not None:
+        _error_log.note(channel, text)
+
+
+def take_errors() -> list[ChannelError]:
+    """The errors noted since the last call, for the store."""
+    return _error_log.take() if _error_log is not None else []
