@@ -15,7 +15,6 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from bot._logging import RedactingFilter
-from bot._metrics_http import metrics_server
 from bot._models import build_model, endpoint_model, openai_compatible
 from bot.config import Config
 from engine import (
@@ -36,6 +35,7 @@ from engine import (
     Store,
     SystemClock,
     discover_window,
+    enable_metrics,
     set_state,
     use_error_log,
 )
@@ -181,6 +181,8 @@ class App:
     async def _start(self) -> None:
         cfg = self.config
         stack = self._stack
+        if cfg.metrics.listen:
+            enable_metrics()  # counting from the start; served once the channels run
         self.store = await _opened(cfg)
         stack.push_async_callback(self.store.__aexit__, None, None, None)
         stack.callback(use_error_log(ErrorLog(RedactingFilter(cfg.secrets()).redact)))
@@ -270,6 +272,8 @@ class App:
             log.info("channel %s started", channel.name)
         await self.dispatcher.start()
         if cfg.metrics.listen:
+            from bot._metrics_http import metrics_server  # its HTTP server: only when asked for
+
             host, port = cfg.metrics.address()
             await stack.enter_async_context(metrics_server(host, port, self._metrics_state))
         await self.model.warm_up()  # in a thread; the channels are already listening

@@ -40,7 +40,7 @@ from engine._jobs import Job, JobRunner
 from engine._limits import LimitSettings
 from engine._loop import ToolLoop
 from engine._media import MediaSettings
-from engine._metrics import ErrorLog, set_state, use_error_log
+from engine._metrics import ErrorLog, enable_metrics, set_state, use_error_log
 from engine._model import (
     FinishReason,
     Image,
@@ -126,6 +126,7 @@ __all__ = [
     "WindowSource",
     "budget_for",
     "discover_window",
+    "enable_metrics",
     "encode_action",
     "encode_decision",
     "ensure_pairing",

@@ -125,7 +125,7 @@ class SqliteDb:
                 yield
                 started = time.perf_counter()
                 await self.db.execute("COMMIT")
-                metrics.STORE_COMMIT.observe(time.perf_counter() - started)
+                metrics.store_call("commit", started)
             except BaseException:
                 # Also on cancellation: the BEGIN or COMMIT may still be queued in the db
                 # thread, and the ROLLBACK queued after it runs after it, whatever happens here.
@@ -144,7 +144,7 @@ class SqliteDb:
         else:
             async with self._tx_lock:
                 cursor = await self.db.execute(sql, params)
-        metrics.STORE_WRITE.observe(time.perf_counter() - started)
+        metrics.store_call("write", started)
         return cursor
 
     async def one(
@@ -158,7 +158,7 @@ class SqliteDb:
     ) -> list[sqlite3.Row]:
         started = time.perf_counter()
         rows = await self.db.execute_fetchall(sql, params)
-        metrics.STORE_READ.observe(time.perf_counter() - started)
+        metrics.store_call("read", started)
         return list(rows)
 
     async def checkpoint(self) -> bool:
