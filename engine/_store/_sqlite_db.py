@@ -25,7 +25,7 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -53,6 +53,7 @@ class SqliteDb:
         self._db: aiosqlite.Connection | None = None
         self._tx_lock = asyncio.Lock()
         self._tx_owner: asyncio.Task[Any] | None = None
+        self._begin = False  # a transaction is open whose BEGIN has not been sent yet
         # (channel, chat id) → its active conversation: see SqliteConversations.active
         self.active_conversations: dict[tuple[str, str], Conversation] = {}
         self._owned: contextlib.ExitStack | None = None
@@ -114,36 +115,58 @@ class SqliteDb:
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[None]:
-        """BEGIN IMMEDIATE ... COMMIT, one at a time; nested use joins the open one."""
+        """BEGIN IMMEDIATE ... COMMIT, one at a time; nested use joins the open one. The BEGIN
+        goes to the db thread with the transaction's first statement (one trip, not two)."""
         if self._tx_owner is not None and self._tx_owner is asyncio.current_task():
             yield
             return
         async with self._tx_lock:
             self._tx_owner = asyncio.current_task()
+            self._begin = True
             try:
-                await self.db.execute("BEGIN IMMEDIATE")
                 yield
-                started = time.perf_counter()
-                await self.db.execute("COMMIT")
-                metrics.store_call("commit", started)
+                if not self._begin:  # something was written (or read) inside
+                    started = time.perf_counter()
+                    await self.db.execute("COMMIT")
+                    metrics.store_call("commit", started)
             except BaseException:
                 # Also on cancellation: the BEGIN or COMMIT may still be queued in the db
                 # thread, and the ROLLBACK queued after it runs after it, whatever happens here.
-                with contextlib.suppress(sqlite3.OperationalError):
-                    await asyncio.shield(self.db.execute("ROLLBACK"))
+                if not self._begin:
+                    with contextlib.suppress(sqlite3.OperationalError):
+                        await asyncio.shield(self.db.execute("ROLLBACK"))
                 raise
             finally:
                 self._tx_owner = None
+                self._begin = False
+
+    def _in_transaction(self) -> bool:
+        return self._tx_owner is not None and self._tx_owner is asyncio.current_task()
+
+    async def _run(self, fn: Callable[[sqlite3.Connection], Any]) -> Any:
+        """`fn(connection)` in the db thread: after the BEGIN, when this is the first statement
+        of a transaction. (aiosqlite's ``_execute`` and ``_conn``: private, pinned below its
+        next minor release.)"""
+        begin = self._in_transaction() and self._begin
+        self._begin = False if begin else self._begin
+
+        def call() -> Any:
+            conn = self.db._conn
+            if begin:
+                conn.execute("BEGIN IMMEDIATE")
+            return fn(conn)
+
+        return await self.db._execute(call)
 
     async def write(
         self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()
-    ) -> aiosqlite.Cursor:
+    ) -> sqlite3.Cursor:
         started = time.perf_counter()
-        if self._tx_owner is not None and self._tx_owner is asyncio.current_task():
-            cursor = await self.db.execute(sql, params)
+        if self._in_transaction():
+            cursor = await self._run(lambda conn: conn.execute(sql, params))
         else:
             async with self._tx_lock:
-                cursor = await self.db.execute(sql, params)
+                cursor = await self._run(lambda conn: conn.execute(sql, params))
         metrics.store_call("write", started)
         return cursor
 
@@ -157,7 +180,7 @@ class SqliteDb:
         self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()
     ) -> list[sqlite3.Row]:
         started = time.perf_counter()
-        rows = await self.db.execute_fetchall(sql, params)
+        rows = await self._run(lambda conn: conn.execute(sql, params).fetchall())
         metrics.store_call("read", started)
         return list(rows)
 
@@ -208,8 +231,8 @@ class SqliteDb:
             statements = [s for s in script.split(";") if s.strip()]
             async with self.transaction():
                 for stmt in statements:
-                    await self.db.execute(stmt)
-                await self.db.execute(f"PRAGMA user_version = {number}")
+                    await self.write(stmt)
+                await self.write(f"PRAGMA user_version = {number}")
             log.info("store migrated to schema version %d", number)
 
 
