@@ -29,7 +29,6 @@ from engine._model import (
     Model,
     ModelRequest,
     ModelResponse,
-    OnText,
     ToolCall,
     ToolSpec,
     Usage,
@@ -38,7 +37,6 @@ from engine._types import PendingCall, Record, TurnContext, TurnResult
 from tools import (
     AsyncTool,
     ContextOverflow,
-    LLMError,
     PreparedCall,
     Tool,
     ToolContext,
@@ -209,7 +207,7 @@ class ToolLoop:
         fitted = await self._fit(state, model, system, tools)
         state.usage += fitted.spent
         try:
-            reply = await _complete(model, fitted.request, on_text)
+            reply = await metrics.model_request(model, fitted.request, on_text)
         except ContextOverflow as exc:
             if self.context is None:
                 raise
@@ -217,7 +215,7 @@ class ToolLoop:
             await self.context.overflowed(fitted, exc)
             fitted = await self._fit(state, model, system, tools, harder=True)
             state.usage += fitted.spent
-            reply = await _complete(model, fitted.request, on_text)
+            reply = await metrics.model_request(model, fitted.request, on_text)
         if self.context is not None:
             await self.context.learn(fitted, reply.usage)
         state.usage += reply.usage
@@ -394,21 +392,6 @@ class ToolLoop:
             cut = len(text) - self.max_output_chars
             text = text[: self.max_output_chars] + f"\n…[truncated: {cut} more characters]"
         await state.add(Message.tool_result(call.id, text, is_error=result.is_error))
-
-
-async def _complete(model: Model, request: ModelRequest, on_text: OnText | None) -> ModelResponse:
-    """One model request, timed and counted for the metrics (engine/_metrics.py)."""
-    started = time.monotonic()
-    try:
-        reply = await model.complete(request, on_text)
-    except LLMError as exc:
-        metrics.llm_failed(model.name, str(exc))
-        raise
-    u = reply.usage
-    metrics.llm_replied(
-        model.name, time.monotonic() - started, u.prompt_tokens, u.completion_tokens
-    )
-    return reply
 
 
 def _strict(tool: Tool) -> dict | None:
