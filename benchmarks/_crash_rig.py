@@ -220,12 +220,12 @@ class Daemon:
         self._proc: asyncio.subprocess.Process | None = None
 
     @property
-    def running(self) -> bool:
-        return self._proc is not None and self._proc.returncode is None
-
-    @property
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.returncode is None
 
     async def start(self, timeout: float = 30, *, polls: bool = True) -> None:
         """Spawn the daemon and return once it polls the Bot API or sets its webhook (or,

@@ -9,12 +9,18 @@ users writing at once are all answered by a model that takes 1 s, and, with more
 instance, the takeover time: from the SIGKILL of an instance whose turns wait for the model
 until the first answer in one of its chats. Every message's answers are counted (the crash
 rig's tokens): lost and duplicated must both be 0.
+
+All of it shares this machine's cores, so throughput alone cannot show how instances scale here;
+the CPU each message costs the instances (together) and the PostgreSQL server during the
+instant-model run can: while it stays flat as instances are added, n instances on n free cores
+answer n times as many messages, until the database's share fills its own cores.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -28,6 +34,33 @@ from tests.fakes.openai_server import FakeOpenAI  # noqa: E402
 from tests.fakes.telegram_server import FakeTelegram  # noqa: E402
 from tests.postgres import PostgresServer  # noqa: E402
 
+TICK_S = 1 / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_s(pids: list[int]) -> float:
+    """utime + stime of these processes (those still alive)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total * TICK_S
+
+
+def postgres_pids() -> list[int]:
+    """The PostgreSQL server's processes (the postmaster and every backend)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "comm").read_text().startswith("postgres"):
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
+
 
 @dataclass
 class Result:
@@ -37,6 +70,8 @@ class Result:
     takeover_s: float | None = None
     lost: int = 0
     duplicated: int = 0
+    cpu_ms: float = 0.0  # the instances' CPU per message, together
+    db_cpu_ms: float = 0.0  # the PostgreSQL server's
 
 
 class Run:
@@ -92,11 +127,19 @@ async def measure(
                 try:
                     await daemons[0].start()
                     await asyncio.gather(*(d.start(polls=False) for d in daemons[1:]))
-                    t0 = loop.time()
+                    pids = [d.pid for d in daemons if d.pid is not None]
+                    db_pids = postgres_pids() if pg is not None else []
+                    cpu0, db0, t0 = cpu_s(pids), cpu_s(db_pids), loop.time()
                     await asyncio.gather(
                         *(run.converse(20_000 + u, args.messages) for u in range(args.users))
                     )
-                    result.per_s = args.users * args.messages / (loop.time() - t0)
+                    n = args.users * args.messages
+                    result.per_s = n / (loop.time() - t0)
+                    result.cpu_ms = (cpu_s(pids) - cpu0) / n * 1000
+                    # backends the pools opened meanwhile count whole
+                    born = [p for p in postgres_pids() if p not in db_pids] if pg else []
+                    db_cpu = cpu_s(db_pids) - db0 + cpu_s(born)
+                    result.db_cpu_ms = db_cpu / n * 1000
 
                     model.delay_s = (1.0, 1.0)
                     t0 = loop.time()
@@ -164,14 +207,15 @@ async def main_async(args: argparse.Namespace) -> int:
     finally:
         pg.stop()
     print(
-        f"{'':28} {'messages/s':>11} {f'{args.burst} users, LLM 1 s':>20} "
-        f"{'takeover':>9} {'lost':>5} {'dup':>4}"
+        f"{'':28} {'messages/s':>11} {'CPU ms/msg':>11} {'db ms/msg':>10} "
+        f"{f'{args.burst} users, LLM 1 s':>20} {'takeover':>9} {'lost':>5} {'dup':>4}"
     )
     for r in results:
         took = f"{r.takeover_s:.1f} s" if r.takeover_s is not None else "-"
+        db = f"{r.db_cpu_ms:.1f}" if r.db_cpu_ms else "-"
         print(
-            f"{r.label:28} {r.per_s:11.0f} {r.burst_s:18.2f} s {took:>9} "
-            f"{r.lost:5d} {r.duplicated:4d}"
+            f"{r.label:28} {r.per_s:11.0f} {r.cpu_ms:11.1f} {db:>10} {r.burst_s:18.2f} s "
+            f"{took:>9} {r.lost:5d} {r.duplicated:4d}"
         )
     return 1 if any(r.lost or r.duplicated for r in results) else 0
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-from collections.abc import AsyncIterator, Sequence
+import sys
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from bot._logging import RedactingFilter
-from bot._metrics_http import metrics_server
 from bot._models import build_model, endpoint_model, openai_compatible
 from bot.config import Config
 from engine import (
@@ -35,6 +35,7 @@ from engine import (
     Store,
     SystemClock,
     discover_window,
+    enable_metrics,
     set_state,
     use_error_log,
 )
@@ -51,10 +52,29 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+@contextlib.contextmanager
+def _without_telegram_passport() -> Iterator[None]:
+    """Import python-telegram-bot without its Telegram Passport crypto.
+
+    PTB loads ``cryptography`` when it is installed (mcp brings it, through PyJWT) only to decrypt
+    Telegram Passport data, which relaybot never asks for: 7.6 MiB of the daemon's resident
+    memory. Hidden while PTB is first imported, Passport stays off in PTB; whatever imports the
+    package later (an MCP server's OAuth) gets the real one."""
+    if "telegram" in sys.modules or "cryptography" in sys.modules:
+        yield
+        return
+    sys.modules["cryptography"] = None  # type: ignore[assignment]  # an import of it fails
+    try:
+        yield
+    finally:
+        del sys.modules["cryptography"]
+
+
 def enabled_channels(config: Config) -> list[Channel]:
     channels: list[Channel] = []
     if config.telegram.enabled:
-        from channels.telegram import TelegramChannel
+        with _without_telegram_passport():
+            from channels.telegram import TelegramChannel
 
         channels.append(TelegramChannel(config.telegram))
     if config.discord.enabled:
@@ -161,6 +181,8 @@ class App:
     async def _start(self) -> None:
         cfg = self.config
         stack = self._stack
+        if cfg.metrics.listen:
+            enable_metrics()  # counting from the start; served once the channels run
         self.store = await _opened(cfg)
         stack.push_async_callback(self.store.__aexit__, None, None, None)
         stack.callback(use_error_log(ErrorLog(RedactingFilter(cfg.secrets()).redact)))
@@ -250,6 +272,8 @@ class App:
             log.info("channel %s started", channel.name)
         await self.dispatcher.start()
         if cfg.metrics.listen:
+            from bot._metrics_http import metrics_server  # its HTTP server: only when asked for
+
             host, port = cfg.metrics.address()
             await stack.enter_async_context(metrics_server(host, port, self._metrics_state))
         await self.model.warm_up()  # in a thread; the channels are already listening

@@ -7,7 +7,6 @@ the key that was probably meant for an unknown one, and takes booleans strictly 
 
 from __future__ import annotations
 
-import difflib
 import importlib.util
 import json
 import os
@@ -434,6 +433,8 @@ def _explain(err: Any) -> str:
     reason = str(err["msg"]).removeprefix("Value error, ").replace("Input should be", "must be")
     if err["type"] == "extra_forbidden":
         known = list(_fields_at(loc[:-1]))
+        import difflib  # only for a mistake
+
         close = difflib.get_close_matches(loc[-1], known, n=1, cutoff=0.6)
         hint = f"did you mean {close[0]!r}? " if close else ""
         return f"unknown key ({hint}see config.example.toml for the keys there are)"

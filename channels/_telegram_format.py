@@ -11,8 +11,6 @@ from __future__ import annotations
 import html
 import re
 
-from channels._telegram_markdown import markdown_to_html
-
 TELEGRAM_LIMIT = 4096
 CAPTION_LIMIT = 1024  # a document's caption
 
@@ -22,6 +20,9 @@ _UNIT = re.compile(r"<[^>]*>|&#?\w+;|[^<&]|[<&]")
 
 def render(markdown: str, limit: int = TELEGRAM_LIMIT) -> list[str]:
     """Markdown → Telegram HTML messages of at most `limit` visible characters each."""
+    # markdown-it (some 160 modules, 4 MiB) loads with the first answer, not at start-up.
+    from channels._telegram_markdown import markdown_to_html
+
     return split_html(markdown_to_html(markdown), limit)
 
 

@@ -26,7 +26,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Coroutine, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from telegram import (
     BotCommand,
@@ -59,7 +59,6 @@ from channels._telegram_updates import (
     Poller,
     inbound_message,
 )
-from channels._telegram_webhook import Webhook
 from engine import _metrics as metrics
 from engine._backoff import Backoff
 from engine._channel import (
@@ -80,6 +79,9 @@ from engine._channel import (
     parse_decision,
 )
 from tools import StoreUnavailable
+
+if TYPE_CHECKING:
+    from channels._telegram_webhook import Webhook
 
 log = logging.getLogger(__name__)
 
@@ -198,6 +200,8 @@ class TelegramChannel(Channel):
     def _receiver(self) -> Poller | Webhook:
         cfg = self._config
         if self._webhook_secret is not None and cfg.webhook_url is not None:
+            from channels._telegram_webhook import Webhook  # aiohttp's server: webhook mode only
+
             return Webhook(
                 self._app,
                 self._process,

@@ -33,14 +33,14 @@ from engine._channel import (
 )
 from engine._clock import Clock, SystemClock
 from engine._context import ensure_pairing
-from engine._dispatcher import Dispatcher, LoopOptions, Settings
+from engine._dispatcher import Dispatcher
 from engine._failover import FailoverModel
 from engine._housekeeping import Retention
 from engine._jobs import Job, JobRunner
 from engine._limits import LimitSettings
 from engine._loop import ToolLoop
 from engine._media import MediaSettings
-from engine._metrics import ErrorLog, set_state, use_error_log
+from engine._metrics import ErrorLog, enable_metrics, set_state, use_error_log
 from engine._model import (
     FinishReason,
     Image,
@@ -58,6 +58,7 @@ from engine._model import (
 from engine._openai import OpenAIModel
 from engine._schedules import Schedules, ScheduleSettings
 from engine._scripted import ScriptedModel, reply
+from engine._settings import LoopOptions, Settings
 from engine._store import SqliteStore, Store
 from engine._transcribe import OpenAITranscriber
 from engine._types import ConversationKey, PendingCall, TurnContext, TurnResult
@@ -125,6 +126,7 @@ __all__ = [
     "WindowSource",
     "budget_for",
     "discover_window",
+    "enable_metrics",
     "encode_action",
     "encode_decision",
     "ensure_pairing",

@@ -3,7 +3,9 @@
 Before each request the loop asks :meth:`ContextBudget.fit` for what to send. The system prompt,
 the tool definitions and the running summary count first; then the turns, newest first: the
 last ``keep_recent_turns`` whole, older ones with their tool results cut to
-``tool_result_chars``. When that is over the budget (or the loaded history is at
+``tool_result_chars``, or to a sixtieth of the budget when that is less (in a small window an
+older result at 2,000 characters would fill it in a few turns and make every other turn a
+fold). When that is over the budget (or the loaded history is at
 ``history_limit``), the oldest turns are folded into the summary (engine/_compaction.py) until
 what is left takes at most :data:`LOW_WATER` of the budget, so a fold buys room for many turns
 instead of one. A turn whose own tool results outgrow the budget has its earlier results cut,
@@ -47,6 +49,7 @@ log = logging.getLogger(__name__)
 LOW_WATER = 0.6  # a fold leaves at most this share of the budget in use
 HARDER = 0.8  # the share of the budget a retry after an overflow plans with
 MIN_RESULT_CHARS = 200  # how far a result of the current turn may be cut
+RESULT_SHARE = 60  # an older turn's tool result takes at most 1/60 of the budget
 _SUMMARIES_KEPT = 10_000  # conversations whose summary is kept in memory
 
 
@@ -240,20 +243,22 @@ class ContextBudget:
     ) -> tuple[list[Message], int]:
         """The recent turns whole if that fits, else every earlier turn's results cut (cutting
         costs no request, folding does); with the size of what is sent."""
-        shown = self._shown(history, keep)
+        chars = min(
+            self.settings.tool_result_chars, max(MIN_RESULT_CHARS, int(limit * 4 / RESULT_SHARE))
+        )
+        shown = self._shown(history, keep, chars)
         size = fixed + self._history_size(window, shown)
         if size > limit and keep > 1:
-            shown = self._shown(history, 1)
+            shown = self._shown(history, 1, chars)
             size = fixed + self._history_size(window, shown)
         return shown, size
 
-    def _shown(self, history: list[Message], keep: int) -> list[Message]:
+    def _shown(self, history: list[Message], keep: int, chars: int) -> list[Message]:
         """The history with tool results cut in turns older than the last `keep`."""
         starts = turn_starts(history)
         if len(starts) <= keep:
             return list(history)
         recent = starts[-keep] if keep > 0 else len(history)
-        chars = self.settings.tool_result_chars
         out = list(history)
         for i in range(recent):
             out[i] = cut_result(out[i], chars)

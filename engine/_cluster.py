@@ -191,7 +191,8 @@ class Cluster:
             )
             self._unreachable_since = None
         while (adopted := await self.store.adopt(list(self.channels))) is not None:
-            log.warning(
+            log.log(
+                logging.WARNING if adopted.chats or adopted.jobs else logging.INFO,
                 "instance %s stopped answering: took over its %d chats and %d jobs",
                 adopted.instance,
                 len(adopted.chats),

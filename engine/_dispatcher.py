@@ -17,22 +17,21 @@ import dataclasses
 import logging
 import os
 import socket
-import time
-from dataclasses import dataclass, field
 
-from engine import _metrics as metrics
 from engine._background import Background
-from engine._budget import ContextBudget, ContextSettings
+from engine._budget import ContextBudget
 from engine._channel import Action, Channel, Command, Decision, InboundMessage, Press, Reply
 from engine._chat_settings import ChatSettings
 from engine._clock import Clock, SystemClock
 from engine._cluster import Cluster, InstanceSettings
+from engine._commands import STOPPED, Commands
 from engine._confirmations import Confirmations
 from engine._forget import ForgetMe
-from engine._housekeeping import Housekeeping, Retention
-from engine._limits import Limits, LimitSettings
+from engine._housekeeping import Housekeeping
+from engine._intake import Intake
+from engine._limits import Limits
 from engine._loop import ToolLoop
-from engine._media import Albums, MediaIntake, MediaSettings
+from engine._media import MediaIntake
 from engine._media_history import ImageCache, RecentImages
 from engine._model import Model
 from engine._permissions import Permissions, Policy
@@ -48,7 +47,8 @@ from engine._queue import (
     ScheduledRun,
     WorkItem,
 )
-from engine._schedules import Schedules, ScheduleSettings
+from engine._schedules import Schedules
+from engine._settings import LoopOptions, Settings
 from engine._store import Adoption, Forgotten, InboxState, Store
 from engine._tasks import Tasks
 from engine._transcribe import Transcriber
@@ -62,40 +62,7 @@ CANCELLED_BY_MESSAGE = "cancelled: the user sent a new message instead of confir
 # In a shared chat a message from anyone moves the conversation on: a confirmation left pending
 # under later messages would put its result out of order in the history.
 CANCELLED_BY_SCHEDULE = "cancelled: a scheduled task ran in this chat before it was confirmed."
-STOPPED = "cancelled: the user stopped the turn."
 SHUTDOWN = "interrupted: the daemon shut down before this call finished."
-
-
-@dataclass(frozen=True, slots=True)
-class LoopOptions:
-    """How the tool loop runs (see engine/_loop.py)."""
-
-    max_iterations: int = 10
-    max_output_chars: int = 16_000
-    retry_budget: int = 3
-    confirmation_timeout_s: float = 300.0
-    max_parallel_tools: int = 8
-
-
-@dataclass(slots=True)
-class Settings:
-    system_prompt: str | None = None
-    allowed_users: dict[str, set[str]] = field(default_factory=dict)  # channel -> ids or "*"
-    dm_only: set[str] = field(default_factory=set)
-    history_limit: int = 200
-    shutdown_grace_s: float = 20.0
-    expiry_check_s: float = 5.0
-    stream: bool = False
-    max_message_chars: int = 8_000
-    admins: set[str] = field(default_factory=set)  # "<channel>:<user id>": owners
-    always_ask: set[str] = field(default_factory=lambda: {"run_command", "delete_file"})
-    limits: LimitSettings = field(default_factory=LimitSettings)
-    tool_calls_per_turn: int | None = 25
-    media: MediaSettings = field(default_factory=MediaSettings)
-    schedules: ScheduleSettings = field(default_factory=ScheduleSettings)
-    models: dict[str, Model] = field(default_factory=dict)  # what /settings may choose, by name
-    context: ContextSettings | None = None  # None: whole histories are sent, no budget
-    retention: Retention = field(default_factory=Retention)  # [storage] keep_days, retention_days
 
 
 class Dispatcher:
@@ -165,8 +132,17 @@ class Dispatcher:
             store, self.queues, self.turns, s.schedules, clock or SystemClock()
         )
         self.media = MediaIntake(store, self.channels, s.media, cache, self.turns.say, transcriber)
-        self.albums = Albums()
-        self._releases: dict[ConversationKey, asyncio.TimerHandle] = {}
+        self.intake = Intake(
+            store,
+            self.queues,
+            self.turns,
+            self.tasks,
+            self.chat_settings,
+            self.media,
+            self.limits,
+            self.allowed,
+            s.max_message_chars,
+        )
         self.cluster: Cluster | None = None  # several instances share the store
         if store.cluster is not None:
             self.cluster = Cluster(
@@ -185,6 +161,21 @@ class Dispatcher:
             store, s.retention, lambda: self.busy, trimmed=self._drop_cached_summaries
         )
         self.forget = ForgetMe(store, self._forgotten)
+
+        self.commands = Commands(
+            store,
+            registry,
+            self.queues,
+            self.turns,
+            self.confirmations,
+            self.permissions,
+            self.chat_settings,
+            self.schedules,
+            self.limits,
+            self.allowed,
+            self.cluster,
+            self.forget,
+        )
 
     # -- what a forgotten user leaves in memory ---------------------------------------------
 
@@ -242,7 +233,7 @@ class Dispatcher:
         await self.schedules.recover(scope)
         for key in keys:
             self.queues.put(key, Inbound())
-            await self._schedule_release(key)
+            await self.intake.schedule_release(key)
 
     async def start(self) -> None:
         """The channels run: open the queues, watch for expiries."""
@@ -260,9 +251,7 @@ class Dispatcher:
         """Let running turns finish (bounded), then cancel and record what was cut off."""
         if self.cluster is not None:  # another instance receives while these turns finish
             await self.cluster.stop_receiving()
-        for timer in self._releases.values():
-            timer.cancel()
-        self.albums.close()
+        self.intake.close()
         cut = await self.queues.aclose(self.settings.shutdown_grace_s)
         await self.tasks.aclose()
         await self.background.aclose()
@@ -294,167 +283,16 @@ class Dispatcher:
         return self.chat_settings.listens(channel, chat_id)
 
     async def handle_inbound(self, msg: InboundMessage) -> None:
-        if self.chat_settings.drops(msg):  # a group set to mentions only
-            return
-        if not self.allowed(msg.channel, msg.user_id):
-            log.warning("refused %s user %s (%s)", msg.channel, msg.user_id, msg.user_name)
-            metrics.refused(msg.channel, "not_allowed")
-            if msg.is_private or msg.mentioned:  # no reply to chatter in a group
-                text = (
-                    f"Sorry, you are not allowed to use this bot. Your user id is {msg.user_id}; "
-                    "ask the owner to add it to allowed_users."
-                )
-                self._reply(msg, text)
-            return
-        limit = self.settings.max_message_chars
-        if len(msg.text) > limit:
-            log.info(
-                "refused a %d-character message in %s:%s", len(msg.text), msg.channel, msg.chat_id
-            )
-            metrics.refused(msg.channel, "too_long")
-            self._reply(
-                msg,
-                f"⚠️ Your message is too long for me ({len(msg.text):,} characters; the limit is "
-                f"{limit:,}). Please shorten it, or split it into several messages.",
-            )
-            return
-        key = ConversationKey(msg.channel, msg.chat_id)
-        if (refused := self.media.refusal(msg)) is not None:
-            metrics.refused(msg.channel, "media")
-            if msg.group_id is None or self.albums.first_refusal(key, msg.group_id):
-                self._reply(msg, refused)
-            return
-        admission = await self.limits.admit(msg)
-        if admission.reply is not None:
-            self._reply(msg, admission.reply)
-        if admission.refuse:
-            metrics.refused(msg.channel, "rate_limit")
-            return
-        if not await self.store.inbox.accept(msg, hold_until=admission.hold_until):
-            log.info("duplicate delivery of %s message %s ignored", msg.channel, msg.message_id)
-            return
-        metrics.received(msg.channel)
-        if admission.hold_until is not None:
-            await self._schedule_release(key)
-        elif msg.group_id is not None:  # an album: one turn once its last part is in
-            self.albums.hold(key, msg.group_id, lambda: self._put(key, Inbound()))
-        else:
-            self.queues.put(key, Inbound())
-
-    def _put(self, key: ConversationKey, item: WorkItem) -> None:
-        self.queues.put(key, item)
-
-    async def _schedule_release(self, key: ConversationKey) -> None:
-        """Queue the chat's held messages for when their hold ends (one timer per chat)."""
-        when = await self.store.inbox.next_release(key.channel, key.chat_id)
-        if when is None:
-            return
-        loop = asyncio.get_running_loop()
-        timer = self._releases.get(key)
-        at = loop.time() + max(0.0, when - time.time())
-        if timer is not None and not timer.cancelled() and timer.when() <= at:
-            return
-        if timer is not None:
-            timer.cancel()
-
-        def release() -> None:
-            self._releases.pop(key, None)
-            self.queues.put(key, Inbound())
-
-        self._releases[key] = loop.call_at(at, release)
-
-    def _reply(self, msg: InboundMessage, text: str) -> None:
-        """Answer outside the chat's order (a refusal): the adapter's delivery is not held up."""
-        reply = self.turns.say(msg.channel, msg.chat_id, text, msg.message_id)
-        self.tasks.spawn(reply, "refusal")
+        await self.intake.handle(msg)
 
     async def handle_press(self, press: Press) -> Decision:
         return await self.confirmations.press(press)
 
     async def handle_command(self, msg: InboundMessage, command: Command) -> Reply:
-        result = await self._command(msg, command)
-        return result if isinstance(result, Reply) else Reply(result)
+        return await self.commands.handle(msg, command)
 
     async def handle_action(self, action: Action) -> Reply:
-        if not self.allowed(action.channel, action.user_id):
-            return Reply(
-                f"Sorry, you are not allowed to use this bot. Your user id is {action.user_id}."
-            )
-        reply = (
-            await self.permissions.act(action)
-            or await self.schedules.act(action)
-            or await self.chat_settings.act(action)
-            or await self.forget.act(action)
-        )
-        return reply or Reply("This button no longer works.")
-
-    async def _command(self, msg: InboundMessage, command: Command) -> str | Reply:
-        key = ConversationKey(msg.channel, msg.chat_id)
-        if command is Command.START:
-            greeting = f"Hi {msg.user_name or 'there'}! Your user id is {msg.user_id}."
-            if not self.allowed(msg.channel, msg.user_id):
-                return greeting + " You are not on this bot's allowed_users list yet."
-            return greeting + " Send me a message to start; /help lists what I can do."
-        if not self.allowed(msg.channel, msg.user_id):
-            return f"Sorry, you are not allowed to use this bot. Your user id is {msg.user_id}."
-        if command is Command.HELP:
-            return self._help()
-        if command is Command.STOP:
-            stopped = await self._stop(key)
-            cancelled = await self.confirmations.cancel_pending(key, STOPPED)
-            log.info("/stop in %s by user %s", key, msg.user_id)
-            return "Stopped." if stopped or cancelled else "Nothing to stop."
-        if command in (Command.RETRY, Command.UNDO):
-            done: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-            retry = command is Command.RETRY
-            if self.cluster is not None and not await self.cluster.acquire(key):
-                return "I am still busy in this chat; try again in a moment."
-            if not self.queues.put(key, Rewind(retry, msg.user_id, msg.user_name, done)):
-                return "I am shutting down; try again in a moment."
-            return await done
-        if command is Command.PERMISSIONS:
-            return await self.permissions.menu(key)
-        if command is Command.SETTINGS:
-            return await self.chat_settings.command(msg)
-        if command is Command.SCHEDULES:
-            return await self.schedules.menu(key)
-        if command is Command.USAGE:
-            return await self.limits.usage(msg)
-        if command is Command.FORGET_ME:
-            return await self.forget.ask(msg)
-        if command is Command.RESET:
-            await self._stop(key)
-            await self.confirmations.cancel_pending(key, "cancelled: the conversation was reset.")
-            await self.store.conversations.reset(key.channel, key.chat_id)
-            return "Started a fresh conversation."
-        if command is Command.COMPACT:
-            done = asyncio.get_running_loop().create_future()
-            if self.cluster is not None and not await self.cluster.acquire(key):
-                return "I am still busy in this chat; try again in a moment."
-            if not self.queues.put(key, Compact(done)):  # after what the chat has queued
-                return "I am shutting down; try again in a moment."
-            return await done
-        return "Unknown command."
-
-    async def _stop(self, key: ConversationKey) -> bool:
-        """Stop the item running in the chat, on whichever instance runs it."""
-        if self.cluster is not None:
-            return await self.cluster.stop(key)
-        return self.queues.stop(key)
-
-    def _help(self) -> str:
-        lines = []
-        for tool in self.registry.select():
-            first = (tool.description or "").strip().split("\n")[0].split(". ")[0].rstrip(".")
-            if first:
-                ask = " (I ask you first)" if tool.destructive else ""
-                lines.append(f"• {first[0].upper()}{first[1:]}{ask}")
-        can = "\n".join(lines) or "• Just talk: I have no tools here."
-        return (
-            "Talk to me in plain language. Besides answering, I can:\n"
-            f"{can}\n\n/stop stops what I am doing, /compact condenses our conversation, /reset "
-            "starts a fresh one."
-        )
+        return await self.commands.act(action)
 
     async def wait_idle(self, channel: str, chat_id: str) -> None:
         """Wait until the chat has nothing queued or running (the console reads line by line)."""
@@ -470,7 +308,7 @@ class Dispatcher:
                 rows = await self.media.take(key)  # with what they carry, within the limits
                 if rows:
                     await self.turns.user_turn(key, rows)
-                await self._schedule_release(key)
+                await self.intake.schedule_release(key)
             case Recover():
                 await self.turns.recover(key)
             case Decided(confirmation_id):
@@ -499,34 +337,9 @@ class Dispatcher:
                 await self.confirmations.cancel_pending(key, CANCELLED_BY_SCHEDULE)
                 await self.schedules.execute(item)
             case Rewind():
-                try:
-                    await self._rewind(key, item)
-                finally:
-                    if not item.done.done():
-                        item.done.set_result("That did not work; please try again.")
-
-            case Compact(done):
-                try:
-                    done.set_result(await self.turns.compact(key))
-                finally:
-                    if not done.done():  # stopped or failed
-                        done.set_result("Stopped: the conversation was not condensed.")
-
-    async def _rewind(self, key: ConversationKey, item: Rewind) -> None:
-        await self.confirmations.cancel_pending(
-            key, "cancelled: the user rewound the conversation."
-        )
-        conv = await self.store.conversations.active(key.channel, key.chat_id)
-        dropped = await self.store.conversations.rewind(conv.id, keep_question=item.retry)
-        if not item.retry:
-            text = "Forgot your last message and my answer." if dropped else "Nothing to undo."
-            item.done.set_result(text)
-            return
-        if await self.store.conversations.last(conv.id) is None:
-            item.done.set_result("Nothing to answer again.")
-            return
-        item.done.set_result("Asking again…")
-        await self.turns.run(conv, item.user_id, item.user_name, None)
+                await self.commands.rewind(key, item)
+            case Compact():
+                await self.commands.compact(key, item)
 
     async def _stopped(self, key: ConversationKey) -> None:
         """/stop cut off the running item: close its calls, report an action it ran."""

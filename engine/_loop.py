@@ -10,19 +10,15 @@ refuses as too long is fitted harder and sent once more.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-import secrets
-import time
-from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 
 from engine import _metrics as metrics
 from engine._budget import ContextBudget, Fitted, Window
+from engine._calls import Starting, ToolCalls, TurnState
 from engine._context import for_model, sanitised
-from engine._jobs import Job, JobRunner
+from engine._jobs import JobRunner
 from engine._model import (
     FinishReason,
     Message,
@@ -31,15 +27,11 @@ from engine._model import (
     ModelResponse,
     ToolCall,
     ToolSpec,
-    Usage,
 )
 from engine._types import PendingCall, Record, TurnContext, TurnResult
 from tools import (
-    AsyncTool,
     ContextOverflow,
-    PreparedCall,
     Tool,
-    ToolContext,
     ToolRegistry,
     ToolResult,
 )
@@ -56,32 +48,6 @@ TRUNCATED = (
     "Try again with a shorter reply or smaller arguments."
 )
 DECLINED = "The user declined this action; it was not run."
-NOT_STARTED = "This action was cancelled before it started; it was not run."
-Starting = Callable[[], Awaitable[bool]]
-
-
-@dataclass(slots=True)
-class _State:
-    ctx: TurnContext
-    history: list[Message]
-    record: Record | None
-    iteration: int = 0
-    produced: list[Message] = field(default_factory=list)
-    failures: Counter[str] = field(default_factory=Counter)
-    repeats: Counter[tuple[str, str, str]] = field(default_factory=Counter)
-    stop_text: str | None = None  # set by the governor
-    usage: Usage = field(default_factory=Usage)
-    called: list[str] = field(default_factory=list)
-    window: Window = field(default_factory=Window)  # the conversation's summary, for the budget
-
-    async def add(self, msg: Message) -> None:
-        self.history.append(msg)
-        self.produced.append(msg)
-        if self.record is not None:
-            await self.record(msg)
-
-    def result(self, text: str | None, pending: PendingCall | None = None) -> TurnResult:
-        return TurnResult(text, self.produced, pending, self.usage, self.called)
 
 
 class ToolLoop:
@@ -106,11 +72,15 @@ class ToolLoop:
         self.registry = registry
         self.jobs = jobs or JobRunner(registry)
         self.max_iterations = max_iterations
-        self.max_output_chars = max_output_chars
-        self.retry_budget = retry_budget
-        self.confirmation_timeout_s = confirmation_timeout_s
         self.stream = stream
-        self._slots = asyncio.Semaphore(max_parallel_tools)
+        self.calls = ToolCalls(
+            registry,
+            self.jobs,
+            max_output_chars=max_output_chars,
+            retry_budget=retry_budget,
+            confirmation_timeout_s=confirmation_timeout_s,
+            max_parallel_tools=max_parallel_tools,
+        )
         self._specs: dict[str, tuple[Tool, ToolSpec]] = {}
 
     async def run(
@@ -123,7 +93,7 @@ class ToolLoop:
     ) -> TurnResult:
         """Drive one turn from `history` (which ends with the user's message); `window` is the
         conversation's summary and the store ids of `history`, as ContextBudget.load gave them."""
-        return await self._drive(_State(ctx, list(history), record, window=window or Window()))
+        return await self._drive(TurnState(ctx, list(history), record, window=window or Window()))
 
     async def resume(
         self,
@@ -140,7 +110,7 @@ class ToolLoop:
         """Continue a halted turn: run the approved call (or record the refusal), then the calls
         left after it, then the loop. `starting` is awaited right before the approved call
         runs (once it has a tool slot); when it returns False the call is not run."""
-        state = _State(ctx, list(history), record, iteration=pending.iteration)
+        state = TurnState(ctx, list(history), record, iteration=pending.iteration)
         state.window = window or Window()
         call = ToolCall(pending.call_id, pending.tool, json.dumps(pending.args))
         if approved:
@@ -149,11 +119,11 @@ class ToolLoop:
                 result = prepared
             else:
                 state.called.append(pending.tool)
-                result = await self._run_one(state, call, prepared, starting)
+                result = await self.calls.run_one(state, call, prepared, starting)
         else:
             result = ToolResult.fail(reason or DECLINED)
-        await self._add_result(state, call, result)
-        halted = await self._process_calls(state, pending.remaining)
+        await self.calls.add_result(state, call, result)
+        halted = await self.calls.process(state, pending.remaining)
         if halted is None:
             halted = await self._drive(state) if state.stop_text is None else None
         if halted is None:
@@ -164,7 +134,7 @@ class ToolLoop:
 
     # -- the loop -------------------------------------------------------------------------
 
-    async def _drive(self, state: _State) -> TurnResult:
+    async def _drive(self, state: TurnState) -> TurnResult:
         while state.iteration < self.max_iterations:
             state.iteration += 1
             reply = await self._request(state, self._tool_specs(state.ctx))
@@ -174,9 +144,11 @@ class ToolLoop:
             await state.add(Message.assistant(reply.text, [sanitised(c) for c in calls]))
             if reply.finish_reason is FinishReason.LENGTH:
                 for c in calls:
-                    await self._add_result(state, c, ToolResult.fail(TRUNCATED, retryable=True))
+                    await self.calls.add_result(
+                        state, c, ToolResult.fail(TRUNCATED, retryable=True)
+                    )
                 continue
-            halted = await self._process_calls(state, calls)
+            halted = await self.calls.process(state, calls)
             if halted is not None:
                 return halted
             if state.stop_text is not None:
@@ -184,7 +156,7 @@ class ToolLoop:
         reply = await self._request(state, [], extra=SUM_UP)
         return await self._finish(state, reply.text or FALLBACK_TEXT)
 
-    async def _finish(self, state: _State, text: str) -> TurnResult:
+    async def _finish(self, state: TurnState, text: str) -> TurnResult:
         await state.add(Message.assistant(text))
         return state.result(text)
 
@@ -199,7 +171,7 @@ class ToolLoop:
         return specs
 
     async def _request(
-        self, state: _State, tools: list[ToolSpec], extra: str | None = None
+        self, state: TurnState, tools: list[ToolSpec], extra: str | None = None
     ) -> ModelResponse:
         system = state.ctx.system if extra is None else f"{state.ctx.system}\n\n{extra}".strip()
         on_text = state.ctx.on_text if self.stream else None
@@ -223,7 +195,7 @@ class ToolLoop:
 
     async def _fit(
         self,
-        state: _State,
+        state: TurnState,
         model: Model,
         system: str,
         tools: list[ToolSpec],
@@ -243,156 +215,6 @@ class ToolLoop:
             harder=harder,
         )
 
-    # -- tool calls -----------------------------------------------------------------------
-
-    async def _process_calls(self, state: _State, calls: list[ToolCall]) -> TurnResult | None:
-        """Run `calls` in order: consecutive safe ones together, an exclusive one alone; halt at
-        the first destructive call with valid arguments."""
-        batch: list[tuple[ToolCall, PreparedCall | ToolResult]] = []
-        for i, call in enumerate(calls):
-            prepared = self._prepare(state, call)
-            if isinstance(prepared, PreparedCall):
-                tool = prepared.tool
-                if tool.destructive and tool.name not in state.ctx.granted:
-                    await self._run_batch(state, batch)
-                    if state.stop_text is not None:
-                        for c in calls[i:]:
-                            await self._add_result(
-                                state, c, ToolResult.fail("Not run: turn stopped.")
-                            )
-                        return None
-                    return self._halt(state, call, prepared, calls[i + 1 :])
-                if tool.exclusive or tool.destructive:  # an action always allowed runs alone
-                    if tool.destructive:
-                        log.info("%s runs in %s unasked: always allowed", tool.name, state.ctx.key)
-                    await self._run_batch(state, batch)
-                    batch = []
-                    await self._run_batch(state, [(call, prepared)])
-                    continue
-            batch.append((call, prepared))
-        await self._run_batch(state, batch)
-        return None
-
-    def _prepare(self, state: _State, call: ToolCall) -> PreparedCall | ToolResult:
-        if state.ctx.tools is not None and call.name not in state.ctx.tools:
-            return ToolResult.fail(
-                f"Tool {call.name!r} is not available here. Available tools: "
-                f"{', '.join(sorted(state.ctx.tools)) or 'none'}.",
-                retryable=True,
-            )
-        limit = state.ctx.max_tool_calls
-        if limit is not None and len(state.called) >= limit:
-            return ToolResult.fail(
-                f"Not run: this turn has made {limit} tool calls, the most allowed. Answer the "
-                "user with what you have, and say what is left undone."
-            )
-        if state.failures[call.name] >= self.retry_budget:
-            return ToolResult.fail(
-                f"Tool {call.name!r} has failed {state.failures[call.name]} times in this turn; "
-                "do not call it again. Explain the problem to the user instead."
-            )
-        return self.registry.prepare(call.name, call.arguments)
-
-    async def _run_batch(
-        self, state: _State, batch: list[tuple[ToolCall, PreparedCall | ToolResult]]
-    ) -> None:
-        if not batch:
-            return
-        if len(batch) == 1:
-            results = [await self._outcome(state, *batch[0])]
-        else:
-            results = await asyncio.gather(*(self._outcome(state, c, p) for c, p in batch))
-        for (call, _), result in zip(batch, results, strict=True):
-            await self._add_result(state, call, result)
-
-    async def _outcome(
-        self, state: _State, call: ToolCall, prepared: PreparedCall | ToolResult
-    ) -> ToolResult:
-        if isinstance(prepared, ToolResult):
-            return prepared
-        state.called.append(prepared.tool.name)
-        if prepared.tool.background:
-            job = Job(
-                id=secrets.token_hex(6),
-                key=state.ctx.key,
-                user_id=state.ctx.user_id,
-                tool=prepared.tool.name,
-                args=prepared.tool.job_args(prepared.json_args),
-            )
-            await self.jobs.start(job, self._tool_context(state, call))
-            return ToolResult.started(job.id, prepared.tool.name)
-        return await self._run_one(state, call, prepared)
-
-    async def _run_one(
-        self,
-        state: _State,
-        call: ToolCall,
-        prepared: PreparedCall,
-        starting: Starting | None = None,
-    ) -> ToolResult:
-        callback = None
-        if isinstance(prepared.tool, AsyncTool):
-            job_id = f"call_{call.id}"
-            callback = self.jobs.callback(
-                state.ctx.key, job_id, prepared.tool.name, state.ctx.user_id
-            )
-        async with self._slots:
-            if starting is not None and not await starting():
-                return ToolResult.fail(NOT_STARTED)
-            result = await self.registry.run(
-                prepared, self._tool_context(state, call), callback=callback
-            )
-        if result.for_user and not result.silent:
-            try:
-                await state.ctx.send(result.for_user)
-            except Exception:
-                log.exception("could not show a tool result to the user")
-        if result.files and state.ctx.send_files is not None:  # before the answer about them
-            result.for_llm += await state.ctx.send_files(result.files)
-        return result
-
-    def _tool_context(self, state: _State, call: ToolCall) -> ToolContext:
-        key = state.ctx.key
-        return ToolContext(key.channel, key.chat_id, state.ctx.user_id, state.ctx.send, call.id)
-
-    def _halt(
-        self, state: _State, call: ToolCall, prepared: PreparedCall, rest: list[ToolCall]
-    ) -> TurnResult:
-        pending = PendingCall(
-            id=secrets.token_hex(6),
-            call_id=call.id,
-            tool=prepared.tool.name,
-            args=prepared.json_args,
-            summary=_safe_summary(prepared),
-            user_id=state.ctx.user_id,
-            expires_at=time.time() + self.confirmation_timeout_s,
-            remaining=rest,
-            iteration=state.iteration,
-            details=_details(prepared),
-        )
-        return state.result(None, pending)
-
-    async def _add_result(self, state: _State, call: ToolCall, result: ToolResult) -> None:
-        known = self.registry.get(call.name) is not None
-        metrics.tool_called(call.name if known else "other", not result.is_error)
-        text = result.for_llm
-        if result.is_error:
-            if result.retryable:
-                state.failures[call.name] += 1
-                if state.failures[call.name] >= self.retry_budget:
-                    text += " (Retry limit reached: do not call this tool again in this turn.)"
-            key = (call.name, call.arguments, result.for_llm)
-            state.repeats[key] += 1
-            if state.repeats[key] >= 3 and state.stop_text is None:
-                state.stop_text = (
-                    f"I stopped because the tool {call.name} kept failing with the same "
-                    f"error: {_clip(result.for_llm, 300)}"
-                )
-        if len(text) > self.max_output_chars:
-            cut = len(text) - self.max_output_chars
-            text = text[: self.max_output_chars] + f"\n…[truncated: {cut} more characters]"
-        await state.add(Message.tool_result(call.id, text, is_error=result.is_error))
-
 
 def _strict(tool: Tool) -> dict | None:
     try:
@@ -400,24 +222,3 @@ def _strict(tool: Tool) -> dict | None:
     except Exception:  # a schema strict mode cannot express: the provider sends the plain one
         log.warning("tool %s has no strict-mode schema; sending the plain one", tool.name)
         return None
-
-
-def _safe_summary(prepared: PreparedCall) -> str:
-    try:
-        return prepared.tool.describe_call(prepared.json_args)
-    except Exception:
-        log.exception("describe_call failed for %s", prepared.tool.name)
-        return f"Run {prepared.tool.name}"
-
-
-def _details(prepared: PreparedCall) -> str:
-    """The complete action, exactly as it will run (never cut: the channel attaches it)."""
-    try:
-        return prepared.tool.describe_action(prepared.json_args)
-    except Exception:
-        log.exception("describe_action failed for %s", prepared.tool.name)
-        return f"{prepared.tool.name} {json.dumps(prepared.json_args, default=str)}"
-
-
-def _clip(text: str, n: int) -> str:
-    return text if len(text) <= n else text[:n] + "…"

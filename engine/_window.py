@@ -11,16 +11,15 @@ log can say which window is used and why.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import enum
 import logging
 import re
-from collections.abc import AsyncIterator
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import httpx
+import aiohttp
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +80,6 @@ async def discover_window(
     configured: int | None = None,
     *,
     probe: bool = True,
-    http: httpx.AsyncClient | None = None,
 ) -> WindowInfo:
     """The window to plan with, and why. Never raises: an unreachable server means no answer.
     `probe` False: an API that is not OpenAI-compatible, where only the table can tell."""
@@ -90,7 +88,10 @@ async def discover_window(
     found = None
     if probe:
         try:
-            async with _client(http, api_key) as client:
+            # aiohttp, as the SDKs here use: an httpx client would load a stack of its own.
+            headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+            timeout = aiohttp.ClientTimeout(total=_TIMEOUT_S)
+            async with aiohttp.ClientSession(timeout=timeout, headers=headers) as client:
                 found = await _ask_server(client, base_url, model)
         except Exception as exc:  # a probe must never stop a turn
             log.debug("context window probe failed: %s", exc)
@@ -108,18 +109,9 @@ async def discover_window(
     )
 
 
-@contextlib.asynccontextmanager
-async def _client(http: httpx.AsyncClient | None, api_key: str) -> AsyncIterator[httpx.AsyncClient]:
-    """The injected client as it is, or a short-lived one carrying the key."""
-    if http is not None:
-        yield http
-        return
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    async with httpx.AsyncClient(timeout=_TIMEOUT_S, headers=headers) as own:
-        yield own
-
-
-async def _ask_server(client: httpx.AsyncClient, base_url: str, model: str) -> WindowInfo | None:
+async def _ask_server(
+    client: aiohttp.ClientSession, base_url: str, model: str
+) -> WindowInfo | None:
     base = base_url.rstrip("/")
     root = _root(base)
     vllm, llama, ollama = await asyncio.gather(
@@ -163,16 +155,13 @@ def _ollama(show: dict[str, Any]) -> WindowInfo | None:
     return WindowInfo(tokens, WindowSource.SERVER, why)
 
 
-async def _json(request: Any) -> dict[str, Any] | None:
+async def _json(request: Awaitable[aiohttp.ClientResponse]) -> dict[str, Any] | None:
     try:
-        resp = await request
-    except httpx.HTTPError:
-        return None
-    if resp.status_code != 200:
-        return None
-    try:
-        data = resp.json()
-    except ValueError:
+        async with await request as resp:
+            if resp.status != 200:
+                return None
+            data = await resp.json(content_type=None)
+    except (aiohttp.ClientError, TimeoutError, ValueError):
         return None
     return data if isinstance(data, dict) else None
 

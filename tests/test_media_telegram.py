@@ -171,7 +171,7 @@ async def test_voice_without_a_transcription_model_says_voice_is_off(
 async def test_an_album_is_one_turn(config, tg: FakeTelegram, llm: FakeOpenAI) -> None:
     first, second = png("first"), png("second")
     async with daemon(config()) as app:
-        app.dispatcher.albums.window_s = 2.0  # generous: the parts come in two polls here
+        app.dispatcher.intake.albums.window_s = 2.0  # generous: the parts come in two polls here
         part = tg.inject_message(
             DM, DM, caption="compare", photo=tg.upload_photo(first), media_group_id="al1"
         )

@@ -379,6 +379,15 @@ async def test_forget_me_asks_then_deletes_only_the_asker(
             channel.message("/forget_me", chat_id="dm-u1"), Command.FORGET_ME
         )
         assert again.text == "I have nothing stored about you." and not again.buttons
+        llm.script(text("Hello again."))  # the chat goes on, in a conversation of its own
+        await d.handle_inbound(channel.message("hi", chat_id="dm-u1", user_id="u1"))
+        await channel.wait_for("send", 3, chat_id="dm-u1")
+        await d.wait_idle("test", "dm-u1")
+        conv = await app.store.conversations.active("test", "dm-u1")
+        assert [m.text for m in await app.store.conversations.history(conv.id)] == [
+            "hi",
+            "Hello again.",
+        ]
 
 
 async def test_a_summary_covering_a_forgotten_user_is_never_sent_again(

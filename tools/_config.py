@@ -15,7 +15,6 @@ args = ["-y", "@modelcontextprotocol/server-filesystem", "/srv/share"]
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
@@ -159,6 +158,8 @@ def check_tools(config: ToolsConfig) -> None:
     """
     for name in config.builtins:
         if name not in BUILTIN_NAMES:
+            import difflib  # only for a mistake
+
             close = difflib.get_close_matches(name, BUILTIN_NAMES, n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
             raise ConfigError(

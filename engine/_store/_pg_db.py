@@ -165,7 +165,7 @@ class PgDb:
             self._tx.reset(token)
             started = time.perf_counter()
             await tx.commit()
-            metrics.STORE_COMMIT.observe(time.perf_counter() - started)
+            metrics.store_call("commit", started)
         except UNREACHABLE as exc:
             raise StoreUnavailable(f"the database at {self.where} is unreachable") from exc
         finally:
@@ -181,8 +181,7 @@ class PgDb:
                 result = await getattr(self.pool, method)(sql, *args)
         except UNREACHABLE as exc:
             raise StoreUnavailable(f"the database at {self.where} is unreachable") from exc
-        timer = metrics.STORE_WRITE if method == "execute" else metrics.STORE_READ
-        timer.observe(time.perf_counter() - started)
+        metrics.store_call("write" if method == "execute" else "read", started)
         return result
 
     async def execute(self, sql: str, *args: Any) -> int:

@@ -16,8 +16,15 @@ from engine._store._sqlite_db import SqliteDb, marks
 class SqliteConversations:
     def __init__(self, db: SqliteDb) -> None:
         self.db = db
+        # Each chat's active conversation, asked for several times a turn. The file is this
+        # process's alone (one daemon a store); reset() ends a conversation, forgetting a user
+        # deletes some (the ops part empties this then: it is the db's).
+        self._active = db.active_conversations
 
     async def active(self, channel: str, chat_id: str, *, is_private: bool = True) -> Conversation:
+        known = self._active.get((channel, chat_id))
+        if known is not None:
+            return known
         sql = "SELECT id, is_private FROM conversations WHERE channel=? AND chat_id=? AND active=1"
         row = await self.db.one(sql, (channel, chat_id))
         if row is None:  # an upsert: two tasks creating it at once both get the same row
@@ -28,13 +35,18 @@ class SqliteConversations:
             )
             row = await self.db.one(sql, (channel, chat_id))
             assert row is not None
-        return Conversation(row["id"], channel, chat_id, bool(row["is_private"]))
+        conversation = Conversation(row["id"], channel, chat_id, bool(row["is_private"]))
+        self._active[channel, chat_id] = conversation
+        return conversation
 
     async def reset(self, channel: str, chat_id: str) -> None:
-        await self.db.write(
-            "UPDATE conversations SET active=0 WHERE channel=? AND chat_id=? AND active=1",
-            (channel, chat_id),
-        )
+        try:
+            await self.db.write(
+                "UPDATE conversations SET active=0 WHERE channel=? AND chat_id=? AND active=1",
+                (channel, chat_id),
+            )
+        finally:  # after the write: a read that raced it has cached the old one by now
+            self._active.pop((channel, chat_id), None)
 
     async def append(
         self,

@@ -33,6 +33,7 @@ from urllib.parse import quote
 import aiosqlite
 
 from engine import _metrics as metrics
+from engine._store._records import Conversation
 from engine._store._sqlite_schema import MIGRATIONS
 from tools import StoreError
 
@@ -52,6 +53,8 @@ class SqliteDb:
         self._db: aiosqlite.Connection | None = None
         self._tx_lock = asyncio.Lock()
         self._tx_owner: asyncio.Task[Any] | None = None
+        # (channel, chat id) → its active conversation: see SqliteConversations.active
+        self.active_conversations: dict[tuple[str, str], Conversation] = {}
         self._owned: contextlib.ExitStack | None = None
 
     @property
@@ -122,7 +125,7 @@ class SqliteDb:
                 yield
                 started = time.perf_counter()
                 await self.db.execute("COMMIT")
-                metrics.STORE_COMMIT.observe(time.perf_counter() - started)
+                metrics.store_call("commit", started)
             except BaseException:
                 # Also on cancellation: the BEGIN or COMMIT may still be queued in the db
                 # thread, and the ROLLBACK queued after it runs after it, whatever happens here.
@@ -141,7 +144,7 @@ class SqliteDb:
         else:
             async with self._tx_lock:
                 cursor = await self.db.execute(sql, params)
-        metrics.STORE_WRITE.observe(time.perf_counter() - started)
+        metrics.store_call("write", started)
         return cursor
 
     async def one(
@@ -155,7 +158,7 @@ class SqliteDb:
     ) -> list[sqlite3.Row]:
         started = time.perf_counter()
         rows = await self.db.execute_fetchall(sql, params)
-        metrics.STORE_READ.observe(time.perf_counter() - started)
+        metrics.store_call("read", started)
         return list(rows)
 
     async def checkpoint(self) -> bool:

@@ -211,6 +211,8 @@ class SqliteOps:
         self, channel: str | None, user_id: str, *, dry_run: bool = False
     ) -> Forgotten:
         forgotten = await forget_user(self.db, channel, user_id, dry_run=dry_run)
+        if not dry_run:
+            self.db.active_conversations.clear()  # some may be gone
         if forgotten.schedules and not dry_run:
             self.schedules.changed()
         return forgotten

@@ -3,6 +3,7 @@
     tg.webhook.url                    # set by the bot's setWebhook ("" when none)
     tg.inject_message(...)            # queued, then POSTed to the URL as Telegram does
     await tg.webhook.wait_delivered(update["update_id"])
+    await tg.webhook.wait_until(lambda: ...)     # checked after each delivery
     await tg.webhook.post(update, secret="wrong")   # one POST by hand: its HTTP status
 
 Delivery follows Telegram: each queued update is POSTed as JSON with the secret in
@@ -168,6 +169,12 @@ class FakeWebhook:
                 changed = self._changed
                 await changed.wait()
         return done
+
+    async def wait_until(self, condition: Callable[[], bool], timeout: float = 10) -> None:
+        """Until `condition` (of ``deliveries``, say) holds; it is checked after each one."""
+        async with asyncio.timeout(timeout):
+            while not condition():
+                await self._changed.wait()
 
     async def wait_failed(self, update_id: int, timeout: float = 10) -> Delivery:
         """The first failed delivery of `update_id` (past or future)."""
