@@ -30,7 +30,6 @@ from bot._lock import holder, lock_store
 from bot.config import Config
 from engine import SqliteStore
 from engine._store import StatusSnapshot, Store, backup_sqlite
-from engine._store._pg import PgStore
 from tools import StoreError
 
 _SHOWN = 20  # lines per section; the rest is counted
@@ -41,6 +40,8 @@ async def status(config: Config, as_json: bool, out: TextIO = sys.stdout) -> int
     where = config.storage.describe()
     found: dict[str, object] = {"store": where}
     if url:
+        from engine._store._pg import PgStore  # asyncpg only for a PostgreSQL store
+
         async with PgStore(url, readonly=True, max_connections=2) as pg:
             snapshot = await pg.ops.status()
             assert pg.cluster is not None
@@ -149,7 +150,9 @@ and restore it into an empty database with pg_restore (see README: "Backup and r
 async def backup(config: Config, target: str, out: TextIO = sys.stdout) -> int:
     url = config.storage.resolved_url()
     if url:
-        sys.stderr.write(PG_DUMP_HINT.format(where=config.storage.describe(), dump_url=_dump(url)))
+        env = config.storage.url_env
+        dump_url = f'"${env}"' if env else _dump(url)  # the variable holds the password too
+        sys.stderr.write(PG_DUMP_HINT.format(where=config.storage.describe(), dump_url=dump_url))
         return 1
     made = await asyncio.to_thread(backup_sqlite, config.storage.resolved_path(), Path(target))
     out.write(
@@ -166,6 +169,8 @@ async def forget(config: Config, who: str, yes: bool, out: TextIO = sys.stdout) 
     url = config.storage.resolved_url()
     store: Store
     if url:
+        from engine._store._pg import PgStore
+
         store = PgStore(url, max_connections=2)
     else:
         path = config.storage.resolved_path()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 
+from engine import _metrics as metrics
 from engine._model import Message, Model, ModelRequest, ModelResponse, Role
 
 SUMMARY_PROMPT = (
@@ -83,7 +84,7 @@ async def summarise(
 ) -> tuple[str, ModelRequest, ModelResponse]:
     """The new summary (cut to `max_chars`), the request that asked for it and its reply."""
     request = summary_request(previous, part, words)
-    reply = await model.complete(request)
+    reply = await metrics.model_request(model, request)
     text = (reply.text or "").strip()
     if not text:  # a model that answers nothing keeps what there was
         text = previous or ""

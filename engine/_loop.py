@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Mapping
 
 from engine import _metrics as metrics
@@ -26,14 +25,12 @@ from engine._model import (
     Model,
     ModelRequest,
     ModelResponse,
-    OnText,
     ToolCall,
     ToolSpec,
 )
 from engine._types import PendingCall, Record, TurnContext, TurnResult
 from tools import (
     ContextOverflow,
-    LLMError,
     Tool,
     ToolRegistry,
     ToolResult,
@@ -182,7 +179,7 @@ class ToolLoop:
         fitted = await self._fit(state, model, system, tools)
         state.usage += fitted.spent
         try:
-            reply = await _complete(model, fitted.request, on_text)
+            reply = await metrics.model_request(model, fitted.request, on_text)
         except ContextOverflow as exc:
             if self.context is None:
                 raise
@@ -190,7 +187,7 @@ class ToolLoop:
             await self.context.overflowed(fitted, exc)
             fitted = await self._fit(state, model, system, tools, harder=True)
             state.usage += fitted.spent
-            reply = await _complete(model, fitted.request, on_text)
+            reply = await metrics.model_request(model, fitted.request, on_text)
         if self.context is not None:
             await self.context.learn(fitted, reply.usage)
         state.usage += reply.usage
@@ -217,21 +214,6 @@ class ToolLoop:
             stream=self.stream,
             harder=harder,
         )
-
-
-async def _complete(model: Model, request: ModelRequest, on_text: OnText | None) -> ModelResponse:
-    """One model request, timed and counted for the metrics (engine/_metrics.py)."""
-    started = time.monotonic()
-    try:
-        reply = await model.complete(request, on_text)
-    except LLMError as exc:
-        metrics.llm_failed(model.name, str(exc))
-        raise
-    u = reply.usage
-    metrics.llm_replied(
-        model.name, time.monotonic() - started, u.prompt_tokens, u.completion_tokens
-    )
-    return reply
 
 
 def _strict(tool: Tool) -> dict | None:

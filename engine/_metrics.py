@@ -27,9 +27,13 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine._store._records import ChannelError
+from tools import LLMError
+
+if TYPE_CHECKING:
+    from engine._model import Model, ModelRequest, ModelResponse, OnText
 
 _LATENCY_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0)
 _STORE_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5, 2.0)
@@ -204,6 +208,22 @@ def llm_failed(model: str, error: str) -> None:
     if _m is not None:
         _m.llm_errors[model].inc()
     note_error("llm", f"{model}: {error}")
+
+
+async def model_request(
+    model: Model, request: ModelRequest, on_text: OnText | None = None
+) -> ModelResponse:
+    """`model.complete(request, on_text)`, timed and counted (a turn's requests and the
+    context budget's summary requests alike)."""
+    started = time.monotonic()
+    try:
+        reply = await model.complete(request, on_text)
+    except LLMError as exc:
+        llm_failed(model.name, str(exc))
+        raise
+    u = reply.usage
+    llm_replied(model.name, time.monotonic() - started, u.prompt_tokens, u.completion_tokens)
+    return reply
 
 
 def tool_called(tool: str, ok: bool) -> None:

@@ -91,11 +91,13 @@ def cli_config(tmp_path: Path, config: Config) -> Path:
     return path
 
 
-async def relaybot(*args: str, stdin: bytes = b"") -> tuple[int, str, str]:
+async def relaybot(
+    *args: str, stdin: bytes = b"", env: dict[str, str] | None = None
+) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "bot", *args,
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, env={**os.environ, "NO_COLOR": "1"},
+        stderr=asyncio.subprocess.PIPE, env={**os.environ, "NO_COLOR": "1", **(env or {})},
     )  # fmt: skip
     out, err = await asyncio.wait_for(proc.communicate(stdin), 60)
     assert proc.returncode is not None

@@ -61,6 +61,12 @@ async def test_backup_of_a_postgresql_store_says_to_use_pg_dump(
     assert "PostgreSQL database" in err and "pg_dump --format=custom" in err and "pg_restore" in err
     assert "pw" not in err.replace("pg_", "")  # the password stays out of the example
     assert files_in(tmp_path) == ["cli.toml"]  # no backup file
+    named = tmp_path / "env.toml"
+    named.write_text('[llm]\napi_key = "sk-cli-0123456789"\n\n[storage]\nurl_env = "RB_DB"\n')
+    copy = str(tmp_path / "copy")
+    code, _, err = await relaybot("backup", copy, "-c", str(named), env={"RB_DB": url})
+    assert code == 1 and "pg_dump --format=custom" in err
+    assert '"$RB_DB"' in err  # the variable, which holds the password too
 
 
 async def test_metrics_and_status_while_an_instance_runs(
