@@ -230,6 +230,7 @@ class DecisionStatus(enum.StrEnum):
     ALREADY_DECIDED = "already_decided"
     EXPIRED = "expired"
     UNKNOWN = "unknown"
+    NOT_NOW = "not_now"  # the engine is stopping: the press was not taken, the buttons stay
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,6 +35,7 @@ from engine._types import ConversationKey, PendingCall, TurnResult
 log = logging.getLogger(__name__)
 
 EXPIRED = "The confirmation expired before the user answered; the action was not run."
+RESTARTING = "I am restarting: nothing was decided. Press again in a moment."
 STARTED_THEN_CUT = (
     "interrupted: the daemon restarted while this approved action was running; it may have "
     "completed partly or fully. Do not run it again without asking the user."
@@ -132,6 +133,8 @@ class Confirmations:
         if conf.expires_at <= time.time():
             await self.expire(conf)
             return Decision(DecisionStatus.EXPIRED, "This request has expired; nothing was run.")
+        if self.queues.closing:  # the answer could not resume the turn here: not taken at all
+            return Decision(DecisionStatus.NOT_NOW, RESTARTING)
         approved = press.choice.approves
         if not await self.rows.transition(
             conf.id, S.PENDING, S.APPROVED if approved else S.DECLINED

@@ -131,6 +131,11 @@ class ChatQueues:
         self._closing = False
 
     @property
+    def closing(self) -> bool:
+        """Shutting down: nothing new is taken."""
+        return self._closing
+
+    @property
     def busy(self) -> int:
         """Chats with an item running now."""
         return sum(1 for c in self._chats.values() if c.turn is not None)

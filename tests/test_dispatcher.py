@@ -214,6 +214,55 @@ async def test_confirmation_survives_restart(config: Config, llm: FakeOpenAI) ->
     assert deleted == ["report.txt"] and ch2.texts() == ["Deleted it."]
 
 
+async def test_a_press_while_stopping_is_not_taken_and_works_after_the_restart(
+    config: Config, llm: FakeOpenAI
+) -> None:
+    """Stopping, the engine cannot resume a turn any more: a press then (Cancel included) is
+    answered "press again", the buttons stay, and the confirmation is still open after it."""
+    gates["turn"] = asyncio.Event()
+
+    @tool
+    async def long_task() -> str:
+        """Work for a while."""
+        await gates["turn"].wait()
+        return "finished"
+
+    def by_chat(body: dict[str, Any]) -> Any:
+        last = body["messages"][-1]
+        if last["role"] == "tool":
+            return text("Deleted it." if "deleted" in last["content"] else "Done with it.")
+        return tool_call("long_task", {}) if last["content"] == "work" else text("?")
+
+    llm.default = by_chat
+    channel = RecordingChannel()
+    async with App(config, channels=[channel], extra_tools=(*TOOLS, long_task)) as app:
+        d = app.dispatcher
+        d.settings.allowed_users["test"] = {"u1"}
+        llm.script(tool_call("delete_item", {"name": "report.txt"}))
+        await d.handle_inbound(channel.message("delete report.txt"))
+        [shown] = await channel.wait_for("confirm")
+        assert shown.prompt is not None
+        cid = shown.prompt.id
+        await d.handle_inbound(channel.message("work", chat_id="c2"))
+        await llm.wait_requests(2)  # the other chat's turn runs its tool now
+        closing = asyncio.create_task(d.queues.aclose(30))  # as a SIGTERM would
+        await asyncio.sleep(0)  # let it begin
+        for choice in (Choice.CANCEL, Choice.ONCE):
+            decision = await d.handle_press(press(cid, "u1", choice))
+            assert decision.status is DecisionStatus.NOT_NOW and not decision.accepted
+            assert "Press again" in decision.message
+        rows = db_rows(config.storage.resolved_path(), "SELECT state FROM confirmations")
+        assert rows == [("pending",)]
+        gates["turn"].set()
+        await closing
+    assert deleted == []
+    async with running(config) as (app, ch2):
+        decision = await app.dispatcher.handle_press(press(cid, "u1", Choice.ONCE))
+        assert decision.status is DecisionStatus.APPROVED
+        await ch2.wait_for("send")
+    assert deleted == ["report.txt"]
+
+
 async def test_new_message_cancels_pending_confirmation(config: Config, llm: FakeOpenAI) -> None:
     async with running(config) as (app, ch):
         cid = await _ask_delete(app, ch, llm)
