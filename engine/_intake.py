@@ -96,7 +96,7 @@ class Intake:
         elif msg.group_id is not None:  # an album: one turn once its last part is in
             self.albums.hold(key, msg.group_id, lambda: self._queue(key))
         else:
-            self.queues.put(key, Inbound())
+            self._queue(key)
 
     async def schedule_release(self, key: ConversationKey) -> None:
         """Queue the chat's held messages for when their hold ends (one timer per chat)."""
@@ -113,7 +113,7 @@ class Intake:
 
         def release() -> None:
             self._releases.pop(key, None)
-            self.queues.put(key, Inbound())
+            self._queue(key)
 
         self._releases[key] = loop.call_at(at, release)
 

@@ -148,7 +148,8 @@ class SqliteDb:
         of a transaction. (aiosqlite's ``_execute`` and ``_conn``: private, pinned below its
         next minor release.)"""
         begin = self._in_transaction() and self._begin
-        self._begin = False if begin else self._begin
+        if begin:
+            self._begin = False  # sent with this statement
 
         def call() -> Any:
             conn = self.db._conn
