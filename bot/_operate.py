@@ -45,11 +45,16 @@ async def status(config: Config, as_json: bool, out: TextIO = sys.stdout) -> int
         async with PgStore(url, readonly=True, max_connections=2) as pg:
             snapshot = await pg.ops.status()
             assert pg.cluster is not None
-            instances = list((await pg.cluster.server()).instances)
+            server = await pg.cluster.server()
+        instances = list(server.instances)
         found["instances"] = instances
+        found["receiving"] = dict(server.receiving)
         alive = bool(instances)
         daemon = f"{len(instances)} running ({', '.join(instances)})" if instances else "none"
         daemon = f"instances: {daemon}"
+        if server.receiving:  # which instance receives for each channel, or each Discord shard
+            held = ", ".join(f"{part} ({name})" for part, name in server.receiving)
+            daemon = f"{daemon}\nreceiving: {held}"
     else:
         path = config.storage.resolved_path()
         async with SqliteStore(path, readonly=True) as store:

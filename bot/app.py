@@ -263,8 +263,9 @@ class App:
         stack.push_async_callback(self.dispatcher.aclose)
         for channel in self.channels:
             self.dispatcher.add_channel(channel)
-            if self.store.cluster is not None and channel.shared_receiving:
-                await channel.set_receiving(False)  # until this instance holds its lease
+            if self.store.cluster is not None:
+                for part in channel.receivers():  # each until this instance holds its lease
+                    await channel.set_receiving(part.lease, False)
         await self.dispatcher.prepare()  # before the channels deliver anything new
         for channel in self.channels:
             await channel.start(self.dispatcher)

@@ -17,9 +17,11 @@ voice, so nobody can act on that warning and it is switched off.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import datetime
 import logging
 import re
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import aiohttp
@@ -27,9 +29,10 @@ import discord
 import yarl
 from discord import app_commands
 from discord.gateway import DiscordWebSocket
+from discord.shard import Shard
 
 from channels._discord_inbound import DECISION_RE, PressOn, press_on
-from channels._discord_shards import IdentifyPacer, layout
+from channels._discord_shards import IdentifyPacer, Session, layout, shard_of
 from engine import _metrics as metrics
 from engine._channel import (
     ACTION_PATTERN,
@@ -48,6 +51,8 @@ T = TypeVar("T")
 
 STALE_BUTTON = "This button no longer works."
 FOREIGN_BUTTON = "This button does not belong to this message; nothing was done."
+_TOO_LATE = {10062, 40060}  # Discord's codes: unknown interaction, already acknowledged
+_ANSWERABLE_FOR = datetime.timedelta(seconds=3)  # Discord's limit for a first answer
 _ACK_BUDGET_S = 2.0  # answer an interaction at once if the engine decides within this, else defer
 _SLASH = tuple(c for c in Command if c is not Command.START)  # /start is Telegram's
 
@@ -75,6 +80,12 @@ class Client(discord.AutoShardedClient):
         )
         self.adapter = adapter
         self.pacer = IdentifyPacer()
+        # The shards to connect (None: discord.py's choice, every one), and the sessions to
+        # resume them from, which another instance left (see _discord_shards).
+        self.wanted: set[int] | None = None
+        self.resume: dict[int, Session] = {}
+        self._resumed_at: dict[int, datetime.datetime] = {}  # shard → when it resumed here
+        self._shards_lock = asyncio.Lock()
         self.tree = app_commands.CommandTree(self)
         for command in _SLASH:
             self.tree.add_command(_slash_command(adapter, command))
@@ -106,6 +117,103 @@ class Client(discord.AutoShardedClient):
             log.warning(
                 "discord: slash commands not synced (%s); /reset /stop /help may be missing", exc
             )
+
+    # -- shards: connected and let go one by one (discord.py connects a fixed set) ------------
+    # discord.py keeps its shards in private attributes; these methods are the only place
+    # that touches them (tests/test_discord_shard_instances.py drives them).
+
+    def _shards(self) -> dict[int, Shard]:
+        return self._AutoShardedClient__shards  # type: ignore[attr-defined]
+
+    async def launch_shards(self) -> None:
+        if self.wanted is None or self.is_closed():
+            await super().launch_shards()
+            return
+        self._connection.shard_count = self.shard_count
+        await self.sync_shards()
+
+    async def sync_shards(self) -> dict[int, Session]:
+        """Connect the wanted shards not yet connected, and let go of the others; returns the
+        sessions of those let go (closed so that they stay resumable)."""
+        dropped: dict[int, Session] = {}
+        async with self._shards_lock:
+            wanted = self.wanted if self.wanted is not None else set(self._shards())
+            for shard_id in sorted(set(self._shards()) - wanted):
+                if (session := await self._drop_shard(shard_id)) is not None:
+                    dropped[shard_id] = session
+            for shard_id in sorted(wanted - set(self._shards())):
+                await self.launch_shard(DiscordWebSocket.DEFAULT_GATEWAY, shard_id)
+        return dropped
+
+    async def drop_all(self) -> dict[int, Session]:
+        """Let go of every shard; returns their sessions (resumable)."""
+        async with self._shards_lock:
+            dropped = {i: await self._drop_shard(i) for i in sorted(self._shards())}
+        return {i: s for i, s in dropped.items() if s is not None}
+
+    def sessions(self) -> dict[int, Session]:
+        """The connected shards' sessions, as another instance would resume them now."""
+        return {i: s for i, shard in self._shards().items() if (s := self._session(shard.ws))}
+
+    async def launch_shard(
+        self, gateway: yarl.URL, shard_id: int, *, initial: bool = False
+    ) -> None:
+        session = self.resume.pop(shard_id, None)
+        if session is None or session.shard_count != self.shard_count:
+            await super().launch_shard(gateway, shard_id, initial=initial)
+            return
+        try:  # RESUME: Discord sends what the session missed, then RESUMED
+            ws = await asyncio.wait_for(
+                DiscordWebSocket.from_client(
+                    self,
+                    gateway=yarl.URL(session.gateway),
+                    shard_id=shard_id,
+                    session=session.session_id,
+                    sequence=session.sequence,
+                    resume=True,
+                ),
+                timeout=self.shard_connect_timeout,
+            )
+        except Exception as exc:
+            log.warning("discord: shard %d could not resume its session (%s)", shard_id, exc)
+            await super().launch_shard(gateway, shard_id, initial=initial)
+            return
+        log.info("discord: shard %d: resuming the session another instance left", shard_id)
+        self._resumed_at[shard_id] = discord.utils.utcnow()
+        queue = self._AutoShardedClient__queue  # type: ignore[attr-defined]
+        self._shards()[shard_id] = shard = Shard(ws, self, queue.put_nowait)
+        shard.launch()
+
+    async def _drop_shard(self, shard_id: int) -> Session | None:
+        shard = self._shards().pop(shard_id, None)
+        if shard is None:
+            return None
+        session = self._session(shard.ws)
+        shard._cancel_task()
+        with contextlib.suppress(Exception):
+            await shard.ws.close(code=4000)  # not 1000 or 1001: the session stays resumable
+        log.info("discord: shard %d let go", shard_id)
+        return session
+
+    def replayed(self, interaction: discord.Interaction) -> bool:
+        """An interaction made before its shard's session was resumed here, sent again by the
+        resume, and older than Discord lets anyone answer: its user saw "This interaction
+        failed", so acting on it now (a /reset, an /undo, again) would surprise them."""
+        shard = 0
+        if interaction.guild_id is not None and self.shard_count:
+            shard = shard_of(interaction.guild_id, self.shard_count)
+        resumed = self._resumed_at.get(shard)
+        created = interaction.created_at
+        return (
+            resumed is not None
+            and created < resumed
+            and discord.utils.utcnow() - created > _ANSWERABLE_FOR
+        )
+
+    def _session(self, ws: DiscordWebSocket) -> Session | None:
+        if not ws.session_id or self.shard_count is None:
+            return None
+        return Session(ws.session_id, ws.sequence, str(ws.gateway), self.shard_count)
 
     async def before_identify_hook(self, shard_id: int | None, *, initial: bool = False) -> None:
         await self.pacer.wait(shard_id or 0)  # Discord's pace, not discord.py's fixed 5 s
@@ -142,7 +250,8 @@ class Client(discord.AutoShardedClient):
                 interaction.message.id,
             )
         answer = STALE_BUTTON if where is PressOn.CLOSED else FOREIGN_BUTTON
-        await interaction.response.send_message(answer, ephemeral=True)
+        with too_late_to_answer():
+            await interaction.response.send_message(answer, ephemeral=True)
 
 
 class DecisionButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=DECISION_RE):
@@ -242,6 +351,19 @@ async def within_ack_budget(
     except TimeoutError:
         await interaction.response.defer(thinking=thinking, ephemeral=ephemeral)
         return await task
+
+
+@contextlib.contextmanager
+def too_late_to_answer() -> Iterator[None]:
+    """An interaction Discord no longer takes an answer to (answered already, or older than its
+    three seconds: sent again when a shard's session was resumed elsewhere) is logged, not
+    raised: what the engine did with it stands."""
+    try:
+        yield
+    except discord.HTTPException as exc:
+        if exc.code not in _TOO_LATE:
+            raise
+        log.info("discord: an interaction could not be answered any more (%s)", exc.text)
 
 
 def _failures() -> aiohttp.TraceConfig:

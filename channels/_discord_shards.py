@@ -12,13 +12,26 @@ per 5 s per bucket, the bucket being ``shard_id % max_concurrency``. :class:`Ide
 that rule instead, so shards in different buckets connect at once and a shard that reconnects
 long after its last IDENTIFY does not wait for nothing.
 
+With several instances on one store, each shard is a receiving part (``discord/shard-N``) held
+by one instance at a time (engine/_receivers.py): an instance prefers the shards its
+``shard_ids`` names and takes the others when their instance dies, resuming that instance's
+gateway :class:`Session`, so Discord sends again what nobody received meanwhile.
+
 Nothing here imports discord.py: ``relaybot doctor`` describes the layout without it.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import json
+import logging
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from engine._channel import Receiver
+
+log = logging.getLogger("channels.discord")
 
 IDENTIFY_WINDOW_S = 5.0  # Discord's window for one IDENTIFY per bucket
 
@@ -36,7 +49,10 @@ def layout(shard_count: int | None, shard_ids: Sequence[int] | None) -> str:
         return f"all {shard_count} shard(s) in this instance"
     ids = ", ".join(map(str, sorted(shard_ids)))
     rest = shard_count - len(shard_ids)
-    return f"shard(s) {ids} of {shard_count} in this instance ({rest} left to other instances)"
+    return (
+        f"shard(s) {ids} of {shard_count} in this instance ({rest} to other instances, taken "
+        "over while theirs is down)"
+    )
 
 
 class IdentifyPacer:
@@ -55,3 +71,60 @@ class IdentifyPacer:
             if last is not None and (delay := last + IDENTIFY_WINDOW_S - loop.time()) > 0:
                 await asyncio.sleep(delay)  # Discord's rate limit, not a wait for an event
             self._last[bucket] = loop.time()
+
+
+# -- several instances -----------------------------------------------------------------------
+
+WHOLE = "discord"  # the lease of the whole gateway (shard_count unset: one instance has it all)
+_SHARD_LEASE = re.compile(r"discord/shard-(\d+)")
+
+
+def receivers(shard_count: int | None, shard_ids: Sequence[int] | None) -> tuple[Receiver, ...]:
+    """The receiving parts instances share: the whole gateway, or each shard of
+    ``shard_count``, preferred by the instances that name it in ``shard_ids`` (all of them
+    when unset). A shard whose instance dies goes to another instance, and comes back."""
+    if shard_count is None:
+        return (Receiver(WHOLE),)
+    ids = range(shard_count) if shard_ids is None else set(shard_ids)
+    return tuple(Receiver(f"discord/shard-{i}", i in ids) for i in range(shard_count))
+
+
+def shard_of_lease(lease: str) -> int | None:
+    """The shard a lease names (None: the whole gateway)."""
+    match = _SHARD_LEASE.fullmatch(lease)
+    return int(match[1]) if match else None
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """A shard's gateway session, as another process resumes it: Discord then sends again the
+    events since ``sequence`` (a session stays resumable a while after its connection drops,
+    unless it was closed with 1000 or 1001)."""
+
+    session_id: str
+    sequence: int | None
+    gateway: str  # the resume_gateway_url READY gave
+    shard_count: int
+
+
+def encode(sessions: Mapping[int, Session]) -> str | None:
+    if not sessions:
+        return None
+    return json.dumps(
+        {str(i): [s.session_id, s.sequence, s.gateway, s.shard_count] for i, s in sessions.items()},
+        sort_keys=True,
+    )
+
+
+def decode(text: str | None) -> dict[int, Session]:
+    """Sessions as :func:`encode` wrote them; none if the text is not that (logged)."""
+    if not text:
+        return {}
+    try:
+        return {
+            int(i): Session(str(sid), None if seq is None else int(seq), str(url), int(count))
+            for i, (sid, seq, url, count) in json.loads(text).items()
+        }
+    except (ValueError, TypeError, AttributeError):
+        log.warning("discord: ignored gateway sessions that could not be read")
+        return {}

@@ -17,8 +17,10 @@ to 1,024 s, which suits many shards reconnecting at once, not one daemon that sh
 within 30 s that Discord is back and say truthfully in its log when it will try again. Gateway
 reconnects stay discord.py's own (``connect(reconnect=True)``).
 
-With several instances on one store, only the one holding the channel's receiving lease keeps a
-gateway connection (``set_receiving``); every instance logs in, and sends over REST.
+With several instances on one store, each receiving part (the whole gateway, or each shard when
+``shard_count`` is set: ``_discord_shards.receivers``) is connected by the one instance holding
+its lease (``set_receiving``), which resumes the gateway session the part's previous holder left;
+every instance logs in, and sends over REST.
 """
 
 from __future__ import annotations
@@ -34,9 +36,16 @@ import aiohttp
 import discord
 from discord.http import Route
 
+from channels import _discord_shards as shards
 from channels._config import DEFAULT_DISCORD_API as DEFAULT_API_BASE_URL
 from channels._config import DiscordConfig
-from channels._discord_client import Client, DecisionButton, menu, within_ack_budget
+from channels._discord_client import (
+    Client,
+    DecisionButton,
+    menu,
+    too_late_to_answer,
+    within_ack_budget,
+)
 from channels._discord_inbound import guild_allowed, inbound
 from channels._discord_media import batches, download
 from channels._prompt import ATTACHED_NOTE, ATTACHMENT_NAME, lay_out, who_and_when
@@ -57,6 +66,7 @@ from engine._channel import (
     MessageRef,
     OutgoingFile,
     Press,
+    Receiver,
 )
 
 __all__ = ["DEFAULT_API_BASE_URL", "DiscordChannel", "DiscordConfig"]
@@ -81,16 +91,17 @@ class DiscordChannel(Channel):
         typing_interval_s=8.0,  # the indicator lasts about 10 s
     )
     retry_initial_s = 1.0  # first pause while Discord cannot be reached at start-up
-    shared_receiving = True
 
     def __init__(self, config: DiscordConfig) -> None:
         self.config = config
-        # One instance holds the gateway, unless each names its own shards (shard_ids).
-        self.shared_receiving = config.shard_ids is None
         self.connected = asyncio.Event()  # set when a gateway session starts
         self._engine: Engine | None = None
         self._client: Client | None = None
         self._runner: asyncio.Task[None] | None = None
+        self._parts = shards.receivers(config.shard_count, config.shard_ids)
+        # the receiving parts on (all that this instance prefers until set_receiving says)
+        self._on = {part.lease for part in self._parts if part.preferred}
+        self._resume: dict[int, shards.Session] = {}  # sessions left by another instance
         self._receive = asyncio.Event()  # a gateway connection wanted (set_receiving)
         self._receive.set()
         self._gateway: asyncio.Task[None] | None = None
@@ -119,21 +130,52 @@ class DiscordChannel(Channel):
         if not done:
             log.warning("discord: not connected after %.0f s; still trying", _CONNECT_WAIT_S)
 
-    async def set_receiving(self, on: bool) -> None:
-        """Keep a gateway connection (True) or not (False; sending goes on over REST)."""
+    def receivers(self) -> Sequence[Receiver]:
+        """The whole gateway, or each shard when ``shard_count`` is set (see _discord_shards)."""
+        return self._parts
+
+    async def set_receiving(self, lease: str, on: bool, resume: str | None = None) -> str | None:
+        """Keep a gateway connection for the part `lease` names (True) or not (False; sending
+        goes on over REST). Turning on resumes the sessions in `resume`; turning off returns
+        those of the shards let go, closed so that they stay resumable."""
         if on:
+            self._on.add(lease)
+            self._resume.update(shards.decode(resume))
+        else:
+            self._on.discard(lease)
+        client = self._client
+        if self._on:
             self._receive.set()
-            return
+            if client is None or self._gateway is None or self._gateway.done():
+                return None  # _run connects what is wanted
+            client.wanted = self._wanted()
+            return self._state(lease, await client.sync_shards())
         self._receive.clear()
+        dropped = await client.drop_all() if client is not None else {}
         gateway, self._gateway = self._gateway, None
         if gateway is not None:
             gateway.cancel()
             await asyncio.gather(gateway, return_exceptions=True)
-        client = self._client
-        if client is not None and client.ws is not None:
-            with contextlib.suppress(Exception):
-                await client.ws.close(code=1000)
         self.connected.clear()
+        return self._state(lease, dropped)
+
+    def receiving_state(self, lease: str) -> str | None:
+        return None if self._client is None else self._state(lease, self._client.sessions())
+
+    @staticmethod
+    def _state(lease: str, sessions: dict[int, shards.Session]) -> str | None:
+        """What the next holder of `lease` resumes from: its shard's session, or every one."""
+        shard = shards.shard_of_lease(lease)
+        if shard is not None:
+            sessions = {i: s for i, s in sessions.items() if i == shard}
+        return shards.encode(sessions)
+
+    def _wanted(self) -> set[int] | None:
+        """The shards to connect (None: every one, as discord.py decides)."""
+        if self.config.shard_count is None:
+            return None
+        ids = (shards.shard_of_lease(lease) for lease in self._on)
+        return {i for i in ids if i is not None}
 
     async def stop(self) -> None:
         if self._client is not None:
@@ -153,6 +195,8 @@ class DiscordChannel(Channel):
         try:
             while True:
                 await self._receive.wait()
+                client.wanted = self._wanted()
+                client.resume = self._resume
                 self._gateway = asyncio.create_task(client.connect(reconnect=True))
                 try:
                     await self._gateway  # reconnects and resumes by itself
@@ -304,7 +348,11 @@ class DiscordChannel(Channel):
     async def on_command(
         self, interaction: discord.Interaction, command: Command, text: str = ""
     ) -> None:
-        if not await self._guild_allowed(interaction):
+        with too_late_to_answer():
+            await self._command(interaction, command, text)
+
+    async def _command(self, interaction: discord.Interaction, command: Command, text: str) -> None:
+        if self._replayed(interaction) or not await self._guild_allowed(interaction):
             return
         msg = InboundMessage(
             channel=self.name,
@@ -332,7 +380,11 @@ class DiscordChannel(Channel):
 
     async def on_action(self, interaction: discord.Interaction, action: str) -> None:
         """A press on a command reply's button: the message shows what the engine says now."""
-        if not await self._guild_allowed(interaction):
+        with too_late_to_answer():
+            await self._action(interaction, action)
+
+    async def _action(self, interaction: discord.Interaction, action: str) -> None:
+        if self._replayed(interaction) or not await self._guild_allowed(interaction):
             return
         pressed = Action(
             self.name,
@@ -351,7 +403,13 @@ class DiscordChannel(Channel):
     async def on_decision(
         self, interaction: discord.Interaction, confirmation_id: str, choice: Choice
     ) -> None:
-        if not await self._guild_allowed(interaction):
+        with too_late_to_answer():
+            await self._decision(interaction, confirmation_id, choice)
+
+    async def _decision(
+        self, interaction: discord.Interaction, confirmation_id: str, choice: Choice
+    ) -> None:
+        if self._replayed(interaction) or not await self._guild_allowed(interaction):
             return
         press = Press(
             self.name,
@@ -383,6 +441,16 @@ class DiscordChannel(Channel):
             return True
         wanted = set(self.config.admin_roles)
         return any(str(role.id) in wanted or role.name in wanted for role in member.roles)
+
+    def _replayed(self, interaction: discord.Interaction) -> bool:
+        if self._client is None or not self._client.replayed(interaction):
+            return False
+        log.info(
+            "discord: not acting on an interaction by user %s from before this instance resumed"
+            " its shard: too old to answer, its user was told it failed",
+            interaction.user.id,
+        )
+        return True
 
     async def _guild_allowed(self, interaction: discord.Interaction) -> bool:
         guild_id = interaction.guild_id

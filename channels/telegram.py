@@ -72,6 +72,7 @@ from engine._channel import (
     MessageRef,
     OutgoingFile,
     Press,
+    Receiver,
     Reply,
     encode_action,
     encode_decision,
@@ -100,7 +101,6 @@ class TelegramChannel(Channel):
         typing_interval_s=4.0,
     )
     retry_initial_s = 1.0  # first back-off while the Bot API is unreachable at start-up
-    shared_receiving = True
 
     def __init__(self, config: TelegramConfig) -> None:
         self._config = config
@@ -123,8 +123,6 @@ class TelegramChannel(Channel):
         )
         self._outbox = Outbox(self._app.bot, self.retry_initial_s)
         self._webhook_secret = config.resolve_webhook_secret()  # None: polling
-        # Polling is one instance's at a time; behind a load balancer every instance takes posts.
-        self.shared_receiving = self._webhook_secret is None
         self._add_handlers(config.group_mode)
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -135,8 +133,14 @@ class TelegramChannel(Channel):
         self._task = asyncio.create_task(self._run(), name="telegram")
         self._task.add_done_callback(_log_failure)
 
-    async def set_receiving(self, on: bool) -> None:
-        """Poll (True) or not (False); stopping lets a batch in progress finish and confirms it."""
+    def receivers(self) -> Sequence[Receiver]:
+        """Polling is one instance's at a time; behind a load balancer every instance takes
+        webhook posts."""
+        return () if self._webhook_secret is not None else (Receiver(self.name),)
+
+    async def set_receiving(self, lease: str, on: bool, resume: str | None = None) -> None:
+        """Poll (True) or not (False); stopping lets a batch in progress finish and confirms it.
+        Nothing to resume from: the Bot API keeps what was not confirmed."""
         if on:
             self._receive.set()
             return

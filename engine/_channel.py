@@ -196,6 +196,18 @@ class Press:
 
 
 @dataclass(frozen=True, slots=True)
+class Receiver:
+    """A part of a channel's receiving side, held by one instance at a time when several share
+    a store: Telegram's long polling, or one Discord shard."""
+
+    lease: str  # the store's name for it: "telegram", "discord", "discord/shard-3"
+    # Taken as soon as nobody holds it. The others are taken only once this instance has been
+    # up for a lease (so an instance that prefers them gets them first), and let go as soon as
+    # a live instance that prefers them asks.
+    preferred: bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class Button:
     """A button under a command's reply; its `action` comes back in an :class:`Action`."""
 
@@ -281,14 +293,25 @@ class Channel(abc.ABC):
     async def stop(self) -> None:
         """Stop taking messages and disconnect."""
 
-    # Several instances sharing one store: one of them receives for a channel at a time
-    # (engine/_cluster.py), and every one can send. A channel that can be shared so says, and
-    # switches its receiving side (polling, a gateway) on and off, before or after start.
-    shared_receiving: bool = False
+    # Several instances sharing one store (engine/_cluster.py): every one can send; each part of
+    # a channel's receiving side is held by one of them at a time. A channel with such parts
+    # names them, and switches each on and off, before or after start.
 
-    async def set_receiving(self, on: bool) -> None:
-        """Take messages from the platform (True, as after start) or not (False), staying able
-        to send. A channel that is not shared always receives."""
+    def receivers(self) -> Sequence[Receiver]:
+        """The parts of the receiving side one instance at a time holds; none (the default):
+        every instance receives all of its own (a webhook behind a load balancer, a console)."""
+        return ()
+
+    async def set_receiving(self, lease: str, on: bool, resume: str | None = None) -> str | None:
+        """Take messages for the part `lease` names (True, as after start) or not (False),
+        staying able to send. Turning on, `resume` is what the part's previous holder left (see
+        :meth:`receiving_state`); turning off returns what the next holder resumes from."""
+        return None
+
+    def receiving_state(self, lease: str) -> str | None:
+        """What another instance would resume the part from if this one died now (a Discord
+        shard's gateway session, so the events it missed are sent again); kept in the store a
+        second later while the part is held here. None: nothing to resume."""
         return None
 
     @abc.abstractmethod

@@ -19,7 +19,9 @@ instance runs them:
   finished, approved actions run once, started ones reported, jobs resumed or reported);
 - every tick also claims chats with unfinished work that nobody holds (a notification missed
   while the database was away), so nothing waits for a message that will not come;
-- each channel's receiving side (Telegram polling, the Discord gateway) is held by one instance.
+- each part of a channel's receiving side (Telegram's polling, the Discord gateway or one of its
+  shards) is held by one instance, which resumes what its previous holder left
+  (engine/_receivers.py).
 
 An instance that cannot renew its lease before it runs out (the database is unreachable, or
 another instance found it dead) *fences* itself: it stops receiving and drops all chat work
@@ -51,6 +53,7 @@ from engine._queue import (
     ScheduledRun,
     WorkItem,
 )
+from engine._receivers import WANT, Receivers
 from engine._store import Adoption, ClusterStore
 from engine._types import ConversationKey
 from tools import StoreError
@@ -104,7 +107,7 @@ class Cluster:
         self._key_locks: dict[ConversationKey, asyncio.Lock] = {}
         self._outbox: asyncio.Queue[str] = asyncio.Queue()
         self._tasks: set[asyncio.Task[None]] = set()
-        self._receiving: set[str] = set()
+        self.receivers = Receivers(store, channels, settings.lease_s)
         self._renewed_at = 0.0  # monotonic time the last successful heartbeat was sent
         self._unreachable_since: float | None = None
         self._reported_at = 0.0
@@ -134,6 +137,7 @@ class Cluster:
         number = await self.store.join(self.settings.name, self.settings.lease_s)
         self._renewed_at = sent
         self._fenced = False
+        self.receivers.joined(sent)
         if self._publishing is None:
             self._publishing = asyncio.create_task(self._publisher(), name="cluster-publish")
             self._tasks.add(self._publishing)
@@ -157,8 +161,7 @@ class Cluster:
 
     async def stop_receiving(self) -> None:
         """Stopping: let another instance receive at once (this one finishes its turns)."""
-        for name in list(self._receiving):
-            await self._set_receiving(name, False)
+        await self.receivers.let_go_all()
 
     async def leave(self) -> None:
         """A clean stop: what is still held is taken over at once."""
@@ -200,9 +203,7 @@ class Cluster:
             )
             await self._take(adopted)
         await self._sweep()
-        for name, channel in self.channels.items():
-            if channel.shared_receiving:
-                await self._set_receiving(name, await self.store.receive(name))
+        await self.receivers.tick(self.incarnation)
 
     async def _sweep(self) -> None:
         """Claim the chats with unfinished work that nobody holds (and jobs nobody runs)."""
@@ -216,22 +217,6 @@ class Cluster:
         for channel, chat_id in adoption.chats:
             self._held.add(ConversationKey(channel, chat_id))
         await self._recover(adoption)
-
-    async def _set_receiving(self, name: str, on: bool) -> None:
-        if on == (name in self._receiving):
-            return
-        channel = self.channels[name]
-        if on:
-            log.info("%s: this instance receives now", name)
-            self._receiving.add(name)
-        else:
-            self._receiving.discard(name)
-            with contextlib.suppress(StoreError):
-                await self.store.stop_receiving(name)
-        try:
-            await channel.set_receiving(on)
-        except Exception:
-            log.exception("%s: could not %s receiving", name, "start" if on else "stop")
 
     def _unreachable(self, exc: BaseException) -> None:
         now = time.monotonic()
@@ -252,10 +237,7 @@ class Cluster:
             return
         self._fenced = True
         log.error("this instance stops working on its chats: %s", why)
-        for name in list(self._receiving):
-            self._receiving.discard(name)
-            with contextlib.suppress(Exception):
-                await self.channels[name].set_receiving(False)
+        await self.receivers.let_go_all(record=False)
         self._held.clear()
         self._claiming.clear()
         self._inflight.clear()
@@ -369,6 +351,12 @@ class Cluster:
         if kind == _SETTINGS:
             if data.get("o") != self.incarnation:
                 self._spawn(self._reload_settings(), "reload-settings")
+            return
+        if kind == WANT:
+            if data.get("o") != self.incarnation and not self._fenced:
+                lease = str(data.get("r"))
+                if self.receivers.asked_for(lease):
+                    self._spawn(self.receivers.let_go(lease), "hand-back")
             return
         if kind == _FORGOT:
             if data.get("o") != self.incarnation and self.on_forgot is not None:

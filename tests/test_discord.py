@@ -394,6 +394,35 @@ async def test_the_requester_confirms_and_the_tool_runs(
     assert fake.messages[prompt_id]["components"] == []
 
 
+async def test_a_press_sent_again_after_a_resume_does_nothing_more_and_raises_nothing(
+    start: Callable[..., Any],
+    fake: FakeDiscord,
+    llm: FakeOpenAI,
+    delete_file: Tool,
+    deleted: list,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, "channels.discord")
+    logged = asyncio.Event()
+    too_late = "an interaction could not be answered any more"
+    seen = logging.Handler()
+    seen.emit = lambda r: logged.set() if too_late in r.getMessage() else None  # type: ignore[method-assign]
+    logging.getLogger("channels.discord").addHandler(seen)
+    try:
+        async with start(tools=[delete_file]):
+            prompt_id, buttons = await ask_to_delete(fake, llm)
+            press = await fake.inject_button(buttons["Allow once"], ALICE, CHANNEL, prompt_id)
+            await fake.wait_for_call("POST", posts(CHANNEL), content("Deleted notes.txt."))
+            await fake.send_again(press)  # a shard's session resumed from before the press
+            again = await fake.wait_for_call("POST", callback(press.id), lambda c: c.status == 400)
+            await asyncio.wait_for(logged.wait(), 5)
+    finally:
+        logging.getLogger("channels.discord").removeHandler(seen)
+    assert again.response["code"] == 40060  # Discord took the first answer only
+    assert deleted == ["notes.txt"]
+    assert "Traceback" not in caplog.text and "Ignoring exception" not in caplog.text
+
+
 async def test_cancel_declines_and_nothing_runs(
     start: Callable[..., Any], fake: FakeDiscord, llm: FakeOpenAI, delete_file: Tool, deleted: list
 ) -> None:

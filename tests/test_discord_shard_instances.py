@@ -18,19 +18,22 @@ whichever process made it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import os
+import re
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from benchmarks._crash_rig import Daemon, TokenModel, token, write_files
+from benchmarks._crash_rig import ROOT, Daemon, TokenModel, token, write_files
 from tests.fakes.discord_server import Call, FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
 from tests.postgres import PostgresServer
 from tests.test_discord import callback, posts
 from tests.test_instances import LEASE_S, WAIT_S, wait_recorded
+from tests.test_operating import relaybot
 
 ALICE = 4101
 SHARDS = 2
@@ -68,6 +71,20 @@ class Rig:
             self.database,
         )
         return {int(chat): name for chat, name in (r.split() for r in rows.splitlines() if r)}
+
+    def resumable(self, part: str) -> bool:
+        """Whether the store keeps a session to resume `part` from."""
+        rows = self.pg.psql(
+            f"SELECT count(*) FROM receivers WHERE channel = '{part}' AND resume IS NOT NULL",
+            self.database,
+        )
+        return rows.strip() == "1"
+
+    async def until(self, condition: Callable[[], bool]) -> None:
+        """Poll a log or the database (other processes write them: no event to wait on)."""
+        async with asyncio.timeout(WAIT_S):
+            while not await asyncio.to_thread(condition):  # noqa: ASYNC110
+                await asyncio.sleep(0.1)
 
     def logs(self) -> str:
         return "\n".join(f"--- {n}\n{d.log_tail(25)}" for n, d in self.daemons.items())
@@ -158,3 +175,74 @@ async def test_a_press_on_the_other_instances_shard_resumes_the_turn_once(rig: R
         taker = OWNER[SHARD_OF[chat]]
         log = rig.daemons[taker].files.log.read_text()
         assert f"in discord:{chat} approved by user {ALICE}" in log, rig.logs()
+
+
+async def test_a_killed_instances_shard_moves_to_the_other_and_comes_back(rig: Rig) -> None:
+    """b is killed: a takes b's shard over, resuming its gateway session, so what is written in
+    b's server while nobody receives there is answered. b restarts: a gives the shard back, b
+    resumes it, and messages there are answered again: each message once, with no new session.
+    Later a starts alone after Discord ended both sessions: each shard identifies anew."""
+    dc, a, b = rig.dc, rig.daemons["a"], rig.daemons["b"]
+    await asyncio.gather(a.start(polls=False), b.start(polls=False))
+    for shard in OWNER:
+        await dc.wait_for_shard(shard, timeout=WAIT_S)
+    await rig.until(lambda: rig.resumable("discord/shard-1"))  # b keeps its session
+    env = {"PYTHONPATH": f"{a.files.directory}{os.pathsep}{ROOT}"}
+    code, out, err = await relaybot("status", "-c", str(a.files.config), env=env)
+    assert code == 0, err
+    assert re.search(
+        r"^receiving: discord/shard-0 \(a\), discord/shard-1 \(b\), telegram \([ab]\)$", out, re.M
+    ), out
+    tokens = iter(token(n) for n in range(1, 100))
+    asked: dict[str, int] = {}  # token → the chat it was written in
+
+    async def write(chat: int, words: str) -> None:
+        tok = next(tokens)
+        asked[tok] = chat
+        await dc.inject_message(chat, ALICE, f"{tok} {words}", GUILD[SHARD_OF[chat]], True)
+
+    async def answered() -> None:
+        for tok, chat in asked.items():
+            await dc.wait_for_call(
+                "POST",
+                posts(chat),
+                lambda c, tok=tok: f"answer: {tok}" in str((c.json or {}).get("content")),
+                timeout=WAIT_S,
+            )
+
+    b.kill_now()
+    await b.wait_dead()
+    reset = await dc.inject_slash("reset", ALICE, CHATS[1][0], GUILD[1])  # Discord: "failed"
+    for chat in (*CHATS[1], CHATS[0][0]):  # b's server while nobody receives there, and a's
+        await write(chat, "while b is dead")
+    await answered()
+    log = a.files.log.read_text()
+    assert "discord/shard-1: this instance receives now" in log, rig.logs()
+    # the /reset came again with the resumed session, too late to answer: not acted on
+    assert f"not acting on an interaction by user {ALICE} from before" in log, rig.logs()
+    assert dc.calls_to("POST", callback(reset.id)) == []
+
+    await b.start(polls=False)
+    await rig.until(lambda: b.files.log.read_text().count("shard-1: this instance receives") == 2)
+    for chat in CHATS[1]:
+        await write(chat, "after b is back")
+    await answered()
+    await wait_recorded(rig.pg, rig.database, quiet=True)
+    for name, daemon in rig.daemons.items():
+        assert await daemon.terminate() == 0, f"{name}\n{daemon.log_tail()}"
+    assert sorted(dc.identified()) == [(0, SHARDS), (1, SHARDS)]  # taken over by resuming
+    assert "given back to the instance that prefers it" in a.files.log.read_text(), rig.logs()
+
+    dc.end_sessions()  # as Discord does a while after the connections dropped
+    await a.start(polls=False)  # alone: both sessions are stale, so each shard identifies anew
+    for shard in OWNER:
+        await dc.wait_for_shard(shard, timeout=WAIT_S)
+    for chat in (CHATS[0][1], CHATS[1][1]):
+        await write(chat, "after a restart alone")
+    await answered()
+    await wait_recorded(rig.pg, rig.database, quiet=True)
+    assert await a.terminate() == 0, a.log_tail()
+    assert sorted(dc.identified()) == [(0, SHARDS), (0, SHARDS), (1, SHARDS), (1, SHARDS)]
+    for tok, chat in asked.items():
+        sent = [str((c.json or {}).get("content")) for c in dc.calls_to("POST", posts(chat))]
+        assert sum(f"answer: {tok}" in text for text in sent) == 1, (tok, sent, rig.logs())

@@ -98,7 +98,9 @@ def test_guilds_are_routed_as_discord_does() -> None:
     assert (shard_of(G0, 2), shard_of(G1, 2)) == (0, 1)
     assert shard_of(81384788765712384, 4) == (81384788765712384 >> 22) % 4
     assert layout(None, None) == "as many shards as Discord recommends, all in this instance"
-    assert layout(2, [1]) == "shard(s) 1 of 2 in this instance (1 left to other instances)"
+    assert layout(2, [1]) == (
+        "shard(s) 1 of 2 in this instance (1 to other instances, taken over while theirs is down)"
+    )
 
 
 async def test_one_instance_runs_every_shard_discord_recommends(

@@ -53,8 +53,8 @@ async def test_doctor_shows_the_webhook_and_the_shard_layout(
         assert any(re.fullmatch(webhook_line, line) for line in lines), out
         assert f"  fix: Telegram cannot deliver: check that the proxy forwards {url}" in out
         assert (
-            "discord shards: WARNING - shard(s) 1 of 2 in this instance (1 left to other "
-            "instances); Discord recommends 4"
+            "discord shards: WARNING - shard(s) 1 of 2 in this instance (1 to other instances, "
+            "taken over while theirs is down); Discord recommends 4"
         ) in lines, out
         assert "  fix: set shard_count = 4 (or more) on every instance" in out
         assert SECRET not in out

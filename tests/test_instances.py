@@ -180,9 +180,11 @@ async def test_a_burst_survives_two_instances_killed_one_after_the_other(cluster
     for chat in CHATS:
         cluster.say(chat)
     await cluster.llm.wait_requests(len(CHATS), timeout=WAIT_S)
-    assert cluster.holding("b") > 0, "b holds no chat: the work is not spread"
+    # which of b and c claims more chats is a race (the less busy first): kill that one
+    victim, survivor = sorted(("b", "c"), key=cluster.holding, reverse=True)
+    assert cluster.holding(victim) > 0, "neither b nor c holds a chat: the work is not spread"
     await cluster.recorded()
-    await cluster.kill("b")  # its turns were waiting for the model
+    await cluster.kill(victim)  # its turns were waiting for the model
     for chat in CHATS:
         cluster.say(chat)  # queued behind the dead instance's turns
     cluster.model.gate.set()
@@ -204,7 +206,7 @@ async def test_a_burst_survives_two_instances_killed_one_after_the_other(cluster
     cluster.model.gate.set()
     last = [toks[-1] for toks in cluster.said.values()]
     await cluster.until(lambda: cluster.ledger.answered(last))
-    assert cluster.receiver() == "c"
+    assert cluster.receiver() == survivor
     await cluster.stop_all()
     cluster.assert_each_answered_once_in_order()
 
@@ -315,8 +317,8 @@ async def test_two_instances_answer_telegram_and_discord_and_hand_the_gateway_ov
     postgres: PostgresServer, tmp_path: Path
 ) -> None:
     """Two instances with both channels: one holds the Telegram polling and the Discord
-    gateway, both answer; when that one is killed, the other opens the gateway within 10 s and
-    answers there, once."""
+    gateway, both answer; when that one is killed, the other resumes its gateway session within
+    10 s, so a message written while nobody received is answered too, once."""
     url = postgres.new_database()
     async with (
         FakeTelegram() as tg,
@@ -364,11 +366,12 @@ async def test_two_instances_answer_telegram_and_discord_and_hand_the_gateway_ov
             daemons["a"].kill_now()
             await daemons["a"].wait_dead()
             killed_at = loop.time()
-            await dc.wait_for_gateway_op(2, timeout=TAKEOVER_S + 5, after=identified)
-            assert loop.time() - killed_at <= TAKEOVER_S
             second = token(3)
-            await dc.inject_message(DM, ALICE, f"{second} hello")
+            await dc.inject_message(DM, ALICE, f"{second} while nobody receives")
+            await dc.wait_for_gateway_op(6, timeout=TAKEOVER_S + 5, after=identified)
+            assert loop.time() - killed_at <= TAKEOVER_S
             await discord_answer(second)
+            assert dc.identified() == [(0, 1)]  # resumed: no new session
             assert await daemons["b"].terminate() == 0, daemons["b"].log_tail()
             answers = [
                 str((c.json or {}).get("content"))

@@ -47,10 +47,20 @@ async def test_a_chat_and_a_channel_are_held_by_one_live_instance_at_a_time(
     assert await cb.holder("t", "c1") == "a"
     await ca.release("t", "c1")
     assert await cb.claim("t", "c1") and await ca.holder("t", "c1") == "b"
-    assert await ca.receive("telegram") and await ca.receive("telegram")
-    assert not await cb.receive("telegram")
+    parts = ["telegram", "discord/shard-0", "discord/shard-1"]
+    assert await ca.receive(parts[:2]) == dict.fromkeys(parts[:2])
+    assert await ca.receive(parts[:2]) == dict.fromkeys(parts[:2])  # its own, again
+    assert await cb.receive(parts) == {"discord/shard-1": None}  # only what a does not hold
+    await ca.checkpoint("discord/shard-0", "session s0")
+    await cb.checkpoint("discord/shard-0", "not b's to keep")
+    await ca.stop_receiving("discord/shard-0", "session s0 at 7")
     await ca.stop_receiving("telegram")
-    assert await cb.receive("telegram")
+    assert await cb.receive(parts) == {  # what a left, to resume from
+        "telegram": None,
+        "discord/shard-0": "session s0 at 7",
+        "discord/shard-1": None,
+    }
+    assert await ca.receive(parts) == {}
 
 
 async def test_a_dead_instance_is_adopted_once_with_its_chats_and_jobs(
@@ -63,7 +73,8 @@ async def test_a_dead_instance_is_adopted_once_with_its_chats_and_jobs(
     assert await ca.claim("t", "c1") and await ca.claim("x", "c2")
     conv = await a.conversations.active("t", "c1")
     await a.jobs.add(conv, "j1", "u1", "remind_me", {}, resumable=True)
-    assert await ca.receive("telegram")
+    assert await ca.receive(["telegram", "discord"]) == {"telegram": None, "discord": None}
+    await ca.checkpoint("discord", "session at 3")
     assert await cb.adopt(["t"]) is None  # a is alive
     postgres.psql("UPDATE instances SET heartbeat_at = 0 WHERE name = 'a'", database)
     taken = await cb.adopt(["t"])
@@ -72,7 +83,11 @@ async def test_a_dead_instance_is_adopted_once_with_its_chats_and_jobs(
     assert await cb.adopt(["t"]) is None  # once
     assert await cb.holder("t", "c1") == "b"
     assert await cb.holder("x", "c2") is None  # b has no channel x: let go
-    assert await cb.receive("telegram")  # the dead one's receiving side is free
+    # the dead one's receiving side is free, with what it last kept to resume from
+    assert await cb.receive(["telegram", "discord"]) == {
+        "telegram": None,
+        "discord": "session at 3",
+    }
     assert not await ca.heartbeat()  # a learns it was taken over
 
 

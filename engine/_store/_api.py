@@ -358,11 +358,16 @@ class ClusterStore(Protocol):
         """The name of the live instance holding the chat, if any."""
         ...
 
-    async def receive(self, channel: str) -> bool:
-        """Hold or keep the channel's receiving side; False while a live instance holds it."""
+    async def receive(self, parts: Sequence[str]) -> dict[str, str | None]:
+        """Hold those receiving parts that no live instance holds, keeping those held here;
+        returns the ones held here, with what their last holder left to resume from."""
         ...
 
-    async def stop_receiving(self, channel: str) -> None: ...
+    async def checkpoint(self, part: str, resume: str | None) -> None:
+        """Keep what another instance would resume `part` from if this one died now."""
+        ...
+
+    async def stop_receiving(self, part: str, resume: str | None = None) -> None: ...
 
     async def publish(self, payload: str) -> None:
         """Tell every instance (this one too); delivered once committed."""

@@ -12,7 +12,9 @@ of it:
   done; a dead instance's chats are *adopted*, in one transaction, by the first live instance
   that sees it dead (``FOR UPDATE SKIP LOCKED``): its chats and its running jobs move to the
   adopter, which recovers them as a restart would;
-- ``receivers``: one row per channel names the instance that receives for it;
+- ``receivers``: one row per receiving part (a channel's polling, a Discord shard) names the
+  instance that receives for it, and keeps what its next holder resumes from (a shard's gateway
+  session: Discord sends the events it missed again);
 - ``jobs.instance``: the background jobs each instance runs.
 
 Work is announced with NOTIFY on ``relaybot_work`` (sent at commit); each instance LISTENs. What
@@ -31,6 +33,8 @@ from engine._store._records import Adoption, ServerInfo
 WORK = "relaybot_work"
 _NOW = "extract(epoch FROM clock_timestamp())"
 _ALIVE = f"i.heartbeat_at + i.lease_s >= {_NOW}"
+_NOBODY = 0  # a receiving part nobody holds keeps its row: what to resume from
+_LET_GO_RECEIVERS = f"UPDATE receivers SET instance = {_NOBODY} WHERE instance = $1"
 # Chats with something left to do (the same as a restart looks for), less queued messages still
 # held back by the rate limit (whoever held them queues them when the hold ends)
 _WORK_CHATS = (
@@ -84,7 +88,7 @@ class PgCluster:
         """A clean stop: what this instance still holds is taken over at once by another."""
         me = self._me()
         async with self.db.transaction():
-            await self.db.execute("DELETE FROM receivers WHERE instance = $1", me)
+            await self.db.execute(_LET_GO_RECEIVERS, me)
             await self.db.execute("UPDATE instances SET heartbeat_at = 0 WHERE id = $1", me)
 
     async def adopt(self, channels: Sequence[str]) -> Adoption | None:
@@ -115,7 +119,7 @@ class PgCluster:
                 me,
                 dead["id"],
             )
-            await self.db.execute("DELETE FROM receivers WHERE instance = $1", dead["id"])
+            await self.db.execute(_LET_GO_RECEIVERS, dead["id"])
             await self.db.execute("DELETE FROM instances WHERE id = $1", dead["id"])
         return Adoption(
             dead["name"],
@@ -183,24 +187,40 @@ class PgCluster:
 
     # -- receiving ------------------------------------------------------------------------
 
-    async def receive(self, channel: str) -> bool:
-        """Hold (or keep holding) the channel's receiving side; False while a live instance
-        holds it."""
-        held = await self.db.fetchval(
-            f"INSERT INTO receivers(channel, instance, since) VALUES ($1, $2, {_NOW}) "
+    async def receive(self, parts: Sequence[str]) -> dict[str, str | None]:
+        """Hold those of `parts` (receiving parts: a channel's polling, a shard) that no live
+        instance holds, keeping those held here. Returns the ones held here, each with what
+        its last holder left to resume from."""
+        rows = await self.db.fetch(
+            "INSERT INTO receivers(channel, instance, since) "
+            f"SELECT part, $2, {_NOW} FROM unnest($1::text[]) AS part "
             "ON CONFLICT (channel) DO UPDATE SET instance = excluded.instance, since = CASE "
             "WHEN receivers.instance = excluded.instance THEN receivers.since "
             "ELSE excluded.since END WHERE receivers.instance = excluded.instance OR NOT EXISTS "
             f"(SELECT 1 FROM instances i WHERE i.id = receivers.instance AND {_ALIVE}) "
-            "RETURNING instance",
-            channel,
+            "RETURNING channel, resume",
+            list(parts),
             self._me(),
         )
-        return held is not None
+        return {r["channel"]: r["resume"] for r in rows}
 
-    async def stop_receiving(self, channel: str) -> None:
+    async def checkpoint(self, part: str, resume: str | None) -> None:
+        """Keep what another instance would resume `part` from if this one died now."""
         await self.db.execute(
-            "DELETE FROM receivers WHERE channel = $1 AND instance = $2", channel, self._me()
+            "UPDATE receivers SET resume = $3 WHERE channel = $1 AND instance = $2",
+            part,
+            self._me(),
+            resume,
+        )
+
+    async def stop_receiving(self, part: str, resume: str | None = None) -> None:
+        """Let go of `part`, leaving `resume` for its next holder."""
+        await self.db.execute(
+            f"UPDATE receivers SET instance = {_NOBODY}, resume = $3 "
+            "WHERE channel = $1 AND instance = $2",
+            part,
+            self._me(),
+            resume,
         )
 
     # -- notifications --------------------------------------------------------------------
@@ -219,7 +239,8 @@ class PgCluster:
         await self.db.listen()
 
     async def server(self) -> ServerInfo:
-        """The server's version, the round trip's time and the live instances (for doctor)."""
+        """The server's version, the round trip's time, the live instances and what each
+        receives (for doctor and status)."""
         trips = []
         for _ in range(5):
             started = time.perf_counter()
@@ -227,6 +248,13 @@ class PgCluster:
             trips.append(time.perf_counter() - started)
         version = await self.db.fetchval("SHOW server_version")
         names = await self.db.fetch(f"SELECT name FROM instances i WHERE {_ALIVE} ORDER BY id")
+        receiving = await self.db.fetch(
+            "SELECT r.channel, i.name FROM receivers r JOIN instances i ON i.id = r.instance "
+            f"WHERE {_ALIVE} ORDER BY r.channel"
+        )
         return ServerInfo(
-            str(version), sorted(trips)[len(trips) // 2], tuple(r["name"] for r in names)
+            str(version),
+            sorted(trips)[len(trips) // 2],
+            tuple(r["name"] for r in names),
+            tuple((r["channel"], r["name"]) for r in receiving),
         )

@@ -261,4 +261,9 @@ MIGRATIONS: list[str] = [
         text TEXT NOT NULL
     );
     """,
+    # 10: Discord shards spread over instances: what the last holder of a receiving part left to
+    #     resume from (a shard's gateway session), kept while nobody holds it (instance 0)
+    """
+    ALTER TABLE receivers ADD COLUMN resume TEXT;
+    """,
 ]

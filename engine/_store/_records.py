@@ -442,6 +442,7 @@ class ServerInfo:
     version: str
     round_trip_s: float  # the median of a few trivial statements
     instances: tuple[str, ...]  # the live instances' names
+    receiving: tuple[tuple[str, str], ...] = ()  # (receiving part, the live instance holding it)
 
 
 @dataclass(frozen=True, slots=True)

@@ -318,6 +318,19 @@ class FakeDiscord:
         ws, session.ws = session.ws, None
         await ws.close(code=code)
 
+    async def send_again(self, interaction: Interaction) -> None:
+        """Send an interaction's event again, as a resumed session gets what came after the
+        sequence it resumed from (Discord takes no second answer to it)."""
+        payload = interaction.payload
+        await self._dispatch(
+            "INTERACTION_CREATE", payload, int(payload.get("guild_id") or 0) or None
+        )
+
+    def end_sessions(self) -> None:
+        """Forget every gateway session, as Discord does a while after its connection dropped:
+        a RESUME then gets INVALID_SESSION (not resumable)."""
+        self._sessions.clear()
+
     def shard_of(self, guild_id: int | None) -> int:
         """The shard a guild's events go to (DMs: shard 0), as Discord routes them."""
         return 0 if guild_id is None else (guild_id >> 22) % self.shard_count
