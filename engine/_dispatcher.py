@@ -17,6 +17,7 @@ import dataclasses
 import logging
 import os
 import socket
+import time
 
 from engine._background import Background
 from engine._budget import ContextBudget
@@ -303,12 +304,16 @@ class Dispatcher:
     async def _handle(self, key: ConversationKey, item: WorkItem) -> None:
         match item:
             case Inbound():
-                if await self.store.inbox.ready(key.channel, key.chat_id):  # a new message
+                queued = await self.store.inbox.rows(InboxState.QUEUED, key.channel, key.chat_id)
+                now = time.time()
+                ready = [r for r in queued if r.hold_until is None or r.hold_until <= now]
+                if ready:  # a new message
                     await self.confirmations.cancel_pending(key, CANCELLED_BY_MESSAGE)
-                rows = await self.media.take(key)  # with what they carry, within the limits
+                rows = await self.media.take(key, ready)  # with what they carry, within limits
                 if rows:
                     await self.turns.user_turn(key, rows)
-                await self.intake.schedule_release(key)
+                if len(ready) < len(queued):  # some held back by the rate limit: later
+                    await self.intake.schedule_release(key)
             case Recover():
                 await self.turns.recover(key)
             case Decided(confirmation_id):

@@ -173,10 +173,9 @@ class MediaIntake:
     def refusal(self, msg: InboundMessage) -> str | None:
         return refusal(self.settings, msg.attachments, self.transcriber is not None)
 
-    async def take(self, key: ConversationKey) -> list[InboxRow]:
-        """Take the chat's queued messages as one turn; returns the rows taken (none when every
-        one was refused)."""
-        rows = await self.store.inbox.ready(key.channel, key.chat_id)
+    async def take(self, key: ConversationKey, rows: list[InboxRow]) -> list[InboxRow]:
+        """Take the chat's queued messages that may be taken now (`rows`) as one turn; returns
+        the rows taken (none when every one was refused)."""
         if not rows:
             return []
         rows = await self._within_image_limit(key, rows)

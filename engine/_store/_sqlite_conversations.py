@@ -56,37 +56,22 @@ class SqliteConversations:
         deliver: str | None = None,
         user_id: str | None = None,
     ) -> int:
-        now = time.time()
-        calls = msg.tool_calls
-        result = msg.result
-        images = [_image(i) for i in msg.images]
-        params = (
-            conversation_id,
-            msg.role.value,
-            msg.text,
-            json.dumps([[c.id, c.name, c.arguments] for c in calls]) if calls else None,
-            result.call_id if result else None,
-            int(bool(result and result.is_error)),
-            msg.speaker,
-            json.dumps(images) if images else None,
-            now,
-            user_id,
-        )
+        params = _message_params(conversation_id, msg, user_id)
+        if deliver is None:  # one statement: no transaction of its own needed
+            return (await self.db.write(_INSERT_MESSAGE, params)).lastrowid or 0
         async with self.db.transaction():
-            cur = await self.db.write(
-                "INSERT INTO messages(conversation_id, role, content, tool_calls, tool_call_id, "
-                "is_error, speaker, media, created_at, user_id) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                params,
+            message_id = (await self.db.write(_INSERT_MESSAGE, params)).lastrowid or 0
+            await self.db.write_later(
+                "INSERT INTO deliveries(message_id, conversation_id, channel, chat_id, "
+                "reply_to, created_at) SELECT ?, id, channel, chat_id, ?, ? "
+                "FROM conversations WHERE id=?",
+                (message_id, deliver or None, time.time(), conversation_id),
             )
-            message_id = cur.lastrowid or 0
-            if deliver is not None:
-                await self.db.write(
-                    "INSERT INTO deliveries(message_id, conversation_id, channel, chat_id, "
-                    "reply_to, created_at) SELECT ?, id, channel, chat_id, ?, ? "
-                    "FROM conversations WHERE id=?",
-                    (message_id, deliver or None, now, conversation_id),
-                )
         return message_id
+
+    async def append_later(self, conversation_id: int, msg: Message, user_id: str) -> None:
+        """Append a message whose id nobody needs, inside a transaction (see write_later)."""
+        await self.db.write_later(_INSERT_MESSAGE, _message_params(conversation_id, msg, user_id))
 
     async def history(self, conversation_id: int, limit: int = 200) -> list[Message]:
         rows = await self.db.all(
@@ -170,11 +155,35 @@ class SqliteConversations:
 
     async def delivered(self, message_id: int, ref: str | None, *, failed: bool = False) -> None:
         state = DeliveryState.FAILED if failed else DeliveryState.SENT
-        await self.db.write(
+        await self.db.write_later(
             "UPDATE deliveries SET state=?, ref=?, sent_at=? "
             "WHERE message_id=? AND state='pending'",
             (state.value, ref, time.time(), message_id),
         )
+
+
+_INSERT_MESSAGE = (
+    "INSERT INTO messages(conversation_id, role, content, tool_calls, tool_call_id, is_error, "
+    "speaker, media, created_at, user_id) VALUES (?,?,?,?,?,?,?,?,?,?)"
+)
+
+
+def _message_params(conversation_id: int, msg: Message, user_id: str | None) -> tuple[Any, ...]:
+    calls = msg.tool_calls
+    result = msg.result
+    images = [_image(i) for i in msg.images]
+    return (
+        conversation_id,
+        msg.role.value,
+        msg.text,
+        json.dumps([[c.id, c.name, c.arguments] for c in calls]) if calls else None,
+        result.call_id if result else None,
+        int(bool(result and result.is_error)),
+        msg.speaker,
+        json.dumps(images) if images else None,
+        time.time(),
+        user_id,
+    )
 
 
 def _image(image: Image) -> dict[str, Any]:

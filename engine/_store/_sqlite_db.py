@@ -33,7 +33,7 @@ from urllib.parse import quote
 import aiosqlite
 
 from engine import _metrics as metrics
-from engine._store._records import Conversation
+from engine._store._records import Conversation, Grant
 from engine._store._sqlite_schema import MIGRATIONS
 from tools import StoreError
 
@@ -54,8 +54,11 @@ class SqliteDb:
         self._tx_lock = asyncio.Lock()
         self._tx_owner: asyncio.Task[Any] | None = None
         self._begin = False  # a transaction is open whose BEGIN has not been sent yet
+        self._later: list[tuple[str, Sequence[Any] | Mapping[str, Any]]] = []  # write_later
         # (channel, chat id) → its active conversation: see SqliteConversations.active
         self.active_conversations: dict[tuple[str, str], Conversation] = {}
+        # (channel, chat id) → its standing permissions: see SqliteGrants.in_chat
+        self.chat_grants: dict[tuple[str, str], tuple[Grant, ...]] = {}
         self._owned: contextlib.ExitStack | None = None
 
     @property
@@ -125,9 +128,9 @@ class SqliteDb:
             self._begin = True
             try:
                 yield
-                if not self._begin:  # something was written (or read) inside
+                if not self._begin or self._later:  # something was written (or read) inside
                     started = time.perf_counter()
-                    await self.db.execute("COMMIT")
+                    await self._run(lambda conn: conn.execute("COMMIT"))  # with what is left
                     metrics.store_call("commit", started)
             except BaseException:
                 # Also on cancellation: the BEGIN or COMMIT may still be queued in the db
@@ -139,22 +142,26 @@ class SqliteDb:
             finally:
                 self._tx_owner = None
                 self._begin = False
+                self._later.clear()  # never sent: rolled back with the rest
 
     def _in_transaction(self) -> bool:
         return self._tx_owner is not None and self._tx_owner is asyncio.current_task()
 
     async def _run(self, fn: Callable[[sqlite3.Connection], Any]) -> Any:
         """`fn(connection)` in the db thread: after the BEGIN, when this is the first statement
-        of a transaction. (aiosqlite's ``_execute`` and ``_conn``: private, pinned below its
-        next minor release.)"""
-        begin = self._in_transaction() and self._begin
-        if begin:
-            self._begin = False  # sent with this statement
+        of a transaction, and after the transaction's statements written "later". (aiosqlite's
+        ``_execute`` and ``_conn``: private, pinned below its next minor release.)"""
+        begin, later = False, list[tuple[str, Sequence[Any] | Mapping[str, Any]]]()
+        if self._in_transaction():
+            begin, self._begin = self._begin, False  # sent with this statement
+            later, self._later = self._later, []
 
         def call() -> Any:
             conn = self.db._conn
             if begin:
                 conn.execute("BEGIN IMMEDIATE")
+            for sql, params in later:
+                conn.execute(sql, params)
             return fn(conn)
 
         return await self.db._execute(call)
@@ -170,6 +177,14 @@ class SqliteDb:
                 cursor = await self._run(lambda conn: conn.execute(sql, params))
         metrics.store_call("write", started)
         return cursor
+
+    async def write_later(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> None:
+        """A write whose result nobody reads: inside a transaction it goes to the db thread with
+        the transaction's next statement or its COMMIT (one trip, not two); outside one, now."""
+        if self._in_transaction():
+            self._later.append((sql, params))
+        else:
+            await self.write(sql, params)
 
     async def one(
         self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()

@@ -7,10 +7,16 @@ import time
 from engine._store._records import Grant, UsageTotals
 from engine._store._sqlite_db import SqliteDb
 
+_CACHED_CHATS = 10_000  # the cache is emptied past this many chats
+
 
 class SqliteGrants:
+    """A turn reads its chat's grants: they are kept in memory (only this process writes the
+    file: bot/_lock.py), and dropped for the chat whenever they change."""
+
     def __init__(self, db: SqliteDb) -> None:
         self.db = db
+        self._cache = db.chat_grants
 
     async def grant(
         self, channel: str, chat_id: str, tool: str, user_id: str, user_name: str
@@ -22,14 +28,21 @@ class SqliteGrants:
             "granted_at=excluded.granted_at",
             (channel, chat_id, tool, user_id, user_name, time.time()),
         )
+        self._cache.pop((channel, chat_id), None)
 
     async def in_chat(self, channel: str, chat_id: str) -> list[Grant]:
-        rows = await self.db.all(
-            "SELECT channel, chat_id, tool, granted_by, granted_by_name, granted_at FROM grants "
-            "WHERE channel=? AND chat_id=? ORDER BY tool",
-            (channel, chat_id),
-        )
-        return [Grant(**dict(r)) for r in rows]
+        cached = self._cache.get((channel, chat_id))
+        if cached is None:
+            rows = await self.db.all(
+                "SELECT channel, chat_id, tool, granted_by, granted_by_name, granted_at "
+                "FROM grants WHERE channel=? AND chat_id=? ORDER BY tool",
+                (channel, chat_id),
+            )
+            cached = tuple(Grant(**dict(r)) for r in rows)
+            if len(self._cache) >= _CACHED_CHATS:
+                self._cache.clear()
+            self._cache[(channel, chat_id)] = cached
+        return list(cached)
 
     async def revoke(self, channel: str, chat_id: str, tool: str | None = None) -> int:
         """Revoke one tool's grant, or every grant of the chat (`tool` None)."""
@@ -38,7 +51,9 @@ class SqliteGrants:
         if tool is not None:
             sql += " AND tool=?"
             params += (tool,)
-        return (await self.db.write(sql, params)).rowcount
+        revoked = (await self.db.write(sql, params)).rowcount
+        self._cache.pop((channel, chat_id), None)
+        return revoked
 
 
 class SqliteUsage:

@@ -70,8 +70,8 @@ class SqliteInbox:
             return
         async with self.db.transaction():
             for row, msg in taken:
-                await self.conversations.append(conversation_id, msg, user_id=row.user_id)
-            await self.db.write(
+                await self.conversations.append_later(conversation_id, msg, row.user_id)
+            await self.db.write_later(
                 f"UPDATE inbox SET state='taken', taken_at=? WHERE id IN ({marks(len(taken))})",
                 (time.time(), *(row.id for row, _ in taken)),
             )
@@ -85,7 +85,7 @@ class SqliteInbox:
 
     async def answered(self, ids: Sequence[int]) -> None:
         if ids:
-            await self.db.write(
+            await self.db.write_later(
                 f"UPDATE inbox SET state='answered' WHERE id IN ({marks(len(ids))})", tuple(ids)
             )
 

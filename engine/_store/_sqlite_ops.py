@@ -213,6 +213,7 @@ class SqliteOps:
         forgotten = await forget_user(self.db, channel, user_id, dry_run=dry_run)
         if not dry_run:
             self.db.active_conversations.clear()  # some may be gone
+            self.db.chat_grants.clear()
         if forgotten.schedules and not dry_run:
             self.schedules.changed()
         return forgotten
