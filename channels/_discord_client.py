@@ -85,7 +85,7 @@ class Client(discord.AutoShardedClient):
         self.wanted: set[int] | None = None
         self.resume: dict[int, Session] = {}
         self._resumed_at: dict[int, datetime.datetime] = {}  # shard → when it resumed here
-        self._shards_lock = asyncio.Lock()
+        self._syncing: asyncio.Task[None] | None = None  # connecting the wanted shards
         self.tree = app_commands.CommandTree(self)
         for command in _SLASH:
             self.tree.add_command(_slash_command(adapter, command))
@@ -130,25 +130,31 @@ class Client(discord.AutoShardedClient):
             await super().launch_shards()
             return
         self._connection.shard_count = self.shard_count
-        await self.sync_shards()
+        self.connect_wanted_soon()  # one task connects shards, whoever asks
+        assert self._syncing is not None
+        await self._syncing
 
-    async def sync_shards(self) -> dict[int, Session]:
-        """Connect the wanted shards not yet connected, and let go of the others; returns the
-        sessions of those let go (closed so that they stay resumable)."""
-        dropped: dict[int, Session] = {}
-        async with self._shards_lock:
-            wanted = self.wanted if self.wanted is not None else set(self._shards())
-            for shard_id in sorted(set(self._shards()) - wanted):
-                if (session := await self._drop_shard(shard_id)) is not None:
-                    dropped[shard_id] = session
-            for shard_id in sorted(wanted - set(self._shards())):
-                await self.launch_shard(DiscordWebSocket.DEFAULT_GATEWAY, shard_id)
-        return dropped
+    def connect_wanted_soon(self) -> None:
+        """Connect the wanted shards not connected yet, in the background: connecting waits
+        for Discord (and its IDENTIFY pace), which the caller must not."""
+        if self._syncing is None or self._syncing.done():
+            self._syncing = asyncio.create_task(self._connect_wanted(), name="discord-shards")
+            self._syncing.add_done_callback(_log_failure)
+
+    async def _connect_wanted(self) -> None:
+        while self.wanted is not None and not self.is_closed():
+            extra = set(self._shards()) - self.wanted
+            for shard_id in sorted(extra):  # let go meanwhile: its session is of no use now
+                await self.drop_shard(shard_id)
+            missing = sorted(self.wanted - set(self._shards()))
+            if not missing:
+                return
+            await self.launch_shard(DiscordWebSocket.DEFAULT_GATEWAY, missing[0])
 
     async def drop_all(self) -> dict[int, Session]:
         """Let go of every shard; returns their sessions (resumable)."""
-        async with self._shards_lock:
-            dropped = {i: await self._drop_shard(i) for i in sorted(self._shards())}
+        await self._stop_syncing()
+        dropped = {i: await self.drop_shard(i) for i in sorted(self._shards())}
         return {i: s for i, s in dropped.items() if s is not None}
 
     def sessions(self) -> dict[int, Session]:
@@ -184,7 +190,17 @@ class Client(discord.AutoShardedClient):
         self._shards()[shard_id] = shard = Shard(ws, self, queue.put_nowait)
         shard.launch()
 
-    async def _drop_shard(self, shard_id: int) -> Session | None:
+    async def close(self) -> None:
+        await self._stop_syncing()  # it would retry connecting a closed client for ever
+        await super().close()
+
+    async def _stop_syncing(self) -> None:
+        if self._syncing is not None:
+            self._syncing.cancel()
+            await asyncio.gather(self._syncing, return_exceptions=True)
+
+    async def drop_shard(self, shard_id: int) -> Session | None:
+        """Let go of a shard; returns its session, closed so that it stays resumable."""
         shard = self._shards().pop(shard_id, None)
         if shard is None:
             return None
@@ -364,6 +380,11 @@ def too_late_to_answer() -> Iterator[None]:
         if exc.code not in _TOO_LATE:
             raise
         log.info("discord: an interaction could not be answered any more (%s)", exc.text)
+
+
+def _log_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and (exc := task.exception()) is not None:
+        log.error("discord: connecting shards failed", exc_info=exc)
 
 
 def _failures() -> aiohttp.TraceConfig:

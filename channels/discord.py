@@ -149,7 +149,10 @@ class DiscordChannel(Channel):
             if client is None or self._gateway is None or self._gateway.done():
                 return None  # _run connects what is wanted
             client.wanted = self._wanted()
-            return self._state(lease, await client.sync_shards())
+            shard = shards.shard_of_lease(lease)
+            session = None if on or shard is None else await client.drop_shard(shard)
+            client.connect_wanted_soon()
+            return shards.encode({shard: session}) if shard is not None and session else None
         self._receive.clear()
         dropped = await client.drop_all() if client is not None else {}
         gateway, self._gateway = self._gateway, None

@@ -80,13 +80,15 @@ class Receivers:
                 if not self._may_take(part.receiver):  # asked for meanwhile: leave it be
                     await self.store.stop_receiving(lease, held[lease])
                     continue
-                log.info("%s: this instance receives now", lease)
-                self._held[lease] = part
-                part.state = held[lease]
                 try:
                     await self.channels[part.channel].set_receiving(lease, True, held[lease])
                 except Exception:
-                    log.exception("%s: could not start receiving", lease)
+                    log.exception("%s: could not start receiving; left to another instance", lease)
+                    await self.store.stop_receiving(lease, held[lease])
+                    continue
+                log.info("%s: this instance receives now", lease)
+                self._held[lease] = part
+                part.state = held[lease]
             else:
                 # What the channel says now may count events it has not stored yet; a tick on,
                 # everything before it has been: keep that one (what is sent again in between
