@@ -13,7 +13,7 @@ that rule instead, so shards in different buckets connect at once and a shard th
 long after its last IDENTIFY does not wait for nothing.
 
 With several instances on one store, each shard is a receiving part (``discord/shard-N``) held
-by one instance at a time (engine/_receivers.py): an instance prefers the shards its
+by one instance at a time (engine/_receivers.py): an instance takes first the shards its
 ``shard_ids`` names and takes the others when their instance dies, resuming that instance's
 gateway :class:`Session`, so Discord sends again what nobody received meanwhile.
 
@@ -29,7 +29,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from engine._channel import Receiver
+from engine._channel import Claim, Receiver
 
 log = logging.getLogger("channels.discord")
 
@@ -81,12 +81,17 @@ _SHARD_LEASE = re.compile(r"discord/shard-(\d+)")
 
 def receivers(shard_count: int | None, shard_ids: Sequence[int] | None) -> tuple[Receiver, ...]:
     """The receiving parts instances share: the whole gateway, or each shard of
-    ``shard_count``, preferred by the instances that name it in ``shard_ids`` (all of them
+    ``shard_count``, this instance's own when ``shard_ids`` names it (every instance's alike
     when unset). A shard whose instance dies goes to another instance, and comes back."""
     if shard_count is None:
         return (Receiver(WHOLE),)
-    ids = range(shard_count) if shard_ids is None else set(shard_ids)
-    return tuple(Receiver(f"discord/shard-{i}", i in ids) for i in range(shard_count))
+    if shard_ids is None:
+        return tuple(Receiver(f"discord/shard-{i}") for i in range(shard_count))
+    own = set(shard_ids)
+    return tuple(
+        Receiver(f"discord/shard-{i}", Claim.OWN if i in own else Claim.FALLBACK)
+        for i in range(shard_count)
+    )
 
 
 def shard_of_lease(lease: str) -> int | None:

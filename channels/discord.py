@@ -59,6 +59,7 @@ from engine._channel import (
     Capabilities,
     Channel,
     Choice,
+    Claim,
     Command,
     ConfirmationPrompt,
     Engine,
@@ -99,8 +100,8 @@ class DiscordChannel(Channel):
         self._client: Client | None = None
         self._runner: asyncio.Task[None] | None = None
         self._parts = shards.receivers(config.shard_count, config.shard_ids)
-        # the receiving parts on (all that this instance prefers until set_receiving says)
-        self._on = {part.lease for part in self._parts if part.preferred}
+        # the receiving parts on (every one but other instances' own, until set_receiving says)
+        self._on = {part.lease for part in self._parts if part.claim is not Claim.FALLBACK}
         self._resume: dict[int, shards.Session] = {}  # sessions left by another instance
         self._receive = asyncio.Event()  # a gateway connection wanted (set_receiving)
         self._receive.set()

@@ -195,16 +195,21 @@ class Press:
     choice: Choice
 
 
+class Claim(enum.Enum):
+    """This instance's claim on a receiving part (see engine/_receivers.py)."""
+
+    EQUAL = "equal"  # every instance's alike: taken by whoever finds it free
+    OWN = "own"  # this instance's (Discord's shard_ids): taken when free, asked back if not
+    FALLBACK = "fallback"  # another instance's: taken while that one is down, given back
+
+
 @dataclass(frozen=True, slots=True)
 class Receiver:
     """A part of a channel's receiving side, held by one instance at a time when several share
-    a store: Telegram's long polling, or one Discord shard."""
+    a store: Telegram's long polling, the Discord gateway, or one Discord shard."""
 
     lease: str  # the store's name for it: "telegram", "discord", "discord/shard-3"
-    # Taken as soon as nobody holds it. The others are taken only once this instance has been
-    # up for a lease (so an instance that prefers them gets them first), and let go as soon as
-    # a live instance that prefers them asks.
-    preferred: bool = True
+    claim: Claim = Claim.EQUAL
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,11 +2,13 @@
 share a store (see engine/_cluster.py, which calls this every tick).
 
 A part (``Channel.receivers``: Telegram's polling, the Discord gateway, one Discord shard) is
-held by one instance at a time, in the store's ``receivers`` rows. An instance takes the parts
-it prefers as soon as nobody live holds them; the others only once it has been up for a lease,
-so that an instance preferring them gets them first, and only while no live instance asks for
-them. An instance that prefers a part another one holds asks for it (a *want* signal, once a
-lease); the holder gives back a part it does not prefer at once.
+held by one instance at a time, in the store's ``receivers`` rows, and each instance has a
+``Claim`` on it. A part every instance claims alike (EQUAL) goes to whoever finds it free. A
+part that is this instance's OWN (Discord's ``shard_ids``) is taken as soon as it is free, and
+asked back (a *want* signal, once a lease) while another instance holds it. A FALLBACK part (an
+instance's own elsewhere) is taken only once this instance has been up for a lease, so that its
+own instance gets it first, and only while no live instance asks for it; asked for, it is given
+back at once.
 
 While a part is held, what its next holder would resume from (a Discord shard's gateway
 session, ``Channel.receiving_state``) is kept in the store every tick (as it was a tick before,
@@ -25,7 +27,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from engine._channel import Channel, Receiver
+from engine._channel import Channel, Claim, Receiver
 from engine._store import ClusterStore
 from tools import StoreError
 
@@ -60,7 +62,7 @@ class Receivers:
 
     async def tick(self, incarnation: int | None) -> None:
         """Take the parts this instance may take, keep what the held ones would resume from,
-        and ask for the preferred ones another instance holds."""
+        and ask for this instance's own ones another instance holds."""
         parts = {
             receiver.lease: self._held.get(receiver.lease) or _Part(name, receiver)
             for name, channel in self.channels.items()
@@ -74,7 +76,7 @@ class Receivers:
             if lease not in held:
                 if lease in self._held:  # another instance took it: this one was thought dead
                     await self.let_go(lease, record=False)
-                elif part.receiver.preferred:
+                elif part.receiver.claim is Claim.OWN:
                     await self._want(lease, incarnation)
             elif lease not in self._held:
                 if not self._may_take(part.receiver):  # asked for meanwhile: leave it be
@@ -103,9 +105,9 @@ class Receivers:
         (with :meth:`let_go`). Either way it is not taken here while that instance asks."""
         self._asked[lease] = time.monotonic()
         part = self._held.get(lease)
-        if part is None or part.receiver.preferred:
+        if part is None or part.receiver.claim is not Claim.FALLBACK:
             return False
-        log.info("%s: given back to the instance that prefers it", lease)
+        log.info("%s: given back to the instance whose own it is", lease)
         return True
 
     async def let_go(self, lease: str, *, record: bool = True) -> None:
@@ -128,7 +130,7 @@ class Receivers:
             await self.let_go(lease, record=record)
 
     def _may_take(self, receiver: Receiver) -> bool:
-        if receiver.preferred or receiver.lease in self._held:
+        if receiver.claim is not Claim.FALLBACK or receiver.lease in self._held:
             return True
         now = time.monotonic()
         up = self._joined_at is not None and now - self._joined_at >= self.lease_s
@@ -136,7 +138,7 @@ class Receivers:
         return up and (asked is None or now - asked >= 2 * self.lease_s)
 
     async def _want(self, lease: str, incarnation: int | None) -> None:
-        """Ask the instance holding a part this one prefers to give it back (once a lease)."""
+        """Ask the instance holding a part of this one's own to give it back (once a lease)."""
         now = time.monotonic()
         last = self._wanted_at.get(lease)
         if last is None or now - last >= self.lease_s:

@@ -231,7 +231,7 @@ async def test_a_killed_instances_shard_moves_to_the_other_and_comes_back(rig: R
     for name, daemon in rig.daemons.items():
         assert await daemon.terminate() == 0, f"{name}\n{daemon.log_tail()}"
     assert sorted(dc.identified()) == [(0, SHARDS), (1, SHARDS)]  # taken over by resuming
-    assert "given back to the instance that prefers it" in a.files.log.read_text(), rig.logs()
+    assert "given back to the instance whose own it is" in a.files.log.read_text(), rig.logs()
 
     dc.end_sessions()  # as Discord does a while after the connections dropped
     await a.start(polls=False)  # alone: both sessions are stale, so each shard identifies anew
