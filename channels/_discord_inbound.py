@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 import discord
 
@@ -29,9 +29,11 @@ def inbound(
     me: discord.ClientUser,
     config: DiscordConfig,
     listens: Callable[[str], bool] = lambda chat_id: False,
+    bot_roles: Collection[int] = (),
 ) -> InboundMessage | None:
     """The engine's view of ``message``, or None when it is not for the bot. `listens(chat)`
-    says whether a channel asked for every message (/settings reply mode all)."""
+    says whether a channel asked for every message (/settings reply mode all); `bot_roles`
+    are the bot's own roles in a server discord.py has not cached (see DiscordChannel)."""
     if message.author.bot or message.author.id == me.id or message.webhook_id is not None:
         return None
     if message.type not in (discord.MessageType.default, discord.MessageType.reply):
@@ -44,6 +46,7 @@ def inbound(
     replied_to_me = isinstance(resolved, discord.Message) and resolved.author.id == me.id
     # People often pick the bot's own role (same name) from the mention list: that counts too.
     my_roles = [r.id for r in message.role_mentions if r.tags and r.tags.bot_id == me.id]
+    my_roles += [r for r in message.raw_role_mentions if r in bot_roles and r not in my_roles]
     mentioned = replied_to_me or bool(my_roles) or any(u.id == me.id for u in message.mentions)
     if (
         guild_id is not None

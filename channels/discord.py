@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import io
 import logging
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -76,6 +77,7 @@ log = logging.getLogger(__name__)
 
 _LIMIT = 2000
 _CONNECT_WAIT_S = 30.0
+_GUILD_KEPT_S = 600.0  # a server fetched over REST is fetched again after this
 _EDIT_MEMORY = 256  # messages whose last text (and overflow parts) we remember for edits
 
 
@@ -108,6 +110,7 @@ class DiscordChannel(Channel):
         self._gateway: asyncio.Task[None] | None = None
         self._logged_in = asyncio.Event()
         self._shown = ShownMessages[str](self, _EDIT_MEMORY)
+        self._guilds: dict[int, tuple[float, discord.Guild]] = {}  # see _uncached_guild
 
     # ---- lifecycle
 
@@ -345,7 +348,16 @@ class DiscordChannel(Channel):
 
     async def on_message(self, message: discord.Message, me: discord.ClientUser) -> None:
         engine = self._require_engine()
-        msg = inbound(message, me, self.config, lambda chat: engine.listens(self.name, chat))
+        bot_roles: set[int] = set()
+        guild_id = message.guild.id if message.guild else getattr(message.channel, "guild_id", 0)
+        if guild_id and message.raw_role_mentions and not message.role_mentions:
+            guild = await self._uncached_guild(guild_id)  # a resumed shard's server
+            bot_roles = {r.id for r in guild.roles if r.tags and r.tags.bot_id == me.id}
+
+        def listens(chat_id: str) -> bool:
+            return engine.listens(self.name, chat_id)
+
+        msg = inbound(message, me, self.config, listens, bot_roles)
         if msg is not None:
             await engine.handle_inbound(msg)
 
@@ -438,6 +450,9 @@ class DiscordChannel(Channel):
             return False
         channel = self._client.get_channel(int(chat_id))
         guild = getattr(channel, "guild", None)
+        if channel is None:  # not cached: a DM, or a server on a shard resumed here
+            home = getattr(await self._client.fetch_channel(int(chat_id)), "guild", None)
+            guild = None if home is None else await self._uncached_guild(home.id)
         if guild is None:
             return False
         member = guild.get_member(int(user_id)) or await guild.fetch_member(int(user_id))
@@ -445,6 +460,21 @@ class DiscordChannel(Channel):
             return True
         wanted = set(self.config.admin_roles)
         return any(str(role.id) in wanted or role.name in wanted for role in member.roles)
+
+    async def _uncached_guild(self, guild_id: int) -> discord.Guild:
+        """A server discord.py has not cached (Discord sends a server's details to a new
+        gateway session, not to one resumed from another instance), from REST; kept a while."""
+        now = time.monotonic()
+        kept = self._guilds.get(guild_id)
+        if kept is not None and now - kept[0] < _GUILD_KEPT_S:
+            return kept[1]
+        if self._client is None:
+            raise RuntimeError("the Discord channel is not running")
+        guild = await self._client.fetch_guild(guild_id)
+        if len(self._guilds) > _EDIT_MEMORY:
+            self._guilds.clear()
+        self._guilds[guild_id] = (now, guild)
+        return guild
 
     def _replayed(self, interaction: discord.Interaction) -> bool:
         if self._client is None or not self._client.replayed(interaction):

@@ -36,6 +36,7 @@ from tests.test_instances import LEASE_S, WAIT_S, wait_recorded
 from tests.test_operating import relaybot
 
 ALICE = 4101
+MANAGER = 4102  # may change /settings in shard 1's server (Manage Server)
 SHARDS = 2
 OWNER = {0: "a", 1: "b"}  # the shard each instance connects
 GUILD = {shard: FakeDiscord.guild_on_shard(shard, SHARDS) for shard in OWNER}
@@ -226,6 +227,19 @@ async def test_a_killed_instances_shard_moves_to_the_other_and_comes_back(rig: R
     await rig.until(lambda: b.files.log.read_text().count("shard-1: this instance receives") == 2)
     for chat in CHATS[1]:
         await write(chat, "after b is back")
+    await answered()  # (two messages queued together are one turn, with one answer)
+    # a resumed session brings no server details: the bot's role and the admins are read over
+    # REST, so a mention of the bot's role is heard and a server admin may change /settings
+    tok = next(tokens)
+    asked[tok] = CHATS[1][1]
+    await dc.inject_message(CHATS[1][1], ALICE, f"{tok} by role", GUILD[1], mentions_bot_role=True)
+    managers = dc.add_role(GUILD[1], "Managers", 1 << 5)  # Manage Server
+    dc.member_roles[(GUILD[1], MANAGER)] = [managers]
+    changed = await dc.inject_slash(
+        "settings", MANAGER, CHATS[1][0], GUILD[1], {"text": "mode all"}
+    )
+    reply = await dc.wait_for_call("POST", callback(changed.id), timeout=WAIT_S)
+    assert str(reply.json["data"]["content"]).startswith("Saved."), (reply.json, rig.logs())
     await answered()
     await wait_recorded(rig.pg, rig.database, quiet=True)
     for name, daemon in rig.daemons.items():

@@ -724,6 +724,17 @@ class FakeDiscord:
     async def _typing(self, call: Call, channel_id: str) -> web.Response:
         return web.Response(status=204)
 
+    async def _get_channel(self, call: Call, channel_id: str) -> web.Response:
+        guild = next((g for g, chans in self.guilds.items() if int(channel_id) in chans), None)
+        if guild is None:
+            return _error(404, "Unknown Channel", 10003)
+        return _json(self._channel(int(channel_id), guild))
+
+    async def _get_guild(self, call: Call, guild_id: str) -> web.Response:
+        if int(guild_id) not in self.guilds:
+            return _error(404, "Unknown Guild", 10004)
+        return _json(self._guild(int(guild_id)))
+
     async def _get_member(self, call: Call, guild_id: str, user_id: str) -> web.Response:
         roles = self.member_roles.get((int(guild_id), int(user_id)), [])
         member = self._member(self._user(int(user_id))) | {"roles": [str(r) for r in roles]}
@@ -827,6 +838,8 @@ class FakeDiscord:
         ("POST", r"/channels/(\d+)/typing", _typing),
         ("POST", r"/users/@me/channels", _dm_channel),
         ("GET", r"/guilds/(\d+)/members/(\d+)", _get_member),
+        ("GET", r"/guilds/(\d+)", _get_guild),
+        ("GET", r"/channels/(\d+)", _get_channel),
         ("PUT", r"/applications/(\d+)/commands()", _sync_commands),
         ("PUT", r"/applications/(\d+)/guilds/(\d+)/commands", _sync_commands),
         ("POST", r"/interactions/(\d+)/([^/]+)/callback", _interaction_callback),
