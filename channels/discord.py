@@ -156,7 +156,7 @@ class DiscordChannel(Channel):
             shard = shards.shard_of_lease(lease)
             session = None if on or shard is None else await client.drop_shard(shard)
             client.connect_wanted_soon()
-            return shards.encode({shard: session}) if shard is not None and session else None
+            return self._state(lease, {shard: session} if shard is not None and session else {})
         self._receive.clear()
         dropped = await client.drop_all() if client is not None else {}
         gateway, self._gateway = self._gateway, None

@@ -306,7 +306,7 @@ class Dispatcher:
             case Inbound():
                 queued = await self.store.inbox.rows(InboxState.QUEUED, key.channel, key.chat_id)
                 now = time.time()
-                ready = [r for r in queued if r.hold_until is None or r.hold_until <= now]
+                ready = [r for r in queued if r.ready(now)]
                 if ready:  # a new message
                     await self.confirmations.cancel_pending(key, CANCELLED_BY_MESSAGE)
                 rows = await self.media.take(key, ready)  # with what they carry, within limits

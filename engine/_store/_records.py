@@ -148,6 +148,10 @@ class InboxRow:
         """Who wrote it, as the model is told in a group (by name, never by id)."""
         return None if self.is_private else self.user_name or "someone"
 
+    def ready(self, now: float) -> bool:
+        """Whether it may be taken at `now` (not held back by the rate limit any more)."""
+        return self.hold_until is None or self.hold_until <= now
+
 
 @dataclass(frozen=True, slots=True)
 class ConfirmationRow:

@@ -53,7 +53,7 @@ class SqliteInbox:
         """The chat's queued messages that may be taken now (not held by the rate limit)."""
         now = time.time()
         queued = await self.rows(InboxState.QUEUED, channel, chat_id)
-        return [r for r in queued if r.hold_until is None or r.hold_until <= now]
+        return [r for r in queued if r.ready(now)]
 
     async def take_queued(self, channel: str, chat_id: str) -> list[InboxRow]:
         rows = await self.ready(channel, chat_id)
