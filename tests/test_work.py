@@ -49,12 +49,14 @@ async def test_a_chat_lock_admits_one_holder_however_many_chats_come_and_go() ->
     inside: list[str] = []
     overlaps: list[tuple[str, str]] = []
     release_a = asyncio.Event()
+    a_in = asyncio.Event()
     later: list[asyncio.Task[None]] = []
 
     async def critical(name: str, wait: asyncio.Event | None = None) -> None:
         async with locks.hold(KEY):
             overlaps.extend((other, name) for other in inside)
             inside.append(name)
+            a_in.set()
             if wait is not None:
                 await wait.wait()
             await asyncio.sleep(0)  # let anything that wrongly got in run beside us
@@ -68,8 +70,7 @@ async def test_a_chat_lock_admits_one_holder_however_many_chats_come_and_go() ->
             later.append(asyncio.create_task(critical("c")))
 
     a = asyncio.create_task(critical("a", release_a))
-    while not inside:
-        await asyncio.sleep(0)
+    await a_in.wait()
     b = asyncio.create_task(critical("b"))
     await asyncio.sleep(0)  # b now waits for a
     release_a.set()
