@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from engine._channel import Action, Button, Channel, InboundMessage, Reply
 from engine._store import ChatPrefs, ReplyMode, Store
 from engine.chat._permissions import Policy
-from engine.loop._types import ConversationKey
+from engine.loop import ConversationKey
 
 log = logging.getLogger(__name__)
 

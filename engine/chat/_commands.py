@@ -18,9 +18,8 @@ from engine.chat._limits import Limits
 from engine.chat._permissions import Permissions
 from engine.chat._schedules import Schedules
 from engine.chat._turns import TurnRunner
-from engine.loop._types import ConversationKey
-from engine.work._cluster import Cluster
-from engine.work._queue import ChatQueues, Compact, Rewind
+from engine.loop import ConversationKey
+from engine.work import ChatQueues, Cluster, Compact, Rewind
 from tools import ToolRegistry
 
 log = logging.getLogger(__name__)

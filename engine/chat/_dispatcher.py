@@ -32,11 +32,10 @@ from engine.chat._notices import Notices
 from engine.chat._schedules import Schedules
 from engine.chat._settings import Settings
 from engine.chat._turns import TurnRunner
-from engine.loop._loop import ToolLoop
-from engine.loop._types import ConversationKey
-from engine.work._cluster import Cluster
-from engine.work._queue import (
+from engine.loop import ConversationKey, ToolLoop
+from engine.work import (
     ChatQueues,
+    Cluster,
     Compact,
     Decided,
     Inbound,
@@ -45,9 +44,9 @@ from engine.work._queue import (
     Recover,
     Rewind,
     ScheduledRun,
+    Tasks,
     WorkItem,
 )
-from engine.work._tasks import Tasks
 from tools import StoreUnavailable
 
 log = logging.getLogger(__name__)

@@ -17,9 +17,9 @@ import logging
 from engine._channel import Action, Button, InboundMessage, Reply
 from engine._store import Forgotten, Store
 from engine.chat._chat_settings import ChatSettings
-from engine.context._budget import ContextBudget
-from engine.loop._jobs import JobRunner
-from engine.work._cluster import Cluster
+from engine.context import ContextBudget
+from engine.loop import JobRunner
+from engine.work import Cluster
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from engine._channel import Channel
 from engine.chat._media_out import send_files
-from engine.loop._types import ConversationKey, SendFiles
+from engine.loop import ConversationKey, SendFiles
 from tools import (
     ContextOverflow,
     File,

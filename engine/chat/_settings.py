@@ -9,8 +9,8 @@ from engine.chat._housekeeping import Retention
 from engine.chat._limits import LimitSettings
 from engine.chat._media import MediaSettings
 from engine.chat._schedules import ScheduleSettings
-from engine.context._budget import ContextSettings
-from engine.models._types import Model
+from engine.context import ContextSettings
+from engine.models import Model
 
 
 @dataclass(frozen=True, slots=True)

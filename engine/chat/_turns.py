@@ -31,11 +31,9 @@ from engine.chat._limits import today
 from engine.chat._live import LiveReply, typing
 from engine.chat._notices import Notices, apology
 from engine.chat._permissions import Permissions
-from engine.context._budget import Window
-from engine.context._media_history import RecentImages
-from engine.loop._loop import ToolLoop
-from engine.loop._types import ConversationKey, PendingCall, TurnContext, TurnResult
-from engine.models._types import Message, Role
+from engine.context import RecentImages, Window
+from engine.loop import ConversationKey, PendingCall, ToolLoop, TurnContext, TurnResult
+from engine.models import Message, Role
 from tools import (
     LLMError,
 )

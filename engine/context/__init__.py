@@ -6,14 +6,30 @@ the history are sent again (``_media_history``).
 
 from __future__ import annotations
 
-from engine.context._budget import ContextBudget, ContextSettings, Window, budget_for
-from engine.context._media_history import ImageCache, RecentImages
-from engine.context._prompt import ensure_pairing
+from engine.context._budget import (
+    ContextBudget,
+    ContextSettings,
+    Fitted,
+    Window,
+    budget_for,
+)
+from engine.context._media_history import (
+    DOWNLOAD_TIMEOUT_S,
+    ImageCache,
+    RecentImages,
+    human_size,
+)
+from engine.context._prompt import (
+    ensure_pairing,
+    for_model,
+)
 from engine.context._window import WindowInfo, WindowSource, discover_window
 
 __all__ = [
+    "DOWNLOAD_TIMEOUT_S",
     "ContextBudget",
     "ContextSettings",
+    "Fitted",
     "ImageCache",
     "RecentImages",
     "Window",
@@ -22,4 +38,6 @@ __all__ = [
     "budget_for",
     "discover_window",
     "ensure_pairing",
+    "for_model",
+    "human_size",
 ]

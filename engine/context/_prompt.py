@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from engine.models._types import Message, Role, Text, ToolOutput
+from engine.models import Message, Role, Text, ToolOutput
 
 log = logging.getLogger(__name__)
 

@@ -7,13 +7,20 @@ from __future__ import annotations
 
 from engine.loop._jobs import Job, JobRunner
 from engine.loop._loop import ToolLoop
-from engine.loop._types import ConversationKey, PendingCall, TurnContext, TurnResult
+from engine.loop._types import (
+    ConversationKey,
+    PendingCall,
+    SendFiles,
+    TurnContext,
+    TurnResult,
+)
 
 __all__ = [
     "ConversationKey",
     "Job",
     "JobRunner",
     "PendingCall",
+    "SendFiles",
     "ToolLoop",
     "TurnContext",
     "TurnResult",

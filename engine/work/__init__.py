@@ -7,13 +7,33 @@ fire-and-forget work that is logged and awaited.
 from __future__ import annotations
 
 from engine.work._cluster import Cluster, ClusterEvents, InstanceSettings
-from engine.work._queue import ChatQueues
+from engine.work._queue import (
+    ChatQueues,
+    Compact,
+    Decided,
+    Inbound,
+    JobDone,
+    Notice,
+    Recover,
+    Rewind,
+    ScheduledRun,
+    WorkItem,
+)
 from engine.work._tasks import Tasks
 
 __all__ = [
     "ChatQueues",
     "Cluster",
     "ClusterEvents",
+    "Compact",
+    "Decided",
+    "Inbound",
     "InstanceSettings",
+    "JobDone",
+    "Notice",
+    "Recover",
+    "Rewind",
+    "ScheduledRun",
     "Tasks",
+    "WorkItem",
 ]

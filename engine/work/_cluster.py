@@ -46,7 +46,7 @@ from typing import Protocol
 from engine._backoff import Backoff
 from engine._channel import Channel
 from engine._store import Adoption, ClusterStore
-from engine.loop._types import ConversationKey
+from engine.loop import ConversationKey
 from engine.work._leases import ChatLeases
 from engine.work._queue import ChatQueues
 from engine.work._receivers import WANT, Receivers

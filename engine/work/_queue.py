@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from engine.loop._types import ConversationKey
+from engine.loop import ConversationKey
 
 log = logging.getLogger(__name__)
 

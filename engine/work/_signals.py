@@ -16,7 +16,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 
-from engine.loop._types import ConversationKey
+from engine.loop import ConversationKey
 from engine.work._queue import Decided, Inbound, JobDone, Notice, Recover, ScheduledRun, WorkItem
 from tools import StoreError
 
