@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from engine._store._pg import PgStore
-from engine._store._pg_cluster import PgCluster
+from engine._store.postgres import PgStore
+from engine._store.postgres import PgCluster
 from tests.postgres import PostgresServer
 from tests.test_store_contract import inbound
 

@@ -40,7 +40,7 @@ from engine._store import (
     Summary,
     TokenRatio,
 )
-from engine._store._pg import PgStore
+from engine._store.postgres import PgStore
 from tests.postgres import PostgresServer
 
 

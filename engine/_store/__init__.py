@@ -1,5 +1,8 @@
-"""The store: narrow interfaces per consumer (``_api``), typed rows and state machines
-(``_records``), the SQLite backend (``_sqlite*``) and the PostgreSQL one (``_pg*``).
+"""The store: narrow interfaces per consumer (``_api*``), typed rows (``_rows``), reports
+(``_reports``) and state machines (``_states``); each part written once (``_inbox``,
+``_conversations``, ...) over one :class:`Db` interface (``_db``), composed into one store class
+(``_composed``); the backends implement the Db: ``sqlite/`` and ``postgres/`` (imported only
+when a configuration asks for PostgreSQL).
 
 :func:`open_store` picks the backend from the configuration: a ``postgresql://`` URL, else the
 SQLite file.
@@ -20,42 +23,47 @@ from engine._store._api import (
     Store,
     UsageStore,
 )
-from engine._store._open import is_postgres, open_store
-from engine._store._records import (
+from engine._store._composed import ComposedStore
+from engine._store._db import Db, Dialect
+from engine._store._open import is_postgres, open_store, redact
+from engine._store._reports import (
     Adoption,
     ChannelError,
-    ChatPrefs,
-    ConfirmationRow,
-    ConfirmationState,
-    Conversation,
-    Delivery,
-    DeliveryState,
     Forgotten,
-    Grant,
-    InboxRow,
-    InboxState,
-    JobRow,
-    JobState,
     JobView,
     PendingPrompt,
     Pruned,
     QueuedChat,
-    ReplyMode,
     Running,
-    RunState,
-    ScheduleRow,
-    ScheduleRun,
-    ScheduleState,
+    ServerInfo,
     StatusSnapshot,
     StoreCounts,
+    UpcomingRun,
+)
+from engine._store._rows import (
+    ChatPrefs,
+    ConfirmationRow,
+    Conversation,
+    Delivery,
+    Grant,
+    InboxRow,
+    JobRow,
+    ScheduleRow,
+    ScheduleRun,
     Summary,
     TokenRatio,
-    UpcomingRun,
     UsageTotals,
 )
-from engine._store._sqlite import SqliteStore
-from engine._store._sqlite_backup import BackupMade, backup_sqlite
-from engine._store._sqlite_schema import MIGRATIONS
+from engine._store._states import (
+    ConfirmationState,
+    DeliveryState,
+    InboxState,
+    JobState,
+    ReplyMode,
+    RunState,
+    ScheduleState,
+)
+from engine._store.sqlite import MIGRATIONS, BackupMade, SqliteStore, backup_sqlite
 
 __all__ = [
     "MIGRATIONS",
@@ -65,14 +73,17 @@ __all__ = [
     "ChatPrefs",
     "ChatSettingsStore",
     "ClusterStore",
+    "ComposedStore",
     "ConfirmationRow",
     "ConfirmationState",
     "ConfirmationStore",
     "ContextStore",
     "Conversation",
     "ConversationStore",
+    "Db",
     "Delivery",
     "DeliveryState",
+    "Dialect",
     "Forgotten",
     "Grant",
     "GrantStore",
@@ -95,6 +106,7 @@ __all__ = [
     "ScheduleRun",
     "ScheduleState",
     "ScheduleStore",
+    "ServerInfo",
     "SqliteStore",
     "StatusSnapshot",
     "Store",
@@ -107,4 +119,5 @@ __all__ = [
     "backup_sqlite",
     "is_postgres",
     "open_store",
+    "redact",
 ]

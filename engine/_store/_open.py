@@ -29,10 +29,10 @@ def open_store(url: str | None, path: str | Path, *, wal_limit_bytes: int | None
     """The store (not yet open: ``async with`` it) at `url` if given, else the file `path`
     (its write-ahead log checkpointed to stay under `wal_limit_bytes`, if given)."""
     if url:
-        from engine._store._pg import PgStore
+        from engine._store.postgres import PgStore
 
         return PgStore(url)
-    from engine._store._sqlite import SqliteStore
+    from engine._store.sqlite import SqliteStore
 
     if wal_limit_bytes is None:
         return SqliteStore(path)

@@ -11,7 +11,7 @@ A server that cannot be reached is :class:`tools.StoreUnavailable`: the statemen
 unknown to nobody, it was not committed, and callers must not acknowledge or show anything that
 depended on it. The pool drops broken connections and connects again on the next statement.
 
-Migrations (``_pg_schema.MIGRATIONS``) run at open in one transaction under a transaction-level
+Migrations (``_schema.MIGRATIONS``) run at open in one transaction under a transaction-level
 advisory lock: instances starting together apply each entry once, the later ones wait and find
 the schema current. A database written by a newer relaybot is refused before anything is
 written. URLs are shown without their password.
@@ -34,8 +34,9 @@ from typing import Any
 import asyncpg
 
 from engine import _metrics as metrics
+from engine._store._db import POSTGRES, Db, Listener, Row, numbered
 from engine._store._open import redact
-from engine._store._pg_schema import MIGRATIONS
+from engine._store.postgres._schema import MIGRATIONS
 from tools import StoreError, StoreUnavailable
 
 log = logging.getLogger("engine.store")
@@ -61,20 +62,21 @@ def rowcount(status: str) -> int:
     return int(tail) if tail.isdigit() else 0
 
 
-Listener = Callable[[str], None]
+class PgDb(Db):
+    """The :class:`~engine._store._db.Db` of one PostgreSQL database: each statement's ``?``
+    placeholders become ``$1..$n`` once (cached by its text)."""
 
+    dialect = POSTGRES
 
-class PgDb:
     def __init__(self, url: str, *, max_connections: int = 10, readonly: bool = False) -> None:
+        super().__init__()
         self.url = url
         self.max_connections = max_connections
         self.readonly = readonly
-        self.incarnation: int | None = None  # this process's row in `instances`, once joined
         self._pool: asyncpg.Pool | None = None
         self._tx: contextvars.ContextVar[tuple[asyncio.Task[Any] | None, Any] | None] = (
             contextvars.ContextVar(f"pg-tx-{id(self)}", default=None)
         )
-        self._listeners: dict[str, list[Listener]] = {}
         self._listen_conn: Any = None
         self._listen_lock = asyncio.Lock()  # one statement at a time on that connection
         self._listen_task: asyncio.Task[None] | None = None
@@ -172,6 +174,7 @@ class PgDb:
             await self.pool.release(conn)
 
     async def _run(self, method: str, sql: str, args: tuple[Any, ...]) -> Any:
+        sql = numbered(sql)
         conn = self._held()
         started = time.perf_counter()
         try:
@@ -188,10 +191,10 @@ class PgDb:
         """Run a write; returns how many rows it touched."""
         return rowcount(await self._run("execute", sql, args))
 
-    async def fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
+    async def fetch(self, sql: str, *args: Any) -> list[Row]:
         return list(await self._run("fetch", sql, args))
 
-    async def fetchrow(self, sql: str, *args: Any) -> asyncpg.Record | None:
+    async def fetchrow(self, sql: str, *args: Any) -> Row | None:
         return await self._run("fetchrow", sql, args)
 
     async def fetchval(self, sql: str, *args: Any) -> Any:
@@ -249,13 +252,19 @@ class PgDb:
             raise StoreUnavailable(f"the database at {self.where} is unreachable")
         try:
             async with self._listen_lock:
-                return rowcount(await conn.execute(sql, *args))
+                return rowcount(await conn.execute(numbered(sql), *args))
         except UNREACHABLE as exc:
             raise StoreUnavailable(f"the database at {self.where} is unreachable") from exc
 
-    def on_notify(self, channel: str, listener: Listener) -> None:
-        """Call `listener(payload)` for each NOTIFY on `channel` (from any instance)."""
-        self._listeners.setdefault(channel, []).append(listener)
+    async def notify(self, channel: str) -> None:
+        """NOTIFY `channel`: every instance listening hears it (inside a transaction, at its
+        commit); this one's listeners at once too."""
+        await super().notify(channel)
+        await self.execute(f"NOTIFY {channel}")
+
+    async def size(self) -> tuple[int, int | None]:
+        """The database's size; no write-ahead log of relaybot's own (the server's is its)."""
+        return int(await self.fetchval("SELECT pg_database_size(current_database())")), None
 
     def on_reconnect(self, hook: Callable[[], Awaitable[None]]) -> None:
         """Run `hook` after the listening connection was lost and made again (notifications
@@ -275,7 +284,9 @@ class PgDb:
         conn.add_termination_listener(lambda _c: lost.set())
         for channel, listeners in self._listeners.items():
 
-            def deliver(_c: Any, _pid: int, _ch: str, payload: str, ls: Any = listeners) -> None:
+            def deliver(
+                _c: Any, _pid: int, _ch: str, payload: str, ls: list[Listener] = listeners
+            ) -> None:
                 for listener in ls:
                     listener(payload)
 

@@ -1,9 +1,8 @@
-"""The context budget's part of the store in PostgreSQL: running summaries and token ratios.
+"""The context budget's part of the store, for every backend: summaries and token ratios.
 
-The same rows as ``_sqlite_context``: at most one summary per conversation, replaced when it is
-updated (the messages it covers stay stored), and one token ratio per model. Every instance
-reads and writes them; a chat's turns run on one instance at a time (engine/_cluster.py), so a
-conversation's summary has one writer at a time.
+A conversation has at most one summary row, replaced each time it is updated (the messages it
+covers stay in ``messages``); a chat's turns run on one instance at a time (engine/_cluster.py),
+so a summary has one writer at a time. Token ratios are one row per model.
 """
 
 from __future__ import annotations
@@ -11,18 +10,18 @@ from __future__ import annotations
 import time
 
 from engine._model import Message, Role
-from engine._store._pg_db import PgDb
-from engine._store._records import Summary, TokenRatio
-from engine._store._sqlite_conversations import message_from_row
+from engine._store._conversations import MESSAGE_COLS, message_from_row
+from engine._store._db import Db
+from engine._store._rows import Summary, TokenRatio
 
 
-class PgContext:
-    def __init__(self, db: PgDb) -> None:
+class Context:
+    def __init__(self, db: Db) -> None:
         self.db = db
 
     async def summary(self, conversation_id: int) -> Summary | None:
         row = await self.db.fetchrow(
-            "SELECT text, first_id, last_id FROM summaries WHERE conversation_id=$1",
+            "SELECT text, first_id, last_id FROM summaries WHERE conversation_id=?",
             conversation_id,
         )
         if row is None:
@@ -32,8 +31,8 @@ class PgContext:
     async def save_summary(self, summary: Summary) -> None:
         await self.db.execute(
             "INSERT INTO summaries(conversation_id, text, first_id, last_id, updated_at) "
-            "VALUES ($1,$2,$3,$4,$5) ON CONFLICT (conversation_id) DO UPDATE SET "
-            "text=excluded.text, first_id=excluded.first_id, last_id=excluded.last_id, "
+            "VALUES (?,?,?,?,?) ON CONFLICT (conversation_id) DO UPDATE SET text=excluded.text, "
+            "first_id=excluded.first_id, last_id=excluded.last_id, "
             "updated_at=excluded.updated_at",
             summary.conversation_id,
             summary.text,
@@ -45,13 +44,14 @@ class PgContext:
     async def messages_after(
         self, conversation_id: int, after_id: int, limit: int
     ) -> list[tuple[int, Message]]:
+        # after `after_id`, or from the last user message on (NULL when there is none)
         rows = await self.db.fetch(
-            "SELECT id, role, content, tool_calls, tool_call_id, is_error, speaker, media "
-            "FROM messages WHERE conversation_id=$1 AND id > LEAST($2::bigint, COALESCE((SELECT id "
-            "FROM messages WHERE conversation_id=$1 AND role='user' ORDER BY id DESC LIMIT 1), "
-            "$2::bigint + 1) - 1) ORDER BY id DESC LIMIT $3",
+            f"SELECT id, {MESSAGE_COLS} FROM messages WHERE conversation_id=? AND (id > ? "
+            "OR id >= (SELECT MAX(id) FROM messages WHERE conversation_id=? AND role='user')) "
+            "ORDER BY id DESC LIMIT ?",
             conversation_id,
             after_id,
+            conversation_id,
             limit,
         )
         out = [(r["id"], message_from_row(r)) for r in reversed(rows)]
@@ -62,7 +62,7 @@ class PgContext:
 
     async def token_ratio(self, model: str) -> TokenRatio | None:
         row = await self.db.fetchrow(
-            "SELECT ratio, samples, max_window FROM token_ratios WHERE model=$1", model
+            "SELECT ratio, samples, max_window FROM token_ratios WHERE model=?", model
         )
         if row is None:
             return None
@@ -71,7 +71,7 @@ class PgContext:
     async def save_token_ratio(self, ratio: TokenRatio) -> None:
         await self.db.execute(
             "INSERT INTO token_ratios(model, ratio, samples, max_window, updated_at) "
-            "VALUES ($1,$2,$3,$4,$5) ON CONFLICT (model) DO UPDATE SET ratio=excluded.ratio, "
+            "VALUES (?,?,?,?,?) ON CONFLICT (model) DO UPDATE SET ratio=excluded.ratio, "
             "samples=excluded.samples, max_window=excluded.max_window, "
             "updated_at=excluded.updated_at",
             ratio.model,

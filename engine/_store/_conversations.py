@@ -1,52 +1,58 @@
-"""Conversations, their messages, and the delivery of answers, in SQLite."""
+"""Conversations, their messages, and the delivery of answers, for every backend.
+
+A message is stored with its parts as columns (tool calls and images as JSON; an image by its
+reference, never its bytes). An answer still to be delivered gets a ``deliveries`` row in the
+same transaction (PostgreSQL: the same statement).
+"""
 
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from collections.abc import Collection
 from typing import Any
 
 from engine._model import Image, Message, Part, Role, Text, ToolCall, ToolOutput
-from engine._store._records import Conversation, Delivery, DeliveryState
-from engine._store._sqlite_db import SqliteDb, marks
+from engine._store._db import Db, Row
+from engine._store._rows import Conversation, Delivery
+from engine._store._states import DeliveryState
 
 
-class SqliteConversations:
-    def __init__(self, db: SqliteDb) -> None:
+class Conversations:
+    def __init__(self, db: Db) -> None:
         self.db = db
-        # Each chat's active conversation, asked for several times a turn. The file is this
-        # process's alone (one daemon a store); reset() ends a conversation, forgetting a user
-        # deletes some (the ops part empties this then: it is the db's).
-        self._active = db.active_conversations
+        # Each chat's active conversation, asked for several times a turn, is kept in memory
+        # when only this process writes the store (reset() ends a conversation; forgetting a
+        # user deletes some and empties the db's caches).
+        self._active = db.active_conversations if db.caches else None
+        self._insert_active = (
+            "INSERT INTO conversations(channel, chat_id, is_private, created_at) VALUES (?,?,?,?) "
+            f"ON CONFLICT (channel, chat_id) WHERE {db.dialect.active_conflict} DO NOTHING"
+        )
 
     async def active(self, channel: str, chat_id: str, *, is_private: bool = True) -> Conversation:
-        known = self._active.get((channel, chat_id))
-        if known is not None:
+        if self._active is not None and (known := self._active.get((channel, chat_id))):
             return known
-        sql = "SELECT id, is_private FROM conversations WHERE channel=? AND chat_id=? AND active=1"
-        row = await self.db.one(sql, (channel, chat_id))
-        if row is None:  # an upsert: two tasks creating it at once both get the same row
-            await self.db.write(
-                "INSERT INTO conversations(channel, chat_id, is_private, created_at) "
-                "VALUES (?,?,?,?) ON CONFLICT (channel, chat_id) WHERE active = 1 DO NOTHING",
-                (channel, chat_id, int(is_private), time.time()),
-            )
-            row = await self.db.one(sql, (channel, chat_id))
-            assert row is not None
+        row = await self.db.fetchrow(_ACTIVE, channel, chat_id)
+        while row is None:  # an upsert: two creating it at once both get the same row
+            await self.db.execute(self._insert_active, channel, chat_id, is_private, time.time())
+            row = await self.db.fetchrow(_ACTIVE, channel, chat_id)
         conversation = Conversation(row["id"], channel, chat_id, bool(row["is_private"]))
-        self._active[channel, chat_id] = conversation
+        if self._active is not None:
+            self._active[channel, chat_id] = conversation
         return conversation
 
     async def reset(self, channel: str, chat_id: str) -> None:
         try:
-            await self.db.write(
-                "UPDATE conversations SET active=0 WHERE channel=? AND chat_id=? AND active=1",
-                (channel, chat_id),
+            await self.db.execute(
+                "UPDATE conversations SET active = FALSE "
+                "WHERE channel=? AND chat_id=? AND active = TRUE",
+                channel,
+                chat_id,
             )
         finally:  # after the write: a read that raced it has cached the old one by now
-            self._active.pop((channel, chat_id), None)
+            if self._active is not None:
+                self._active.pop((channel, chat_id), None)
 
     async def append(
         self,
@@ -58,26 +64,26 @@ class SqliteConversations:
     ) -> int:
         params = _message_params(conversation_id, msg, user_id)
         if deliver is None:  # one statement: no transaction of its own needed
-            return (await self.db.write(_INSERT_MESSAGE, params)).lastrowid or 0
+            return int(await self.db.fetchval(_INSERT_MESSAGE + " RETURNING id", *params))
+        delivery = (deliver or None, time.time(), conversation_id)
+        if self.db.dialect.writable_cte:  # the answer and its delivery in one statement
+            return int(await self.db.fetchval(_APPEND_DELIVERED, *params, *delivery))
         async with self.db.transaction():
-            message_id = (await self.db.write(_INSERT_MESSAGE, params)).lastrowid or 0
-            await self.db.write_later(
-                "INSERT INTO deliveries(message_id, conversation_id, channel, chat_id, "
-                "reply_to, created_at) SELECT ?, id, channel, chat_id, ?, ? "
-                "FROM conversations WHERE id=?",
-                (message_id, deliver or None, time.time(), conversation_id),
-            )
+            message_id = int(await self.db.fetchval(_INSERT_MESSAGE + " RETURNING id", *params))
+            await self.db.execute_later(_DELIVERY.format(message="?"), message_id, *delivery)
         return message_id
 
     async def append_later(self, conversation_id: int, msg: Message, user_id: str) -> None:
-        """Append a message whose id nobody needs, inside a transaction (see write_later)."""
-        await self.db.write_later(_INSERT_MESSAGE, _message_params(conversation_id, msg, user_id))
+        """Append a message whose id nobody needs, inside a transaction (see execute_later)."""
+        await self.db.execute_later(
+            _INSERT_MESSAGE, *_message_params(conversation_id, msg, user_id)
+        )
 
     async def history(self, conversation_id: int, limit: int = 200) -> list[Message]:
-        rows = await self.db.all(
-            "SELECT role, content, tool_calls, tool_call_id, is_error, speaker, media "
-            "FROM messages WHERE conversation_id=? ORDER BY id DESC LIMIT ?",
-            (conversation_id, limit),
+        rows = await self.db.fetch(
+            f"SELECT {MESSAGE_COLS} FROM messages WHERE conversation_id=? ORDER BY id DESC LIMIT ?",
+            conversation_id,
+            limit,
         )
         msgs = [message_from_row(r) for r in reversed(rows)]
         if len(rows) == limit:  # cut at a user message so no tool result loses its call
@@ -86,44 +92,45 @@ class SqliteConversations:
         return msgs
 
     async def last(self, conversation_id: int) -> Message | None:
-        row = await self.db.one(
-            "SELECT role, content, tool_calls, tool_call_id, is_error, speaker, media "
-            "FROM messages WHERE conversation_id=? ORDER BY id DESC LIMIT 1",
-            (conversation_id,),
+        row = await self.db.fetchrow(
+            f"SELECT {MESSAGE_COLS} FROM messages WHERE conversation_id=? ORDER BY id DESC LIMIT 1",
+            conversation_id,
         )
         return message_from_row(row) if row is not None else None
 
     async def rewind(self, conversation_id: int, *, keep_question: bool = False) -> int:
-        row = await self.db.one(
-            "SELECT MAX(id) AS id FROM messages WHERE conversation_id=? AND role='user'",
-            (conversation_id,),
+        last_user = await self.db.fetchval(
+            "SELECT MAX(id) FROM messages WHERE conversation_id=? AND role='user'",
+            conversation_id,
         )
-        if row is None or row["id"] is None:
+        if last_user is None:
             return 0
         after = ">" if keep_question else ">="
-        cur = await self.db.write(
+        return await self.db.execute(
             f"DELETE FROM messages WHERE conversation_id=? AND id {after} ?",
-            (conversation_id, row["id"]),
+            conversation_id,
+            last_user,
         )
-        return cur.rowcount
 
     async def close_dangling(
         self, conversation_id: int, reason: str, *, keep: Collection[str] = ()
     ) -> int:
-        rows = await self.db.all(
+        rows = await self.db.fetch(
             "SELECT tool_calls FROM messages WHERE conversation_id=? AND tool_calls IS NOT NULL "
             "ORDER BY id DESC LIMIT 5",
-            (conversation_id,),
+            conversation_id,
         )
         wanted = [c[0] for r in rows for c in json.loads(r["tool_calls"])]
         if not wanted:
             return 0
+        among, ids = self.db.dialect.among(wanted, "text")
         have = {
             r["tool_call_id"]
-            for r in await self.db.all(
-                f"SELECT tool_call_id FROM messages WHERE conversation_id=? AND "
-                f"tool_call_id IN ({marks(len(wanted))})",
-                (conversation_id, *wanted),
+            for r in await self.db.fetch(
+                "SELECT tool_call_id FROM messages "
+                f"WHERE conversation_id=? AND tool_call_id {among}",
+                conversation_id,
+                *ids,
             )
         }
         missing = [cid for cid in wanted if cid not in have and cid not in keep]
@@ -133,11 +140,12 @@ class SqliteConversations:
         return len(missing)
 
     async def undelivered(self, channel: str, chat_id: str) -> list[Delivery]:
-        rows = await self.db.all(
+        rows = await self.db.fetch(
             "SELECT d.message_id, d.conversation_id, d.channel, d.chat_id, m.content AS text, "
             "d.reply_to, d.state, d.ref FROM deliveries d JOIN messages m ON m.id = d.message_id "
             "WHERE d.state='pending' AND d.channel=? AND d.chat_id=? ORDER BY d.message_id",
-            (channel, chat_id),
+            channel,
+            chat_id,
         )
         return [
             Delivery(
@@ -155,16 +163,31 @@ class SqliteConversations:
 
     async def delivered(self, message_id: int, ref: str | None, *, failed: bool = False) -> None:
         state = DeliveryState.FAILED if failed else DeliveryState.SENT
-        await self.db.write_later(
+        await self.db.execute_later(
             "UPDATE deliveries SET state=?, ref=?, sent_at=? "
             "WHERE message_id=? AND state='pending'",
-            (state.value, ref, time.time(), message_id),
+            state.value,
+            ref,
+            time.time(),
+            message_id,
         )
 
+
+_ACTIVE = "SELECT id, is_private FROM conversations WHERE channel=? AND chat_id=? AND active = TRUE"
+MESSAGE_COLS = "role, content, tool_calls, tool_call_id, is_error, speaker, media"
 
 _INSERT_MESSAGE = (
     "INSERT INTO messages(conversation_id, role, content, tool_calls, tool_call_id, is_error, "
     "speaker, media, created_at, user_id) VALUES (?,?,?,?,?,?,?,?,?,?)"
+)
+# An answer's delivery, to be made (`message`: how the statement names the message's id)
+_DELIVERY = (
+    "INSERT INTO deliveries(message_id, conversation_id, channel, chat_id, reply_to, created_at) "
+    "SELECT {message}, id, channel, chat_id, ?, ? FROM conversations WHERE id = ?"
+)
+_APPEND_DELIVERED = (
+    f"WITH m AS ({_INSERT_MESSAGE} RETURNING id), "
+    f"d AS ({_DELIVERY.format(message='(SELECT id FROM m)')}) SELECT id FROM m"
 )
 
 
@@ -178,7 +201,7 @@ def _message_params(conversation_id: int, msg: Message, user_id: str | None) -> 
         msg.text,
         json.dumps([[c.id, c.name, c.arguments] for c in calls]) if calls else None,
         result.call_id if result else None,
-        int(bool(result and result.is_error)),
+        bool(result and result.is_error),
         msg.speaker,
         json.dumps(images) if images else None,
         time.time(),
@@ -194,7 +217,7 @@ def _image(image: Image) -> dict[str, Any]:
     return stored
 
 
-def message_from_row(r: sqlite3.Row) -> Message:
+def message_from_row(r: Row) -> Message:
     """A stored message (its columns by name) as the neutral Message."""
     role = Role(r["role"])
     parts: list[Part] = []

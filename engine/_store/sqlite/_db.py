@@ -15,17 +15,20 @@ Run as root while the daemon is stopped, such a command makes SQLite create the 
 files; they are given the store's owner (:func:`owned_like_store`), or the daemon's own user
 (systemd's DynamicUser) could not open the store any more. Each call is timed for the metrics
 (engine/_metrics.py).
+
+The store's parts see it as a :class:`~engine._store._db.Db` (engine/_store/_db.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -33,8 +36,8 @@ from urllib.parse import quote
 import aiosqlite
 
 from engine import _metrics as metrics
-from engine._store._records import Conversation, Grant
-from engine._store._sqlite_schema import MIGRATIONS
+from engine._store._db import SQLITE, Db, Row
+from engine._store.sqlite._schema import MIGRATIONS
 from tools import StoreError
 
 log = logging.getLogger("engine.store")
@@ -43,10 +46,15 @@ WAL_LIMIT_BYTES = 16 * 1024 * 1024
 _PAGE_BYTES = 4096  # SQLite's default page size
 
 
-class SqliteDb:
+class SqliteDb(Db):
+    """The :class:`~engine._store._db.Db` of one SQLite file (``?`` placeholders as they are)."""
+
+    dialect = SQLITE
+
     def __init__(
         self, path: str | Path, *, readonly: bool = False, wal_limit_bytes: int = WAL_LIMIT_BYTES
     ) -> None:
+        super().__init__()
         self.path = Path(path)
         self.readonly = readonly
         self.wal_limit_bytes = wal_limit_bytes
@@ -54,11 +62,7 @@ class SqliteDb:
         self._tx_lock = asyncio.Lock()
         self._tx_owner: asyncio.Task[Any] | None = None
         self._begin = False  # a transaction is open whose BEGIN has not been sent yet
-        self._later: list[tuple[str, Sequence[Any] | Mapping[str, Any]]] = []  # write_later
-        # (channel, chat id) → its active conversation: see SqliteConversations.active
-        self.active_conversations: dict[tuple[str, str], Conversation] = {}
-        # (channel, chat id) → its standing permissions: see SqliteGrants.in_chat
-        self.chat_grants: dict[tuple[str, str], tuple[Grant, ...]] = {}
+        self._later: list[tuple[str, Sequence[Any]]] = []  # execute_later
         self._owned: contextlib.ExitStack | None = None
 
     @property
@@ -151,7 +155,7 @@ class SqliteDb:
         """`fn(connection)` in the db thread: after the BEGIN, when this is the first statement
         of a transaction, and after the transaction's statements written "later". (aiosqlite's
         ``_execute`` and ``_conn``: private, pinned below its next minor release.)"""
-        begin, later = False, list[tuple[str, Sequence[Any] | Mapping[str, Any]]]()
+        begin, later = False, list[tuple[str, Sequence[Any]]]()
         if self._in_transaction():
             begin, self._begin = self._begin, False  # sent with this statement
             later, self._later = self._later, []
@@ -166,45 +170,49 @@ class SqliteDb:
 
         return await self.db._execute(call)
 
-    async def write(
-        self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()
-    ) -> sqlite3.Cursor:
-        started = time.perf_counter()
+    async def _write(self, fn: Callable[[sqlite3.Connection], Any]) -> Any:
+        """`fn` as a write: outside a transaction it waits until an open one commits."""
         if self._in_transaction():
-            cursor = await self._run(lambda conn: conn.execute(sql, params))
-        else:
-            async with self._tx_lock:
-                cursor = await self._run(lambda conn: conn.execute(sql, params))
-        metrics.store_call("write", started)
-        return cursor
+            return await self._run(fn)
+        async with self._tx_lock:
+            return await self._run(fn)
 
-    async def write_later(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> None:
-        """A write whose result nobody reads: inside a transaction it goes to the db thread with
-        the transaction's next statement or its COMMIT (one trip, not two); outside one, now."""
+    async def execute(self, sql: str, *params: Any) -> int:
+        started = time.perf_counter()
+        cursor = await self._write(lambda conn: conn.execute(sql, params))
+        metrics.store_call("write", started)
+        return int(cursor.rowcount)
+
+    async def execute_later(self, sql: str, *params: Any) -> None:
+        """Inside a transaction, the write goes to the db thread with the transaction's next
+        statement or its COMMIT (one trip, not two); outside one, now."""
         if self._in_transaction():
             self._later.append((sql, params))
         else:
-            await self.write(sql, params)
+            await self.execute(sql, *params)
 
-    async def one(
-        self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()
-    ) -> sqlite3.Row | None:
-        rows = await self.all(sql, params)  # one trip to the db thread
-        return rows[0] if rows else None
-
-    async def all(
-        self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()
-    ) -> list[sqlite3.Row]:
+    async def fetch(self, sql: str, *params: Any) -> list[Row]:
         started = time.perf_counter()
-        rows = await self._run(lambda conn: conn.execute(sql, params).fetchall())
-        metrics.store_call("read", started)
+        if _reads(sql):
+            rows = await self._run(lambda conn: conn.execute(sql, params).fetchall())
+            metrics.store_call("read", started)
+        else:  # INSERT ... RETURNING and the like: a write
+            rows = await self._write(lambda conn: conn.execute(sql, params).fetchall())
+            metrics.store_call("write", started)
         return list(rows)
+
+    async def size(self) -> tuple[int, int | None]:
+        return self.sizes()
+
+    async def compact(self) -> None:
+        if self.sizes()[1]:  # a WAL with something in it
+            await self.checkpoint()
 
     async def checkpoint(self) -> bool:
         """Copy the WAL into the database and truncate it to nothing; False when a reader in
         another process kept it from finishing (the next call tries again)."""
         async with self._tx_lock:  # never inside a transaction of this connection
-            row = await self.one("PRAGMA wal_checkpoint(TRUNCATE)")
+            row = await self.fetchrow("PRAGMA wal_checkpoint(TRUNCATE)")
         return row is not None and row[0] == 0
 
     def sizes(self) -> tuple[int, int]:
@@ -219,7 +227,7 @@ class SqliteDb:
         return size(self.path), size(self.wal_path)
 
     async def schema_version(self) -> int:
-        row = await self.one("PRAGMA user_version")
+        row = await self.fetchrow("PRAGMA user_version")
         return int(row[0]) if row else 0
 
     async def _refuse_newer(self) -> None:
@@ -247,8 +255,8 @@ class SqliteDb:
             statements = [s for s in script.split(";") if s.strip()]
             async with self.transaction():
                 for stmt in statements:
-                    await self.write(stmt)
-                await self.write(f"PRAGMA user_version = {number}")
+                    await self.execute(stmt)
+                await self.execute(f"PRAGMA user_version = {number}")
             log.info("store migrated to schema version %d", number)
 
 
@@ -269,5 +277,7 @@ def owned_like_store(store: Path) -> Iterator[None]:
                         os.chown(path, owner.st_uid, owner.st_gid)
 
 
-def marks(n: int) -> str:
-    return ",".join("?" * n)
+@functools.lru_cache(maxsize=1024)
+def _reads(sql: str) -> bool:
+    """Whether `sql` only reads (so it need not wait for another task's transaction)."""
+    return sql.lstrip().split(None, 1)[0].upper() in ("SELECT", "PRAGMA")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-from engine._store._sqlite_db import owned_like_store
+from engine._store.sqlite._db import owned_like_store
 from tools import StoreError
 
 

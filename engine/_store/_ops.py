@@ -1,23 +1,25 @@
-"""Operating the PostgreSQL store: what is going on (`relaybot status`), the last error of each
-channel, bounded growth (pruning settled rows, capping history by age), forgetting a user.
+"""Operating the store, for every backend: what is going on (`relaybot status`), the last error
+of each channel, bounded growth (pruning settled rows, capping history by age, the WAL of a
+SQLite file), forgetting a user.
 
-The same rows and answers as ``_sqlite_ops``, in PostgreSQL's dialect. Its status covers every
-instance sharing the store. There is no WAL of relaybot's own to bound here: the server's is the
-server's business (``max_wal_size``, its checkpoints), so :meth:`PgOps.compact` does nothing and
-the database's size is what ``pg_database_size`` says.
+Status reads only, so it works on a read-only connection from another process while the daemon
+writes; on a shared store it covers every instance. A turn's start is the `taken_at` of the inbox
+rows it answers; a scheduled run's and an approved action's, the time of their last transition
+(``finished_at`` and ``decided_at`` are stamped on every move, so for one still running it is
+when it started).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from datetime import datetime
 
-from engine._store._pg_db import PgDb
-from engine._store._pg_forget import drop_summaries_before, forget_user
-from engine._store._pg_schedules import PgSchedules
-from engine._store._records import (
+from engine._store._db import Db
+from engine._store._forget import drop_summaries_before, forget_user
+from engine._store._reports import (
     ChannelError,
     Forgotten,
-    JobState,
     JobView,
     PendingPrompt,
     Pruned,
@@ -27,18 +29,16 @@ from engine._store._records import (
     StoreCounts,
     UpcomingRun,
 )
-from engine._store._sqlite_ops import (
-    _CUTS,
-    _DECIDED,
-    _SETTLED_JOBS,
-    _SETTLED_RUNS,
-    _answering,
-    _due,
-)
+from engine._store._schedules import Schedules
+from engine._store._states import JobState
+
+_SETTLED_JOBS = "('delivered', 'interrupted')"
+_SETTLED_RUNS = "('done', 'failed', 'skipped', 'interrupted')"
+_DECIDED = "('declined', 'expired', 'cancelled', 'executed', 'interrupted')"
 
 
-class PgOps:
-    def __init__(self, db: PgDb, schedules: PgSchedules) -> None:
+class Ops:
+    def __init__(self, db: Db, schedules: Schedules) -> None:
         self.db = db
         self.schedules = schedules
 
@@ -119,7 +119,7 @@ class PgOps:
             for r in await db.fetch("SELECT channel, at, text FROM channel_errors ORDER BY channel")
         ]
         counted = await db.fetchrow(
-            "SELECT (SELECT COUNT(*) FROM conversations WHERE active) AS c, "
+            "SELECT (SELECT COUNT(*) FROM conversations WHERE active = TRUE) AS c, "
             "(SELECT COUNT(*) FROM messages) AS m"
         )
         assert counted is not None
@@ -138,11 +138,11 @@ class PgOps:
     async def counts(self) -> StoreCounts:
         row = await self.db.fetchrow(
             "SELECT (SELECT COUNT(*) FROM confirmations WHERE state='pending') AS p, "
-            "(SELECT COUNT(*) FROM jobs WHERE state IN ('running', 'resumed')) AS j, "
-            "pg_database_size(current_database()) AS size"
+            "(SELECT COUNT(*) FROM jobs WHERE state IN ('running', 'resumed')) AS j"
         )
         assert row is not None
-        return StoreCounts(row["p"], row["j"], row["size"], None)
+        db_bytes, wal_bytes = await self.db.size()
+        return StoreCounts(row["p"], row["j"], db_bytes, wal_bytes)
 
     async def record_errors(self, errors: Sequence[ChannelError]) -> None:
         if not errors:
@@ -150,7 +150,7 @@ class PgOps:
         async with self.db.transaction():
             for e in errors:
                 await self.db.execute(
-                    "INSERT INTO channel_errors(channel, at, text) VALUES ($1,$2,$3) "
+                    "INSERT INTO channel_errors(channel, at, text) VALUES (?,?,?) "
                     "ON CONFLICT (channel) DO UPDATE SET at=excluded.at, text=excluded.text "
                     "WHERE excluded.at >= channel_errors.at",
                     e.channel,
@@ -162,22 +162,22 @@ class PgOps:
 
     async def prune(self, settled_before: float, history_before: float | None = None) -> Pruned:
         t = settled_before
-        run = self.db.execute
+        write = self.db.execute
         async with self.db.transaction():
-            inbox = await run("DELETE FROM inbox WHERE state='answered' AND received_at < $1", t)
-            deliveries = await run(
-                "DELETE FROM deliveries WHERE state <> 'pending' AND sent_at < $1", t
+            inbox = await write("DELETE FROM inbox WHERE state='answered' AND received_at < ?", t)
+            deliveries = await write(
+                "DELETE FROM deliveries WHERE state <> 'pending' AND sent_at < ?", t
             )
-            jobs = await run(
+            jobs = await write(
                 f"DELETE FROM jobs WHERE state IN {_SETTLED_JOBS} "
-                "AND COALESCE(finished_at, created_at) < $1",
+                "AND COALESCE(finished_at, created_at) < ?",
                 t,
             )
-            runs = await run(
-                f"DELETE FROM schedule_runs WHERE state IN {_SETTLED_RUNS} AND created_at < $1", t
+            runs = await write(
+                f"DELETE FROM schedule_runs WHERE state IN {_SETTLED_RUNS} AND created_at < ?", t
             )
-            decided = await run(
-                f"DELETE FROM confirmations WHERE state IN {_DECIDED} AND created_at < $1", t
+            decided = await write(
+                f"DELETE FROM confirmations WHERE state IN {_DECIDED} AND created_at < ?", t
             )
             messages = 0
             if history_before is not None:
@@ -186,17 +186,18 @@ class PgOps:
         return Pruned(inbox, deliveries, jobs, runs, decided, messages)
 
     async def _trim(self, cut: float) -> int:
-        """As ``SqliteOps._trim``: each conversation's messages before its first user message
-        from `cut` on go (all of them when it has none)."""
+        """Delete each conversation's messages before its first user message from `cut` on (all
+        of them when it has none): what remains starts at a user message, so every tool result
+        keeps its call. Late parts of an exchange begun before the cut go with it."""
         deleted = 0
-        for r in await self.db.fetch(_CUTS.replace(":cut", "$1"), cut):
+        for r in await self.db.fetch(_CUTS, cut, cut):
             deleted += await self.db.execute(
-                "DELETE FROM messages WHERE conversation_id=$1 AND id < $2", r["c"], r["cut"]
+                "DELETE FROM messages WHERE conversation_id=? AND id < ?", r["c"], r["cut"]
             )
         return deleted
 
     async def compact(self) -> None:
-        """Nothing: the server manages its own write-ahead log."""
+        await self.db.compact()
 
     # -- forgetting -----------------------------------------------------------------------
 
@@ -204,6 +205,32 @@ class PgOps:
         self, channel: str | None, user_id: str, *, dry_run: bool = False
     ) -> Forgotten:
         forgotten = await forget_user(self.db, channel, user_id, dry_run=dry_run)
+        if not dry_run:
+            self.db.forget_cached()  # some conversations and grants may be gone
         if forgotten.schedules and not dry_run:
             await self.schedules.changed()
         return forgotten
+
+
+# Per conversation with messages from before the cut: the id its history is cut at.
+_CUTS = """
+SELECT old.c, COALESCE(
+    (SELECT MIN(n.id) FROM messages n WHERE n.conversation_id = old.c AND n.role = 'user'
+     AND n.created_at >= ?),
+    (SELECT MAX(n.id) + 1 FROM messages n WHERE n.conversation_id = old.c)
+) AS cut
+FROM (SELECT DISTINCT conversation_id AS c FROM messages WHERE created_at < ?) AS old
+"""
+
+
+def _answering(n: int) -> str:
+    return f"answering {n} message{'' if n == 1 else 's'}"
+
+
+def _due(args: str) -> float | None:
+    """A job's `at` argument (a reminder's time, ISO 8601) as unix time, if it has one."""
+    try:
+        at = json.loads(args).get("at")
+        return datetime.fromisoformat(str(at).replace("Z", "+00:00")).timestamp() if at else None
+    except (ValueError, AttributeError):
+        return None

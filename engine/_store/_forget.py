@@ -1,4 +1,4 @@
-"""Forgetting a user in SQLite: everything stored about them, in one transaction.
+"""Forgetting a user, for every backend: everything stored about them, in one transaction.
 
 What belongs to a user:
 
@@ -23,8 +23,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine._store._records import Forgotten
-from engine._store._sqlite_db import SqliteDb, marks
+from engine._store._db import Db
+from engine._store._reports import Forgotten
 
 _CHUNK = 500  # ids per statement, well inside SQLite's limit on parameters
 
@@ -43,7 +43,7 @@ class _Tally:
 
 
 async def forget_user(
-    db: SqliteDb, channel: str | None, user_id: str, *, dry_run: bool = False
+    db: Db, channel: str | None, user_id: str, *, dry_run: bool = False
 ) -> Forgotten:
     tally = _Tally()
     chats: list[tuple[str, str]] = []
@@ -83,72 +83,68 @@ def forgotten(tally: _Tally, chats: Sequence[tuple[str, str]]) -> Forgotten:
 
 def _in(channel: str | None, column: str = "channel") -> tuple[str, tuple[Any, ...]]:
     """The condition on a `column` naming the channel, for `channel` (None: any)."""
-    return ("1", ()) if channel is None else (f"{column} = ?", (channel,))
+    return ("TRUE", ()) if channel is None else (f"{column} = ?", (channel,))
 
 
-async def _private_chats(db: SqliteDb, channel: str | None, user_id: str) -> list[tuple[str, str]]:
+async def _private_chats(db: Db, channel: str | None, user_id: str) -> list[tuple[str, str]]:
     where, p = _in(channel)
     in_conversation, _ = _in(channel, "c.channel")
-    rows = await db.all(
-        f"SELECT channel, chat_id FROM inbox WHERE user_id=? AND is_private=1 AND {where} "
-        f"UNION SELECT channel, chat_id FROM schedules WHERE user_id=? AND is_private=1 "
+    rows = await db.fetch(
+        f"SELECT channel, chat_id FROM inbox WHERE user_id=? AND is_private = TRUE AND {where} "
+        "UNION SELECT channel, chat_id FROM schedules WHERE user_id=? AND is_private = TRUE "
         f"AND {where} "
-        f"UNION SELECT c.channel, c.chat_id FROM conversations c WHERE c.is_private=1 "
+        "UNION SELECT c.channel, c.chat_id FROM conversations c WHERE c.is_private = TRUE "
         f"AND {in_conversation} AND (c.chat_id=? OR EXISTS ("
         "SELECT 1 FROM messages m WHERE m.conversation_id=c.id AND m.user_id=?))",
-        (user_id, *p, user_id, *p, *p, user_id, user_id),
+        *(user_id, *p, user_id, *p, *p, user_id, user_id),
     )
     return sorted((r["channel"], r["chat_id"]) for r in rows)
 
 
-async def _drop_chat(db: SqliteDb, tally: _Tally, channel: str, chat_id: str) -> None:
+async def _drop_chat(db: Db, tally: _Tally, channel: str, chat_id: str) -> None:
     chat = (channel, chat_id)
     conversations = [
         r["id"]
-        for r in await db.all("SELECT id FROM conversations WHERE channel=? AND chat_id=?", chat)
+        for r in await db.fetch("SELECT id FROM conversations WHERE channel=? AND chat_id=?", *chat)
     ]
-    for ids in _chunks(conversations):
-        m = marks(len(ids))
-        tally.add("summaries", await _drop_summaries(db, f"conversation_id IN ({m})", ids))
-        await db.write(f"DELETE FROM deliveries WHERE conversation_id IN ({m})", ids)
-        tally.add(
-            "confirmations", await _delete(db, "confirmations", f"conversation_id IN ({m})", ids)
-        )
-        tally.job_ids += [
-            r["id"]
-            for r in await db.all(f"SELECT id FROM jobs WHERE conversation_id IN ({m})", ids)
-        ]
-        tally.add("jobs", await _delete(db, "jobs", f"conversation_id IN ({m})", ids))
-        tally.add("messages", await _delete(db, "messages", f"conversation_id IN ({m})", ids))
-        tally.add("conversations", await _delete(db, "conversations", f"id IN ({m})", ids))
+    for chunk in _chunks(conversations):
+        among, ids = db.dialect.among(chunk)
+        of = f"conversation_id {among}"
+        tally.add("summaries", await _drop_summaries(db, of, ids))
+        await db.execute(f"DELETE FROM deliveries WHERE {of}", *ids)
+        tally.add("confirmations", await _delete(db, "confirmations", of, ids))
+        tally.job_ids += [r["id"] for r in await db.fetch(f"SELECT id FROM jobs WHERE {of}", *ids)]
+        tally.add("jobs", await _delete(db, "jobs", of, ids))
+        tally.add("messages", await _delete(db, "messages", of, ids))
+        tally.add("conversations", await _delete(db, "conversations", f"id {among}", ids))
     where = "channel=? AND chat_id=?"
     tally.add("inbox", await _delete(db, "inbox", where, chat))
-    await db.write(
+    await db.execute(
         f"DELETE FROM schedule_runs WHERE schedule_id IN (SELECT id FROM schedules WHERE {where})",
-        chat,
+        *chat,
     )
     tally.add("schedules", await _delete(db, "schedules", where, chat))
     tally.add("grants", await _delete(db, "grants", where, chat))
     tally.add("settings", await _delete(db, "chat_settings", where, chat))
 
 
-async def _drop_group_messages(
-    db: SqliteDb, tally: _Tally, channel: str | None, user_id: str
-) -> None:
+async def _drop_group_messages(db: Db, tally: _Tally, channel: str | None, user_id: str) -> None:
     where, p = _in(channel, "c.channel")
-    conversations = await db.all(
+    conversations = await db.fetch(
         "SELECT DISTINCT m.conversation_id AS id FROM messages m JOIN conversations c "
         f"ON c.id = m.conversation_id WHERE m.user_id=? AND {where}",
-        (user_id, *p),
+        user_id,
+        *p,
     )
     for conv in conversations:
-        rows = await db.all(
+        rows = await db.fetch(
             "SELECT id, role, user_id FROM messages WHERE conversation_id=? ORDER BY id",
-            (conv["id"],),
+            conv["id"],
         )
         doomed = _theirs(rows, user_id)
-        for ids in _chunks(doomed):
-            tally.add("messages", await _delete(db, "messages", f"id IN ({marks(len(ids))})", ids))
+        for chunk in _chunks(doomed):
+            among, ids = db.dialect.among(chunk)
+            tally.add("messages", await _delete(db, "messages", f"id {among}", ids))
         if doomed:
             tally.add("summaries", await _drop_covering(db, conv["id"], doomed))
 
@@ -174,44 +170,47 @@ def _theirs(rows: Sequence[Any], user_id: str) -> list[int]:
     return doomed
 
 
-async def _drop_user_rows(db: SqliteDb, tally: _Tally, channel: str | None, user_id: str) -> None:
+async def _drop_user_rows(db: Db, tally: _Tally, channel: str | None, user_id: str) -> None:
     where, p = _in(channel)
     mine = f"user_id=? AND {where}"
     params = (user_id, *p)
     tally.add("inbox", await _delete(db, "inbox", mine, params))
     tally.add("confirmations", await _delete(db, "confirmations", mine, params))
-    jobs = [r["id"] for r in await db.all(f"SELECT id FROM jobs WHERE {mine}", params)]
+    jobs = [r["id"] for r in await db.fetch(f"SELECT id FROM jobs WHERE {mine}", *params)]
     for job in jobs:  # the result a job put into its conversation: a call and its result
-        found = await db.all(
+        found = await db.fetch(
             "SELECT id, conversation_id FROM messages WHERE tool_call_id=? "
             "OR (role='assistant' AND tool_calls LIKE ?)",
-            (f"job_{job}", f'[["job_{job}",%'),
+            f"job_{job}",
+            f'[["job_{job}",%',
         )
         for row in found:
             tally.add("summaries", await _drop_covering(db, row["conversation_id"], [row["id"]]))
-        ids = [r["id"] for r in found]
-        if ids:
-            tally.add("messages", await _delete(db, "messages", f"id IN ({marks(len(ids))})", ids))
+        if found:
+            among, ids = db.dialect.among([r["id"] for r in found])
+            tally.add("messages", await _delete(db, "messages", f"id {among}", ids))
     tally.job_ids += jobs
     tally.add("jobs", await _delete(db, "jobs", mine, params))
-    await db.write(
+    await db.execute(
         f"DELETE FROM schedule_runs WHERE schedule_id IN (SELECT id FROM schedules WHERE {mine})",
-        params,
+        *params,
     )
     tally.add("schedules", await _delete(db, "schedules", mine, params))
     tally.add("grants", await _delete(db, "grants", f"granted_by=? AND {where}", params))
     tally.add("usage", await _delete(db, "usage", mine, params))
     tally.add("settings", await _delete(db, "user_settings", mine, params))
-    await db.write(f"UPDATE chat_settings SET updated_by='' WHERE updated_by=? AND {where}", params)
-    owner = "substr(owner, instr(owner, ':') + 1) = ?"
+    await db.execute(
+        f"UPDATE chat_settings SET updated_by='' WHERE updated_by=? AND {where}", *params
+    )
+    owner = f"substr(owner, {db.dialect.position}(owner, ':') + 1) = ?"
     if channel is None:
         tally.add("notes", await _delete(db, "notes", owner, (user_id,)))
     else:
         tally.add("notes", await _delete(db, "notes", "owner = ?", (f"{channel}:{user_id}",)))
 
 
-async def _delete(db: SqliteDb, table: str, where: str, params: Sequence[Any]) -> int:
-    return (await db.write(f"DELETE FROM {table} WHERE {where}", tuple(params))).rowcount
+async def _delete(db: Db, table: str, where: str, params: Sequence[Any]) -> int:
+    return await db.execute(f"DELETE FROM {table} WHERE {where}", *params)
 
 
 def _chunks(ids: Sequence[Any]) -> Iterable[tuple[Any, ...]]:
@@ -222,21 +221,21 @@ def _chunks(ids: Sequence[Any]) -> Iterable[tuple[Any, ...]]:
 # -- summaries (the context budget's) --------------------------------------------------------------
 
 
-async def _drop_summaries(db: SqliteDb, where: str, params: Sequence[Any]) -> int:
+async def _drop_summaries(db: Db, where: str, params: Sequence[Any]) -> int:
     return await _delete(db, "summaries", where, params)
 
 
-async def _drop_covering(db: SqliteDb, conversation_id: int, deleted: Sequence[int]) -> int:
+async def _drop_covering(db: Db, conversation_id: int, deleted: Sequence[int]) -> int:
     """Drop the conversation's summary if it covers any of the `deleted` message ids."""
-    row = await db.one(
-        "SELECT first_id, last_id FROM summaries WHERE conversation_id=?", (conversation_id,)
+    row = await db.fetchrow(
+        "SELECT first_id, last_id FROM summaries WHERE conversation_id=?", conversation_id
     )
     if row is None or not any(row["first_id"] <= i <= row["last_id"] for i in deleted):
         return 0
     return await _delete(db, "summaries", "conversation_id=?", (conversation_id,))
 
 
-async def drop_summaries_before(db: SqliteDb) -> int:
+async def drop_summaries_before(db: Db) -> int:
     """Drop the summaries that cover messages no longer stored (history capped by age)."""
     return await _drop_summaries(
         db,

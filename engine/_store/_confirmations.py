@@ -1,7 +1,7 @@
-"""Confirmations in PostgreSQL: destructive calls waiting for, or carrying, their requester's
-answer. A transition is one conditional UPDATE, so of two instances seeing the same press, one
-moves the row and the other is told it was decided already. Rows are read back by the SQLite
-backend's helper (by column name, so an asyncpg Record reads as a sqlite3.Row does)."""
+"""Confirmations, for every backend: destructive calls waiting for, or carrying, their
+requester's answer. A transition is one conditional UPDATE (of two instances seeing the same
+press, one moves the row), after the one guard of the state machine (``_states.guard``). Rows
+come back oldest first: by ``created_at, id``, a total order, on every backend."""
 
 from __future__ import annotations
 
@@ -9,14 +9,10 @@ import hashlib
 import json
 import time
 
-from engine._store._pg_db import PgDb
-from engine._store._records import (
-    CONFIRMATION_TRANSITIONS,
-    ConfirmationRow,
-    ConfirmationState,
-    allowed,
-)
-from engine._store._sqlite_confirmations import _row
+from engine._model import ToolCall
+from engine._store._db import Db, Row
+from engine._store._rows import ConfirmationRow
+from engine._store._states import CONFIRMATION_TRANSITIONS, ConfirmationState, guard
 
 _COLS = (
     "id, conversation_id, channel, chat_id, user_id, user_name, tool, call_id, args, summary, "
@@ -24,8 +20,8 @@ _COLS = (
 )
 
 
-class PgConfirmations:
-    def __init__(self, db: PgDb) -> None:
+class Confirmations:
+    def __init__(self, db: Db) -> None:
         self.db = db
 
     async def add(self, row: ConfirmationRow) -> None:
@@ -34,7 +30,7 @@ class PgConfirmations:
             "INSERT INTO confirmations(id, conversation_id, channel, chat_id, user_id, user_name, "
             "tool, call_id, args, args_hash, summary, details, remaining, iteration, state, "
             "reply_to, expires_at, offered, created_at) "
-            "VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19)",
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             row.id,
             row.conversation_id,
             row.channel,
@@ -57,29 +53,25 @@ class PgConfirmations:
         )
 
     async def get(self, confirmation_id: str) -> ConfirmationRow | None:
-        r = await self.db.fetchrow(
-            f"SELECT {_COLS} FROM confirmations WHERE id=$1", confirmation_id
-        )
+        r = await self.db.fetchrow(f"SELECT {_COLS} FROM confirmations WHERE id=?", confirmation_id)
         return _row(r) if r is not None else None
 
     async def in_state(
         self, state: ConfirmationState, channel: str | None = None, chat_id: str | None = None
     ) -> list[ConfirmationRow]:
-        sql = f"SELECT {_COLS} FROM confirmations WHERE state=$1"
+        sql = f"SELECT {_COLS} FROM confirmations WHERE state=?"
         params: tuple[object, ...] = (state.value,)
         if channel is not None:
-            sql += " AND channel=$2 AND chat_id=$3"
+            sql += " AND channel=? AND chat_id=?"
             params += (channel, chat_id)
-        rows = await self.db.fetch(sql + " ORDER BY created_at, id", *params)
-        return [_row(r) for r in rows]
+        return [_row(r) for r in await self.db.fetch(sql + " ORDER BY created_at, id", *params)]
 
     async def transition(
         self, confirmation_id: str, from_state: ConfirmationState, to_state: ConfirmationState
     ) -> bool:
-        if not allowed(CONFIRMATION_TRANSITIONS, from_state, to_state):
-            raise ValueError(f"a confirmation cannot go from {from_state} to {to_state}")
+        guard("a confirmation", CONFIRMATION_TRANSITIONS, from_state, to_state)
         moved = await self.db.execute(
-            "UPDATE confirmations SET state=$1, decided_at=$2 WHERE id=$3 AND state=$4",
+            "UPDATE confirmations SET state=?, decided_at=? WHERE id=? AND state=?",
             to_state.value,
             time.time(),
             confirmation_id,
@@ -89,5 +81,28 @@ class PgConfirmations:
 
     async def set_ref(self, confirmation_id: str, message_ref: str) -> None:
         await self.db.execute(
-            "UPDATE confirmations SET message_ref=$1 WHERE id=$2", message_ref, confirmation_id
+            "UPDATE confirmations SET message_ref=? WHERE id=?", message_ref, confirmation_id
         )
+
+
+def _row(r: Row) -> ConfirmationRow:
+    return ConfirmationRow(
+        id=r["id"],
+        conversation_id=r["conversation_id"],
+        channel=r["channel"],
+        chat_id=r["chat_id"],
+        user_id=r["user_id"],
+        user_name=r["user_name"],
+        tool=r["tool"],
+        call_id=r["call_id"],
+        args=json.loads(r["args"]),
+        summary=r["summary"],
+        details=r["details"],
+        remaining=[ToolCall(*c) for c in json.loads(r["remaining"])],
+        iteration=r["iteration"],
+        state=ConfirmationState(r["state"]),
+        message_ref=r["message_ref"],
+        reply_to=r["reply_to"],
+        expires_at=r["expires_at"],
+        offered=r["offered"],
+    )

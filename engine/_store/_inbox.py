@@ -1,4 +1,7 @@
-"""The inbox in SQLite: every inbound message, committed before anything else happens.
+"""The inbox, for every backend: every inbound message, committed before anything else happens.
+
+A message held back by the rate limit (`hold_until`) is taken once its time has come: the rule is
+:meth:`InboxRow.ready`, the one the dispatcher uses too.
 
 What came with a message (pictures, files, voice) is kept as its platform references in the
 `media` column (JSON), so a message taken after a restart can be fetched again; never the bytes.
@@ -7,16 +10,16 @@ What came with a message (pictures, files, voice) is kept as its platform refere
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from engine._channel import Attachment, InboundMessage, MediaKind
 from engine._model import Message
-from engine._store._records import InboxRow, InboxState
-from engine._store._sqlite_conversations import SqliteConversations
-from engine._store._sqlite_db import SqliteDb, marks
+from engine._store._conversations import Conversations
+from engine._store._db import Db, Row
+from engine._store._rows import InboxRow
+from engine._store._states import InboxState
 
 _COLS = (
     "id, channel, chat_id, message_id, user_id, user_name, text, is_private, state, hold_until, "
@@ -24,30 +27,28 @@ _COLS = (
 )
 
 
-class SqliteInbox:
-    def __init__(self, db: SqliteDb, conversations: SqliteConversations) -> None:
+class Inbox:
+    def __init__(self, db: Db, conversations: Conversations) -> None:
         self.db = db
         self.conversations = conversations
 
     async def accept(self, msg: InboundMessage, *, hold_until: float | None = None) -> bool:
-        cur = await self.db.write(
+        added = await self.db.execute(
             "INSERT INTO inbox(channel, chat_id, message_id, user_id, user_name, text, "
             "is_private, media, received_at, hold_until) VALUES (?,?,?,?,?,?,?,?,?,?) "
             "ON CONFLICT (channel, chat_id, message_id) DO NOTHING",
-            (
-                msg.channel,
-                msg.chat_id,
-                msg.message_id,
-                msg.user_id,
-                msg.user_name,
-                msg.text,
-                int(msg.is_private),
-                _dump(msg.attachments),
-                time.time(),
-                hold_until,
-            ),
+            msg.channel,
+            msg.chat_id,
+            msg.message_id,
+            msg.user_id,
+            msg.user_name,
+            msg.text,
+            msg.is_private,
+            _dump(msg.attachments),
+            time.time(),
+            hold_until,
         )
-        return cur.rowcount == 1
+        return added == 1
 
     async def ready(self, channel: str, chat_id: str) -> list[InboxRow]:
         """The chat's queued messages that may be taken now (not held by the rate limit)."""
@@ -71,57 +72,62 @@ class SqliteInbox:
         async with self.db.transaction():
             for row, msg in taken:
                 await self.conversations.append_later(conversation_id, msg, row.user_id)
-            await self.db.write_later(
-                f"UPDATE inbox SET state='taken', taken_at=? WHERE id IN ({marks(len(taken))})",
-                (time.time(), *(row.id for row, _ in taken)),
+            among, ids = self.db.dialect.among([row.id for row, _ in taken])
+            await self.db.execute_later(
+                f"UPDATE inbox SET state='taken', taken_at=? WHERE id {among}", time.time(), *ids
             )
 
     async def rows(self, state: Any, channel: str, chat_id: str) -> list[InboxRow]:
-        found = await self.db.all(
+        found = await self.db.fetch(
             f"SELECT {_COLS} FROM inbox WHERE state=? AND channel=? AND chat_id=? ORDER BY id",
-            (InboxState(state).value, channel, chat_id),
+            InboxState(state).value,
+            channel,
+            chat_id,
         )
         return [_row(r) for r in found]
 
     async def answered(self, ids: Sequence[int]) -> None:
         if ids:
-            await self.db.write_later(
-                f"UPDATE inbox SET state='answered' WHERE id IN ({marks(len(ids))})", tuple(ids)
+            among, params = self.db.dialect.among(ids)
+            await self.db.execute_later(
+                f"UPDATE inbox SET state='answered' WHERE id {among}", *params
             )
 
     async def unfinished_chats(self) -> list[tuple[str, str]]:
-        rows = await self.db.all(
-            "SELECT DISTINCT channel, chat_id FROM inbox WHERE state != 'answered' "
-            "UNION SELECT DISTINCT channel, chat_id FROM deliveries WHERE state = 'pending'"
+        rows = await self.db.fetch(
+            "SELECT channel, chat_id FROM inbox WHERE state <> 'answered' "
+            "UNION SELECT channel, chat_id FROM deliveries WHERE state = 'pending'"
         )
         return [(r["channel"], r["chat_id"]) for r in rows]
 
     async def sent_since(self, channel: str, user_id: str, since: float) -> list[float]:
         """When the user's messages received since `since` arrived, oldest first."""
-        rows = await self.db.all(
+        rows = await self.db.fetch(
             "SELECT received_at FROM inbox WHERE channel=? AND user_id=? AND received_at>=? "
             "ORDER BY received_at",
-            (channel, user_id, since),
+            channel,
+            user_id,
+            since,
         )
         return [r["received_at"] for r in rows]
 
     async def next_release(self, channel: str, chat_id: str) -> float | None:
         """When the chat's earliest held message may be taken (None: none held)."""
-        row = await self.db.one(
-            "SELECT MIN(hold_until) AS t FROM inbox WHERE channel=? AND chat_id=? "
+        held = await self.db.fetchval(
+            "SELECT MIN(hold_until) FROM inbox WHERE channel=? AND chat_id=? "
             "AND state='queued' AND hold_until IS NOT NULL",
-            (channel, chat_id),
+            channel,
+            chat_id,
         )
-        return row["t"] if row is not None else None
+        return None if held is None else float(held)
 
     async def prune(self, older_than: float) -> int:
-        cur = await self.db.write(
-            "DELETE FROM inbox WHERE state='answered' AND received_at < ?", (older_than,)
+        return await self.db.execute(
+            "DELETE FROM inbox WHERE state='answered' AND received_at < ?", older_than
         )
-        return cur.rowcount
 
 
-def _row(r: sqlite3.Row) -> InboxRow:
+def _row(r: Row) -> InboxRow:
     return InboxRow(
         r["id"],
         r["channel"],

@@ -1,15 +1,16 @@
-"""Each chat's own settings (/settings) in PostgreSQL: one row per chat that changed any."""
+"""Each chat's own settings (/settings), for every backend: one row per chat that changed any."""
 
 from __future__ import annotations
 
 import time
 
-from engine._store._pg_db import PgDb
-from engine._store._records import ChatPrefs, ReplyMode
+from engine._store._db import Db
+from engine._store._rows import ChatPrefs
+from engine._store._states import ReplyMode
 
 
-class PgChatSettings:
-    def __init__(self, db: PgDb) -> None:
+class ChatSettings:
+    def __init__(self, db: Db) -> None:
         self.db = db
 
     async def all(self) -> list[ChatPrefs]:
@@ -31,8 +32,8 @@ class PgChatSettings:
         """Store the chat's settings as a whole (who changed them last, and when)."""
         await self.db.execute(
             "INSERT INTO chat_settings(channel, chat_id, persona, model, reply_mode, updated_by, "
-            "updated_at) VALUES ($1,$2,$3,$4,$5,$6,$7) ON CONFLICT (channel, chat_id) DO UPDATE "
-            "SET persona=excluded.persona, model=excluded.model, reply_mode=excluded.reply_mode, "
+            "updated_at) VALUES (?,?,?,?,?,?,?) ON CONFLICT (channel, chat_id) DO UPDATE SET "
+            "persona=excluded.persona, model=excluded.model, reply_mode=excluded.reply_mode, "
             "updated_by=excluded.updated_by, updated_at=excluded.updated_at",
             prefs.channel,
             prefs.chat_id,

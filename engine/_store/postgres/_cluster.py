@@ -27,8 +27,8 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
-from engine._store._pg_db import PgDb
-from engine._store._records import Adoption, ServerInfo
+from engine._store._reports import Adoption, ServerInfo
+from engine._store.postgres._db import PgDb
 
 WORK = "relaybot_work"
 _NOW = "extract(epoch FROM clock_timestamp())"
