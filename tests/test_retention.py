@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from engine import InboundMessage, Message, SqliteStore, Store
-from engine._housekeeping import Housekeeping, Retention
+from engine.chat._housekeeping import Housekeeping, Retention
 from engine._metrics import ErrorLog, use_error_log
 from engine._store.postgres import PgStore
 from tests.postgres import PostgresServer

@@ -7,7 +7,7 @@ from collections.abc import Collection, Sequence
 from typing import Any, Protocol
 
 from engine._channel import InboundMessage
-from engine._model import Message
+from engine.models._types import Message
 from engine._store._rows import (
     ConfirmationRow,
     Conversation,
@@ -88,7 +88,7 @@ class InboxStore(Protocol):
 
     async def take(self, conversation_id: int, taken: Sequence[tuple[InboxRow, Message]]) -> None:
         """Like :meth:`take_queued`, for these rows (from :meth:`ready`) only, each as the given
-        user message (what its attachments became: engine/_media.py)."""
+        user message (what its attachments became: engine/chat/_media.py)."""
         ...
 
     async def rows(self, state: Any, channel: str, chat_id: str) -> list[InboxRow]:

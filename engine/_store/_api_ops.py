@@ -54,7 +54,7 @@ class OpsStore(Protocol):
 
 
 class ClusterStore(Protocol):
-    """What instances sharing one store keep there (engine/_cluster.py drives it): liveness,
+    """What instances sharing one store keep there (engine/work/_cluster.py drives it): liveness,
     who holds each chat and each channel's receiving side, and notifications of work."""
 
     @property

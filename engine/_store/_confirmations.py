@@ -9,7 +9,7 @@ import hashlib
 import json
 import time
 
-from engine._model import ToolCall
+from engine.models._types import ToolCall
 from engine._store._db import Db, Row
 from engine._store._rows import ConfirmationRow
 from engine._store._states import CONFIRMATION_TRANSITIONS, ConfirmationState, guard

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from engine._channel import Attachment, InboundMessage, MediaKind
-from engine._model import Message
+from engine.models._types import Message
 from engine._store._conversations import Conversations
 from engine._store._db import Db, Row
 from engine._store._rows import InboxRow

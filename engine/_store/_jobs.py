@@ -2,7 +2,7 @@
 
 In a store several instances share, each job records the instance running it (``jobs.instance``,
 this process's incarnation): when that instance dies, the one taking its place resumes or
-reports exactly its jobs (engine/_cluster.py), never another live instance's.
+reports exactly its jobs (engine/work/_cluster.py), never another live instance's.
 """
 
 from __future__ import annotations

@@ -158,7 +158,7 @@ class Forgotten:
 
 @dataclass(frozen=True, slots=True)
 class Adoption:
-    """What an instance took over (engine/_cluster.py): a dead instance's chats and running
+    """What an instance took over (engine/work/_cluster.py): a dead instance's chats and running
     jobs (`instance` its name), or chats and jobs that nobody held (`instance` "")."""
 
     instance: str

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine._channel import Attachment
-from engine._model import ToolCall
+from engine.models._types import ToolCall
 from engine._store._states import (
     ConfirmationState,
     DeliveryState,

@@ -2,7 +2,7 @@
 
 ``async with PgStore(url) as store:`` connects (migrating the schema under a lock) and closes.
 It has every part the SQLite backend has, the same code over another Db, plus
-:attr:`PgStore.cluster`, what several instances need to share the work (engine/_cluster.py).
+:attr:`PgStore.cluster`, what several instances need to share the work (engine/work/_cluster.py).
 """
 
 from __future__ import annotations
