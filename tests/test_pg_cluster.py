@@ -10,8 +10,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from engine._store.postgres import PgStore
-from engine._store.postgres import PgCluster
+from engine._store.postgres import PgCluster, PgStore
 from tests.postgres import PostgresServer
 from tests.test_store_contract import inbound
 

@@ -13,8 +13,8 @@ import pytest
 
 from engine import Message, SqliteStore, Store, ToolCall
 from engine._store import MIGRATIONS, ConfirmationState, InboxState, JobState
-from engine._store.postgres import PgStore
 from engine._store.postgres import MIGRATIONS as PG_MIGRATIONS
+from engine._store.postgres import PgStore
 from tests.postgres import PostgresServer
 from tools import StoreError
 

@@ -7,7 +7,6 @@ from collections.abc import Collection, Sequence
 from typing import Any, Protocol
 
 from engine._channel import InboundMessage
-from engine.models._types import Message
 from engine._store._rows import (
     ConfirmationRow,
     Conversation,
@@ -18,6 +17,7 @@ from engine._store._rows import (
     TokenRatio,
 )
 from engine._store._states import ConfirmationState, JobState
+from engine.models._types import Message
 
 
 class ConversationStore(Protocol):

@@ -9,10 +9,10 @@ import hashlib
 import json
 import time
 
-from engine.models._types import ToolCall
 from engine._store._db import Db, Row
 from engine._store._rows import ConfirmationRow
 from engine._store._states import CONFIRMATION_TRANSITIONS, ConfirmationState, guard
+from engine.models._types import ToolCall
 
 _COLS = (
     "id, conversation_id, channel, chat_id, user_id, user_name, tool, call_id, args, summary, "

@@ -1,18 +1,19 @@
 """The context budget's part of the store, for every backend: summaries and token ratios.
 
 A conversation has at most one summary row, replaced each time it is updated (the messages it
-covers stay in ``messages``); a chat's turns run on one instance at a time (engine/work/_cluster.py),
-so a summary has one writer at a time. Token ratios are one row per model.
+covers stay in ``messages``); a chat's turns run on one instance at a time
+(engine/work/_cluster.py), so a summary has one writer at a time. Token ratios are one row per
+model.
 """
 
 from __future__ import annotations
 
 import time
 
-from engine.models._types import Message, Role
 from engine._store._conversations import MESSAGE_COLS, message_from_row
 from engine._store._db import Db
 from engine._store._rows import Summary, TokenRatio
+from engine.models._types import Message, Role
 
 
 class Context:

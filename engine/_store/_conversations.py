@@ -12,10 +12,10 @@ import time
 from collections.abc import Collection
 from typing import Any
 
-from engine.models._types import Image, Message, Part, Role, Text, ToolCall, ToolOutput
 from engine._store._db import Db, Row
 from engine._store._rows import Conversation, Delivery
 from engine._store._states import DeliveryState
+from engine.models._types import Image, Message, Part, Role, Text, ToolCall, ToolOutput
 
 
 class Conversations:

@@ -15,11 +15,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from engine._channel import Attachment, InboundMessage, MediaKind
-from engine.models._types import Message
 from engine._store._conversations import Conversations
 from engine._store._db import Db, Row
 from engine._store._rows import InboxRow
 from engine._store._states import InboxState
+from engine.models._types import Message
 
 _COLS = (
     "id, channel, chat_id, message_id, user_id, user_name, text, is_private, state, hold_until, "

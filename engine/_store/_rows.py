@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine._channel import Attachment
-from engine.models._types import ToolCall
 from engine._store._states import (
     ConfirmationState,
     DeliveryState,
@@ -17,6 +16,7 @@ from engine._store._states import (
     RunState,
     ScheduleState,
 )
+from engine.models._types import ToolCall
 
 
 @dataclass(frozen=True, slots=True)
