@@ -25,10 +25,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bot._engine import build_engine
-from engine import SqliteStore
 from engine.chat import Dispatcher, LimitSettings, Settings
 from engine.context import ContextSettings
 from engine.models import OpenAIModel
+from engine.store import SqliteStore
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
 from tests.fakes.recording_channel import RecordingChannel
 from tools import ToolRegistry, tool

@@ -11,7 +11,7 @@ import dataclasses
 import os
 import socket
 
-from engine import Channel, Clock, Model, Store, SystemClock
+from engine import Channel, Clock, Model, SystemClock
 from engine.chat import (
     Background,
     ChatSettings,
@@ -36,6 +36,7 @@ from engine.chat import (
 from engine.context import ContextBudget, ImageCache, RecentImages
 from engine.loop import ToolLoop
 from engine.models import Transcriber
+from engine.store import Store
 from engine.work import ChatQueues, Cluster, InstanceSettings, Tasks
 from tools import ToolRegistry
 

@@ -3,7 +3,7 @@
 The SQLite store must not be in use (stop the daemon first: its lock says who holds it), and
 the PostgreSQL database must be empty, so nothing is ever merged into or written over: a target
 with any row is refused before anything is written. The copy itself is one transaction
-(engine/_store/_pg_copy.py), so a failure leaves the target empty again.
+(engine/store/_pg_copy.py), so a failure leaves the target empty again.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import logging
 from pathlib import Path
 
 from bot._lock import holder
-from engine._store._open import is_postgres, redact
+from engine.store import is_postgres, redact
 from tools import StoreError
 
 log = logging.getLogger("relaybot")
@@ -33,9 +33,8 @@ def migrate_store(source: Path, target: str) -> int:
 
 
 async def _copy(source: Path, target: str) -> int:
-    from engine._store._pg import PgStore
-    from engine._store._pg_copy import copy_store, target_rows
-    from engine._store._sqlite import SqliteStore
+    from engine.store.postgres import PgStore, copy_store, target_rows
+    from engine.store.sqlite import SqliteStore
 
     async with PgStore(target) as pg:
         rows = await target_rows(pg)

@@ -6,7 +6,7 @@
   running, what waits for whom, and the last error of each channel. ``--json`` gives the same
   for scripts.
 - backup copies a SQLite store with SQLite's online backup API
-  (engine/_store/_sqlite_backup.py), also while the daemon runs. A PostgreSQL store is the
+  (engine/store/_sqlite_backup.py), also while the daemon runs. A PostgreSQL store is the
   server's to back up: the command says to use pg_dump, and how, and fails.
 - forget needs the store to itself: the daemon keeps running jobs (a reminder) and chats'
   settings in memory, and would bring back what was deleted. So it takes the daemon's lock (with
@@ -28,8 +28,7 @@ from urllib.parse import urlsplit
 
 from bot._lock import holder, lock_store
 from bot.config import Config
-from engine import SqliteStore
-from engine._store import StatusSnapshot, Store, backup_sqlite
+from engine.store import SqliteStore, StatusSnapshot, Store, backup_sqlite
 from tools import StoreError
 
 _SHOWN = 20  # lines per section; the rest is counted
@@ -40,7 +39,7 @@ async def status(config: Config, as_json: bool, out: TextIO = sys.stdout) -> int
     where = config.storage.describe()
     found: dict[str, object] = {"store": where}
     if url:
-        from engine._store._pg import PgStore  # asyncpg only for a PostgreSQL store
+        from engine.store.postgres import PgStore  # asyncpg only for a PostgreSQL store
 
         async with PgStore(url, readonly=True, max_connections=2) as pg:
             snapshot = await pg.ops.status()
@@ -174,7 +173,7 @@ async def forget(config: Config, who: str, yes: bool, out: TextIO = sys.stdout) 
     url = config.storage.resolved_url()
     store: Store
     if url:
-        from engine._store._pg import PgStore
+        from engine.store.postgres import PgStore
 
         store = PgStore(url, max_connections=2)
     else:

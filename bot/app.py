@@ -18,8 +18,7 @@ from bot._engine import build_engine
 from bot._logging import RedactingFilter
 from bot._models import build_model, endpoint_model, openai_compatible
 from bot.config import Config
-from engine import Backoff, Channel, Clock, Model, Store, SystemClock
-from engine._store import open_store
+from engine import Backoff, Channel, Clock, Model, SystemClock
 from engine.chat import (
     Dispatcher,
     LimitSettings,
@@ -32,6 +31,7 @@ from engine.chat import (
 from engine.context import ContextSettings, discover_window
 from engine.metrics import ErrorLog, enable_metrics, set_state, use_error_log
 from engine.models import OpenAITranscriber
+from engine.store import Store, open_store
 from engine.work import InstanceSettings
 from tools import StoreUnavailable, Tool, ToolRegistry
 from tools._config import apply_policy

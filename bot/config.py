@@ -29,7 +29,7 @@ from pydantic import (
 )
 
 from channels._config import DiscordConfig, TelegramConfig, read_secret, resolve_secret
-from engine._store._open import is_postgres, redact
+from engine.store import is_postgres, redact
 from tools import ConfigError
 from tools._config import McpConfig, ToolsConfig
 

@@ -22,10 +22,8 @@ import httpx
 from bot._checks import tool_problems, validate
 from bot._lock import holder
 from bot.config import Config, ModelEndpoint
-from engine import SqliteStore
-from engine._store import open_store
-from engine._store._open import redact
 from engine.context import ContextSettings, budget_for, discover_window
+from engine.store import SqliteStore, open_store, redact
 from tools import ConfigError, RelaybotError
 from tools.builtins._search import SearchFailed, WebSearch
 

@@ -6,8 +6,9 @@ a provider implements :class:`Model` over :class:`ModelRequest` and :class:`Mode
 The engine itself lives in rooms named for its layers, each with its own small surface for the
 daemon's wiring (bot/): ``engine.models`` (the model layer and providers), ``engine.context``
 (what a request holds), ``engine.loop`` (the tool loop), ``engine.work`` (per-chat work and the
-cluster), ``engine.chat`` (what a chat sees: intake, turns, commands, confirmations, ...), the
-store, and ``engine.metrics``. Arrows point inward: bot → channels → engine → tools.
+cluster), ``engine.chat`` (what a chat sees: intake, turns, commands, confirmations, ...),
+``engine.store`` (the store and its backends) and ``engine.metrics``. Arrows point inward:
+bot → channels → engine → tools.
 """
 
 from engine._backoff import Backoff
@@ -39,7 +40,6 @@ from engine._channel import (
     parse_decision,
 )
 from engine._clock import Clock, SystemClock
-from engine._store import SqliteStore, Store
 from engine.models import (
     FinishReason,
     Image,
@@ -88,8 +88,6 @@ __all__ = [
     "Receiver",
     "Reply",
     "Role",
-    "SqliteStore",
-    "Store",
     "SystemClock",
     "Text",
     "ToolCall",

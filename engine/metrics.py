@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from engine._store._records import ChannelError
+from engine.store import ChannelError
 from tools import LLMError
 
 if TYPE_CHECKING:

@@ -130,7 +130,7 @@ class PostgresServer:
 
 
 async def _migrate(url: str) -> None:
-    from engine._store._pg import PgStore
+    from engine.store.postgres import PgStore
 
     async with PgStore(url):
         pass

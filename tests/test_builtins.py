@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import jsonschema
 import pytest
 
-from engine import SqliteStore
+from engine.store import SqliteStore
 from tools import ConfigError, Tier, ToolContext, ToolRegistry, ToolsConfig, apply_policy
 from tools.builtins import BUILTIN_NAMES, RemindMe, builtin_tools
 

@@ -24,16 +24,7 @@ import pytest
 from bot._engine import build_engine
 from bot.app import App
 from bot.config import Config
-from engine import (
-    Command,
-    FinishReason,
-    ModelRequest,
-    ModelResponse,
-    Role,
-    SqliteStore,
-    ToolCall,
-    Usage,
-)
+from engine import Command, FinishReason, ModelRequest, ModelResponse, Role, ToolCall, Usage
 from engine.chat import Dispatcher, LimitSettings, Settings
 from engine.context import ContextBudget, ContextSettings, WindowInfo, WindowSource, discover_window
 from engine.context._budget import Window
@@ -41,6 +32,7 @@ from engine.context._tokens import overflow_facts
 from engine.loop import ConversationKey, ToolLoop, TurnContext
 from engine.models import Message, OpenAIModel, ScriptedModel, reply
 from engine.models._openai import to_openai
+from engine.store import SqliteStore
 from tests.fakes.openai_server import (
     FakeOpenAI,
     count_tokens,

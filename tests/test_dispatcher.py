@@ -13,7 +13,8 @@ import pytest
 
 from bot.app import App
 from bot.config import Config
-from engine import Choice, Command, DecisionStatus, Press, SqliteStore
+from engine import Choice, Command, DecisionStatus, Press
+from engine.store import SqliteStore
 from tests.fakes.openai_server import FakeOpenAI, error, hold, text, tool_call
 from tests.fakes.recording_channel import RecordingChannel
 from tools import StoreError, ToolContext, tool
@@ -379,7 +380,7 @@ async def test_history_survives_restart(config: Config, llm: FakeOpenAI) -> None
 
 
 async def test_store_migrates_an_older_file(tmp_path: Path) -> None:
-    from engine._store import MIGRATIONS
+    from engine.store import MIGRATIONS
 
     path = tmp_path / "old.db"
     with sqlite3.connect(path) as db:  # a file written by the first schema version

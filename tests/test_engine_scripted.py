@@ -12,11 +12,11 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from bot._engine import build_engine
-from engine import ModelRequest, SqliteStore
-from engine._store import JobState
+from engine import ModelRequest
 from engine.chat import Dispatcher, Settings
 from engine.loop import ConversationKey, ToolLoop, TurnContext
 from engine.models import Message, ScriptedModel, reply
+from engine.store import JobState, SqliteStore
 from tests.fakes.recording_channel import RecordingChannel
 from tools import AsyncTool, ToolRegistry, ToolResult, tool
 

@@ -169,7 +169,7 @@ def test_noisy_loggers_quieted_at_info_only(plain):
 
 
 async def test_debug_shows_relaybot_not_the_libraries(tmp_path, capfd, plain):
-    from engine import SqliteStore
+    from engine.store import SqliteStore
 
     setup_logging("DEBUG")
     async with SqliteStore(tmp_path / "state.db") as store:

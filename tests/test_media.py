@@ -15,8 +15,8 @@ import pytest
 from bot.app import App
 from bot.config import Config
 from bot.doctor import run_doctor
-from engine import Attachment, InboundMessage, MediaKind, SqliteStore
-from engine._store import MIGRATIONS, InboxState
+from engine import Attachment, InboundMessage, MediaKind
+from engine.store import MIGRATIONS, InboxState, SqliteStore
 from tests.fakes.media import png, voice
 from tests.fakes.openai_server import FakeOpenAI, error, images_in, text, tool_call
 from tests.fakes.recording_channel import RecordingChannel

@@ -13,7 +13,7 @@ from pathlib import Path
 from bot.app import App
 from bot.config import Config
 from engine import Action
-from engine._store._pg import PgStore
+from engine.store.postgres import PgStore
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
 from tests.fakes.recording_channel import RecordingChannel
 from tests.postgres import PostgresServer

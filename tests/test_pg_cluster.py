@@ -1,4 +1,4 @@
-"""What instances sharing a PostgreSQL store keep there (engine/_store/_pg_cluster.py), checked
+"""What instances sharing a PostgreSQL store keep there (engine/store/_pg_cluster.py), checked
 directly against a real server: chat leases, the receiving side, adoption of a dead instance,
 and the sweep for work nobody holds. The engine's use of them is tested with real processes
 in tests/test_instances.py."""
@@ -10,8 +10,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from engine._store._pg import PgStore
-from engine._store._pg_cluster import PgCluster
+from engine.store.postgres import PgCluster, PgStore
 from tests.postgres import PostgresServer
 from tests.test_store_contract import inbound
 

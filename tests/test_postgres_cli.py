@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from bot.config import parse_config
-from engine import SqliteStore, ToolCall
-from engine._store import ConfirmationState, JobState
-from engine._store._pg import PgStore
+from engine import ToolCall
 from engine.models import Message
+from engine.store import ConfirmationState, JobState, SqliteStore
+from engine.store.postgres import PgStore
 from tests.postgres import PostgresServer
 from tests.test_store_contract import confirmation, inbound
 from tools import ConfigError

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from engine import Image, InboundMessage, Role, SqliteStore, Store, Text, ToolCall, ToolOutput
-from engine._store import (
+from engine import Image, InboundMessage, Message, Role, Text, ToolCall, ToolOutput
+from engine.store import (
     ChannelError,
     ChatPrefs,
     ConfirmationRow,
@@ -27,11 +27,13 @@ from engine._store import (
     ReplyMode,
     RunState,
     ScheduleRun,
+    SqliteStore,
+    Store,
     Summary,
     TokenRatio,
 )
-from engine._store._pg import PgStore
-from engine.models import Message
+from engine.store._states import CONFIRMATION_TRANSITIONS, JOB_TRANSITIONS, RUN_TRANSITIONS
+from engine.store.postgres import PgStore
 from tests.postgres import PostgresServer
 
 
@@ -207,6 +209,25 @@ async def test_only_old_answered_messages_are_pruned(store: Store) -> None:
     assert not await store.inbox.accept(inbound("waiting", "b"))
 
 
+async def test_a_held_message_is_taken_only_once_its_time_has_come(store: Store) -> None:
+    """One rule on every backend (InboxRow.ready): held until a time still to come, a message
+    stays queued, and is neither ready nor taken; held until a time gone by, it is taken."""
+    now = time.time()
+    await store.inbox.accept(inbound("free", "m0"))
+    await store.inbox.accept(inbound("later", "m1"), hold_until=now + 3600)
+    await store.inbox.accept(inbound("due", "m2"), hold_until=now - 1)
+    assert [r.text for r in await store.inbox.ready("t", "c1")] == ["free", "due"]
+    assert await store.inbox.next_release("t", "c1") == now - 1  # the earliest, even if due
+    taken = await store.inbox.take_queued("t", "c1")
+    assert [r.text for r in taken] == ["free", "due"]
+    waiting = await store.inbox.rows(InboxState.QUEUED, "t", "c1")
+    assert [(r.text, r.hold_until) for r in waiting] == [("later", now + 3600)]
+    assert await store.inbox.ready("t", "c1") == []
+    assert await store.inbox.take_queued("t", "c1") == []
+    assert await store.inbox.next_release("t", "c1") == now + 3600
+    assert await store.inbox.next_release("t", "c2") is None
+
+
 # -- confirmations ------------------------------------------------------------------------
 
 
@@ -256,6 +277,61 @@ async def test_confirmation_transitions_follow_the_table(store: Store) -> None:
     assert [c.id for c in await store.confirmations.in_state(S.APPROVED)] == ["aaa111"]
     assert [c.id for c in await store.confirmations.in_state(S.PENDING, "t", "c2")] == ["bbb222"]
     assert await store.confirmations.in_state(S.PENDING, "t", "c1") == []
+
+
+async def test_confirmations_come_back_oldest_first_then_by_id_on_every_backend(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A total order, the same on every backend: when they were added, then their id (rows
+    added within one tick of the clock tie on the time)."""
+    conv = await store.conversations.active("t", "c1")
+    first, *tied = [confirmation(conv.id, cid) for cid in ("zzz999", "ccc333", "aaa111")]
+    await store.confirmations.add(first)
+    monkeypatch.setattr(time, "time", lambda: first.expires_at)  # later than `first`, one tick
+    for row in tied:
+        await store.confirmations.add(row)
+    monkeypatch.undo()
+    S = ConfirmationState
+    expected = ["zzz999", "aaa111", "ccc333"]
+    assert [c.id for c in await store.confirmations.in_state(S.PENDING)] == expected
+    assert [c.id for c in await store.confirmations.in_state(S.PENDING, "t", "c1")] == expected
+
+
+async def test_every_backend_refuses_the_same_moves_and_leaves_the_row_alone(
+    store: Store,
+) -> None:
+    """The one guard (engine/store/_states.py): a move its table does not list raises
+    ValueError before anything is written, for confirmations, jobs and scheduled runs alike."""
+    conv = await store.conversations.active("t", "c1")
+    await store.confirmations.add(confirmation(conv.id, "aaa111"))
+    await store.jobs.add(conv, "j1", "u1", "report", {}, resumable=False)
+    sched = await store.schedules.add_schedule("t", "c1", "u1", "x", "interval", "60", "UTC", 60)
+    assert await store.schedules.claim(
+        sched.id, 60.0, ScheduleRun(sched.id, 60.0, RunState.QUEUED), 120
+    )
+    refused = {"confirmation": 0, "job": 0, "run": 0}
+    for a in ConfirmationState:
+        for b in ConfirmationState:
+            if b not in CONFIRMATION_TRANSITIONS.get(a, ()):
+                with pytest.raises(ValueError, match=f"cannot go from {a} to {b}"):
+                    await store.confirmations.transition("aaa111", a, b)
+                refused["confirmation"] += 1
+    for a in JobState:
+        for b in JobState:
+            if b not in JOB_TRANSITIONS.get(a, ()):
+                with pytest.raises(ValueError, match=f"cannot go from {a} to {b}"):
+                    await store.jobs.transition("j1", a, b)
+                refused["job"] += 1
+    for a in RunState:
+        for b in RunState:
+            if b not in RUN_TRANSITIONS.get(a, ()):
+                with pytest.raises(ValueError, match=f"cannot go from {a} to {b}"):
+                    await store.schedules.transition(sched.id, 60.0, a, b)
+                refused["run"] += 1
+    assert refused == {"confirmation": 56, "job": 18, "run": 31}
+    assert (await store.confirmations.get("aaa111")).state is ConfirmationState.PENDING  # type: ignore[union-attr]
+    assert (await store.jobs.get("j1")).state is JobState.RUNNING  # type: ignore[union-attr]
+    assert (await store.schedules.run(sched.id, 60.0)).state is RunState.QUEUED  # type: ignore[union-attr]
 
 
 # -- jobs ---------------------------------------------------------------------------------

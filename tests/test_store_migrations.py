@@ -11,11 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from engine import SqliteStore, Store, ToolCall
-from engine._store import MIGRATIONS, ConfirmationState, InboxState, JobState
-from engine._store._pg import PgStore
-from engine._store._pg_schema import MIGRATIONS as PG_MIGRATIONS
-from engine.models import Message
+from engine import Message, ToolCall
+from engine.store import MIGRATIONS, ConfirmationState, InboxState, JobState, SqliteStore, Store
+from engine.store.postgres import MIGRATIONS as PG_MIGRATIONS
+from engine.store.postgres import PgStore
 from tests.postgres import PostgresServer
 from tools import StoreError
 

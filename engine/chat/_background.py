@@ -12,9 +12,9 @@ import json
 import logging
 from collections.abc import Callable, Collection
 
-from engine._store import Conversation, JobRow, JobState, Store
 from engine.loop import ConversationKey, Job, JobRunner
 from engine.models import Message, ToolCall
+from engine.store import Conversation, JobRow, JobState, Store
 from engine.work import ChatQueues, JobDone, Notice
 from tools import ToolContext, ToolRegistry, ToolResult
 from tools._base import Send

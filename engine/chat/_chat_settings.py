@@ -22,9 +22,9 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
 from engine._channel import Action, Button, Channel, InboundMessage, Reply
-from engine._store import ChatPrefs, ReplyMode, Store
 from engine.chat._permissions import Policy
 from engine.loop import ConversationKey
+from engine.store import ChatPrefs, ReplyMode, Store
 
 log = logging.getLogger(__name__)
 

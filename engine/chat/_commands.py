@@ -10,7 +10,6 @@ import logging
 from collections.abc import Callable
 
 from engine._channel import Action, Command, InboundMessage, Reply
-from engine._store import Store
 from engine.chat._chat_settings import ChatSettings
 from engine.chat._confirmations import Confirmations
 from engine.chat._forget import ForgetMe
@@ -19,6 +18,7 @@ from engine.chat._permissions import Permissions
 from engine.chat._schedules import Schedules
 from engine.chat._turns import TurnRunner
 from engine.loop import ConversationKey
+from engine.store import Store
 from engine.work import ChatQueues, Cluster, Compact, Rewind
 from tools import ToolRegistry
 

@@ -1,6 +1,6 @@
 """Confirmations: a destructive call waits for its requester's answer, then runs once or never.
 
-The states and their transitions are drawn in engine/_store/_records.py; the store refuses any
+The states and their transitions are drawn in engine/store/_records.py; the store refuses any
 other. A press is accepted only from the platform, chat and user the request was made for, by a
 user still allowed, while it is pending and before it expires; the answer then travels through
 the chat's queue (a :class:`Decided` item), so the call runs in order with the chat's messages.
@@ -25,10 +25,10 @@ from engine._channel import (
     MessageRef,
     Press,
 )
-from engine._store import ConfirmationRow, Conversation, Store
-from engine._store import ConfirmationState as S
 from engine.chat._permissions import Permissions
 from engine.loop import ConversationKey, PendingCall, TurnResult
+from engine.store import ConfirmationRow, Conversation, Store
+from engine.store import ConfirmationState as S
 from engine.work import ChatQueues, Decided, Notice, Tasks
 
 log = logging.getLogger(__name__)

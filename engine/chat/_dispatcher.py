@@ -18,7 +18,6 @@ import time
 from dataclasses import dataclass
 
 from engine._channel import Action, Channel, Command, Decision, InboundMessage, Press, Reply
-from engine._store import Adoption, InboxState, Store
 from engine.chat._background import Background
 from engine.chat._chat_settings import ChatSettings
 from engine.chat._commands import STOPPED, Commands
@@ -33,6 +32,7 @@ from engine.chat._schedules import Schedules
 from engine.chat._settings import Settings
 from engine.chat._turns import TurnRunner
 from engine.loop import ConversationKey, ToolLoop
+from engine.store import Adoption, InboxState, Store
 from engine.work import (
     ChatQueues,
     Cluster,

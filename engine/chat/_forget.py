@@ -1,7 +1,7 @@
 """/forget_me: a user deletes everything relaybot stored about them, after saying yes.
 
 The command answers with what would go (counted by a dry run of the store's forget, which
-engine/_store/_sqlite_forget.py describes) and two buttons. A press counts only from the user it
+engine/store/_sqlite_forget.py describes) and two buttons. A press counts only from the user it
 names: the platform says who pressed, the button's payload whom it is for. "Delete everything"
 forgets them in one transaction; then what the daemon holds in memory goes too (`forgotten`: their
 background jobs and reminders still running are cancelled, the settings of their private chats
@@ -15,10 +15,10 @@ from __future__ import annotations
 import logging
 
 from engine._channel import Action, Button, InboundMessage, Reply
-from engine._store import Forgotten, Store
 from engine.chat._chat_settings import ChatSettings
 from engine.context import ContextBudget
 from engine.loop import JobRunner
+from engine.store import Forgotten, Store
 from engine.work import Cluster
 
 log = logging.getLogger(__name__)

@@ -6,7 +6,7 @@ One task, woken by a periodic timer every few seconds:
   (engine/metrics.py keeps them until then);
 - when no chat has work running, the store gives space back (SQLite: the WAL is checkpointed
   and truncated; under steady load SQLite's own checkpoints keep it bounded, see
-  engine/_store/_sqlite_db.py);
+  engine/store/_sqlite_db.py);
 - every `prune_every_s` (a tenth of the shortest retention, between 10 s and an hour) settled
   rows older than `settled_days` are deleted (answered inbox rows, sent deliveries, finished jobs
   and scheduled runs, decided confirmations), and with `keep_days` each conversation's history
@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from engine import metrics
-from engine._store import Pruned, Store
+from engine.store import Pruned, Store
 from tools import StoreUnavailable
 
 log = logging.getLogger(__name__)

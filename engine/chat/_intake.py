@@ -13,13 +13,13 @@ from collections.abc import Callable
 
 from engine import metrics
 from engine._channel import InboundMessage
-from engine._store import Store
 from engine.chat._albums import Albums
 from engine.chat._chat_settings import ChatSettings
 from engine.chat._limits import Limits
 from engine.chat._media import MediaIntake
 from engine.chat._notices import Notices
 from engine.loop import ConversationKey
+from engine.store import Store
 from engine.work import ChatQueues, Inbound, Tasks
 
 log = logging.getLogger(__name__)

@@ -15,8 +15,8 @@ import time
 from dataclasses import dataclass
 
 from engine._channel import InboundMessage, Reply
-from engine._store import Store, UsageTotals
 from engine.chat._permissions import Policy
+from engine.store import Store, UsageTotals
 
 log = logging.getLogger(__name__)
 

@@ -29,11 +29,11 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from engine._channel import Attachment, Channel, InboundMessage, MediaKind
-from engine._store import InboxRow, Store
 from engine.chat._live import typing
 from engine.context import DOWNLOAD_TIMEOUT_S, ImageCache, human_size
 from engine.loop import ConversationKey
 from engine.models import Image, Message, Part, Role, Text, Transcriber
+from engine.store import InboxRow, Store
 from tools import LLMError
 
 log = logging.getLogger(__name__)

@@ -14,8 +14,8 @@ import time
 from dataclasses import dataclass, field
 
 from engine._channel import Action, Button, Choice, Reply
-from engine._store import Store
 from engine.loop import ConversationKey
+from engine.store import Store
 
 log = logging.getLogger(__name__)
 

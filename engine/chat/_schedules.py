@@ -27,10 +27,10 @@ from dataclasses import dataclass
 
 from engine._channel import Action, Button, Reply
 from engine._clock import Clock
-from engine._store import RunState, ScheduleRow, ScheduleRun, ScheduleState, Store
 from engine.chat._turns import RESTARTED, TurnRunner
 from engine.loop import ConversationKey
 from engine.models import Message
+from engine.store import RunState, ScheduleRow, ScheduleRun, ScheduleState, Store
 from engine.work import ChatQueues, Notice, Recover, ScheduledRun
 from tools import ContextOverflow, LLMError, ModelAuthError, ModelRateLimited, StoreUnavailable
 from tools.builtins._schedules import describe, recurrence_of

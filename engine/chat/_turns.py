@@ -17,14 +17,6 @@ from dataclasses import dataclass, field
 
 from engine import metrics
 from engine._channel import Channel
-from engine._store import (
-    ConfirmationRow,
-    ConfirmationState,
-    Conversation,
-    InboxRow,
-    InboxState,
-    Store,
-)
 from engine.chat._chat_settings import ChatSettings
 from engine.chat._confirmations import Confirmations
 from engine.chat._limits import today
@@ -34,6 +26,14 @@ from engine.chat._permissions import Permissions
 from engine.context import RecentImages, Window
 from engine.loop import ConversationKey, PendingCall, ToolLoop, TurnContext, TurnResult
 from engine.models import Message, Role
+from engine.store import (
+    ConfirmationRow,
+    ConfirmationState,
+    Conversation,
+    InboxRow,
+    InboxState,
+    Store,
+)
 from tools import (
     LLMError,
 )

@@ -27,7 +27,6 @@ import math
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from engine._store import ContextStore, Summary
 from engine.context._compaction import (
     SUMMARY_PROMPT,
     chunks,
@@ -42,6 +41,7 @@ from engine.context._prompt import for_model
 from engine.context._tokens import Ratios, SpecTokens, message_tokens, text_tokens
 from engine.context._window import DEFAULT_WINDOW, WindowInfo, WindowSource
 from engine.models import Message, Model, ModelRequest, Role, ToolSpec, Usage
+from engine.store import ContextStore, Summary
 from tools import ContextOverflow, PromptTooLarge
 
 log = logging.getLogger(__name__)

@@ -17,8 +17,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from engine._store import ContextStore, TokenRatio
 from engine.models import Image, Message, ToolCall, ToolSpec
+from engine.store import ContextStore, TokenRatio
 
 log = logging.getLogger(__name__)
 

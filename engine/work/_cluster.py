@@ -3,7 +3,7 @@ dies. Used only with a store several processes can share (PostgreSQL, ``Store.cl
 SQLite none of this runs.
 
 Each instance joins the store as a live *incarnation* and renews its heartbeat every second
-(engine/_store/_pg_cluster.py keeps the rows). A chat's work items run only on the instance
+(engine/store/_pg_cluster.py keeps the rows). A chat's work items run only on the instance
 holding the chat's lease, one at a time, so a chat's turns stay strictly ordered whichever
 instance runs them:
 
@@ -45,8 +45,8 @@ from typing import Protocol
 
 from engine._backoff import Backoff
 from engine._channel import Channel
-from engine._store import Adoption, ClusterStore
 from engine.loop import ConversationKey
+from engine.store import Adoption, ClusterStore
 from engine.work._leases import ChatLeases
 from engine.work._queue import ChatQueues
 from engine.work._receivers import WANT, Receivers

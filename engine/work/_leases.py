@@ -16,8 +16,8 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
 
-from engine._store import ClusterStore
 from engine.loop import ConversationKey
+from engine.store import ClusterStore
 from engine.work._locks import KeyedLocks
 from engine.work._queue import ChatQueues, WorkItem
 from engine.work._signals import Publisher, encode

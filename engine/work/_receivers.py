@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from engine._channel import Channel, Claim, Receiver
-from engine._store import ClusterStore
+from engine.store import ClusterStore
 from tools import StoreError
 
 log = logging.getLogger("engine.work._cluster")

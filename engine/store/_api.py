@@ -1,0 +1,71 @@
+"""The store as each consumer sees it: one narrow protocol per part of the engine.
+
+A backend (SQLite, PostgreSQL) implements :class:`Store`, whose attributes are the parts. The
+engine depends on these protocols only, and ``tests/test_store_contract.py`` checks every backend
+against them, unchanged. A backend that several processes can share also has a
+:class:`ClusterStore` (``Store.cluster``; None for one that only one process may use).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Protocol
+
+from engine.store._api_chat import (
+    ConfirmationStore,
+    ContextStore,
+    ConversationStore,
+    InboxStore,
+    JobStore,
+)
+from engine.store._api_ops import ClusterStore, OpsStore
+from engine.store._api_tools import (
+    ChatSettingsStore,
+    GrantStore,
+    NoteStore,
+    ScheduleStore,
+    UsageStore,
+)
+
+__all__ = [
+    "ChatSettingsStore",
+    "ClusterStore",
+    "ConfirmationStore",
+    "ContextStore",
+    "ConversationStore",
+    "GrantStore",
+    "InboxStore",
+    "JobStore",
+    "NoteStore",
+    "OpsStore",
+    "ScheduleStore",
+    "Store",
+    "UsageStore",
+]
+
+
+class Store(Protocol):
+    """A backend: its parts, one transaction spanning them, and its lifecycle."""
+
+    conversations: ConversationStore
+    inbox: InboxStore
+    confirmations: ConfirmationStore
+    jobs: JobStore
+    notes: NoteStore
+    grants: GrantStore
+    usage: UsageStore
+    schedules: ScheduleStore
+    chat_settings: ChatSettingsStore
+    ops: OpsStore
+    cluster: ClusterStore | None  # None: one process at a time (SQLite)
+    context: ContextStore
+
+    def transaction(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """Writes of every part inside the block commit together, or not at all."""
+        ...
+
+    async def schema_version(self) -> int: ...
+
+    async def __aenter__(self) -> Store: ...
+
+    async def __aexit__(self, *exc: object) -> None: ...

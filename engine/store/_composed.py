@@ -1,0 +1,77 @@
+"""The store composed once over a :class:`~engine.store._db.Db`: every part, written once, on
+whichever backend the Db is. SqliteStore and PgStore are this class with their own Db (and, for
+PostgreSQL, the cluster part several instances need)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Self
+
+from engine.store._api import (
+    ChatSettingsStore,
+    ClusterStore,
+    ConfirmationStore,
+    ContextStore,
+    ConversationStore,
+    GrantStore,
+    InboxStore,
+    JobStore,
+    NoteStore,
+    OpsStore,
+    ScheduleStore,
+    UsageStore,
+)
+from engine.store._chat_settings import ChatSettings
+from engine.store._confirmations import Confirmations
+from engine.store._context import Context
+from engine.store._conversations import Conversations
+from engine.store._db import Db
+from engine.store._grants import Grants, Usage
+from engine.store._inbox import Inbox
+from engine.store._jobs import Jobs
+from engine.store._notes import Notes
+from engine.store._ops import Ops
+from engine.store._schedules import Schedules
+
+
+class ComposedStore:
+    """A :class:`~engine.store._api.Store` over `db`: ``async with`` it to open and close."""
+
+    def __init__(self, db: Db) -> None:
+        self.db = db
+        conversations = Conversations(db)
+        schedules = Schedules(db)
+        self.conversations: ConversationStore = conversations
+        self.inbox: InboxStore = Inbox(db, conversations)
+        self.confirmations: ConfirmationStore = Confirmations(db)
+        self.jobs: JobStore = Jobs(db)
+        self.notes: NoteStore = Notes(db)
+        self.grants: GrantStore = Grants(db)
+        self.usage: UsageStore = Usage(db)
+        self.schedules: ScheduleStore = schedules
+        self.chat_settings: ChatSettingsStore = ChatSettings(db)
+        self.context: ContextStore = Context(db)
+        self.ops: OpsStore = Ops(db, schedules)
+        self.cluster: ClusterStore | None = None  # a backend several processes share sets it
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[None]:
+        async with self.db.transaction():
+            yield
+
+    async def schema_version(self) -> int:
+        return await self.db.schema_version()
+
+    async def open(self) -> None:
+        await self.db.open()
+
+    async def close(self) -> None:
+        await self.db.close()
+
+    async def __aenter__(self) -> Self:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

@@ -1,0 +1,260 @@
+"""What several instances sharing one PostgreSQL database keep there: who is alive, who holds
+each chat and each channel's receiving side, and the notifications between them.
+
+An instance joins as a new row of ``instances`` (an *incarnation*: a process that lost the
+database for too long joins again as a new one) and renews its heartbeat every second, in the
+server's clock, so the instances' own clocks never matter. It is dead once its heartbeat is
+older than its ``lease_s``; everything it held is tied to that one row, so one renewal keeps all
+of it:
+
+- ``chat_leases``: a chat is worked on by the instance holding its row. A free chat is claimed
+  with ``INSERT … ON CONFLICT DO NOTHING`` (one claimer wins) and released when its work is
+  done; a dead instance's chats are *adopted*, in one transaction, by the first live instance
+  that sees it dead (``FOR UPDATE SKIP LOCKED``): its chats and its running jobs move to the
+  adopter, which recovers them as a restart would;
+- ``receivers``: one row per receiving part (a channel's polling, a Discord shard) names the
+  instance that receives for it, and keeps what its next holder resumes from (a shard's gateway
+  session: Discord sends the events it missed again);
+- ``jobs.instance``: the background jobs each instance runs.
+
+Work is announced with NOTIFY on ``relaybot_work`` (sent at commit); each instance LISTENs. What
+a missed notification would have said is still in the tables: :meth:`PgCluster.orphans` claims
+every chat with unfinished work that nobody holds.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Sequence
+
+from engine.store._reports import Adoption, ServerInfo
+from engine.store.postgres._db import PgDb
+
+WORK = "relaybot_work"
+_NOW = "extract(epoch FROM clock_timestamp())"
+_ALIVE = f"i.heartbeat_at + i.lease_s >= {_NOW}"
+_NOBODY = 0  # a receiving part nobody holds keeps its row: what to resume from
+_LET_GO_RECEIVERS = f"UPDATE receivers SET instance = {_NOBODY} WHERE instance = $1"
+# Chats with something left to do (the same as a restart looks for), less queued messages still
+# held back by the rate limit (whoever held them queues them when the hold ends)
+_WORK_CHATS = (
+    "SELECT channel, chat_id FROM inbox WHERE state = 'taken' OR (state = 'queued' AND "
+    f"(hold_until IS NULL OR hold_until <= {_NOW})) "
+    "UNION SELECT channel, chat_id FROM deliveries WHERE state = 'pending' "
+    "UNION SELECT channel, chat_id FROM confirmations WHERE state IN ('approved', 'executing') "
+    "UNION SELECT channel, chat_id FROM jobs WHERE state = 'done' "
+    "UNION SELECT s.channel, s.chat_id FROM schedule_runs r JOIN schedules s "
+    "ON s.id = r.schedule_id WHERE r.state IN ('queued', 'running')"
+)
+
+
+class PgCluster:
+    def __init__(self, db: PgDb) -> None:
+        self.db = db
+
+    @property
+    def incarnation(self) -> int | None:
+        return self.db.incarnation
+
+    def _me(self) -> int:
+        if self.db.incarnation is None:
+            raise RuntimeError("this instance has not joined")
+        return self.db.incarnation
+
+    # -- liveness -------------------------------------------------------------------------
+
+    async def join(self, name: str, lease_s: float) -> int:
+        """Register this process as a new live instance; returns its incarnation id."""
+        self.db.incarnation = int(
+            await self.db.fetchval(
+                "INSERT INTO instances(name, lease_s, started_at, heartbeat_at) "
+                f"VALUES ($1, $2, {_NOW}, {_NOW}) RETURNING id",
+                name,
+                lease_s,
+            )
+        )
+        return self.db.incarnation
+
+    async def heartbeat(self) -> bool:
+        """Renew this instance's lease; False when it was found dead and taken over."""
+        return (
+            await self.db.on_listener(
+                f"UPDATE instances SET heartbeat_at = {_NOW} WHERE id = $1", self._me()
+            )
+            == 1
+        )
+
+    async def leave(self) -> None:
+        """A clean stop: what this instance still holds is taken over at once by another."""
+        me = self._me()
+        async with self.db.transaction():
+            await self.db.execute(_LET_GO_RECEIVERS, me)
+            await self.db.execute("UPDATE instances SET heartbeat_at = 0 WHERE id = $1", me)
+
+    async def adopt(self, channels: Sequence[str]) -> Adoption | None:
+        """Take over one dead instance, if any: its chats (of `channels`, the ones this
+        instance serves; the others are let go) and its running jobs become this instance's,
+        in one transaction (of several instances seeing it dead, one adopts it)."""
+        me = self._me()
+        async with self.db.transaction():
+            dead = await self.db.fetchrow(
+                f"SELECT id, name FROM instances i WHERE NOT ({_ALIVE}) AND id <> $1 "
+                "ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED",
+                me,
+            )
+            if dead is None:
+                return None
+            chats = await self.db.fetch(
+                "UPDATE chat_leases SET instance = $1, since = "
+                f"{_NOW} WHERE instance = $2 AND channel = ANY($3::text[]) "
+                "RETURNING channel, chat_id",
+                me,
+                dead["id"],
+                list(channels),
+            )
+            await self.db.execute("DELETE FROM chat_leases WHERE instance = $1", dead["id"])
+            jobs = await self.db.fetch(
+                "UPDATE jobs SET instance = $1 WHERE instance = $2 "
+                "AND state IN ('running', 'resumed') RETURNING id",
+                me,
+                dead["id"],
+            )
+            await self.db.execute(_LET_GO_RECEIVERS, dead["id"])
+            await self.db.execute("DELETE FROM instances WHERE id = $1", dead["id"])
+        return Adoption(
+            dead["name"],
+            tuple((r["channel"], r["chat_id"]) for r in chats),
+            tuple(r["id"] for r in jobs),
+        )
+
+    async def orphans(self, channels: Sequence[str]) -> Adoption:
+        """Claim every chat (of `channels`) with unfinished work that no instance holds, and
+        every running job that no live instance runs (a store copied from SQLite, say)."""
+        me = self._me()
+        chats = await self.db.fetch(
+            "INSERT INTO chat_leases(channel, chat_id, instance, since) "
+            f"SELECT w.channel, w.chat_id, $1, {_NOW} FROM ({_WORK_CHATS}) w "
+            "WHERE w.channel = ANY($2::text[]) AND NOT EXISTS (SELECT 1 FROM chat_leases l "
+            "WHERE l.channel = w.channel AND l.chat_id = w.chat_id) "
+            "ON CONFLICT DO NOTHING RETURNING channel, chat_id",
+            me,
+            list(channels),
+        )
+        jobs = await self.db.fetch(
+            "UPDATE jobs SET instance = $1 WHERE state IN ('running', 'resumed') AND "
+            "(instance IS NULL OR NOT EXISTS (SELECT 1 FROM instances i WHERE i.id = "
+            "jobs.instance)) RETURNING id",
+            me,
+        )
+        return Adoption(
+            "", tuple((r["channel"], r["chat_id"]) for r in chats), tuple(r["id"] for r in jobs)
+        )
+
+    # -- chats ----------------------------------------------------------------------------
+
+    async def claim(self, channel: str, chat_id: str) -> bool:
+        """Hold a chat nobody holds (or this instance holds already, say after a release that
+        did not reach the database); False when another instance (live or not yet adopted)
+        holds it."""
+        return (
+            await self.db.execute(
+                "INSERT INTO chat_leases(channel, chat_id, instance, since) "
+                f"VALUES ($1, $2, $3, {_NOW}) ON CONFLICT (channel, chat_id) DO UPDATE "
+                "SET since = excluded.since WHERE chat_leases.instance = excluded.instance",
+                channel,
+                chat_id,
+                self._me(),
+            )
+            == 1
+        )
+
+    async def release(self, channel: str, chat_id: str) -> None:
+        await self.db.execute(
+            "DELETE FROM chat_leases WHERE channel = $1 AND chat_id = $2 AND instance = $3",
+            channel,
+            chat_id,
+            self._me(),
+        )
+
+    async def holder(self, channel: str, chat_id: str) -> str | None:
+        """The name of the live instance holding the chat, if any."""
+        return await self.db.fetchval(
+            "SELECT i.name FROM chat_leases l JOIN instances i ON i.id = l.instance "
+            f"WHERE l.channel = $1 AND l.chat_id = $2 AND {_ALIVE}",
+            channel,
+            chat_id,
+        )
+
+    # -- receiving ------------------------------------------------------------------------
+
+    async def receive(self, parts: Sequence[str]) -> dict[str, str | None]:
+        """Hold those of `parts` (receiving parts: a channel's polling, a shard) that no live
+        instance holds, keeping those held here. Returns the ones held here, each with what
+        its last holder left to resume from."""
+        rows = await self.db.fetch(
+            "INSERT INTO receivers(channel, instance, since) "
+            f"SELECT part, $2, {_NOW} FROM unnest($1::text[]) AS part "
+            "ON CONFLICT (channel) DO UPDATE SET instance = excluded.instance, since = CASE "
+            "WHEN receivers.instance = excluded.instance THEN receivers.since "
+            "ELSE excluded.since END WHERE receivers.instance = excluded.instance OR NOT EXISTS "
+            f"(SELECT 1 FROM instances i WHERE i.id = receivers.instance AND {_ALIVE}) "
+            "RETURNING channel, resume",
+            list(parts),
+            self._me(),
+        )
+        return {r["channel"]: r["resume"] for r in rows}
+
+    async def checkpoint(self, part: str, resume: str | None) -> None:
+        """Keep what another instance would resume `part` from if this one died now."""
+        await self.db.execute(
+            "UPDATE receivers SET resume = $3 WHERE channel = $1 AND instance = $2",
+            part,
+            self._me(),
+            resume,
+        )
+
+    async def stop_receiving(self, part: str, resume: str | None = None) -> None:
+        """Let go of `part`, leaving `resume` for its next holder."""
+        await self.db.execute(
+            f"UPDATE receivers SET instance = {_NOBODY}, resume = $3 "
+            "WHERE channel = $1 AND instance = $2",
+            part,
+            self._me(),
+            resume,
+        )
+
+    # -- notifications --------------------------------------------------------------------
+
+    async def publish(self, payload: str) -> None:
+        """Tell every instance (this one too) about work; delivered at commit."""
+        await self.db.execute("SELECT pg_notify($1, $2)", WORK, payload)
+
+    def on_signal(self, listener: Callable[[str], None]) -> None:
+        self.db.on_notify(WORK, listener)
+
+    def on_reconnect(self, hook: Callable[[], Awaitable[None]]) -> None:
+        self.db.on_reconnect(hook)
+
+    async def listen(self) -> None:
+        await self.db.listen()
+
+    async def server(self) -> ServerInfo:
+        """The server's version, the round trip's time, the live instances and what each
+        receives (for doctor and status)."""
+        trips = []
+        for _ in range(5):
+            started = time.perf_counter()
+            await self.db.fetchval("SELECT 1")
+            trips.append(time.perf_counter() - started)
+        version = await self.db.fetchval("SHOW server_version")
+        names = await self.db.fetch(f"SELECT name FROM instances i WHERE {_ALIVE} ORDER BY id")
+        receiving = await self.db.fetch(
+            "SELECT r.channel, i.name FROM receivers r JOIN instances i ON i.id = r.instance "
+            f"WHERE {_ALIVE} ORDER BY r.channel"
+        )
+        return ServerInfo(
+            str(version),
+            sorted(trips)[len(trips) // 2],
+            tuple(r["name"] for r in names),
+            tuple((r["channel"], r["name"]) for r in receiving),
+        )

@@ -1,0 +1,335 @@
+"""One PostgreSQL database that several relaybot processes share: a pool, transactions, the
+schema's migrations under a lock, and LISTEN for notifications.
+
+asyncpg, a pool of connections. A statement outside :meth:`PgDb.transaction` runs on any pooled
+connection and commits at once (as the SQLite backend's autocommit statements do); inside it,
+every statement of the current task goes to the one connection the block holds, so the parts'
+writes commit together. Nested use joins the open block; a task spawned inside it does not (its
+statements are its own), as in the SQLite backend.
+
+A server that cannot be reached is :class:`tools.StoreUnavailable`: the statement's effect is
+unknown to nobody, it was not committed, and callers must not acknowledge or show anything that
+depended on it. The pool drops broken connections and connects again on the next statement.
+
+Migrations (``_schema.MIGRATIONS``) run at open in one transaction under a transaction-level
+advisory lock: instances starting together apply each entry once, the later ones wait and find
+the schema current. A database written by a newer relaybot is refused before anything is
+written. URLs are shown without their password.
+
+`readonly` (`relaybot status`) opens read-only connections and migrates nothing: the schema must
+be this relaybot's. Each statement and commit is timed for the metrics (engine/metrics.py), as
+in the SQLite backend.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import asyncpg
+
+from engine import metrics
+from engine.store._db import POSTGRES, Db, Listener, Row, numbered
+from engine.store._urls import redact
+from engine.store.postgres._schema import MIGRATIONS
+from tools import StoreError, StoreUnavailable
+
+log = logging.getLogger("engine.store")
+
+_MIGRATION_LOCK = 0x72656C6179  # "relay": the advisory lock key migrations run under
+# What "the server cannot be reached" looks like from asyncpg: a refused or broken socket, a
+# connection closed under a statement, the server shutting down or starting up.
+UNREACHABLE: tuple[type[BaseException], ...] = (
+    OSError,
+    asyncio.TimeoutError,
+    asyncpg.InterfaceError,
+    asyncpg.ConnectionDoesNotExistError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.AdminShutdownError,
+    asyncpg.CrashShutdownError,
+    asyncpg.ConnectionFailureError,
+)
+
+
+def rowcount(status: str) -> int:
+    """The number of rows a command touched, from its status ("UPDATE 1", "INSERT 0 1")."""
+    tail = status.rsplit(" ", 1)[-1]
+    return int(tail) if tail.isdigit() else 0
+
+
+class PgDb(Db):
+    """The :class:`~engine.store._db.Db` of one PostgreSQL database: each statement's ``?``
+    placeholders become ``$1..$n`` once (cached by its text)."""
+
+    dialect = POSTGRES
+
+    def __init__(self, url: str, *, max_connections: int = 10, readonly: bool = False) -> None:
+        super().__init__()
+        self.url = url
+        self.max_connections = max_connections
+        self.readonly = readonly
+        self._pool: asyncpg.Pool | None = None
+        self._tx: contextvars.ContextVar[tuple[asyncio.Task[Any] | None, Any] | None] = (
+            contextvars.ContextVar(f"pg-tx-{id(self)}", default=None)
+        )
+        self._listen_conn: Any = None
+        self._listen_lock = asyncio.Lock()  # one statement at a time on that connection
+        self._listen_task: asyncio.Task[None] | None = None
+        self._on_reconnect: list[Callable[[], Awaitable[None]]] = []
+
+    @property
+    def where(self) -> str:
+        return redact(self.url)
+
+    @property
+    def pool(self) -> asyncpg.Pool:
+        if self._pool is None:
+            raise StoreError("the store is not open")
+        return self._pool
+
+    async def open(self) -> None:
+        try:
+            self._pool = await asyncpg.create_pool(
+                self.url,
+                min_size=1,
+                max_size=self.max_connections,
+                timeout=10,
+                reset=_no_reset,
+                server_settings={"default_transaction_read_only": "on"} if self.readonly else None,
+            )
+            if self.readonly:
+                await self._refuse_other_versions()
+            else:
+                await self._migrate()
+        except StoreError:
+            await self.close()
+            raise
+        except UNREACHABLE as exc:
+            await self.close()
+            raise StoreUnavailable(
+                f"cannot reach the store at {self.where}: {_reason(exc)}"
+            ) from exc
+        except (asyncpg.PostgresError, ValueError) as exc:
+            await self.close()
+            raise StoreError(f"cannot open the store at {self.where}: {_reason(exc)}") from exc
+
+    async def close(self) -> None:
+        if self._listen_task is not None:
+            self._listen_task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._listen_task
+            self._listen_task = None
+        if self._listen_conn is not None:
+            conn, self._listen_conn = self._listen_conn, None
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(conn.close(), 2)
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            try:
+                await asyncio.wait_for(pool.close(), 5)
+            except Exception:
+                pool.terminate()
+
+    # -- statements -----------------------------------------------------------------------
+
+    def _held(self) -> Any:
+        held = self._tx.get()
+        if held is not None and held[0] is asyncio.current_task():
+            return held[1]
+        return None
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[None]:
+        """One transaction for the current task's statements; nested use joins the open one."""
+        if self._held() is not None:
+            yield
+            return
+        try:
+            conn = await self.pool.acquire()
+        except UNREACHABLE as exc:
+            raise StoreUnavailable(f"the database at {self.where} is unreachable") from exc
+        try:
+            tx = conn.transaction()
+            await tx.start()
+            token = self._tx.set((asyncio.current_task(), conn))
+            try:
+                yield
+            except BaseException:
+                self._tx.reset(token)
+                with contextlib.suppress(*UNREACHABLE, asyncpg.PostgresError):
+                    await asyncio.shield(tx.rollback())
+                raise
+            self._tx.reset(token)
+            started = time.perf_counter()
+            await tx.commit()
+            metrics.store_call("commit", started)
+        except UNREACHABLE as exc:
+            raise StoreUnavailable(f"the database at {self.where} is unreachable") from exc
+        finally:
+            await self.pool.release(conn)
+
+    async def _run(self, method: str, sql: str, args: tuple[Any, ...]) -> Any:
+        sql = numbered(sql)
+        conn = self._held()
+        started = time.perf_counter()
+        try:
+            if conn is not None:
+                result = await getattr(conn, method)(sql, *args)
+            else:
+                result = await getattr(self.pool, method)(sql, *args)
+        except UNREACHABLE as exc:
+            raise StoreUnavailable(f"the database at {self.where} is unreachable") from exc
+        metrics.store_call("write" if method == "execute" else "read", started)
+        return result
+
+    async def execute(self, sql: str, *args: Any) -> int:
+        """Run a write; returns how many rows it touched."""
+        return rowcount(await self._run("execute", sql, args))
+
+    async def fetch(self, sql: str, *args: Any) -> list[Row]:
+        return list(await self._run("fetch", sql, args))
+
+    async def fetchrow(self, sql: str, *args: Any) -> Row | None:
+        return await self._run("fetchrow", sql, args)
+
+    async def fetchval(self, sql: str, *args: Any) -> Any:
+        return await self._run("fetchval", sql, args)
+
+    # -- schema ---------------------------------------------------------------------------
+
+    async def schema_version(self) -> int:
+        return int(await self.fetchval("SELECT version FROM schema_version") or 0)
+
+    async def _refuse_other_versions(self) -> None:
+        """A read-only look needs this relaybot's schema: nothing is migrated here."""
+        exists = await self.fetchval("SELECT to_regclass('schema_version') IS NOT NULL")
+        version = await self.schema_version() if exists else 0
+        if version > len(MIGRATIONS):
+            raise StoreError(
+                f"the store at {self.where} has schema version {version}, newer than this "
+                f"relaybot knows ({len(MIGRATIONS)}): it was written by a newer relaybot"
+            )
+        if version < len(MIGRATIONS):
+            raise StoreError(
+                f"the store at {self.where} has schema version {version}, older than this "
+                f"relaybot's ({len(MIGRATIONS)}): start the daemon of this version once to "
+                "upgrade it, then try again"
+            )
+
+    async def _migrate(self) -> None:
+        async with self.pool.acquire() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", _MIGRATION_LOCK)
+            await conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER)")
+            version = await conn.fetchval("SELECT version FROM schema_version")
+            if version is None:
+                await conn.execute("INSERT INTO schema_version(version) VALUES (0)")
+                version = 0
+            if version > len(MIGRATIONS):
+                raise StoreError(
+                    f"the store at {self.where} has schema version {version}, newer than this "
+                    f"relaybot knows ({len(MIGRATIONS)}): it was written by a newer relaybot. "
+                    "Upgrade relaybot (every instance); the database was left untouched."
+                )
+            for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
+                await conn.execute(script)
+                await conn.execute("UPDATE schema_version SET version = $1", number)
+                log.info("store migrated to schema version %d", number)
+
+    # -- notifications --------------------------------------------------------------------
+
+    async def on_listener(self, sql: str, *args: Any) -> int:
+        """Run a write on the listening connection, not the pool: an instance's heartbeat is
+        then never held up by its own busy pool, and it fails when notifications would."""
+        if self._listen_task is None:  # not listening (yet): any connection will do
+            return await self.execute(sql, *args)
+        conn = self._listen_conn
+        if conn is None or conn.is_closed():
+            raise StoreUnavailable(f"the database at {self.where} is unreachable")
+        try:
+            async with self._listen_lock:
+                return rowcount(await conn.execute(numbered(sql), *args))
+        except UNREACHABLE as exc:
+            raise StoreUnavailable(f"the database at {self.where} is unreachable") from exc
+
+    async def notify(self, channel: str) -> None:
+        """NOTIFY `channel`: every instance listening hears it (inside a transaction, at its
+        commit); this one's listeners at once too."""
+        await super().notify(channel)
+        await self.execute(f"NOTIFY {channel}")
+
+    async def size(self) -> tuple[int, int | None]:
+        """The database's size; no write-ahead log of relaybot's own (the server's is its)."""
+        return int(await self.fetchval("SELECT pg_database_size(current_database())")), None
+
+    def on_reconnect(self, hook: Callable[[], Awaitable[None]]) -> None:
+        """Run `hook` after the listening connection was lost and made again (notifications
+        sent meanwhile were missed: look at the tables instead)."""
+        self._on_reconnect.append(hook)
+
+    async def listen(self) -> None:
+        """Open the listening connection; it reconnects by itself until :meth:`close`."""
+        if self._listen_task is not None:
+            return
+        await self._connect_listener()
+        self._listen_task = asyncio.create_task(self._keep_listening(), name="pg-listen")
+
+    async def _connect_listener(self) -> None:
+        conn = await asyncpg.connect(self.url, timeout=10)
+        lost = asyncio.Event()
+        conn.add_termination_listener(lambda _c: lost.set())
+        for channel, listeners in self._listeners.items():
+
+            def deliver(
+                _c: Any, _pid: int, _ch: str, payload: str, ls: list[Listener] = listeners
+            ) -> None:
+                for listener in ls:
+                    listener(payload)
+
+            await conn.add_listener(channel, deliver)
+        self._listen_conn = conn
+        self._listen_lost = lost
+
+    async def _keep_listening(self) -> None:
+        from engine._backoff import Backoff
+
+        while True:
+            # A dead socket is noticed on the next read or write: ask something every second.
+            while not self._listen_lost.is_set():
+                try:
+                    async with self._listen_lock:
+                        await asyncio.wait_for(self._listen_conn.fetchval("SELECT 1"), 5)
+                except (*UNREACHABLE, asyncpg.PostgresError):
+                    break
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._listen_lost.wait(), 1)
+            with contextlib.suppress(Exception):
+                self._listen_conn.terminate()
+            backoff = Backoff(0.2, max_s=5)
+            while True:
+                try:
+                    await self._connect_listener()
+                    break
+                except (*UNREACHABLE, asyncpg.PostgresError):
+                    await backoff.sleep()
+            for hook in self._on_reconnect:
+                try:
+                    await hook()
+                except Exception:
+                    log.exception("after the database came back")
+
+
+async def _no_reset(_connection: Any) -> None:
+    """A pooled connection goes back as it is: relaybot leaves no session state on one (its
+    LISTEN is on a connection of its own, its locks last a transaction), so asyncpg's default
+    reset (``pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *; RESET ALL``) would only cost a
+    round trip per statement. An unfinished transaction is still rolled back by asyncpg."""
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return redact(text)

@@ -1,0 +1,283 @@
+"""One SQLite file, one connection, and the rules for writing to it.
+
+aiosqlite runs the connection in its own thread, so the event loop never waits on the disk. The
+file is in WAL mode with synchronous=NORMAL: a commit survives a crash of the process (not
+necessarily of the machine's power). Statements are autocommit unless inside
+:meth:`SqliteDb.transaction`; a write from another task waits until an open transaction commits,
+or it would silently become part of it (and not be durable when its caller returns).
+
+The WAL stays bounded: SQLite checkpoints it after every commit that takes it past a quarter of
+`wal_limit_bytes` (``wal_autocheckpoint``), and truncates it back to the limit once a checkpoint
+has copied everything (``journal_size_limit``); housekeeping truncates it to nothing when the bot
+is idle (:meth:`SqliteDb.checkpoint`). Readers in other processes (`relaybot status`, `relaybot
+backup`) open the file read-only (`readonly`): WAL lets them read while the daemon writes.
+Run as root while the daemon is stopped, such a command makes SQLite create the -wal and -shm
+files; they are given the store's owner (:func:`owned_like_store`), or the daemon's own user
+(systemd's DynamicUser) could not open the store any more. Each call is timed for the metrics
+(engine/metrics.py).
+
+The store's parts see it as a :class:`~engine.store._db.Db` (engine/store/_db.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import os
+import sqlite3
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import aiosqlite
+
+from engine import metrics
+from engine.store._db import SQLITE, Db, Row
+from engine.store.sqlite._schema import MIGRATIONS
+from tools import StoreError
+
+log = logging.getLogger("engine.store")
+
+WAL_LIMIT_BYTES = 16 * 1024 * 1024
+_PAGE_BYTES = 4096  # SQLite's default page size
+
+
+class SqliteDb(Db):
+    """The :class:`~engine.store._db.Db` of one SQLite file (``?`` placeholders as they are)."""
+
+    dialect = SQLITE
+
+    def __init__(
+        self, path: str | Path, *, readonly: bool = False, wal_limit_bytes: int = WAL_LIMIT_BYTES
+    ) -> None:
+        super().__init__()
+        self.path = Path(path)
+        self.readonly = readonly
+        self.wal_limit_bytes = wal_limit_bytes
+        self._db: aiosqlite.Connection | None = None
+        self._tx_lock = asyncio.Lock()
+        self._tx_owner: asyncio.Task[Any] | None = None
+        self._begin = False  # a transaction is open whose BEGIN has not been sent yet
+        self._later: list[tuple[str, Sequence[Any]]] = []  # execute_later
+        self._owned: contextlib.ExitStack | None = None
+
+    @property
+    def db(self) -> aiosqlite.Connection:
+        if self._db is None:
+            raise StoreError("the store is not open")
+        return self._db
+
+    @property
+    def wal_path(self) -> Path:
+        return self.path.with_name(self.path.name + "-wal")
+
+    async def open(self) -> None:
+        if self.readonly and not self.path.exists():
+            raise StoreError(f"there is no store at {self.path} (see [storage] path)")
+        self._owned = contextlib.ExitStack()
+        self._owned.enter_context(owned_like_store(self.path))
+        try:
+            if self.readonly:
+                uri = f"file:{quote(str(self.path.resolve()))}?mode=ro"
+                connection = aiosqlite.connect(uri, uri=True, isolation_level=None)
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                connection = aiosqlite.connect(self.path, isolation_level=None)
+            # Its worker thread must never keep the process alive: committed data is safe in
+            # the WAL whatever happens, and an unclosed store must not hang interpreter exit.
+            # (A private attribute: aiosqlite is pinned below its next minor release.)
+            connection._thread.daemon = True
+            self._db = await connection
+            self._db.row_factory = sqlite3.Row
+            await self._refuse_newer()  # before anything writes to the file
+            if self.readonly:
+                await self._db.execute("PRAGMA busy_timeout=5000")
+                await self._refuse_older()
+                return
+            for pragma in (
+                "journal_mode=WAL",
+                "synchronous=NORMAL",
+                "foreign_keys=ON",
+                "busy_timeout=5000",
+                f"journal_size_limit={self.wal_limit_bytes}",
+                f"wal_autocheckpoint={max(16, self.wal_limit_bytes // _PAGE_BYTES // 4)}",
+            ):
+                await self._db.execute(f"PRAGMA {pragma}")
+            await self._migrate()
+        except (OSError, sqlite3.Error) as exc:
+            await self.close()
+            raise StoreError(f"cannot open the store at {self.path}: {exc}") from exc
+
+    async def close(self) -> None:
+        if self._db is not None:
+            db, self._db = self._db, None
+            await db.close()
+        if self._owned is not None:
+            owned, self._owned = self._owned, None
+            owned.close()
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[None]:
+        """BEGIN IMMEDIATE ... COMMIT, one at a time; nested use joins the open one. The BEGIN
+        goes to the db thread with the transaction's first statement (one trip, not two)."""
+        if self._tx_owner is not None and self._tx_owner is asyncio.current_task():
+            yield
+            return
+        async with self._tx_lock:
+            self._tx_owner = asyncio.current_task()
+            self._begin = True
+            try:
+                yield
+                if not self._begin or self._later:  # something was written (or read) inside
+                    started = time.perf_counter()
+                    await self._run(lambda conn: conn.execute("COMMIT"))  # with what is left
+                    metrics.store_call("commit", started)
+            except BaseException:
+                # Also on cancellation: the BEGIN or COMMIT may still be queued in the db
+                # thread, and the ROLLBACK queued after it runs after it, whatever happens here.
+                if not self._begin:
+                    with contextlib.suppress(sqlite3.OperationalError):
+                        await asyncio.shield(self.db.execute("ROLLBACK"))
+                raise
+            finally:
+                self._tx_owner = None
+                self._begin = False
+                self._later.clear()  # never sent: rolled back with the rest
+
+    def _in_transaction(self) -> bool:
+        return self._tx_owner is not None and self._tx_owner is asyncio.current_task()
+
+    async def _run(self, fn: Callable[[sqlite3.Connection], Any]) -> Any:
+        """`fn(connection)` in the db thread: after the BEGIN, when this is the first statement
+        of a transaction, and after the transaction's statements written "later". (aiosqlite's
+        ``_execute`` and ``_conn``: private, pinned below its next minor release.)"""
+        begin, later = False, list[tuple[str, Sequence[Any]]]()
+        if self._in_transaction():
+            begin, self._begin = self._begin, False  # sent with this statement
+            later, self._later = self._later, []
+
+        def call() -> Any:
+            conn = self.db._conn
+            if begin:
+                conn.execute("BEGIN IMMEDIATE")
+            for sql, params in later:
+                conn.execute(sql, params)
+            return fn(conn)
+
+        return await self.db._execute(call)
+
+    async def _write(self, fn: Callable[[sqlite3.Connection], Any]) -> Any:
+        """`fn` as a write: outside a transaction it waits until an open one commits."""
+        if self._in_transaction():
+            return await self._run(fn)
+        async with self._tx_lock:
+            return await self._run(fn)
+
+    async def execute(self, sql: str, *params: Any) -> int:
+        started = time.perf_counter()
+        cursor = await self._write(lambda conn: conn.execute(sql, params))
+        metrics.store_call("write", started)
+        return int(cursor.rowcount)
+
+    async def execute_later(self, sql: str, *params: Any) -> None:
+        """Inside a transaction, the write goes to the db thread with the transaction's next
+        statement or its COMMIT (one trip, not two); outside one, now."""
+        if self._in_transaction():
+            self._later.append((sql, params))
+        else:
+            await self.execute(sql, *params)
+
+    async def fetch(self, sql: str, *params: Any) -> list[Row]:
+        started = time.perf_counter()
+        if _reads(sql):
+            rows = await self._run(lambda conn: conn.execute(sql, params).fetchall())
+            metrics.store_call("read", started)
+        else:  # INSERT ... RETURNING and the like: a write
+            rows = await self._write(lambda conn: conn.execute(sql, params).fetchall())
+            metrics.store_call("write", started)
+        return list(rows)
+
+    async def size(self) -> tuple[int, int | None]:
+        return self.sizes()
+
+    async def compact(self) -> None:
+        if self.sizes()[1]:  # a WAL with something in it
+            await self.checkpoint()
+
+    async def checkpoint(self) -> bool:
+        """Copy the WAL into the database and truncate it to nothing; False when a reader in
+        another process kept it from finishing (the next call tries again)."""
+        async with self._tx_lock:  # never inside a transaction of this connection
+            row = await self.fetchrow("PRAGMA wal_checkpoint(TRUNCATE)")
+        return row is not None and row[0] == 0
+
+    def sizes(self) -> tuple[int, int]:
+        """The database file's and the WAL's size in bytes (0 for a missing file)."""
+
+        def size(path: Path) -> int:
+            try:
+                return path.stat().st_size
+            except OSError:
+                return 0
+
+        return size(self.path), size(self.wal_path)
+
+    async def schema_version(self) -> int:
+        row = await self.fetchrow("PRAGMA user_version")
+        return int(row[0]) if row else 0
+
+    async def _refuse_newer(self) -> None:
+        version = await self.schema_version()
+        if version > len(MIGRATIONS):
+            raise StoreError(
+                f"the store at {self.path} has schema version {version}, newer than this "
+                f"relaybot knows ({len(MIGRATIONS)}): it was written by a newer relaybot. "
+                "Upgrade relaybot, or restore a backup made by this version; the file was "
+                "left untouched."
+            )
+
+    async def _refuse_older(self) -> None:
+        version = await self.schema_version()
+        if version < len(MIGRATIONS):
+            raise StoreError(
+                f"the store at {self.path} has schema version {version}, older than this "
+                f"relaybot's ({len(MIGRATIONS)}): start the daemon of this version once to "
+                "upgrade it, then try again"
+            )
+
+    async def _migrate(self) -> None:
+        version = await self.schema_version()
+        for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
+            statements = [s for s in script.split(";") if s.strip()]
+            async with self.transaction():
+                for stmt in statements:
+                    await self.execute(stmt)
+                await self.execute(f"PRAGMA user_version = {number}")
+            log.info("store migrated to schema version %d", number)
+
+
+@contextlib.contextmanager
+def owned_like_store(store: Path) -> Iterator[None]:
+    """The -wal and -shm files SQLite creates beside `store` inside the block get the store's
+    owner when this process runs as root (a no-op otherwise, and for files that existed)."""
+    beside = [store.with_name(store.name + suffix) for suffix in ("-wal", "-shm")]
+    new = [path for path in beside if not path.exists()]
+    try:
+        yield
+    finally:
+        if new and os.geteuid() == 0:
+            with contextlib.suppress(OSError):
+                owner = store.stat()
+                for path in new:
+                    if path.exists():
+                        os.chown(path, owner.st_uid, owner.st_gid)
+
+
+@functools.lru_cache(maxsize=1024)
+def _reads(sql: str) -> bool:
+    """Whether `sql` only reads (so it need not wait for another task's transaction)."""
+    return sql.lstrip().split(None, 1)[0].upper() in ("SELECT", "PRAGMA")
