@@ -29,7 +29,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from engine._channel import Claim, Receiver
+from engine import Claim, Receiver
 
 log = logging.getLogger("channels.discord")
 
@@ -41,7 +41,7 @@ def shard_of(guild_id: int, shard_count: int) -> int:
     return (guild_id >> 22) % shard_count
 
 
-def layout(shard_count: int | None, shard_ids: Sequence[int] | None) -> str:
+def shard_layout(shard_count: int | None, shard_ids: Sequence[int] | None) -> str:
     """This instance's shards in words, for the log and `doctor`."""
     if shard_count is None:
         return "as many shards as Discord recommends, all in this instance"

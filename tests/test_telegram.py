@@ -22,7 +22,8 @@ import pytest
 from bot._logging import RedactingFilter
 from bot.app import App
 from bot.config import Config
-from channels.telegram import UNREADABLE, TelegramChannel
+from channels.telegram import TelegramChannel
+from channels.telegram._handlers import UNREADABLE, Handlers
 from engine import Choice, Command, parse_decision
 from tests.fakes.openai_server import FakeOpenAI, hold, text, tool_call
 from tests.fakes.telegram_server import BOT_USERNAME, FakeTelegram, parse_html
@@ -335,15 +336,15 @@ async def test_an_update_is_confirmed_only_once_its_message_is_stored(config, tg
 
 def patch_text_handler(monkeypatch: pytest.MonkeyPatch, special: Callable[[str], Any]) -> None:
     """Messages whose text `special` answers with an awaitable run that instead."""
-    original = TelegramChannel._on_text
+    original = Handlers._on_text
 
-    async def on_text(self: TelegramChannel, update: Any, context: Any) -> None:
+    async def on_text(self: Handlers, update: Any, context: Any) -> None:
         if (instead := special(update.message.text)) is not None:
             await instead
         else:
             await original(self, update, context)
 
-    monkeypatch.setattr(TelegramChannel, "_on_text", on_text)
+    monkeypatch.setattr(Handlers, "_on_text", on_text)
 
 
 async def test_a_failing_update_is_logged_and_passed_over(config, tg, llm, monkeypatch) -> None:

@@ -21,7 +21,7 @@ _UNIT = re.compile(r"<[^>]*>|&#?\w+;|[^<&]|[<&]")
 def render(markdown: str, limit: int = TELEGRAM_LIMIT) -> list[str]:
     """Markdown → Telegram HTML messages of at most `limit` visible characters each."""
     # markdown-it (some 160 modules, 4 MiB) loads with the first answer, not at start-up.
-    from channels._telegram_markdown import markdown_to_html
+    from channels.telegram._markdown import markdown_to_html
 
     return split_html(markdown_to_html(markdown), limit)
 

@@ -25,11 +25,10 @@ from telegram.error import BadRequest, NetworkError, TelegramError
 
 from channels._prompt import ATTACHMENT_NAME, PromptMessage
 from channels._shown import ShownMessages
-from channels._telegram_format import CAPTION_LIMIT, html_to_plain, plain_parts, render
-from channels._telegram_http import not_sent
-from engine import _metrics as metrics
-from engine._backoff import Backoff
-from engine._channel import MessageRef, OutgoingFile
+from channels._unexported import api_retry
+from channels.telegram._format import CAPTION_LIMIT, html_to_plain, plain_parts, render
+from channels.telegram._http import not_sent
+from engine import Backoff, MessageRef, OutgoingFile
 
 log = logging.getLogger("channels.telegram")
 _T = TypeVar("_T")
@@ -255,7 +254,7 @@ class Outbox:
                 log.warning(
                     "Telegram Bot API unreachable, retrying in %gs (%s)", backoff.upcoming_s, exc
                 )
-                metrics.api_retry("telegram")
+                api_retry("telegram")
                 await backoff.sleep()
                 continue
             if backoff.waited_s:
