@@ -13,7 +13,7 @@ that rule instead, so shards in different buckets connect at once and a shard th
 long after its last IDENTIFY does not wait for nothing.
 
 With several instances on one store, each shard is a receiving part (``discord/shard-N``) held
-by one instance at a time (engine/_receivers.py): an instance takes first the shards its
+by one instance at a time (the engine's receiving leases): an instance takes first the shards its
 ``shard_ids`` names and takes the others when their instance dies, resuming that instance's
 gateway :class:`Session`, so Discord sends again what nobody received meanwhile.
 

@@ -1,6 +1,6 @@
 """Telegram HTML cut into messages Telegram accepts, and the text it shows.
 
-The Markdown → HTML step is ``_telegram_markdown``. Splitting happens after formatting and counts
+The Markdown → HTML step is ``_markdown``. Splitting happens after formatting and counts
 what Telegram counts (visible UTF-16 code units), so a cut never lands inside a tag or an entity:
 tags open at the cut are closed at the end of one part and reopened, attributes included, at the
 start of the next.
