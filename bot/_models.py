@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from bot.config import Config, ModelEndpoint
 from engine import AnthropicModel, FailoverModel, Model, OpenAIModel
-from engine._anthropic import DEFAULT_MAX_TOKENS
+from engine.models._anthropic import DEFAULT_MAX_TOKENS
 
 
 def build_model(config: Config) -> Model:

@@ -39,8 +39,8 @@ from engine import (
     set_state,
     use_error_log,
 )
-from engine._cluster import InstanceSettings
 from engine._store import open_store
+from engine.work._cluster import InstanceSettings
 from tools import StoreUnavailable, Tool, ToolRegistry
 from tools._config import apply_policy
 from tools._plugins import load_plugins

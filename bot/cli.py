@@ -242,7 +242,7 @@ async def _operate(config: Config, args: argparse.Namespace) -> int:
 
 
 def _lock(config: Config) -> None:
-    """One process per SQLite file; instances share a PostgreSQL store (engine/_cluster.py)."""
+    """One process per SQLite file; instances share a PostgreSQL store (engine/work/_cluster.py)."""
     if config.storage.resolved_url() is None:
         lock_store(config.storage.resolved_path())
 

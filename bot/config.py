@@ -221,7 +221,7 @@ class EngineConfig(_Section):
 
 
 class ContextSection(_Section):
-    """[context]: how a conversation stays within the model's window (engine/_budget.py)."""
+    """[context]: how a conversation stays within the model's window (engine/context/_budget.py)."""
 
     budget: int | None = Field(None, ge=500)  # prompt tokens per request; None: from the window
     keep_recent_turns: int = Field(6, ge=1)  # sent whole; older tool results are cut
@@ -252,7 +252,7 @@ class LimitsConfig(_Section):
 
 
 class MediaConfig(_Section):
-    """Pictures, files and voice users send (see engine/_media.py)."""
+    """Pictures, files and voice users send (see engine/chat/_media.py)."""
 
     max_image_mb: float = Field(10, gt=0)  # per picture
     max_images_per_turn: int = Field(4, ge=1)

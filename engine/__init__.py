@@ -5,9 +5,7 @@ one model providers implement (`Model`: OpenAI, Anthropic, and failover over sev
 point inward: channels → engine → tools.
 """
 
-from engine._anthropic import AnthropicModel
 from engine._backoff import Backoff
-from engine._budget import ContextBudget, ContextSettings, budget_for
 from engine._channel import (
     Action,
     Attachment,
@@ -34,16 +32,26 @@ from engine._channel import (
     parse_decision,
 )
 from engine._clock import Clock, SystemClock
-from engine._context import ensure_pairing
-from engine._dispatcher import Dispatcher
-from engine._failover import FailoverModel
-from engine._housekeeping import Retention
-from engine._jobs import Job, JobRunner
-from engine._limits import LimitSettings
-from engine._loop import ToolLoop
-from engine._media import MediaSettings
 from engine._metrics import ErrorLog, enable_metrics, set_state, use_error_log
-from engine._model import (
+from engine._store import SqliteStore, Store
+from engine.chat._dispatcher import Dispatcher
+from engine.chat._housekeeping import Retention
+from engine.chat._limits import LimitSettings
+from engine.chat._media import MediaSettings
+from engine.chat._schedules import Schedules, ScheduleSettings
+from engine.chat._settings import LoopOptions, Settings
+from engine.context._budget import ContextBudget, ContextSettings, budget_for
+from engine.context._prompt import ensure_pairing
+from engine.context._window import WindowInfo, WindowSource, discover_window
+from engine.loop._jobs import Job, JobRunner
+from engine.loop._loop import ToolLoop
+from engine.loop._types import ConversationKey, PendingCall, TurnContext, TurnResult
+from engine.models._anthropic import AnthropicModel
+from engine.models._failover import FailoverModel
+from engine.models._openai import OpenAIModel
+from engine.models._scripted import ScriptedModel, reply
+from engine.models._transcribe import OpenAITranscriber
+from engine.models._types import (
     FinishReason,
     Image,
     Message,
@@ -57,14 +65,6 @@ from engine._model import (
     ToolSpec,
     Usage,
 )
-from engine._openai import OpenAIModel
-from engine._schedules import Schedules, ScheduleSettings
-from engine._scripted import ScriptedModel, reply
-from engine._settings import LoopOptions, Settings
-from engine._store import SqliteStore, Store
-from engine._transcribe import OpenAITranscriber
-from engine._types import ConversationKey, PendingCall, TurnContext, TurnResult
-from engine._window import WindowInfo, WindowSource, discover_window
 
 __all__ = [
     "Action",

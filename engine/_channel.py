@@ -196,7 +196,7 @@ class Press:
 
 
 class Claim(enum.Enum):
-    """This instance's claim on a receiving part (see engine/_receivers.py)."""
+    """This instance's claim on a receiving part (see engine/work/_receivers.py)."""
 
     EQUAL = "equal"  # every instance's alike: taken by whoever finds it free
     OWN = "own"  # this instance's (Discord's shard_ids): taken when free, asked back if not
@@ -298,7 +298,7 @@ class Channel(abc.ABC):
     async def stop(self) -> None:
         """Stop taking messages and disconnect."""
 
-    # Several instances sharing one store (engine/_cluster.py): every one can send; each part of
+    # Several instances sharing one store (work/_cluster.py): every one can send; each part of
     # a channel's receiving side is held by one of them at a time. A channel with such parts
     # names them, and switches each on and off, before or after start.
 

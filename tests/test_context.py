@@ -48,9 +48,9 @@ from engine import (
     discover_window,
     reply,
 )
-from engine._budget import Window
-from engine._openai import to_openai
-from engine._tokens import overflow_facts
+from engine.context._budget import Window
+from engine.context._tokens import overflow_facts
+from engine.models._openai import to_openai
 from tests.fakes.openai_server import (
     FakeOpenAI,
     count_tokens,
@@ -269,7 +269,7 @@ async def test_tool_definitions_over_half_the_budget_are_named_in_a_warning(
     model = WindowedModel(4_000, lambda _: reply("ok"))
     budget = ContextBudget(model, None, ContextSettings(window=4_000))
     loop = ToolLoop(model, registry, context=budget)
-    with caplog.at_level(logging.WARNING, "engine._budget"):
+    with caplog.at_level(logging.WARNING, "engine.context._budget"):
         result = await loop.run([Message.user("hi")], TurnContext(ConversationKey("t", "c"), "u"))
     assert result.text == "ok"
     warning = next(r.getMessage() for r in caplog.records if "tool definitions" in r.getMessage())

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from engine import ConversationKey, Job, JobRunner, Message, ToolLoop, TurnContext
-from engine._context import NO_RESULT
+from engine.context._prompt import NO_RESULT
 from tests.fakes.models import BACKENDS, Backend, backend
 from tests.fakes.openai_server import error, text, tool_call, tool_calls
 from tools import LLMError, ModelUnavailable, ToolRegistry, ToolResult, tool

@@ -36,7 +36,7 @@ from engine import (
     TurnContext,
     parse_decision,
 )
-from engine._anthropic import EARLIER, NO_OUTPUT
+from engine.models._anthropic import EARLIER, NO_OUTPUT
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.models import HTTP_BACKENDS, Backend, backend, read_anthropic
 from tests.fakes.openai_server import FakeOpenAI, error, text, tool_call
@@ -253,7 +253,7 @@ async def test_failover_to_the_fallback_and_back_after_the_cool_down(claude, llm
     primary = OpenAIModel(base_url=llm.base_url, api_key="k", model="primary", max_retries=1)
     fallback = anthropic_model(claude)
     model = FailoverModel([primary, fallback], cooldown_s=60, clock=clock)
-    caplog.set_level(logging.INFO, "engine._failover")
+    caplog.set_level(logging.INFO, "engine.models._failover")
     try:
         first = await loop(model).run([Message.user("one")], ctx())
         assert first.text == "echo: one" and len(llm.requests) == 2  # its own retry, then over
@@ -268,7 +268,7 @@ async def test_failover_to_the_fallback_and_back_after_the_cool_down(claude, llm
         assert fourth.text == "primary is back" and len(claude.requests) == 3
     finally:
         await model.aclose()
-    said = [r.getMessage() for r in caplog.records if r.name == "engine._failover"]
+    said = [r.getMessage() for r in caplog.records if r.name == "engine.models._failover"]
     assert len(said) == 2  # once when it went down, once when it came back
     assert "model primary failed" in said[0] and "requests go to fake-model" in said[0]
     assert "60 s" in said[0] and said[1] == "model primary answers again"
@@ -380,7 +380,7 @@ async def test_a_background_result_is_followed_up_with_each_provider(tmp_path, p
 async def test_switching_provider_between_restarts_keeps_the_conversation(
     tmp_path, first, then, caplog
 ) -> None:
-    caplog.set_level(logging.INFO, "engine._turns")
+    caplog.set_level(logging.INFO, "engine.chat._turns")
     async with backend(first) as before, backend(then) as after:
         before.script(tool_call("add", {"a": 2, "b": 3}), text("It is 5."))
         async with running(app_config(tmp_path, llm_section(before))) as (app, channel):

@@ -8,9 +8,9 @@ import time
 from pathlib import Path
 
 from engine import InboundMessage, Message, SqliteStore, Store
-from engine._housekeeping import Housekeeping, Retention
 from engine._metrics import ErrorLog, use_error_log
 from engine._store._pg import PgStore
+from engine.chat._housekeeping import Housekeeping, Retention
 from tests.postgres import PostgresServer
 
 WAL_LIMIT = 1024 * 1024

@@ -13,7 +13,6 @@ from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any, Protocol
 
 from engine._channel import InboundMessage
-from engine._model import Message
 from engine._store._records import (
     Adoption,
     ChannelError,
@@ -38,6 +37,7 @@ from engine._store._records import (
     TokenRatio,
     UsageTotals,
 )
+from engine.models._types import Message
 
 
 class ConversationStore(Protocol):
@@ -108,7 +108,7 @@ class InboxStore(Protocol):
 
     async def take(self, conversation_id: int, taken: Sequence[tuple[InboxRow, Message]]) -> None:
         """Like :meth:`take_queued`, for these rows (from :meth:`ready`) only, each as the given
-        user message (what its attachments became: engine/_media.py)."""
+        user message (what its attachments became: engine/chat/_media.py)."""
         ...
 
     async def rows(self, state: Any, channel: str, chat_id: str) -> list[InboxRow]:
@@ -321,7 +321,7 @@ class OpsStore(Protocol):
 
 
 class ClusterStore(Protocol):
-    """What instances sharing one store keep there (engine/_cluster.py drives it): liveness,
+    """What instances sharing one store keep there (engine/work/_cluster.py drives it): liveness,
     who holds each chat and each channel's receiving side, and notifications of work."""
 
     @property

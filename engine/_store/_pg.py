@@ -2,7 +2,7 @@
 
 ``async with PgStore(url) as store:`` connects (migrating the schema under a lock) and closes.
 It has every part the SQLite backend has, with the same rows and the same guarantees, plus
-:attr:`PgStore.cluster`, what several instances need to share the work (engine/_cluster.py).
+:attr:`PgStore.cluster`, what several instances need to share the work (engine/work/_cluster.py).
 All SQL lives in this package's ``_pg_*`` modules, one per part.
 """
 

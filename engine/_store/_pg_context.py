@@ -2,7 +2,7 @@
 
 The same rows as ``_sqlite_context``: at most one summary per conversation, replaced when it is
 updated (the messages it covers stay stored), and one token ratio per model. Every instance
-reads and writes them; a chat's turns run on one instance at a time (engine/_cluster.py), so a
+reads and writes them; a chat's turns run on one instance at a time (engine/work/_cluster.py), so a
 conversation's summary has one writer at a time.
 """
 
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import time
 
-from engine._model import Message, Role
 from engine._store._pg_db import PgDb
 from engine._store._records import Summary, TokenRatio
 from engine._store._sqlite_conversations import message_from_row
+from engine.models._types import Message, Role
 
 
 class PgContext:

@@ -11,10 +11,10 @@ import json
 import time
 from collections.abc import Collection
 
-from engine._model import Message, Role
 from engine._store._pg_db import PgDb
 from engine._store._records import Conversation, Delivery, DeliveryState
 from engine._store._sqlite_conversations import _image, message_from_row
+from engine.models._types import Message, Role
 
 _ACTIVE = "SELECT id, is_private FROM conversations WHERE channel=$1 AND chat_id=$2 AND active"
 _MESSAGE_COLS = "role, content, tool_calls, tool_call_id, is_error, speaker, media"

@@ -10,11 +10,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from engine._channel import InboundMessage
-from engine._model import Message
 from engine._store._pg_conversations import PgConversations
 from engine._store._pg_db import PgDb
 from engine._store._records import InboxRow, InboxState
 from engine._store._sqlite_inbox import _dump, _load
+from engine.models._types import Message
 
 _COLS = (
     "id, channel, chat_id, message_id, user_id, user_name, text, is_private, state, hold_until, "

@@ -1,7 +1,7 @@
 """Background jobs in PostgreSQL: started, finished, told to their chat, or cut off.
 
 Each job records the instance running it (``jobs.instance``): when that instance dies, the one
-that takes its place resumes or reports exactly its jobs (engine/_cluster.py), never another
+that takes its place resumes or reports exactly its jobs (engine/work/_cluster.py), never another
 live instance's.
 """
 

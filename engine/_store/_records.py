@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine._channel import Attachment
-from engine._model import ToolCall
+from engine.models._types import ToolCall
 
 
 class InboxState(enum.StrEnum):
@@ -431,7 +431,7 @@ class Forgotten:
 
 @dataclass(frozen=True, slots=True)
 class Adoption:
-    """What an instance took over (engine/_cluster.py): a dead instance's chats and running
+    """What an instance took over (engine/work/_cluster.py): a dead instance's chats and running
     jobs (`instance` its name), or chats and jobs that nobody held (`instance` "")."""
 
     instance: str

@@ -7,7 +7,6 @@ import json
 import sqlite3
 import time
 
-from engine._model import ToolCall
 from engine._store._records import (
     CONFIRMATION_TRANSITIONS,
     ConfirmationRow,
@@ -15,6 +14,7 @@ from engine._store._records import (
     allowed,
 )
 from engine._store._sqlite_db import SqliteDb
+from engine.models._types import ToolCall
 
 _COLS = (
     "id, conversation_id, channel, chat_id, user_id, user_name, tool, call_id, args, summary, "

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import time
 
-from engine._model import Message, Role
 from engine._store._records import Summary, TokenRatio
 from engine._store._sqlite_conversations import message_from_row
 from engine._store._sqlite_db import SqliteDb
+from engine.models._types import Message, Role
 
 
 class SqliteContext:

@@ -8,9 +8,9 @@ import time
 from collections.abc import Collection
 from typing import Any
 
-from engine._model import Image, Message, Part, Role, Text, ToolCall, ToolOutput
 from engine._store._records import Conversation, Delivery, DeliveryState
 from engine._store._sqlite_db import SqliteDb, marks
+from engine.models._types import Image, Message, Part, Role, Text, ToolCall, ToolOutput
 
 
 class SqliteConversations:

@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from engine._channel import Attachment, InboundMessage, MediaKind
-from engine._model import Message
 from engine._store._records import InboxRow, InboxState
 from engine._store._sqlite_conversations import SqliteConversations
 from engine._store._sqlite_db import SqliteDb, marks
+from engine.models._types import Message
 
 _COLS = (
     "id, channel, chat_id, message_id, user_id, user_name, text, is_private, state, hold_until, "

@@ -1,0 +1,226 @@
+"""Each chat's own settings: a persona, a model, and (in groups) which messages it answers.
+
+/settings shows them with buttons for the choices that are a list (the model, the reply mode,
+clearing the persona) and takes free text as arguments (`/settings persona You are a pirate`),
+because a persona is a sentence and no platform has a portable text box under a message. The
+same arguments work for everything (`/settings model gpt-4o`, `/settings mode all`), so the
+terminal and scripts need no buttons.
+
+In a group only its admins may change them: relaybot's `[access] admins`, or whom the platform
+calls an admin of that chat (:meth:`engine.Channel.is_chat_admin`). Anyone allowed may look.
+
+The settings of every chat that has any are kept in memory (loaded at start-up, written through
+to the store), because two of them are read on hot paths: the reply mode for every group message
+an adapter sees (:meth:`ChatSettings.listens`, synchronous), and the persona and model for every
+turn. A chat without settings costs one dictionary lookup, so the default behaviour is as before.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+
+from engine._channel import Action, Button, Channel, InboundMessage, Reply
+from engine._store import ChatPrefs, ReplyMode, Store
+from engine.chat._permissions import Policy
+from engine.loop._types import ConversationKey
+
+log = logging.getLogger(__name__)
+
+_SET = "set:"
+MAX_PERSONA = 2000
+USAGE = (
+    "Change them with buttons, or: /settings persona <text> (or persona off), "
+    "/settings model <name> (or model default), /settings mode mentions|all (groups)."
+)
+_PRIVACY = (
+    " On Telegram, the bot sees every group message only with privacy mode off (@BotFather → "
+    "/setprivacy → Disable), and after being re-added to the group."
+)
+
+
+class ChatSettings:
+    def __init__(
+        self,
+        store: Store,
+        channels: Mapping[str, Channel],
+        policy: Policy,
+        models: Sequence[str],
+        default_model: str,
+    ) -> None:
+        self.rows = store.chat_settings
+        self.channels = channels
+        self.policy = policy
+        self.models = list(models)  # [llm] models_allowed
+        self.default_model = default_model
+        self._prefs: dict[ConversationKey, ChatPrefs] = {}
+        self._all: set[ConversationKey] = set()  # chats whose reply mode is "all"
+        self.changed: Callable[[], Awaitable[None]] | None = None  # told other instances
+
+    async def load(self) -> None:
+        """Read every chat's settings (again: what is no longer stored is forgotten)."""
+        rows = await self.rows.all()
+        self._prefs.clear()
+        self._all.clear()
+        for prefs in rows:
+            self._remember(prefs)
+
+    def drop(self, chats: Iterable[tuple[str, str]]) -> None:
+        """Forget these chats' settings (their rows are gone: /forget_me)."""
+        for channel, chat_id in chats:
+            key = ConversationKey(channel, chat_id)
+            self._prefs.pop(key, None)
+            self._all.discard(key)
+
+    # -- read on hot paths ----------------------------------------------------------------
+
+    def of(self, key: ConversationKey) -> ChatPrefs:
+        return self._prefs.get(key) or ChatPrefs(key.channel, key.chat_id)
+
+    def model(self, key: ConversationKey) -> str | None:
+        """The model this chat's turns use (None: the default), if it is still allowed."""
+        chosen = self.of(key).model
+        return chosen if chosen in self.models else None
+
+    def listens(self, channel: str, chat_id: str) -> bool:
+        """True when the chat asked for every group message (an adapter then delivers them)."""
+        return bool(self._all) and ConversationKey(channel, chat_id) in self._all
+
+    def drops(self, msg: InboundMessage) -> bool:
+        """True for a group message not addressed to the bot, in a chat set to mentions only
+        (the adapter delivered it because its own config answers every message)."""
+        if msg.is_private or msg.mentioned or not self._prefs:
+            return False
+        prefs = self._prefs.get(ConversationKey(msg.channel, msg.chat_id))
+        return prefs is not None and prefs.reply_mode is ReplyMode.MENTIONS
+
+    # -- /settings ------------------------------------------------------------------------
+
+    async def command(self, msg: InboundMessage) -> Reply:
+        key = ConversationKey(msg.channel, msg.chat_id)
+        words = msg.text.split(maxsplit=2)[1:]  # after "/settings" (or "/settings@bot")
+        if not words:
+            return self.menu(key, msg.is_private)
+        what, value = words[0].lower(), (words[1] if len(words) > 1 else "").strip()
+        if what == "persona" and not value:
+            current = self.of(key).persona
+            shown = f"The persona here is: {current}" if current else "No persona is set here."
+            return Reply(f"{shown}\nSet one with /settings persona <text>; clear it with off.")
+        change = self._parse(what, value, msg.is_private)
+        if isinstance(change, str):
+            return Reply(f"{change}\n{USAGE}")
+        return await self._change(key, msg.user_id, msg.is_private, change)
+
+    async def act(self, action: Action) -> Reply | None:
+        """A press on /settings' buttons; None when the action is not one of ours."""
+        if not action.action.startswith(_SET):
+            return None
+        what, _, value = action.action.removeprefix(_SET).partition(":")
+        if what == "model" and value.isdigit() and int(value) < len(self.models):
+            value = self.models[int(value)]
+        change = self._parse(what, value, action.is_private)
+        if isinstance(change, str):
+            return None
+        key = ConversationKey(action.channel, action.chat_id)
+        return await self._change(key, action.user_id, action.is_private, change)
+
+    def menu(self, key: ConversationKey, is_private: bool, note: str = "") -> Reply:
+        prefs = self.of(key)
+        lines = [
+            "Settings of this chat:",
+            f"• Persona: {prefs.persona or '(none)'}",
+            f"• Model: {self.model(key) or f'{self.default_model} (default)'}",
+        ]
+        buttons = []
+        if prefs.persona:
+            buttons.append(Button("Clear persona", f"{_SET}persona:off"))
+        if self.models:
+            buttons += [
+                Button(f"Model: {name}"[:40], f"{_SET}model:{i}")
+                for i, name in enumerate(self.models)
+                if name != prefs.model
+            ]
+            if prefs.model:
+                buttons.append(Button("Default model", f"{_SET}model:default"))
+        if not is_private:
+            mode = prefs.reply_mode
+            lines.append(f"• I answer: {_MODE_WORDS[mode]}")
+            buttons += [
+                Button(_MODE_BUTTONS[m], f"{_SET}mode:{m.value}") for m in ReplyMode if m != mode
+            ]
+        lines.append(USAGE)
+        return Reply(f"{note}\n" * bool(note) + "\n".join(lines), tuple(buttons))
+
+    # -- changes --------------------------------------------------------------------------
+
+    def _parse(self, what: str, value: str, is_private: bool) -> dict[str, object] | str:
+        """The fields to change, or what is wrong with the request."""
+        if what == "persona":
+            if value.lower() in ("off", "none", "clear"):
+                return {"persona": None}
+            if len(value) > MAX_PERSONA:
+                return f"A persona can be at most {MAX_PERSONA} characters."
+            return {"persona": value}
+        if what == "model":
+            if value.lower() in ("default", "off"):
+                return {"model": None}
+            if not self.models:
+                return "This bot offers no other models ([llm] models_allowed is empty)."
+            if value not in self.models:
+                return f"Unknown model {value!r}; the models here are: {', '.join(self.models)}."
+            return {"model": value}
+        if what == "mode":
+            if is_private:
+                return "The reply mode is for groups: in a private chat I answer every message."
+            try:
+                return {"reply_mode": ReplyMode(value.lower())}
+            except ValueError:
+                return "The reply mode is mentions or all."
+        return f"Unknown setting {what!r}."
+
+    async def _change(
+        self, key: ConversationKey, user_id: str, is_private: bool, change: dict[str, object]
+    ) -> Reply:
+        if not is_private and not await self._may_change(key, user_id):
+            return Reply(
+                "Only this group's admins can change its settings. /settings shows them.", ()
+            )
+        prefs = dataclasses.replace(self.of(key), **change)  # type: ignore[arg-type]
+        await self.rows.save(prefs, user_id)
+        self._remember(prefs)
+        if self.changed is not None:
+            await self.changed()
+        log.info("/settings: %s changed %s in %s", user_id, ", ".join(change), key)
+        note = "Saved."
+        if change.get("reply_mode") is ReplyMode.ALL and key.channel == "telegram":
+            note += _PRIVACY
+        return self.menu(key, is_private, note)
+
+    async def _may_change(self, key: ConversationKey, user_id: str) -> bool:
+        if self.policy.is_admin(key.channel, user_id):
+            return True
+        channel = self.channels.get(key.channel)
+        if channel is None:
+            return False
+        try:
+            return await channel.is_chat_admin(key.chat_id, user_id)
+        except Exception as exc:  # the platform could not say: refuse, and say why in the log
+            log.warning("could not check whether %s is an admin of %s: %s", user_id, key, exc)
+            return False
+
+    def _remember(self, prefs: ChatPrefs) -> None:
+        key = ConversationKey(prefs.channel, prefs.chat_id)
+        self._prefs[key] = prefs
+        if prefs.reply_mode is ReplyMode.ALL:
+            self._all.add(key)
+        else:
+            self._all.discard(key)
+
+
+_MODE_WORDS = {
+    None: "as the bot is set up for every group (mentions, unless its owner chose all)",
+    ReplyMode.MENTIONS: "only when mentioned or replied to",
+    ReplyMode.ALL: "every message",
+}
+_MODE_BUTTONS = {ReplyMode.MENTIONS: "Answer mentions only", ReplyMode.ALL: "Answer every message"}

@@ -1,0 +1,181 @@
+"""The chat commands (/help, /stop, /reset, /retry, /undo, /compact, /permissions, /settings,
+/schedules, /usage, /forget_me) and the buttons of their menus. A command answers at once, out of
+the chat's order, except those that change the conversation (/retry, /undo, /compact): they queue
+a work item and answer when it has run."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from engine._channel import Action, Command, InboundMessage, Reply
+from engine._store import Store
+from engine.chat._chat_settings import ChatSettings
+from engine.chat._confirmations import Confirmations
+from engine.chat._forget import ForgetMe
+from engine.chat._limits import Limits
+from engine.chat._permissions import Permissions
+from engine.chat._schedules import Schedules
+from engine.chat._turns import TurnRunner
+from engine.loop._types import ConversationKey
+from engine.work._cluster import Cluster
+from engine.work._queue import ChatQueues, Compact, Rewind
+from tools import ToolRegistry
+
+log = logging.getLogger(__name__)
+
+STOPPED = "cancelled: the user stopped the turn."
+BUSY = "I am still busy in this chat; try again in a moment."
+SHUTTING_DOWN = "I am shutting down; try again in a moment."
+
+
+class Commands:
+    def __init__(
+        self,
+        store: Store,
+        registry: ToolRegistry,
+        queues: ChatQueues,
+        turns: TurnRunner,
+        confirmations: Confirmations,
+        permissions: Permissions,
+        chat_settings: ChatSettings,
+        schedules: Schedules,
+        limits: Limits,
+        allowed: Callable[[str, str], bool],
+        cluster: Cluster | None,
+        forget: ForgetMe,
+    ) -> None:
+        self.store = store
+        self.registry = registry
+        self.queues = queues
+        self.turns = turns
+        self.confirmations = confirmations
+        self.permissions = permissions
+        self.chat_settings = chat_settings
+        self.schedules = schedules
+        self.limits = limits
+        self.allowed = allowed
+        self.cluster = cluster
+        self.forget = forget
+
+    async def handle(self, msg: InboundMessage, command: Command) -> Reply:
+        result = await self._command(msg, command)
+        return result if isinstance(result, Reply) else Reply(result)
+
+    async def act(self, action: Action) -> Reply:
+        """A button of a command's menu."""
+        if not self.allowed(action.channel, action.user_id):
+            return Reply(
+                f"Sorry, you are not allowed to use this bot. Your user id is {action.user_id}."
+            )
+        reply = (
+            await self.permissions.act(action)
+            or await self.schedules.act(action)
+            or await self.chat_settings.act(action)
+            or await self.forget.act(action)
+        )
+        return reply or Reply("This button no longer works.")
+
+    async def _command(self, msg: InboundMessage, command: Command) -> str | Reply:
+        key = ConversationKey(msg.channel, msg.chat_id)
+        if command is Command.START:
+            greeting = f"Hi {msg.user_name or 'there'}! Your user id is {msg.user_id}."
+            if not self.allowed(msg.channel, msg.user_id):
+                return greeting + " You are not on this bot's allowed_users list yet."
+            return greeting + " Send me a message to start; /help lists what I can do."
+        if not self.allowed(msg.channel, msg.user_id):
+            return f"Sorry, you are not allowed to use this bot. Your user id is {msg.user_id}."
+        if command is Command.HELP:
+            return self._help()
+        if command is Command.STOP:
+            stopped = await self.stop(key)
+            cancelled = await self.confirmations.cancel_pending(key, STOPPED)
+            log.info("/stop in %s by user %s", key, msg.user_id)
+            return "Stopped." if stopped or cancelled else "Nothing to stop."
+        if command in (Command.RETRY, Command.UNDO):
+            done: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+            retry = command is Command.RETRY
+            return await self._queued(key, Rewind(retry, msg.user_id, msg.user_name, done), done)
+        if command is Command.PERMISSIONS:
+            return await self.permissions.menu(key)
+        if command is Command.SETTINGS:
+            return await self.chat_settings.command(msg)
+        if command is Command.SCHEDULES:
+            return await self.schedules.menu(key)
+        if command is Command.USAGE:
+            return await self.limits.usage(msg)
+        if command is Command.FORGET_ME:
+            return await self.forget.ask(msg)
+        if command is Command.RESET:
+            await self.stop(key)
+            await self.confirmations.cancel_pending(key, "cancelled: the conversation was reset.")
+            await self.store.conversations.reset(key.channel, key.chat_id)
+            return "Started a fresh conversation."
+        if command is Command.COMPACT:
+            done = asyncio.get_running_loop().create_future()
+            return await self._queued(key, Compact(done), done)  # after what the chat has queued
+        return "Unknown command."
+
+    async def _queued(
+        self, key: ConversationKey, item: Rewind | Compact, done: asyncio.Future[str]
+    ) -> str:
+        """Run `item` in the chat's order (held here first, with several instances) and answer
+        with what it says."""
+        if self.cluster is not None and not await self.cluster.leases.acquire(key):
+            return BUSY
+        if not self.queues.put(key, item):
+            return SHUTTING_DOWN
+        return await done
+
+    async def stop(self, key: ConversationKey) -> bool:
+        """Stop the item running in the chat, on whichever instance runs it."""
+        if self.cluster is not None:
+            return await self.cluster.stop(key)
+        return self.queues.stop(key)
+
+    async def rewind(self, key: ConversationKey, item: Rewind) -> None:
+        """/retry and /undo, in the chat's order."""
+        try:
+            await self._rewind(key, item)
+        finally:
+            if not item.done.done():
+                item.done.set_result("That did not work; please try again.")
+
+    async def _rewind(self, key: ConversationKey, item: Rewind) -> None:
+        await self.confirmations.cancel_pending(
+            key, "cancelled: the user rewound the conversation."
+        )
+        conv = await self.store.conversations.active(key.channel, key.chat_id)
+        dropped = await self.store.conversations.rewind(conv.id, keep_question=item.retry)
+        if not item.retry:
+            text = "Forgot your last message and my answer." if dropped else "Nothing to undo."
+            item.done.set_result(text)
+            return
+        if await self.store.conversations.last(conv.id) is None:
+            item.done.set_result("Nothing to answer again.")
+            return
+        item.done.set_result("Asking again…")
+        await self.turns.run(conv, item.user_id, item.user_name, None)
+
+    async def compact(self, key: ConversationKey, item: Compact) -> None:
+        """/compact, in the chat's order."""
+        try:
+            item.done.set_result(await self.turns.compact(key))
+        finally:
+            if not item.done.done():  # stopped or failed
+                item.done.set_result("Stopped: the conversation was not condensed.")
+
+    def _help(self) -> str:
+        lines = []
+        for tool in self.registry.select():
+            first = (tool.description or "").strip().split("\n")[0].split(". ")[0].rstrip(".")
+            if first:
+                ask = " (I ask you first)" if tool.destructive else ""
+                lines.append(f"• {first[0].upper()}{first[1:]}{ask}")
+        can = "\n".join(lines) or "• Just talk: I have no tools here."
+        return (
+            "Talk to me in plain language. Besides answering, I can:\n"
+            f"{can}\n\n/stop stops what I am doing, /compact condenses our conversation, /reset "
+            "starts a fresh one."
+        )

@@ -1,0 +1,291 @@
+"""Confirmations: a destructive call waits for its requester's answer, then runs once or never.
+
+The states and their transitions are drawn in engine/_store/_records.py; the store refuses any
+other. A press is accepted only from the platform, chat and user the request was made for, by a
+user still allowed, while it is pending and before it expires; the answer then travels through
+the chat's queue (a :class:`Decided` item), so the call runs in order with the chat's messages.
+At start-up :meth:`Confirmations.recover` settles what a restart found: expired prompts are
+closed, an approval that never started runs (it is durable and was given for exactly this call),
+and a call that had started is reported as cut off (it may have had effects).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Collection, Mapping
+
+from engine._channel import (
+    Channel,
+    Choice,
+    ConfirmationPrompt,
+    Decision,
+    DecisionStatus,
+    MessageRef,
+    Press,
+)
+from engine._store import ConfirmationRow, Conversation, Store
+from engine._store import ConfirmationState as S
+from engine._tasks import Tasks
+from engine.chat._permissions import Permissions
+from engine.loop._types import ConversationKey, PendingCall, TurnResult
+from engine.work._queue import ChatQueues, Decided, Notice
+
+log = logging.getLogger(__name__)
+
+EXPIRED = "The confirmation expired before the user answered; the action was not run."
+RESTARTING = "I am restarting: nothing was decided. Press again in a moment."
+STARTED_THEN_CUT = (
+    "interrupted: the daemon restarted while this approved action was running; it may have "
+    "completed partly or fully. Do not run it again without asking the user."
+)
+
+
+class Confirmations:
+    def __init__(
+        self,
+        store: Store,
+        channels: Mapping[str, Channel],
+        queues: ChatQueues,
+        tasks: Tasks,
+        allowed: Callable[[str, str], bool],
+        permissions: Permissions,
+    ) -> None:
+        self.store = store
+        self.rows = store.confirmations
+        self.channels = channels
+        self.queues = queues
+        self.tasks = tasks
+        self.allowed = allowed
+        self.permissions = permissions
+        self.ready = asyncio.Event()  # set once the channels run: prompts can be edited
+
+    # -- asking ---------------------------------------------------------------------------
+
+    async def ask(
+        self, conv: Conversation, pending: PendingCall, user_name: str, reply_to: str | None
+    ) -> None:
+        row = ConfirmationRow(
+            id=pending.id,
+            conversation_id=conv.id,
+            channel=conv.channel,
+            chat_id=conv.chat_id,
+            user_id=pending.user_id,
+            user_name=user_name or pending.user_id,
+            tool=pending.tool,
+            call_id=pending.call_id,
+            args=pending.args,
+            summary=pending.summary,
+            details=pending.details,
+            remaining=pending.remaining,
+            iteration=pending.iteration,
+            state=S.PENDING,
+            message_ref=None,
+            reply_to=reply_to,
+            expires_at=pending.expires_at,
+            offered="".join(
+                c.value
+                for c in self.permissions.choices(
+                    pending.tool, conv.channel, pending.user_id, conv.is_private
+                )
+            ),
+        )
+        await self.rows.add(row)
+        await self.show(row)
+
+    async def show(self, row: ConfirmationRow) -> None:
+        """Show the prompt and record where it is (recovery shows a prompt not yet shown)."""
+        prompt = ConfirmationPrompt(
+            row.id,
+            row.chat_id,
+            row.user_id,
+            row.user_name,
+            row.tool,
+            row.summary,
+            row.expires_at,
+            row.reply_to,
+            row.details,
+            tuple(Choice(c) for c in row.offered),
+        )
+        ref = await self.channels[row.channel].show_confirmation(prompt)
+        await self.rows.set_ref(row.id, ref.message_id)
+
+    # -- answers --------------------------------------------------------------------------
+
+    async def press(self, press: Press) -> Decision:
+        conf = await self.rows.get(press.confirmation_id)
+        if conf is None or (conf.channel, conf.chat_id) != (press.channel, press.chat_id):
+            return Decision(DecisionStatus.UNKNOWN, "This request no longer exists.")
+        if conf.user_id != press.user_id or not self.allowed(press.channel, press.user_id):
+            log.warning(
+                "refused a press on confirmation %s by %s user %s (asked of %s)",
+                conf.id,
+                press.channel,
+                press.user_id,
+                conf.user_id,
+            )
+            return Decision(DecisionStatus.NOT_YOURS, f"Only {conf.user_name} can confirm this.")
+        if conf.state is not S.PENDING:
+            return Decision(DecisionStatus.ALREADY_DECIDED, f"Already decided ({conf.state}).")
+        if press.choice.value not in conf.offered:  # a payload for a button never shown
+            return Decision(DecisionStatus.UNKNOWN, "This answer is not offered here.")
+        if conf.expires_at <= time.time():
+            await self.expire(conf)
+            return Decision(DecisionStatus.EXPIRED, "This request has expired; nothing was run.")
+        if self.queues.closing:  # the answer could not resume the turn here: not taken at all
+            return Decision(DecisionStatus.NOT_NOW, RESTARTING)
+        approved = press.choice.approves
+        if not await self.rows.transition(
+            conf.id, S.PENDING, S.APPROVED if approved else S.DECLINED
+        ):
+            return Decision(DecisionStatus.ALREADY_DECIDED, "Already decided.")
+        key = ConversationKey(conf.channel, conf.chat_id)
+        if press.choice is Choice.ALWAYS:
+            await self.permissions.grant(key, conf.tool, press.user_id, conf.user_name)
+        log.info(
+            "confirmation %s (%s) in %s:%s %s by user %s",
+            conf.id,
+            conf.tool,
+            conf.channel,
+            conf.chat_id,
+            "approved" if approved else "declined",
+            press.user_id,
+        )
+        channel = self.channels.get(conf.channel)
+        if channel is not None and channel.capabilities.edits:  # a terminal shows the end only
+            mark = "⏳ Running" if approved else "✖️ Cancelled"
+            self.tasks.spawn(self.resolve(conf, f"{mark}: {conf.summary}"), "confirmation-edit")
+        self.queues.put(key, Decided(conf.id))
+        if approved:
+            return Decision(DecisionStatus.APPROVED, "Confirmed.")
+        return Decision(DecisionStatus.DECLINED, "Cancelled.")
+
+    async def expire(self, conf: ConfirmationRow) -> None:
+        if await self.rows.transition(conf.id, S.PENDING, S.EXPIRED):
+            self.tasks.spawn(self.resolve(conf, f"⌛ Expired: {conf.summary}"), "resolve-expired")
+            self.queues.put(ConversationKey(conf.channel, conf.chat_id), Decided(conf.id))
+
+    async def expire_due(self) -> None:
+        now = time.time()
+        for conf in await self.rows.in_state(S.PENDING):
+            if conf.expires_at <= now and conf.channel in self.channels:
+                await self.expire(conf)
+
+    async def cancel_pending(self, key: ConversationKey, reason: str) -> int:
+        """Cancel the chat's pending confirmations; their calls get `reason` as result."""
+        cancelled = 0
+        for conf in await self.rows.in_state(S.PENDING, key.channel, key.chat_id):
+            if await self.rows.transition(conf.id, S.PENDING, S.CANCELLED):
+                await self.store.conversations.close_dangling(conf.conversation_id, reason)
+                self.tasks.spawn(self.resolve(conf, f"✖️ Cancelled: {conf.summary}"), "resolve")
+                log.info("confirmation %s (%s) in %s cancelled", conf.id, conf.tool, key)
+                cancelled += 1
+        return cancelled
+
+    # -- running --------------------------------------------------------------------------
+
+    async def begin(self, confirmation_id: str) -> tuple[ConfirmationRow, bool, str | None] | None:
+        """The decided confirmation to resume: (row, approved, reason for a refusal); None when
+        there is nothing to do (cancelled meanwhile, or resumed already)."""
+        conf = await self.rows.get(confirmation_id)
+        if conf is None:
+            return None
+        if conf.state is S.APPROVED:  # EXECUTING is recorded when the call starts: started()
+            return conf, True, None
+        if conf.state is S.DECLINED:
+            return conf, False, None
+        if conf.state is S.EXPIRED:
+            return conf, False, EXPIRED
+        if conf.state is S.INTERRUPTED and not await self._resumed(conf):
+            # cut off by a restart while it ran: the turn goes on, told it may have run
+            return conf, False, STARTED_THEN_CUT
+        return None
+
+    async def started(self, conf: ConfirmationRow) -> bool:
+        """The approved call is about to run (it has its tool slot): record that, so a crash
+        from now on is reported as "may have run" and before it as "did not run". False when
+        it is no longer approved (stopped, or run already)."""
+        return await self.rows.transition(conf.id, S.APPROVED, S.EXECUTING)
+
+    async def finish(self, conf: ConfirmationRow, result: TurnResult | None) -> None:
+        """An approved call ran: say on the prompt what happened."""
+        if not await self.rows.transition(conf.id, S.EXECUTING, S.EXECUTED):
+            return
+        outcome = result.approved if result is not None else None
+        if outcome is None:
+            text = f"⚠️ Not finished: {conf.summary}"
+        elif outcome.is_error:
+            reason = outcome.for_llm if len(outcome.for_llm) <= 200 else outcome.for_llm[:200] + "…"
+            text = f"⚠️ Failed: {conf.summary}\n{reason}"
+        else:
+            text = f"✅ Done: {conf.summary}"
+        await self.resolve(conf, text)
+
+    async def stopped(self, key: ConversationKey) -> None:
+        """/stop cut off the running item: a call it was running is reported, never re-run; one
+        approved but not started yet is cancelled."""
+        for conf in await self.rows.in_state(S.EXECUTING, key.channel, key.chat_id):
+            if await self.rows.transition(conf.id, S.EXECUTING, S.INTERRUPTED):
+                self.tasks.spawn(self.resolve(conf, f"⚠️ Stopped: {conf.summary}"), "resolve")
+        for conf in await self.rows.in_state(S.APPROVED, key.channel, key.chat_id):
+            if await self.rows.transition(conf.id, S.APPROVED, S.CANCELLED):
+                self.tasks.spawn(self.resolve(conf, f"✖️ Stopped, not run: {conf.summary}"), "r")
+
+    async def resolve(self, conf: ConfirmationRow, text: str) -> None:
+        await self.ready.wait()
+        channel = self.channels.get(conf.channel)
+        ref = conf.message_ref
+        if ref is None:  # the row was read before its prompt was shown: read it again
+            fresh = await self.rows.get(conf.id)
+            ref = fresh.message_ref if fresh else None
+        if channel is None or ref is None:
+            return
+        try:
+            await channel.resolve_confirmation(MessageRef(conf.chat_id, ref), text)
+        except Exception as exc:
+            log.warning("could not update confirmation %s: %s", conf.id, exc)
+
+    # -- start-up -------------------------------------------------------------------------
+
+    async def recover(self, chats: Collection[ConversationKey] | None = None) -> None:
+        """Queue what a restart left (in `chats`, else everywhere): expired prompts closed,
+        never-started approvals run, started ones reported as cut off (the turn then goes on,
+        told that it may have run)."""
+        await self.expire_due()
+        for conf in await self.rows.in_state(S.APPROVED):
+            if chats is not None and ConversationKey(conf.channel, conf.chat_id) not in chats:
+                continue
+            if conf.channel in self.channels:
+                log.warning(
+                    "running approved action %s (%s) the restart held up", conf.id, conf.tool
+                )
+                self.queues.put(ConversationKey(conf.channel, conf.chat_id), Decided(conf.id))
+        for conf in await self.rows.in_state(S.EXECUTING):
+            if conf.channel not in self.channels:
+                continue
+            if chats is not None and ConversationKey(conf.channel, conf.chat_id) not in chats:
+                continue
+            if await self.rows.transition(conf.id, S.EXECUTING, S.INTERRUPTED):
+                key = ConversationKey(conf.channel, conf.chat_id)
+                self.tasks.spawn(
+                    self.resolve(conf, f"⚠️ Interrupted by a restart: {conf.summary}"), "resolve"
+                )
+                text = (
+                    f"⚠️ I was restarted while running “{conf.summary}”; it may have completed "
+                    "partly or fully. Ask me to check, or to run it again, if you still need it."
+                )
+                self.queues.put(key, Notice(text, conf.reply_to))
+                self.queues.put(key, Decided(conf.id))  # then the turn goes on from there
+
+    async def _resumed(self, conf: ConfirmationRow) -> bool:
+        """True when the call of an interrupted confirmation has its result in the history
+        already (the turn went on before: /stop, or an earlier start-up)."""
+        history = await self.store.conversations.history(conf.conversation_id, 50)
+        return any(m.result is not None and m.result.call_id == conf.call_id for m in history)
+
+    async def open_in(self, key: ConversationKey) -> list[ConfirmationRow]:
+        """The chat's confirmations still waiting to be answered or run."""
+        pending = await self.rows.in_state(S.PENDING, key.channel, key.chat_id)
+        approved = await self.rows.in_state(S.APPROVED, key.channel, key.chat_id)
+        return pending + approved

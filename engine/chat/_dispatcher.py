@@ -1,0 +1,356 @@
+"""The dispatcher: the engine as the adapters see it (:class:`engine.Engine`), wiring its parts.
+
+A message is checked (allowed user, length), committed to the inbox, and queued for its chat;
+the call returns at once. Each chat's queue (engine/work/_queue.py) runs its items in order: turns
+(chat/_turns.py), answers to confirmations (chat/_confirmations.py), background results
+(engine/chat/_background.py), notices. At start-up each part queues what a restart left, before the
+channels deliver anything new (:meth:`Dispatcher.prepare`), and the queues open once the
+channels run (:meth:`Dispatcher.start`). With a store several instances share, the chats' work is
+spread over them (work/_cluster.py) and each instance recovers what it takes over the same way
+(:meth:`Dispatcher.recover`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import os
+import socket
+import time
+
+from engine._channel import Action, Channel, Command, Decision, InboundMessage, Press, Reply
+from engine._clock import Clock, SystemClock
+from engine._store import Adoption, Forgotten, InboxState, Store
+from engine._tasks import Tasks
+from engine.chat._background import Background
+from engine.chat._chat_settings import ChatSettings
+from engine.chat._commands import STOPPED, Commands
+from engine.chat._confirmations import Confirmations
+from engine.chat._forget import ForgetMe
+from engine.chat._housekeeping import Housekeeping
+from engine.chat._intake import Intake
+from engine.chat._limits import Limits
+from engine.chat._media import MediaIntake
+from engine.chat._permissions import Permissions, Policy
+from engine.chat._schedules import Schedules
+from engine.chat._settings import LoopOptions, Settings
+from engine.chat._turns import TurnRunner, TurnSettings
+from engine.context._budget import ContextBudget
+from engine.context._media_history import ImageCache, RecentImages
+from engine.loop._loop import ToolLoop
+from engine.loop._types import ConversationKey
+from engine.models._transcribe import Transcriber
+from engine.models._types import Model
+from engine.work._cluster import Cluster, InstanceSettings
+from engine.work._queue import (
+    ChatQueues,
+    Compact,
+    Decided,
+    Inbound,
+    JobDone,
+    Notice,
+    Recover,
+    Rewind,
+    ScheduledRun,
+    WorkItem,
+)
+from tools import StoreUnavailable, ToolRegistry
+
+log = logging.getLogger(__name__)
+
+CANCELLED_BY_MESSAGE = "cancelled: the user sent a new message instead of confirming."
+# In a shared chat a message from anyone moves the conversation on: a confirmation left pending
+# under later messages would put its result out of order in the history.
+CANCELLED_BY_SCHEDULE = "cancelled: a scheduled task ran in this chat before it was confirmed."
+SHUTDOWN = "interrupted: the daemon shut down before this call finished."
+
+
+class Dispatcher:
+    """Implements engine.Engine for every adapter."""
+
+    def __init__(
+        self,
+        store: Store,
+        model: Model,
+        registry: ToolRegistry,
+        settings: Settings | None = None,
+        loop_options: LoopOptions | None = None,
+        transcriber: Transcriber | None = None,
+        *,
+        clock: Clock | None = None,
+        instance: InstanceSettings | None = None,
+    ) -> None:
+        self.store = store
+        self.registry = registry
+        self.settings = s = settings or Settings()
+        self.channels: dict[str, Channel] = {}
+        self.tasks = Tasks()
+        self.queues = ChatQueues(self._handle, self._stopped)
+        policy = Policy(s.admins, s.always_ask)
+        self.permissions = Permissions(store, policy)
+        self.limits = Limits(store, s.limits, policy)
+        self.confirmations = Confirmations(
+            store, self.channels, self.queues, self.tasks, self.allowed, self.permissions
+        )
+        self.background = Background(
+            store, registry, self.queues, lambda key: self.turns.sender(key)
+        )
+        options = dataclasses.asdict(loop_options or LoopOptions())
+        context = None
+        if s.context is not None:
+            context = ContextBudget(
+                model, store.context, s.context, shared=store.cluster is not None
+            )
+        self.loop = ToolLoop(
+            model,
+            registry,
+            jobs=self.background.runner,
+            stream=s.stream,
+            models=s.models,
+            context=context,
+            **options,
+        )
+        self.chat_settings = ChatSettings(store, self.channels, policy, list(s.models), model.name)
+        turn_settings = TurnSettings(
+            s.system_prompt or "", s.history_limit, s.stream, set(s.dm_only), s.tool_calls_per_turn
+        )
+        cache = ImageCache()
+        images = RecentImages(
+            self.channels, cache, vision=s.media.vision, max_bytes=s.media.max_image_bytes
+        )
+        self.turns = TurnRunner(
+            store,
+            self.loop,
+            self.channels,
+            self.confirmations,
+            self.permissions,
+            turn_settings,
+            images=images,
+            chat_settings=self.chat_settings,
+        )
+        self.schedules = Schedules(
+            store, self.queues, self.turns, s.schedules, clock or SystemClock()
+        )
+        self.media = MediaIntake(store, self.channels, s.media, cache, self.turns.say, transcriber)
+        self.intake = Intake(
+            store,
+            self.queues,
+            self.turns,
+            self.tasks,
+            self.chat_settings,
+            self.media,
+            self.limits,
+            self.allowed,
+            s.max_message_chars,
+        )
+        self.cluster: Cluster | None = None  # several instances share the store
+        if store.cluster is not None:
+            self.cluster = Cluster(
+                store.cluster,
+                self.queues,
+                self.channels,
+                instance or InstanceSettings(f"{socket.gethostname()}:{os.getpid()}"),
+                self.recover,
+                self.chat_settings.load,
+                self.background.aclose,
+            )
+            self.chat_settings.changed = self.cluster.settings_changed
+            self.turns.may_send = self.cluster.may_send
+            self.cluster.on_forgot = self._forgotten_elsewhere
+        self.housekeeping = Housekeeping(
+            store, s.retention, lambda: self.busy, trimmed=self._drop_cached_summaries
+        )
+        self.forget = ForgetMe(store, self._forgotten)
+
+        self.commands = Commands(
+            store,
+            registry,
+            self.queues,
+            self.turns,
+            self.confirmations,
+            self.permissions,
+            self.chat_settings,
+            self.schedules,
+            self.limits,
+            self.allowed,
+            self.cluster,
+            self.forget,
+        )
+
+    # -- what a forgotten user leaves in memory ---------------------------------------------
+
+    def _drop_cached_summaries(self) -> None:
+        if self.loop.context is not None:
+            self.loop.context.drop_cached()
+
+    async def _forgotten(self, done: Forgotten) -> None:
+        """A user was forgotten (/forget_me): stop their jobs, let go of their private chats'
+        settings and of cached summaries; tell the other instances to do the same."""
+        await self.background.runner.cancel(done.job_ids)
+        self.chat_settings.drop(done.private_chats)
+        self._drop_cached_summaries()
+        if self.cluster is not None:
+            await self.cluster.forgot(done.job_ids)
+
+    async def _forgotten_elsewhere(self, job_ids: list[str]) -> None:
+        await self.background.runner.cancel(job_ids)
+        self._drop_cached_summaries()
+        await self.chat_settings.load()  # what is no longer stored goes
+
+    def add_channel(self, channel: Channel) -> None:
+        self.channels[channel.name] = channel
+
+    @property
+    def busy(self) -> int:
+        """Conversations with a turn running now."""
+        return self.queues.busy
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def prepare(self) -> None:
+        """Queue what a crash or restart left unfinished, chat by chat, before the channels
+        deliver anything new: it then runs first in each chat's order. (Sharing the store:
+        join the other instances, and take what nobody holds.)"""
+        await self.chat_settings.load()
+        if self.cluster is not None:
+            await self.cluster.join()
+        else:
+            await self.recover()
+
+    async def recover(self, taken: Adoption | None = None) -> None:
+        """Queue, chat by chat, what a crash left: in every chat (one process), or in the
+        chats and jobs this instance just took over (`taken`)."""
+        if taken is None:
+            keys = [ConversationKey(*c) for c in await self.store.inbox.unfinished_chats()]
+            scope: set[ConversationKey] | None = None
+        else:
+            keys = [ConversationKey(*c) for c in taken.chats]
+            scope = set(keys)
+        for key in keys:
+            self.queues.put(key, Recover())
+        await self.confirmations.recover(scope)
+        await self.background.recover(scope, None if taken is None else taken.jobs)
+        await self.schedules.recover(scope)
+        for key in keys:
+            self.queues.put(key, Inbound())
+            await self.intake.schedule_release(key)
+
+    async def start(self) -> None:
+        """The channels run: open the queues, watch for expiries."""
+        self.confirmations.ready.set()
+        self.queues.open()
+        self.tasks.spawn(self._expiry_watch(), "confirmation-expiry")
+        self.tasks.spawn(self.schedules.run(), "scheduler")
+        if self.cluster is not None:
+            self.tasks.spawn(self.cluster.run(), "cluster")
+        if self.loop.context is not None:
+            self.loop.context.discover_soon()
+        self.tasks.spawn(self.housekeeping.run(), "housekeeping")
+
+    async def aclose(self) -> None:
+        """Let running turns finish (bounded), then cancel and record what was cut off."""
+        if self.cluster is not None:  # another instance receives while these turns finish
+            await self.cluster.stop_receiving()
+        self.intake.close()
+        cut = await self.queues.aclose(self.settings.shutdown_grace_s)
+        await self.tasks.aclose()
+        await self.background.aclose()
+        for key in cut:
+            if await self.confirmations.open_in(key):  # its call waits for (or has) an answer
+                continue
+            conv = await self.store.conversations.active(key.channel, key.chat_id)
+            n = await self.store.conversations.close_dangling(conv.id, SHUTDOWN)
+            log.warning("shutdown cut off the turn in %s (%d tool calls interrupted)", key, n)
+        await self.housekeeping.flush()
+        if self.cluster is not None:  # another instance takes over what is left, at once
+            await self.cluster.leave()
+
+    async def _expiry_watch(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.expiry_check_s)  # a periodic timer
+            try:
+                await self.confirmations.expire_due()
+            except StoreUnavailable:
+                pass  # the database is away (reported by the cluster): next time
+
+    # -- engine.Engine --------------------------------------------------------------------
+
+    def allowed(self, channel: str, user_id: str) -> bool:
+        users = self.settings.allowed_users.get(channel, set())
+        return "*" in users or user_id in users
+
+    def listens(self, channel: str, chat_id: str) -> bool:
+        return self.chat_settings.listens(channel, chat_id)
+
+    async def handle_inbound(self, msg: InboundMessage) -> None:
+        await self.intake.handle(msg)
+
+    async def handle_press(self, press: Press) -> Decision:
+        return await self.confirmations.press(press)
+
+    async def handle_command(self, msg: InboundMessage, command: Command) -> Reply:
+        return await self.commands.handle(msg, command)
+
+    async def handle_action(self, action: Action) -> Reply:
+        return await self.commands.act(action)
+
+    async def wait_idle(self, channel: str, chat_id: str) -> None:
+        """Wait until the chat has nothing queued or running (the console reads line by line)."""
+        await self.queues.wait_idle(ConversationKey(channel, chat_id))
+
+    # -- the chat's queue -----------------------------------------------------------------
+
+    async def _handle(self, key: ConversationKey, item: WorkItem) -> None:
+        match item:
+            case Inbound():
+                queued = await self.store.inbox.rows(InboxState.QUEUED, key.channel, key.chat_id)
+                now = time.time()
+                ready = [r for r in queued if r.ready(now)]
+                if ready:  # a new message
+                    await self.confirmations.cancel_pending(key, CANCELLED_BY_MESSAGE)
+                rows = await self.media.take(key, ready)  # with what they carry, within limits
+                if rows:
+                    await self.turns.user_turn(key, rows)
+                if len(ready) < len(queued):  # some held back by the rate limit: later
+                    await self.intake.schedule_release(key)
+            case Recover():
+                await self.turns.recover(key)
+            case Decided(confirmation_id):
+                begun = await self.confirmations.begin(confirmation_id)
+                if begun is None:
+                    return
+                conf, approved, _ = begun
+                conv = await self.store.conversations.active(conf.channel, conf.chat_id)
+                result = await self.turns.run(
+                    conv, conf.user_id, conf.user_name, conf.reply_to, resume=begun
+                )
+                if approved:
+                    await self.confirmations.finish(conf, result)
+            case JobDone(job_id):
+                followed = await self.background.follow_up(job_id)
+                if followed is None:
+                    return
+                job, conv = followed
+                if job.for_user:
+                    await self.turns.say(conv.channel, conv.chat_id, job.for_user, None)
+                else:
+                    await self.turns.run(conv, job.user_id, "", None)
+            case Notice(text, reply_to):
+                await self.turns.say(key.channel, key.chat_id, text, reply_to)
+            case ScheduledRun():  # like a message, it moves the conversation on
+                await self.confirmations.cancel_pending(key, CANCELLED_BY_SCHEDULE)
+                await self.schedules.execute(item)
+            case Rewind():
+                await self.commands.rewind(key, item)
+            case Compact():
+                await self.commands.compact(key, item)
+
+    async def _stopped(self, key: ConversationKey) -> None:
+        """/stop cut off the running item: close its calls, report an action it ran."""
+        conv = await self.store.conversations.active(key.channel, key.chat_id)
+        await self.store.conversations.close_dangling(conv.id, STOPPED)
+        await self.confirmations.stopped(key)
+        await self.schedules.stopped(key)
+        rows = await self.store.inbox.rows(InboxState.TAKEN, key.channel, key.chat_id)
+        await self.store.inbox.answered([r.id for r in rows])  # "Stopped." was their answer

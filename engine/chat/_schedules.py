@@ -1,0 +1,256 @@
+"""The scheduler: each scheduled task runs at its time, once, as a turn in its own chat.
+
+A due time is claimed in the store before anything runs (the run is recorded with it, and the
+schedule's next time moves past it in the same transaction), then a :class:`ScheduledRun` goes
+through the chat's queue, in order with everything else there. The run is a full turn: the
+task's text is stored as a request of the user who scheduled it (so tools run, and a
+destructive one asks that user), and the answer is posted in the chat.
+
+Nothing is dropped silently and nothing runs twice:
+
+- after downtime, the latest due time that passed runs once if it is at most `catch_up_s` late;
+  otherwise the chat is told it was skipped (and how many earlier ones were missed with it);
+- a run that a restart found queued runs (or is reported skipped, past the grace); one that was
+  running is reported as cut off and not run again (it may have had effects);
+- a run that fails tells the chat what failed.
+
+The loop sleeps until the next due time, or until a schedule is added or cancelled
+(``ScheduleStore.wait_changed``): it never polls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Collection
+from dataclasses import dataclass
+
+from engine._channel import Action, Button, Reply
+from engine._clock import Clock
+from engine._store import RunState, ScheduleRow, ScheduleRun, ScheduleState, Store
+from engine.chat._turns import RESTARTED, TurnRunner
+from engine.loop._types import ConversationKey
+from engine.models._types import Message
+from engine.work._queue import ChatQueues, Notice, Recover, ScheduledRun
+from tools import ContextOverflow, LLMError, ModelAuthError, ModelRateLimited, StoreUnavailable
+from tools.builtins._schedules import describe, recurrence_of
+
+log = logging.getLogger(__name__)
+
+_CANCEL = "sched:cancel:"
+_LATE_S = 60.0  # a run this late (or more) says it is catching up
+R = RunState
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleSettings:
+    catch_up_s: float = 3600.0  # a run missed by less than this is run once after downtime
+
+
+class Schedules:
+    def __init__(
+        self,
+        store: Store,
+        queues: ChatQueues,
+        turns: TurnRunner,
+        settings: ScheduleSettings,
+        clock: Clock,
+    ) -> None:
+        self.store = store
+        self.book = store.schedules
+        self.queues = queues
+        self.turns = turns
+        self.settings = settings
+        self.clock = clock
+
+    # -- start-up -------------------------------------------------------------------------
+
+    async def recover(self, chats: Collection[ConversationKey] | None = None) -> None:
+        """Settle the runs a restart found (in `chats`, else everywhere), before the queues
+        open."""
+        now = self.clock.now()
+        for run in await self.book.runs(R.RUNNING):
+            row = await self.book.get(run.schedule_id)
+            if row is not None and chats is not None and _key(row) not in chats:
+                continue  # another instance's, running now
+            await self.book.transition(run.schedule_id, run.due, R.RUNNING, R.INTERRUPTED)
+            if row is None:
+                continue
+            key = _key(row)
+            conv = await self.store.conversations.active(
+                row.channel, row.chat_id, is_private=row.is_private
+            )
+            await self.store.conversations.close_dangling(conv.id, RESTARTED)
+            self.queues.put(key, Recover())  # an answer stored but not delivered goes out
+            log.warning("scheduled task #%d in %s was cut off by a restart", row.id, key)
+            self._tell(
+                row,
+                f"⚠️ Scheduled task #{row.id} ({_clip(row.task)}) was cut off by a restart "
+                f"while it ran (due {_at(row, run.due)}); it was not run again, as it may have "
+                f"done part of its work. {_next(row)}",
+            )
+        for run in await self.book.runs(R.QUEUED):
+            row = await self.book.get(run.schedule_id)
+            if row is not None and chats is not None and _key(row) not in chats:
+                continue
+            if row is None or row.state is not ScheduleState.ACTIVE:
+                await self.book.transition(run.schedule_id, run.due, R.QUEUED, R.SKIPPED)
+            elif now - run.due <= self.settings.catch_up_s:
+                self.queues.put(_key(row), ScheduledRun(row.id, run.due))
+            elif await self.book.transition(row.id, run.due, R.QUEUED, R.SKIPPED, "too late"):
+                self._tell(row, _skipped(row, run.due, run.missed + 1))
+
+    # -- the loop -------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Claim what is due, sleep until the next due time or a change; forever."""
+        while True:
+            try:
+                await self.fire_due()
+                until = await self.book.next_due()
+            except StoreUnavailable:  # the database is away (reported by the cluster)
+                until = self.clock.now() + 5
+            except Exception:
+                log.exception("the scheduler failed; trying again shortly")
+                until = self.clock.now() + 5
+            await self._wait(until)
+
+    async def _wait(self, until: float | None) -> None:
+        waits = [asyncio.ensure_future(self.book.wait_changed())]
+        if until is not None:
+            waits.append(asyncio.ensure_future(self.clock.sleep_until(until)))
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+
+    async def fire_due(self) -> None:
+        now = self.clock.now()
+        for row in await self.book.due(now):
+            step = recurrence_of(row).step(row.next_due, now)
+            late = now - step.latest
+            state = R.QUEUED if late <= self.settings.catch_up_s else R.SKIPPED
+            run = ScheduleRun(row.id, step.latest, state, missed=step.missed)
+            if not await self.book.claim(row.id, row.next_due, run, step.following):
+                continue  # cancelled meanwhile, or claimed before
+            if state is R.SKIPPED:
+                self._tell(row, _skipped(row, step.latest, step.missed + 1))
+                continue
+            if step.missed or late >= _LATE_S:
+                missed = f" ({step.missed} earlier runs were missed)" if step.missed else ""
+                self._tell(
+                    row,
+                    f"⏰ Scheduled task #{row.id} was due at {_at(row, step.latest)} while I was "
+                    f"offline{missed}; running it now.",
+                )
+            self.queues.put(_key(row), ScheduledRun(row.id, step.latest))
+
+    # -- one run, in the chat's queue -----------------------------------------------------
+
+    async def execute(self, item: ScheduledRun) -> None:
+        row = await self.book.get(item.schedule_id)
+        if row is None or row.state is not ScheduleState.ACTIVE:
+            await self.book.transition(item.schedule_id, item.due, R.QUEUED, R.SKIPPED)
+            return
+        if not await self.book.transition(row.id, item.due, R.QUEUED, R.RUNNING):
+            return  # settled already
+        log.info("scheduled task #%d runs in %s", row.id, _key(row))
+        store = self.store.conversations
+        try:
+            conv = await store.active(row.channel, row.chat_id, is_private=row.is_private)
+            when = recurrence_of(row)
+            request = (
+                f"[Scheduled task #{row.id}: {when.describe()}; this run was due "
+                f"{when.local_time(item.due)}. Do it now and answer here.] {row.task}"
+            )
+            speaker = None if conv.is_private else row.user_name or row.user_id
+            await store.append(conv.id, Message.user(request, speaker=speaker), user_id=row.user_id)
+            result = await self.turns.run(
+                conv, row.user_id, row.user_name, None, failed=lambda e: _failed(row, e)
+            )
+        except Exception as exc:
+            log.exception("scheduled task #%d failed in %s", row.id, _key(row))
+            await self.book.transition(row.id, item.due, R.RUNNING, R.FAILED, type(exc).__name__)
+            self._tell(
+                row,
+                f"⚠️ Scheduled task #{row.id} ({_clip(row.task)}) failed: something went wrong "
+                f"inside relaybot ({type(exc).__name__}; the owner finds it in the log). "
+                f"{_next(row)}",
+            )
+            return
+        done = R.DONE if result is not None else R.FAILED
+        await self.book.transition(row.id, item.due, R.RUNNING, done)
+
+    async def stopped(self, key: ConversationKey) -> None:
+        """/stop cut off the chat's running item: a scheduled run among them failed."""
+        for run in await self.book.runs(R.RUNNING):
+            row = await self.book.get(run.schedule_id)
+            if row is not None and _key(row) == key:
+                await self.book.transition(row.id, run.due, R.RUNNING, R.FAILED, "stopped")
+
+    def _tell(self, row: ScheduleRow, text: str) -> None:
+        self.queues.put(_key(row), Notice(text))
+
+    # -- /schedules -----------------------------------------------------------------------
+
+    async def menu(self, key: ConversationKey, note: str = "") -> Reply:
+        rows = await self.book.chat_schedules(key.channel, key.chat_id)
+        if not rows:
+            text = (
+                "No scheduled tasks here. Ask me for one, e.g. “every weekday at 8, tell me the "
+                "weather in Paris”."
+            )
+            return Reply(f"{note}\n{text}".strip())
+        text = "Scheduled tasks here:\n" + "\n".join(f"• {describe(r)}" for r in rows)
+        buttons = tuple(Button(f"Cancel #{r.id}", f"{_CANCEL}{r.id}") for r in rows)
+        return Reply(f"{note}\n{text}".strip(), buttons)
+
+    async def act(self, action: Action) -> Reply | None:
+        """A press on /schedules' buttons; None when the action is not one of ours."""
+        if not action.action.startswith(_CANCEL):
+            return None
+        key = ConversationKey(action.channel, action.chat_id)
+        number = action.action.removeprefix(_CANCEL)
+        if not number.isdigit():
+            return None
+        cancelled = await self.book.cancel_schedule(key.channel, key.chat_id, int(number))
+        log.info("/schedules: #%s cancelled in %s by user %s", number, key, action.user_id)
+        return await self.menu(key, f"Cancelled #{number}." if cancelled else "Already cancelled.")
+
+
+def _key(row: ScheduleRow) -> ConversationKey:
+    return ConversationKey(row.channel, row.chat_id)
+
+
+def _at(row: ScheduleRow, t: float) -> str:
+    return recurrence_of(row).local_time(t)
+
+
+def _next(row: ScheduleRow) -> str:
+    return f"Next run: {_at(row, row.next_due)}."
+
+
+def _clip(text: str, n: int = 60) -> str:
+    text = " ".join(text.split())
+    return f"“{text}”" if len(text) <= n else f"“{text[: n - 1]}…”"
+
+
+def _skipped(row: ScheduleRow, due: float, count: int) -> str:
+    runs = "its run" if count == 1 else f"{count} runs, the last"
+    return (
+        f"⏭ Scheduled task #{row.id} ({_clip(row.task)}) was skipped: I was offline for "
+        f"{runs} due at {_at(row, due)}, too long ago to run it now. {_next(row)}"
+    )
+
+
+def _failed(row: ScheduleRow, exc: LLMError) -> str:
+    if isinstance(exc, ModelAuthError):
+        why = "the language model refused this bot's credentials (the owner must check its key)"
+    elif isinstance(exc, ModelRateLimited):
+        why = "the language model was busy (rate limited)"
+    elif isinstance(exc, ContextOverflow):
+        why = "this conversation is too long for the language model (send /reset)"
+    else:
+        why = "the language model could not be reached"
+    return f"⚠️ Scheduled task #{row.id} ({_clip(row.task)}) failed: {why}. {_next(row)}"

@@ -1,0 +1,45 @@
+"""What the engine is told by the config: the dispatcher's settings and the tool loop's options
+(bot/app.py builds them from config.toml)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from engine.chat._housekeeping import Retention
+from engine.chat._limits import LimitSettings
+from engine.chat._media import MediaSettings
+from engine.chat._schedules import ScheduleSettings
+from engine.context._budget import ContextSettings
+from engine.models._types import Model
+
+
+@dataclass(frozen=True, slots=True)
+class LoopOptions:
+    """How the tool loop runs (see engine/loop/_loop.py)."""
+
+    max_iterations: int = 10
+    max_output_chars: int = 16_000
+    retry_budget: int = 3
+    confirmation_timeout_s: float = 300.0
+    max_parallel_tools: int = 8
+
+
+@dataclass(slots=True)
+class Settings:
+    system_prompt: str | None = None
+    allowed_users: dict[str, set[str]] = field(default_factory=dict)  # channel -> ids or "*"
+    dm_only: set[str] = field(default_factory=set)
+    history_limit: int = 200
+    shutdown_grace_s: float = 20.0
+    expiry_check_s: float = 5.0
+    stream: bool = False
+    max_message_chars: int = 8_000
+    admins: set[str] = field(default_factory=set)  # "<channel>:<user id>": owners
+    always_ask: set[str] = field(default_factory=lambda: {"run_command", "delete_file"})
+    limits: LimitSettings = field(default_factory=LimitSettings)
+    tool_calls_per_turn: int | None = 25
+    media: MediaSettings = field(default_factory=MediaSettings)
+    schedules: ScheduleSettings = field(default_factory=ScheduleSettings)
+    models: dict[str, Model] = field(default_factory=dict)  # what /settings may choose, by name
+    context: ContextSettings | None = None  # None: whole histories are sent, no budget
+    retention: Retention = field(default_factory=Retention)  # [storage] keep_days, retention_days

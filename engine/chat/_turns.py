@@ -1,0 +1,399 @@
+"""Running a turn: load the conversation, drive the loop, deliver the answer exactly once.
+
+Every message the loop produces is stored as it happens. The answer is stored with a pending
+delivery; once the platform has accepted it, its platform id is recorded together with the
+inbox messages it answers, in one transaction. So after a crash an answer whose delivery is
+recorded is never sent again, and one that is stored but not recorded is sent by
+:meth:`TurnRunner.recover` before anything new happens in that chat. The only window left is a
+crash between the platform accepting a message and that commit (measured in benchmarks/soak.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from engine import _metrics as metrics
+from engine._channel import Channel
+from engine._store import (
+    ConfirmationRow,
+    ConfirmationState,
+    Conversation,
+    InboxRow,
+    InboxState,
+    Store,
+)
+from engine.chat._chat_settings import ChatSettings
+from engine.chat._confirmations import Confirmations
+from engine.chat._limits import today
+from engine.chat._live import LiveReply, typing
+from engine.chat._media_out import send_files
+from engine.chat._permissions import Permissions
+from engine.context._budget import Window
+from engine.context._media_history import RecentImages
+from engine.loop._loop import ToolLoop
+from engine.loop._types import ConversationKey, PendingCall, SendFiles, TurnContext, TurnResult
+from engine.models._types import Message, Role
+from tools import (
+    ContextOverflow,
+    File,
+    LLMError,
+    ModelAuthError,
+    ModelRateLimited,
+    PromptTooLarge,
+    StoreUnavailable,
+)
+from tools._base import Send
+
+log = logging.getLogger(__name__)
+
+RESTARTED = "interrupted: the daemon restarted before this call finished."
+GROUP_NOTE = (
+    "This is a group chat: each user message starts with the name of the person who wrote it, "
+    "in brackets. Address people by name when it helps."
+)
+
+
+@dataclass(slots=True)
+class TurnSettings:
+    system_prompt: str = ""
+    history_limit: int = 200
+    stream: bool = False
+    dm_only: set[str] = field(default_factory=set)  # tools never offered in group chats
+    tool_calls_per_turn: int | None = 25  # admins are exempt
+
+
+def apology(exc: LLMError) -> str:
+    """What the user reads when the model failed: relaybot's own words, no provider detail."""
+    if isinstance(exc, PromptTooLarge):
+        return (
+            "⚠️ The language model's context window is too small even for my instructions and "
+            "tools, so I cannot answer. The bot's owner needs to set a larger [llm] "
+            "context_window (or use a model with a larger one) or offer fewer tools. Your "
+            "message is saved."
+        )
+    if isinstance(exc, ContextOverflow):
+        return (
+            "⚠️ This did not fit the language model's context window, even with the conversation "
+            "condensed. Your message is saved; ask for less at once (fewer or smaller pages, "
+            "files or results), or send /reset to start a fresh conversation."
+        )
+    if isinstance(exc, ModelAuthError):
+        return (
+            "⚠️ The language model refused this bot's credentials, so I cannot answer. The bot's "
+            "owner needs to check its API key. Your message is saved."
+        )
+    if isinstance(exc, ModelRateLimited):
+        return (
+            "⚠️ The language model is busy right now (rate limited). Your message is saved; "
+            "please try again in a minute."
+        )
+    return (
+        "⚠️ I can't reach the language model right now. Your message is saved; please try "
+        "again in a moment."
+    )
+
+
+class TurnRunner:
+    def __init__(
+        self,
+        store: Store,
+        loop: ToolLoop,
+        channels: Mapping[str, Channel],
+        confirmations: Confirmations,
+        permissions: Permissions,
+        settings: TurnSettings,
+        images: RecentImages | None = None,
+        chat_settings: ChatSettings | None = None,
+    ) -> None:
+        self.store = store
+        self.loop = loop
+        self.channels = channels
+        self.confirmations = confirmations
+        self.permissions = permissions
+        self.settings = settings
+        self.images = images  # pictures in the history: bytes for recent turns, else markers
+        self.chat_settings = chat_settings  # a chat's persona and model (/settings)
+        # Several instances: False once this one's lease may have run out (engine/work/_cluster.py),
+        # when another may be recovering its chats: nothing more is sent from here.
+        self.may_send: Callable[[], bool] = lambda: True
+
+    async def user_turn(self, key: ConversationKey, rows: Sequence[InboxRow]) -> None:
+        last = rows[-1]
+        conv = await self.store.conversations.active(
+            key.channel, key.chat_id, is_private=last.is_private
+        )
+        await self.run(conv, last.user_id, last.user_name, last.message_id, answering=rows)
+
+    async def run(
+        self,
+        conv: Conversation,
+        user_id: str,
+        user_name: str,
+        reply_to: str | None,
+        *,
+        answering: Sequence[InboxRow] = (),
+        resume: tuple[ConfirmationRow, bool, str | None] | None = None,
+        failed: Callable[[LLMError], str] = apology,
+    ) -> TurnResult | None:
+        """One turn from the stored history (a resumed one when `resume` is given); when the
+        model fails, the chat reads `failed(error)` and None is returned."""
+        channel = self.channels.get(conv.channel)
+        if channel is None:
+            log.warning("no channel %s is running; turn in %s skipped", conv.channel, conv.chat_id)
+            return None
+        started = time.monotonic()
+        streaming = self.settings.stream and channel.capabilities.edits
+        live = LiveReply(channel, conv.chat_id, reply_to) if streaming else None
+        ctx = self._context(conv, user_id, user_name, live)
+        ctx.granted = await self.permissions.granted(ctx.key)
+        window, history = await self._history(conv)
+        if self.images is not None:
+            history = await self.images.for_turn(conv.channel, history)
+        answer: list[int] = []
+
+        async def record(msg: Message) -> None:
+            deliver = (reply_to or "") if msg.is_answer else None
+            message_id = await self.store.conversations.append(conv.id, msg, deliver=deliver)
+            if deliver is not None:
+                answer.append(message_id)
+
+        try:
+            async with typing(channel, conv.chat_id):
+                if resume is None:
+                    result = await self.loop.run(history, ctx, record=record, window=window)
+                else:
+                    conf, approved, reason = resume
+
+                    async def starting() -> bool:
+                        return await self.confirmations.started(conf)
+
+                    result = await self.loop.resume(
+                        history,
+                        _pending(conf),
+                        approved,
+                        ctx,
+                        record=record,
+                        reason=reason,
+                        starting=starting,
+                        window=window,
+                    )
+        except LLMError as exc:
+            log.error("LLM request failed in %s: %s", ctx.key, exc)
+            metrics.turn_ended(conv.channel, "failed", time.monotonic() - started, len(answering))
+            if live is not None:
+                await live.abandon()
+            await self.say(conv.channel, conv.chat_id, failed(exc), reply_to)
+            await self.store.inbox.answered([r.id for r in answering])
+            return None
+        if result.pending is not None:
+            if live is not None:
+                await live.abandon()
+            await self.confirmations.ask(conv, result.pending, user_name, reply_to)
+            await self.store.inbox.answered([r.id for r in answering])
+        elif answer and result.text is not None:
+            shown = live is not None and await live.finish(result.text)
+            if shown and live is not None and live.ref is not None:
+                await self._delivered(answer[-1], live.ref.message_id, answering)
+            else:
+                await self.deliver(answer[-1], conv, result.text, reply_to, answering)
+        seconds = time.monotonic() - started
+        _log_turn(ctx, result, seconds)
+        outcome = "confirmation" if result.pending is not None else "answered"
+        metrics.turn_ended(conv.channel, outcome, seconds, len(answering))
+        u = result.usage
+        await self.store.usage.add(
+            conv.channel,
+            user_id,
+            today(),
+            u.prompt_tokens,
+            u.completion_tokens,
+            len(result.tool_calls),
+        )
+        return result
+
+    async def _history(self, conv: Conversation) -> tuple[Window | None, list[Message]]:
+        """What the turn starts from: with a context budget, the summary and what follows it."""
+        if self.loop.context is not None:
+            return await self.loop.context.load(conv.id)
+        return None, await self.store.conversations.history(conv.id, self.settings.history_limit)
+
+    async def compact(self, key: ConversationKey) -> str:
+        """/compact: fold the chat's finished turns into its summary now, and say what it saved."""
+        if self.loop.context is None:
+            return "This bot sends whole conversations; there is nothing to condense."
+        conv = await self.store.conversations.active(key.channel, key.chat_id)
+        try:
+            done = await self.loop.context.compact(conv.id)
+        except LLMError as exc:
+            log.error("/compact failed in %s: %s", key, exc)
+            return apology(exc)
+        if done.messages == 0:
+            return "Nothing to condense yet: the conversation is already as short as it gets."
+        return (
+            f"Condensed {done.messages} messages into a summary: each request now carries about "
+            f"{done.after:,} tokens of conversation instead of {done.before:,} "
+            f"({done.before - done.after:,} saved). The full history stays stored."
+        )
+
+    async def deliver(
+        self,
+        message_id: int,
+        conv: Conversation,
+        text: str,
+        reply_to: str | None,
+        answering: Sequence[InboxRow] = (),
+        *,
+        last_try: bool = False,
+    ) -> None:
+        """Send a stored answer and record its platform id (and the inbox rows it answers)."""
+        channel = self.channels.get(conv.channel)
+        if channel is None:
+            return
+        self._check_lease()
+        try:
+            ref = await channel.send(conv.chat_id, text, reply_to=reply_to)
+        except Exception as exc:
+            # Still pending: the next start-up tries again, unless this was that try.
+            log.warning("could not deliver an answer in %s:%s: %s", conv.channel, conv.chat_id, exc)
+            async with self.store.transaction():
+                if last_try:
+                    await self.store.conversations.delivered(message_id, None, failed=True)
+                await self.store.inbox.answered([r.id for r in answering])
+            return
+        await self._delivered(message_id, ref.message_id, answering)
+
+    async def _delivered(self, message_id: int, ref: str, answering: Sequence[InboxRow]) -> None:
+        async with self.store.transaction():
+            await self.store.conversations.delivered(message_id, ref)
+            await self.store.inbox.answered([r.id for r in answering])
+
+    async def say(self, channel_name: str, chat_id: str, text: str, reply_to: str | None) -> None:
+        """Show relaybot's own text (a notice, an apology); it is not part of the history."""
+        channel = self.channels.get(channel_name)
+        if channel is None:
+            log.warning("cannot send to %s:%s: channel not running", channel_name, chat_id)
+            return
+        self._check_lease()
+        try:
+            await channel.send(chat_id, text, reply_to=reply_to)
+        except Exception as exc:
+            log.warning("could not send a notice to %s:%s: %s", channel_name, chat_id, exc)
+
+    def _check_lease(self) -> None:
+        if not self.may_send():
+            raise StoreUnavailable("this instance's lease may have run out: it sends nothing more")
+
+    def sender(self, key: ConversationKey) -> Send:
+        async def send(text: str) -> None:
+            await self.say(key.channel, key.chat_id, text, None)
+
+        return send
+
+    def file_sender(self, key: ConversationKey) -> SendFiles:
+        async def send(files: Sequence[File]) -> str:
+            return await send_files(self.channels.get(key.channel), key.chat_id, files)
+
+        return send
+
+    async def recover(self, key: ConversationKey) -> None:
+        """Settle what a crash left in the chat, before anything new is taken."""
+        conversations = self.store.conversations
+        for d in await conversations.undelivered(key.channel, key.chat_id):
+            conv = Conversation(d.conversation_id, d.channel, d.chat_id, True)
+            log.warning("delivering an answer a restart held up in %s", key)
+            await self.deliver(d.message_id, conv, d.text, d.reply_to, last_try=True)
+        rows = await self.store.inbox.rows(InboxState.TAKEN, key.channel, key.chat_id)
+        if not rows:
+            return
+        last = rows[-1]
+        conv = await conversations.active(key.channel, key.chat_id, is_private=last.is_private)
+        history = await conversations.history(conv.id, self.settings.history_limit)
+        open_confirmations = await self.confirmations.open_in(key)
+        waiting = _asked_in_last_turn(history, open_confirmations)
+        if waiting:  # the turn of these rows ended in a question: the prompt answered them
+            for conf in waiting:
+                if conf.message_ref is None and conf.state is ConfirmationState.PENDING:
+                    await self.confirmations.show(conf)
+            await self.store.inbox.answered([r.id for r in rows])
+            return
+        if history and history[-1].is_answer:  # answered and delivered before the crash
+            await self.store.inbox.answered([r.id for r in rows])
+            return
+        # Cut off mid-turn: its calls get "interrupted", except one an older turn still waits on.
+        keep = {c.call_id for c in open_confirmations}
+        await conversations.close_dangling(conv.id, RESTARTED, keep=keep)
+        log.warning("finishing the turn a restart cut off in %s", key)
+        await self.run(conv, last.user_id, last.user_name, last.message_id, answering=rows)
+
+    def _context(
+        self, conv: Conversation, user_id: str, user_name: str, live: LiveReply | None
+    ) -> TurnContext:
+        key = ConversationKey(conv.channel, conv.chat_id)
+        system = self.settings.system_prompt
+        chosen = self.chat_settings
+        if chosen is not None and (persona := chosen.of(key).persona):
+            system = f"{system}\n\n{persona}".strip()
+        tools = None
+        if not conv.is_private:
+            system = f"{system}\n\n{GROUP_NOTE}".strip()
+            if self.settings.dm_only:
+                tools = [n for n in self.loop.registry.names() if n not in self.settings.dm_only]
+        admin = self.permissions.policy.is_admin(conv.channel, user_id)
+        return TurnContext(
+            key,
+            user_id,
+            user_name,
+            self.sender(key),
+            live.on_text if live is not None else None,
+            tools,
+            system,
+            self.file_sender(key),
+            max_tool_calls=None if admin else self.settings.tool_calls_per_turn,
+            model=chosen.model(key) if chosen is not None else None,
+        )
+
+
+def _asked_in_last_turn(
+    history: Sequence[Message], confirmations: Sequence[ConfirmationRow]
+) -> list[ConfirmationRow]:
+    """The confirmations whose call was made after the newest user message."""
+    users = [i for i, m in enumerate(history) if m.role is Role.USER]
+    since = history[users[-1] + 1 :] if users else history
+    asked = {call.id for m in since for call in m.tool_calls}
+    return [c for c in confirmations if c.call_id in asked]
+
+
+def _pending(conf: ConfirmationRow) -> PendingCall:
+    return PendingCall(
+        conf.id,
+        conf.call_id,
+        conf.tool,
+        conf.args,
+        conf.summary,
+        conf.user_id,
+        conf.expires_at,
+        conf.remaining,
+        conf.iteration,
+        conf.details,
+    )
+
+
+def _log_turn(ctx: TurnContext, result: TurnResult, seconds: float) -> None:
+    tools = ", ".join(result.tool_calls) or "none"
+    outcome = "waiting for a confirmation" if result.pending else "answered"
+    log.info(
+        "turn in %s for user %s %s in %.2f s; tools: %s; tokens: %d in (cache: %d read, "
+        "%d written), %d out",
+        ctx.key,
+        ctx.user_id,
+        outcome,
+        seconds,
+        tools,
+        result.usage.prompt_tokens,
+        result.usage.cached_tokens,
+        result.usage.cache_write_tokens,
+        result.usage.completion_tokens,
+    )

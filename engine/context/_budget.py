@@ -1,0 +1,422 @@
+"""The context budget: every request fits the model's window, however old the chat.
+
+Before each request the loop asks :meth:`ContextBudget.fit` for what to send. The system prompt,
+the tool definitions and the running summary count first; then the turns, newest first: the
+last ``keep_recent_turns`` whole, older ones with their tool results cut to
+``tool_result_chars``, or to a sixtieth of the budget when that is less (in a small window an
+older result at 2,000 characters would fill it in a few turns and make every other turn a
+fold). When that is over the budget (or the loaded history is at
+``history_limit``), the oldest turns are folded into the summary (context/_compaction.py) until
+what is left takes at most :data:`LOW_WATER` of the budget, so a fold buys room for many turns
+instead of one. A turn whose own tool results outgrow the budget has its earlier results cut,
+the oldest first. Before anything is folded, the recent turns' results are cut too: cutting
+costs nothing, a fold costs a request. Only what is sent changes: every message stays in the
+store.
+
+Sizes are estimates (engine/context/_tokens.py) times the ratio learned for the model, compared with
+the budget in the provider's tokens. When the provider still refuses a request as too long, the
+loop calls :meth:`ContextBudget.overflowed` (learn what the error says) and fits again with
+``harder=True`` (a smaller budget, no recent turns spared), once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+from engine._store import ContextStore, Summary
+from engine.context._compaction import (
+    SUMMARY_PROMPT,
+    chunks,
+    cut,
+    cut_result,
+    summarise,
+    transcript,
+    turn_starts,
+    with_summary,
+)
+from engine.context._prompt import for_model
+from engine.context._tokens import Ratios, SpecTokens, message_tokens, text_tokens
+from engine.context._window import DEFAULT_WINDOW, WindowInfo, WindowSource
+from engine.models._types import Message, Model, ModelRequest, Role, ToolSpec, Usage
+from tools import ContextOverflow, PromptTooLarge
+
+log = logging.getLogger(__name__)
+
+LOW_WATER = 0.6  # a fold leaves at most this share of the budget in use
+HARDER = 0.8  # the share of the budget a retry after an overflow plans with
+MIN_RESULT_CHARS = 200  # how far a result of the current turn may be cut
+RESULT_SHARE = 60  # an older turn's tool result takes at most 1/60 of the budget
+_SUMMARIES_KEPT = 10_000  # conversations whose summary is kept in memory
+
+
+@dataclass(frozen=True, slots=True)
+class ContextSettings:
+    window: int | None = None  # [llm] context_window; None: ask `discover`
+    max_output_tokens: int | None = None  # None: 1,024, or a quarter of a smaller window
+    budget: int | None = None  # None: the window less the output and a margin
+    keep_recent_turns: int = 6
+    tool_result_chars: int = 2_000
+    history_limit: int = 200
+    discover: Callable[[str], Awaitable[WindowInfo]] | None = None  # the window of a model
+
+
+def budget_for(window: int, settings: ContextSettings) -> int:
+    """Prompt tokens a request may use: the window less the answer's room and a 5 % margin."""
+    output = settings.max_output_tokens
+    if output is None:
+        output = min(1_024, window // 4)
+    room = max(window - output - window // 20, window // 4)
+    return room if settings.budget is None else min(settings.budget, room)
+
+
+@dataclass(slots=True)
+class Window:
+    """A conversation as one turn sees it: its summary, and the store ids of the messages loaded
+    with it (the first ``len(ids)`` of the turn's history). ``conversation_id`` None: nothing is
+    stored (a loop used without a store)."""
+
+    conversation_id: int | None = None
+    summary: Summary | None = None
+    ids: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Fitted:
+    request: ModelRequest
+    estimate: int  # relaybot's estimate of its prompt, before the ratio
+    model: str  # the name of the model it was fitted for
+    spent: Usage = field(default_factory=Usage)  # what summary requests to fit it cost
+
+
+@dataclass(frozen=True, slots=True)
+class Compacted:
+    """What /compact did: messages folded, and the tokens of history sent before and after."""
+
+    messages: int
+    before: int
+    after: int
+
+
+class ContextBudget:
+    def __init__(
+        self,
+        model: Model,
+        store: ContextStore | None,
+        settings: ContextSettings,
+        *,
+        shared: bool = False,
+    ):
+        self.model = model
+        self.store = store
+        self.settings = settings
+        self.ratios = Ratios(store)
+        self.specs = SpecTokens()
+        self.summary_requests = 0
+        self._windows: dict[str, asyncio.Future[WindowInfo]] = {}
+        # Each conversation's summary as last read or written, when this process owns the store
+        # (`shared`: other instances write summaries too, so they are read each time).
+        self._summaries: dict[int, Summary | None] = {}
+        self._cache = not shared
+        self._warned: set[frozenset[str]] = set()
+
+    def drop_cached(self) -> None:
+        """Forget the summaries read so far: some were deleted (a user forgotten, history
+        capped by age), and are read again from the store."""
+        self._summaries.clear()
+
+    # -- the window and the budget --------------------------------------------------------
+
+    def discover_soon(self, model: str | None = None) -> None:
+        """Start finding a model's window now, so the first turn does not wait for it."""
+        name = model or self.model.name
+        if name not in self._windows:
+            self._windows[name] = asyncio.ensure_future(self._discover(name))
+
+    async def window(self, model: str | None = None) -> WindowInfo:
+        name = model or self.model.name
+        self.discover_soon(name)
+        return await asyncio.shield(self._windows[name])
+
+    async def _discover(self, model: str) -> WindowInfo:
+        s = self.settings
+        if s.window is not None and model == self.model.name:
+            info = WindowInfo(s.window, WindowSource.CONFIG, "set in [llm] context_window")
+        elif s.discover is not None:
+            info = await s.discover(model)
+        else:
+            info = WindowInfo(DEFAULT_WINDOW, WindowSource.DEFAULT, "nothing configured")
+        log.info(
+            "context window of %s: %s tokens (%s); budget %s tokens per request",
+            model,
+            f"{info.tokens:,}",
+            info.why,
+            f"{budget_for(info.tokens, s):,}",
+        )
+        return info
+
+    async def budget(self, model: str | None = None) -> int:
+        name = model or self.model.name
+        info = await self.window(name)
+        learned = (await self.ratios.get(name)).window
+        return budget_for(min(info.tokens, learned or info.tokens), self.settings)
+
+    # -- loading, fitting, learning -------------------------------------------------------
+
+    async def load(self, conversation_id: int) -> tuple[Window, list[Message]]:
+        """The conversation's summary and the messages after it. Up to twice history_limit are
+        loaded, so messages past the limit are folded into the summary, not silently dropped."""
+        assert self.store is not None
+        if conversation_id in self._summaries:
+            summary = self._summaries[conversation_id]
+        else:
+            summary = await self.store.summary(conversation_id)
+            if len(self._summaries) >= _SUMMARIES_KEPT:
+                self._summaries.clear()
+            if self._cache:
+                self._summaries[conversation_id] = summary
+        after = summary.last_id if summary is not None else 0
+        limit = 2 * self.settings.history_limit
+        rows = await self.store.messages_after(conversation_id, after, limit)
+        return Window(conversation_id, summary, [i for i, _ in rows]), [m for _, m in rows]
+
+    async def fit(
+        self,
+        window: Window,
+        history: list[Message],
+        system: str,
+        tools: Sequence[ToolSpec],
+        *,
+        model: Model | None = None,
+        stream: bool = False,
+        harder: bool = False,
+    ) -> Fitted:
+        """The request to send to `model` (the default one when None), within its budget. Folds
+        old turns into the summary when needed (with `model`'s help): `history` and `window`
+        then lose the folded messages (they stay in the store)."""
+        model = model or self.model
+        budget = await self.budget(model.name)
+        if harder:
+            budget = int(budget * HARDER)
+        ratio = (await self.ratios.get(model.name)).ratio
+        limit = budget / ratio  # the budget in estimated tokens
+        tools_size = self.specs.total(tools)
+        fixed = text_tokens(system) + tools_size
+        if fixed > limit:
+            raise PromptTooLarge(
+                f"the system prompt and {len(tools)} tool definitions take about "
+                f"{math.ceil(fixed * ratio):,} tokens, more than the budget of {budget:,}"
+            )
+        self._warn_tools(tools, tools_size, limit)
+        keep = 1 if harder else max(1, self.settings.keep_recent_turns)  # the current turn
+        shown, size = self._arrange(window, history, fixed, keep, limit)
+        spent = Usage()
+        if size > limit or len(history) > self.settings.history_limit:
+            spent = await self._fold_for(model, window, history, shown, fixed, limit)
+            shown, size = self._arrange(window, history, fixed, keep, limit)
+        if size > limit:
+            size = self._cut_current(shown, size, limit)
+        if size > limit:
+            raise ContextOverflow(
+                f"the current message and its tool results need about {math.ceil(size * ratio):,} "
+                f"tokens even cut down, more than the budget of {budget:,}"
+            )
+        summary = window.summary.text if window.summary else None
+        request = ModelRequest(with_summary(system, summary), for_model(shown), tools, stream)
+        return Fitted(request, size, model.name, spent)
+
+    async def learn(self, fitted: Fitted, usage: Usage) -> None:
+        """A reply's usage: the provider's count of what we estimated."""
+        if usage.prompt_tokens > 0:
+            await self.ratios.learn(fitted.model, fitted.estimate, usage.prompt_tokens)
+
+    async def overflowed(self, fitted: Fitted, exc: ContextOverflow) -> None:
+        await self.ratios.overflowed(fitted.model, fitted.estimate, str(exc))
+
+    # -- what is sent ---------------------------------------------------------------------
+
+    def _arrange(
+        self, window: Window, history: list[Message], fixed: int, keep: int, limit: float
+    ) -> tuple[list[Message], int]:
+        """The recent turns whole if that fits, else every earlier turn's results cut (cutting
+        costs no request, folding does); with the size of what is sent."""
+        chars = min(
+            self.settings.tool_result_chars, max(MIN_RESULT_CHARS, int(limit * 4 / RESULT_SHARE))
+        )
+        shown = self._shown(history, keep, chars)
+        size = fixed + self._history_size(window, shown)
+        if size > limit and keep > 1:
+            shown = self._shown(history, 1, chars)
+            size = fixed + self._history_size(window, shown)
+        return shown, size
+
+    def _shown(self, history: list[Message], keep: int, chars: int) -> list[Message]:
+        """The history with tool results cut in turns older than the last `keep`."""
+        starts = turn_starts(history)
+        if len(starts) <= keep:
+            return list(history)
+        recent = starts[-keep] if keep > 0 else len(history)
+        out = list(history)
+        for i in range(recent):
+            out[i] = cut_result(out[i], chars)
+        return out
+
+    @staticmethod
+    def _history_size(window: Window, shown: Sequence[Message]) -> int:
+        summary = text_tokens(window.summary.text) + 30 if window.summary else 0
+        return summary + sum(message_tokens(m) for m in shown)
+
+    def _cut_current(self, shown: list[Message], size: int, limit: float) -> int:
+        """Cut the current turn's tool results, earlier ones first, until it fits."""
+        starts = turn_starts(shown)
+        first = starts[-1] if starts else 0
+        results = [i for i in range(first, len(shown)) if shown[i].role is Role.TOOL]
+        if not results:
+            return size
+        for chars in (self.settings.tool_result_chars, MIN_RESULT_CHARS):
+            for i in results[:-1]:
+                if size <= limit:
+                    return size
+                size += self._replace(shown, i, cut_result(shown[i], chars))
+        last = results[-1]
+        if size > limit:
+            text = shown[last].text or ""
+            over_chars = int((size - limit) * 4) + 64
+            keep = max(MIN_RESULT_CHARS, len(text) - over_chars)
+            size += self._replace(shown, last, cut_result(shown[last], keep))
+        return size
+
+    @staticmethod
+    def _replace(shown: list[Message], i: int, msg: Message) -> int:
+        before = message_tokens(shown[i])
+        shown[i] = msg
+        return message_tokens(msg) - before
+
+    # -- folding --------------------------------------------------------------------------
+
+    async def _fold_for(
+        self,
+        model: Model,
+        window: Window,
+        history: list[Message],
+        shown: Sequence[Message],
+        fixed: int,
+        limit: float,
+    ) -> Usage:
+        """Fold the oldest turns until what is left takes at most LOW_WATER of the budget."""
+        starts = turn_starts(history)
+        if not starts:  # no user message: all of it is the current turn
+            return Usage()
+        foldable = len(history) if window.conversation_id is None else len(window.ids)
+        bounds = [b for b in starts if 0 < b <= foldable]
+        if not bounds:
+            return Usage()
+        cap = self._summary_cap(limit)
+        target = LOW_WATER * limit - fixed - cap
+        count_target = LOW_WATER * self.settings.history_limit
+        sizes = [message_tokens(m) for m in shown]
+        rest = sum(sizes)
+        end = 0
+        for bound in bounds:
+            if end and rest <= target and len(history) - end <= count_target:
+                break
+            rest -= sum(sizes[end:bound])
+            end = bound
+        return await self._fold(model, window, history, end, limit)
+
+    def _summary_cap(self, limit: float) -> int:
+        """The summary's size in estimated tokens: an eighth of the budget, within bounds."""
+        return int(min(1_500, max(150, limit / 8)))
+
+    async def _fold(
+        self, model: Model, window: Window, history: list[Message], n: int, limit: float
+    ) -> Usage:
+        """Fold history[:n] (whole turns) into the summary, one request per chunk that fits;
+        returns what the summary requests cost."""
+        cap = self._summary_cap(limit)
+        chunk_chars = int(max(2_000, (limit - text_tokens(SUMMARY_PROMPT) - 2 * cap) * 4))
+        result_chars = max(MIN_RESULT_CHARS, self.settings.tool_result_chars // 2)
+        ids = window.ids
+        folded = 0
+        spent = Usage()
+        try:
+            for start, end in chunks(history[:n], chunk_chars, result_chars):
+                part = cut(transcript(history[start:end], result_chars), chunk_chars)
+                text, usage = await self._summarise(model, window, part, cap)
+                spent += usage
+                first = window.summary.first_id if window.summary else _id(ids, start)
+                summary = Summary(window.conversation_id or 0, text, first, _id(ids, end - 1))
+                if self.store is not None and window.conversation_id is not None:
+                    await self.store.save_summary(summary)
+                    if self._cache:
+                        self._summaries[window.conversation_id] = summary
+                window.summary = summary
+                folded = end
+        finally:  # what was folded leaves the turn's history, even if a later chunk failed
+            del history[:folded]
+            del ids[:folded]
+            if folded:
+                log.info(
+                    "folded %d messages of conversation %s into its summary",
+                    folded,
+                    window.conversation_id,
+                )
+        return spent
+
+    async def _summarise(
+        self, model: Model, window: Window, part: str, cap: int
+    ) -> tuple[str, Usage]:
+        previous = window.summary.text if window.summary else None
+        words, chars = int(cap * 0.6), cap * 4
+        try:
+            text, request, reply = await summarise(
+                model, previous, part, words=words, max_chars=chars
+            )
+        except ContextOverflow as exc:  # our estimate of the part was short: learn, halve it
+            estimate = text_tokens(part) + text_tokens(SUMMARY_PROMPT)
+            await self.ratios.overflowed(model.name, estimate, str(exc))
+            half = cut(part, len(part) // 2)
+            text, request, reply = await summarise(
+                model, previous, half, words=words, max_chars=chars
+            )
+        self.summary_requests += 1
+        estimate = text_tokens(request.system) + sum(message_tokens(m) for m in request.messages)
+        await self.learn(Fitted(request, estimate, model.name), reply.usage)
+        return text, reply.usage
+
+    async def compact(self, conversation_id: int) -> Compacted:
+        """Fold every turn but the last into the summary now (/compact). The last stays whole,
+        so /retry and /undo still act on it. The sizes are of the history as it is sent."""
+        window, history = await self.load(conversation_id)
+        ratio = (await self.ratios.get(self.model.name)).ratio
+        limit = await self.budget(self.model.name) / ratio
+        keep = self.settings.keep_recent_turns
+        before = self._arrange(window, history, 0, keep, limit)[1]
+        starts = [s for s in turn_starts(history) if s <= len(window.ids)]
+        end = starts[-1] if starts else 0
+        if end > 0:
+            await self._fold(self.model, window, history, end, limit)
+        after = self._arrange(window, history, 0, keep, limit)[1]
+        return Compacted(end, round(before * ratio), round(after * ratio))
+
+    def _warn_tools(self, tools: Sequence[ToolSpec], size: int, limit: float) -> None:
+        names = frozenset(t.name for t in tools)
+        if size <= limit / 2 or names in self._warned:
+            return
+        self._warned.add(names)
+        biggest = sorted(tools, key=self.specs, reverse=True)[:5]
+        log.warning(
+            "the tool definitions take %d%% of the context budget (%d tools); the biggest: %s. "
+            "Offer fewer tools (e.g. [tools] builtins, fewer MCP servers) or a larger window",
+            round(size / limit * 100),
+            len(tools),
+            ", ".join(f"{t.name} (~{self.specs(t):,} tokens)" for t in biggest),
+        )
+
+
+def _id(ids: list[int], i: int) -> int:
+    """The store id of the i-th loaded message (0 for one the store does not have)."""
+    return ids[i] if 0 <= i < len(ids) else 0

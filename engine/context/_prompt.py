@@ -1,0 +1,94 @@
+"""What a turn sends the model: the system prompt, the history as the model should see it.
+
+The history is shaped here (pairing repaired, group speakers named) before every request; what
+of it fits the model's window is decided first by the context budget (engine/context/_budget.py).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+
+from engine.models._types import Message, Role, Text, ToolCall, ToolOutput
+
+log = logging.getLogger(__name__)
+
+NO_RESULT = "No result was recorded for this call."
+
+
+def for_model(history: Sequence[Message]) -> list[Message]:
+    """The history as sent: pairing repaired, each group message prefixed with its speaker."""
+    out = ensure_pairing(list(history))
+    if any(m.speaker for m in out):
+        out = [_named(m) if m.speaker else m for m in out]
+    return out
+
+
+def _named(msg: Message) -> Message:
+    """A user message of a group, prefixed with who wrote it (by name, never by user id)."""
+    parts = list(msg.parts)
+    for i, part in enumerate(parts):
+        if isinstance(part, Text):
+            parts[i] = Text(f"[{msg.speaker}] {part.text}")
+            break
+    return Message(msg.role, parts)
+
+
+def sanitised(call: ToolCall) -> ToolCall:
+    """The call as it is stored: arguments that are not a JSON object become a valid one."""
+    raw = call.arguments.strip()
+    if not raw:
+        return ToolCall(call.id, call.name, "{}")
+    try:
+        if isinstance(json.loads(raw), dict):
+            return call
+    except json.JSONDecodeError:
+        pass
+    return ToolCall(call.id, call.name, json.dumps({"invalid_json": raw[:2000]}))
+
+
+def ensure_pairing(history: list[Message]) -> list[Message]:
+    """Every assistant tool call followed by exactly one result; orphans dropped.
+
+    Providers reject a history that breaks this. A repaired copy is returned (and logged);
+    the common case returns `history` itself.
+    """
+    out: list[Message] = []
+    open_ids: list[str] = []
+    seen: set[str] = set()
+    repaired = False
+
+    def close_open() -> None:
+        nonlocal repaired
+        for cid in open_ids:
+            out.append(Message(Role.TOOL, [ToolOutput(cid, NO_RESULT, is_error=True)]))
+            repaired = True
+        open_ids.clear()
+
+    for msg in history:
+        if msg.role is Role.TOOL:
+            result = msg.result
+            if result is not None and result.call_id in open_ids:
+                open_ids.remove(result.call_id)
+                out.append(msg)
+            else:
+                repaired = True  # an orphan or duplicate result
+            continue
+        close_open()
+        calls = msg.tool_calls
+        if msg.role is Role.ASSISTANT and calls:
+            fresh = [c for c in calls if c.id not in seen]
+            if len(fresh) != len(calls):
+                repaired = True
+                if not fresh and not msg.text:
+                    continue
+                msg = Message.assistant(msg.text, fresh)
+            seen.update(c.id for c in fresh)
+            open_ids.extend(c.id for c in fresh)
+        out.append(msg)
+    close_open()
+    if not repaired:
+        return history
+    log.error("conversation history broke the tool-call pairing; repaired before sending")
+    return out

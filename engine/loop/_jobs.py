@@ -1,0 +1,117 @@
+"""Background jobs: tools that report back later, as a follow-up in their conversation.
+
+The runner only runs them (a task each) and hands each result to `on_done` exactly once; what is
+stored about a job, and how its result reaches the chat, is engine/chat/_background.py's business.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from engine.loop._types import ConversationKey
+from tools import ToolContext, ToolRegistry, ToolResult
+
+log = logging.getLogger(__name__)
+
+_NO_LIMIT_S = 10 * 365 * 24 * 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    id: str
+    key: ConversationKey
+    user_id: str
+    tool: str
+    args: dict[str, Any]
+
+
+OnStart = Callable[[Job], Awaitable[None]]
+OnDone = Callable[[Job, ToolResult], Awaitable[None]]
+
+
+async def _nobody_listens(job: Job, result: ToolResult) -> None:
+    log.info("background job %s in %s finished; no one is listening", job.id, job.key)
+
+
+async def _nothing(job: Job) -> None:
+    return None
+
+
+class JobRunner:
+    """Runs background jobs as tasks; `on_start` is awaited before a new job's task exists
+    (so it can be recorded first), `on_done` receives each result once. `aclose` cancels what
+    is still running and waits for it."""
+
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        on_done: OnDone = _nobody_listens,
+        on_start: OnStart = _nothing,
+    ) -> None:
+        self.registry = registry
+        self.on_done = on_done
+        self.on_start = on_start
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+
+    @property
+    def running(self) -> list[str]:
+        return list(self._tasks)
+
+    async def start(self, job: Job, context: ToolContext, *, new: bool = True) -> None:
+        """Run `job`; `new=False` re-runs a job recorded before (after a restart)."""
+        if new:
+            await self.on_start(job)
+        task = asyncio.create_task(self._run(job, context), name=f"job-{job.id}")
+        self._tasks[job.id] = task
+        task.add_done_callback(lambda _t: self._tasks.pop(job.id, None))
+
+    async def _run(self, job: Job, context: ToolContext) -> None:
+        prepared = self.registry.prepare(job.tool, job.args)
+        if isinstance(prepared, ToolResult):
+            result = prepared
+        else:
+            # A background job runs as long as it needs unless the tool sets its own limit.
+            limit = prepared.tool.timeout_s or _NO_LIMIT_S
+            result = await self.registry.run(prepared, context, timeout_s=limit)
+        await self._deliver(job, result)
+
+    def callback(
+        self, key: ConversationKey, job_id: str, tool: str, user_id: str = ""
+    ) -> Callable[[ToolResult], Awaitable[None]]:
+        """A once-only callback for an AsyncTool reporting its own result later."""
+        job = Job(job_id, key, user_id, tool, {})
+        fired = False
+
+        async def report(result: ToolResult) -> None:
+            nonlocal fired
+            if fired:
+                log.warning("job %s reported twice; the second report is ignored", job_id)
+                return
+            fired = True
+            await self._deliver(job, result)
+
+        return report
+
+    async def _deliver(self, job: Job, result: ToolResult) -> None:
+        try:
+            await self.on_done(job, result)
+        except Exception:
+            log.exception("delivering the result of job %s failed", job.id)
+
+    async def cancel(self, job_ids: Iterable[str]) -> None:
+        """Stop these jobs if they run (their results are never reported); returns once they
+        have stopped."""
+        tasks = [t for t in map(self._tasks.get, job_ids) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def aclose(self) -> None:
+        tasks = list(self._tasks.values())
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

@@ -1,0 +1,341 @@
+"""The Anthropic Messages provider: Claude models through the official ``anthropic`` SDK.
+
+Everything Anthropic-shaped lives here. The translation of a neutral request:
+
+- the system prompt goes in the top-level ``system`` field, as one text block;
+- a tool spec becomes ``{name, description, input_schema}``;
+- a user message becomes a user turn of text and image blocks (inline bytes as base64, URLs
+  as URL sources); an assistant message an assistant turn of text and ``tool_use`` blocks
+  (the stored argument text parsed into ``input``); a tool message a ``tool_result`` block
+  (``is_error`` when the tool failed) in a user turn;
+- consecutive messages of one role are merged into one turn, so parallel tool results travel
+  in one user turn and a background result after an answer joins that answer's turn;
+- what the API refuses is avoided: blank text is left out (a blank newest message becomes a
+  placeholder), a history cut before its first user message starts with a placeholder user
+  turn, and an id with other characters than letters, digits, ``_`` and ``-`` is rewritten,
+  the same way in a call and in its result;
+- a history with tool blocks sent without tools (the iteration bound's last request) declares
+  the tools it used, with ``tool_choice`` none: the API refuses tool blocks without tools;
+- prompt caching: the tool definitions, the system prompt and the newest message are marked
+  cacheable, so a chat pays full price for them once per cache lifetime and each request
+  of a turn reads the history before it from the cache.
+
+And back: text blocks joined, ``tool_use`` blocks as calls, ``stop_reason`` as a
+:class:`FinishReason`, usage with cache reads and writes. Errors map by the API's error type
+(also for one sent inside a stream): overloaded and api errors → ModelUnavailable, rate limits
+→ ModelRateLimited, authentication → ModelAuthError, "prompt is too long" → ContextOverflow.
+
+The SDK is an optional extra (``pip install 'relaybot[anthropic]'``); it is imported on first
+use, in a thread (:meth:`AnthropicModel.warm_up`), because importing it takes seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import importlib
+import json
+import logging
+import re
+from collections.abc import Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from engine.context._prompt import sanitised
+from engine.models._stream import emit
+from engine.models._types import (
+    FinishReason,
+    Image,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    OnText,
+    Role,
+    Text,
+    ToolCall,
+    ToolOutput,
+    ToolSpec,
+    Usage,
+)
+from tools import (
+    ConfigError,
+    ContextOverflow,
+    LLMError,
+    ModelAuthError,
+    ModelRateLimited,
+    ModelUnavailable,
+)
+
+if TYPE_CHECKING:
+    import anthropic
+
+log = logging.getLogger(__name__)
+
+EXTRA = "pip install 'relaybot[anthropic]'"
+DEFAULT_MAX_TOKENS = 4096
+CACHE = {"type": "ephemeral"}
+EMPTY_MESSAGE = "(empty message)"
+NO_OUTPUT = "(no output)"
+EARLIER = "(earlier messages are not shown)"
+
+_FINISH = {
+    "end_turn": FinishReason.STOP,
+    "stop_sequence": FinishReason.STOP,
+    "tool_use": FinishReason.TOOL_CALLS,
+    "max_tokens": FinishReason.LENGTH,
+    "model_context_window_exceeded": FinishReason.LENGTH,
+    "refusal": FinishReason.REFUSAL,
+}
+_NOT_AN_ID = re.compile(r"[^A-Za-z0-9_-]")
+
+
+class AnthropicModel:
+    """A :class:`engine.Model` over Anthropic's Messages API.
+
+    `max_tokens` is the longest answer (the API requires one); `options` (temperature, top_p,
+    ...) go into every request; `cache` marks the prompt's stable parts for prompt caching.
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str | None,
+        api_key: str,
+        model: str,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        timeout_s: float = 60.0,
+        max_retries: int = 2,
+        options: dict[str, Any] | None = None,
+        cache: bool = True,
+        http_client: Any = None,
+    ) -> None:
+        self.name = model
+        self.max_tokens = max_tokens
+        self.max_retries = max_retries
+        self.options = dict(options or {})
+        self.cache = cache
+        self._settings = {
+            "base_url": base_url,
+            "api_key": api_key or "not-needed",
+            "timeout": timeout_s,
+            "max_retries": max_retries,
+            "http_client": http_client,
+        }
+        self._sdk: anthropic.AsyncAnthropic | None = None
+
+    @property
+    def sdk(self) -> anthropic.AsyncAnthropic:
+        if self._sdk is None:
+            sdk = _anthropic()
+            settings = dict(self._settings)
+            if settings["http_client"] is None:
+                settings["http_client"] = sdk.DefaultAioHttpClient()  # as for OpenAI: cheap pools
+            self._sdk = sdk.AsyncAnthropic(**settings)
+        return self._sdk
+
+    async def warm_up(self) -> None:
+        """Import the SDK in a worker thread, so neither start-up nor the event loop waits."""
+        if self._sdk is None:
+            await asyncio.to_thread(_anthropic)
+
+    async def aclose(self) -> None:
+        if self._sdk is not None:
+            await self._sdk.close()
+
+    async def complete(self, request: ModelRequest, on_text: OnText | None = None) -> ModelResponse:
+        body = {
+            "model": self.name,
+            "max_tokens": self.max_tokens,
+            **to_anthropic(request, cache=self.cache),
+        }
+        if self.options:
+            body["extra_body"] = self.options
+        await self.warm_up()
+        sdk = _anthropic()
+        try:
+            if request.stream:
+                reply = await self._stream(body, on_text)
+            else:
+                reply = _response(await self.sdk.messages.create(**body))
+        except sdk.APIStatusError as exc:
+            raise _status_error(exc) from exc
+        except sdk.APITimeoutError as exc:
+            raise ModelUnavailable("the model endpoint timed out") from exc
+        except sdk.APIConnectionError as exc:
+            raise ModelUnavailable(
+                f"the model endpoint is unreachable ({exc.__cause__ or exc})"
+            ) from exc
+        except sdk.AnthropicError as exc:
+            raise LLMError(f"the model request failed: {exc}") from exc
+        u = reply.usage
+        log.debug(
+            "%s: %d prompt tokens (cache: %d read, %d written), %d out",
+            self.name,
+            u.prompt_tokens,
+            u.cached_tokens,
+            u.cache_write_tokens,
+            u.completion_tokens,
+        )
+        return reply
+
+    async def _stream(self, body: dict[str, Any], on_text: OnText | None) -> ModelResponse:
+        """A streamed request. The SDK retries the request itself; a stream that breaks before
+        its first token is started again (bounded), one that breaks later is an error."""
+        sdk = _anthropic()
+        for attempt in range(self.max_retries + 1):
+            emitted = False
+            async with self.sdk.messages.stream(**body) as stream:
+                try:
+                    async for event in stream:
+                        if event.type == "text" and event.text:
+                            emitted = True
+                            await emit(on_text, event.text)
+                    return _response(await stream.get_final_message())
+                except (sdk.APIConnectionError, sdk.APIStatusError) as exc:
+                    if emitted or attempt == self.max_retries or not _transient(exc):
+                        raise
+                    log.warning("the stream broke before its first token (%s); starting again", exc)
+        raise AssertionError("unreachable")
+
+
+def to_anthropic(request: ModelRequest, *, cache: bool = True) -> dict[str, Any]:
+    """The Messages API fields for `request`: system, messages and tools (with tool_choice)."""
+    out: dict[str, Any] = {"messages": _turns(request.messages)}
+    if request.system:
+        block: dict[str, Any] = {"type": "text", "text": request.system}
+        out["system"] = [{**block, "cache_control": CACHE}] if cache else [block]
+    tools = [_tool(t) for t in request.tools]
+    if not tools:  # the API refuses tool blocks in a request without tools
+        used = dict.fromkeys(p.name for m in request.messages for p in m.tool_calls)
+        if used:
+            tools = [{"name": n, "input_schema": {"type": "object"}} for n in used]
+            out["tool_choice"] = {"type": "none"}
+    if tools:
+        if cache:
+            tools[-1] = {**tools[-1], "cache_control": CACHE}
+        out["tools"] = tools
+    if cache and out["messages"]:
+        last = out["messages"][-1]["content"]
+        last[-1] = {**last[-1], "cache_control": CACHE}
+    return out
+
+
+def _tool(spec: ToolSpec) -> dict[str, Any]:
+    return {"name": spec.name, "description": spec.description, "input_schema": spec.parameters}
+
+
+def _turns(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """Neutral messages as alternating user and assistant turns."""
+    turns: list[dict[str, Any]] = []
+    for m in messages:
+        role = "assistant" if m.role is Role.ASSISTANT else "user"
+        blocks = _blocks(m)
+        if not blocks:
+            continue  # nothing but blank text: the API refuses an empty turn
+        if turns and turns[-1]["role"] == role:
+            turns[-1]["content"].extend(blocks)
+        else:
+            turns.append({"role": role, "content": blocks})
+    if turns and turns[0]["role"] == "assistant":  # the history was cut before a user message
+        turns.insert(0, {"role": "user", "content": [{"type": "text", "text": EARLIER}]})
+    if not turns or turns[-1]["role"] == "assistant":  # the newest message was blank
+        turns.append({"role": "user", "content": [{"type": "text", "text": EMPTY_MESSAGE}]})
+    return turns
+
+
+def _blocks(m: Message) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for part in m.parts:
+        match part:
+            case Text(text=text) if text.strip():
+                out.append({"type": "text", "text": text})
+            case Image() if m.role is Role.USER:
+                out.append({"type": "image", "source": _image_source(part)})
+            case ToolCall():
+                args = json.loads(sanitised(part).arguments)
+                out.append(
+                    {"type": "tool_use", "id": _id(part.id), "name": part.name, "input": args}
+                )
+            case ToolOutput():
+                result: dict[str, Any] = {
+                    "type": "tool_result",
+                    "tool_use_id": _id(part.call_id),
+                    "content": part.text if part.text.strip() else NO_OUTPUT,
+                }
+                if part.is_error:
+                    result["is_error"] = True
+                out.append(result)
+    return out
+
+
+def _image_source(image: Image) -> dict[str, Any]:
+    if image.data is not None:
+        data = base64.b64encode(image.data).decode()
+        return {"type": "base64", "media_type": image.media_type, "data": data}
+    return {"type": "url", "url": image.url or ""}
+
+
+def _id(call_id: str) -> str:
+    return _NOT_AN_ID.sub("_", call_id) or "call"
+
+
+def _response(msg: Any) -> ModelResponse:
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    for block in msg.content:
+        if block.type == "text":
+            texts.append(block.text)
+        elif block.type == "tool_use":
+            calls.append(ToolCall(block.id, block.name, json.dumps(block.input)))
+    reason = _FINISH.get(msg.stop_reason or "", FinishReason.OTHER)
+    return ModelResponse("".join(texts) or None, calls, reason, _usage(msg.usage), msg.model or "")
+
+
+def _usage(raw: Any) -> Usage:
+    if raw is None:
+        return Usage()
+    read = raw.cache_read_input_tokens or 0
+    written = raw.cache_creation_input_tokens or 0
+    return Usage((raw.input_tokens or 0) + read + written, raw.output_tokens or 0, read, written)
+
+
+def _transient(exc: Exception) -> bool:
+    """A failure worth another try: a broken connection, an overloaded or failing server."""
+    return not hasattr(exc, "status_code") or isinstance(
+        _status_error(exc), ModelUnavailable | ModelRateLimited
+    )
+
+
+def _status_error(exc: Any) -> LLMError:
+    kind, message = _error_body(exc)
+    status = exc.status_code
+    detail = f"the model endpoint answered {status} ({kind or 'error'}): {message}"
+    if status == 413 or kind == "request_too_large" or "prompt is too long" in message.lower():
+        return ContextOverflow(detail)
+    if status in (401, 403) or kind in ("authentication_error", "permission_error"):
+        return ModelAuthError(detail)
+    if status == 429 or kind == "rate_limit_error":
+        return ModelRateLimited(detail)
+    if status >= 500 or kind in ("api_error", "overloaded_error"):
+        return ModelUnavailable(detail)
+    return LLMError(detail)
+
+
+def _error_body(exc: Any) -> tuple[str | None, str]:
+    """The API's error type and message: ``{"type": "error", "error": {type, message}}``."""
+    body = exc.body
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict):
+            kind = err.get("type") if isinstance(err.get("type"), str) else None
+            return kind, str(err.get("message") or exc.message)[:300]
+    return None, str(exc.message)[:300]
+
+
+def _anthropic() -> ModuleType:
+    try:
+        return importlib.import_module("anthropic")
+    except ImportError:
+        raise ConfigError(
+            "llm.provider", f'provider "anthropic" needs the anthropic SDK: {EXTRA}'
+        ) from None

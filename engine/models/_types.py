@@ -1,0 +1,188 @@
+"""The provider-neutral model layer: what the loop sends a model and what it gets back.
+
+A conversation is a list of :class:`Message`, each a role and a list of parts (text, image, tool
+call, tool result). The store keeps messages in this shape; each provider (``models/_openai.py``,
+``models/_anthropic.py``) translates them on the way out and the reply on the way back, so the
+loop, the store and the stored history never see a provider's format, and a conversation started
+on one provider goes on with another. The system prompt travels apart
+from the messages (:attr:`ModelRequest.system`), as most providers want it.
+
+A :class:`Model` raises :class:`tools.LLMError` (or a subclass) when a request fails after its
+own retries; the error's text is for the log, never for a chat.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+OnText = Callable[[str], Awaitable[None] | None]
+
+
+class Role(enum.StrEnum):
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"  # a tool's result, answering one call of the assistant message before it
+
+
+@dataclass(frozen=True, slots=True)
+class Text:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Image:
+    """An image the model can look at: inline bytes, or a URL the provider fetches.
+
+    An image a user sent is stored by its platform reference (`ref`) and `size`, not its bytes;
+    the turn fetches the bytes again when the image is recent enough to send (chat/_media.py).
+    """
+
+    media_type: str
+    data: bytes | None = field(default=None, repr=False)
+    url: str | None = None
+    name: str = ""
+    ref: str | None = None  # the chat platform's reference (Telegram file_id, Discord URL)
+    size: int | None = None  # bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # the raw JSON text the model sent
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutput:
+    call_id: str
+    text: str
+    is_error: bool = False
+
+
+Part = Text | Image | ToolCall | ToolOutput
+
+
+@dataclass(slots=True)
+class Message:
+    """One message of a conversation. `speaker` names who wrote a user message in a group."""
+
+    role: Role
+    parts: list[Part] = field(default_factory=list)
+    speaker: str | None = None
+
+    @classmethod
+    def user(
+        cls, text: str, *, speaker: str | None = None, images: Sequence[Image] = ()
+    ) -> Message:
+        return cls(Role.USER, [Text(text), *images], speaker)
+
+    @classmethod
+    def assistant(cls, text: str | None, calls: Sequence[ToolCall] = ()) -> Message:
+        parts: list[Part] = [Text(text)] if text else []
+        return cls(Role.ASSISTANT, [*parts, *calls])
+
+    @classmethod
+    def tool_result(cls, call_id: str, text: str, *, is_error: bool = False) -> Message:
+        return cls(Role.TOOL, [ToolOutput(call_id, text, is_error)])
+
+    @property
+    def text(self) -> str | None:
+        """The text parts joined (a tool result's text for a tool message); None if none."""
+        texts = [p.text for p in self.parts if isinstance(p, Text | ToolOutput)]
+        return "\n".join(texts) if texts else None
+
+    @property
+    def tool_calls(self) -> list[ToolCall]:
+        return [p for p in self.parts if isinstance(p, ToolCall)]
+
+    @property
+    def result(self) -> ToolOutput | None:
+        """The tool result a tool message carries."""
+        return next((p for p in self.parts if isinstance(p, ToolOutput)), None)
+
+    @property
+    def images(self) -> list[Image]:
+        return [p for p in self.parts if isinstance(p, Image)]
+
+    @property
+    def is_answer(self) -> bool:
+        """An assistant message meant for the user: text and no tool calls."""
+        return self.role is Role.ASSISTANT and bool(self.text) and not self.tool_calls
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A tool as a model sees it: its name, what it is for, and a JSON Schema of its arguments."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    strict_parameters: dict[str, Any] | None = None  # the OpenAI strict-mode variant
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    system: str
+    messages: Sequence[Message]
+    tools: Sequence[ToolSpec] = ()
+    stream: bool = False
+
+
+class FinishReason(enum.StrEnum):
+    STOP = "stop"
+    TOOL_CALLS = "tool_calls"
+    LENGTH = "length"  # cut by the output limit
+    REFUSAL = "refusal"  # the provider's content filter or a refusal
+    OTHER = "other"
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Tokens of one request (or summed over a turn). `prompt_tokens` counts the whole prompt,
+    cached parts included: `cached_tokens` of it were read from the provider's prompt cache,
+    `cache_write_tokens` were written to it."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            self.cached_tokens + other.cached_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ModelResponse:
+    text: str | None
+    tool_calls: list[ToolCall]
+    finish_reason: FinishReason
+    usage: Usage = Usage()
+    model: str = ""
+
+
+class Model(Protocol):
+    """What the loop calls. `complete` raises tools.LLMError when the request fails."""
+
+    name: str
+
+    async def complete(self, request: ModelRequest, on_text: OnText | None = None) -> ModelResponse:
+        """One request; `on_text` receives text deltas when `request.stream` is set."""
+        ...
+
+    async def warm_up(self) -> None:
+        """Load what the first request needs (an SDK import) without blocking the event loop."""
+        ...
+
+    async def aclose(self) -> None: ...

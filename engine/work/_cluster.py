@@ -1,0 +1,308 @@
+"""Several instances on one store: which instance works on which chat, and what happens when one
+dies. Used only with a store several processes can share (PostgreSQL, ``Store.cluster``); with
+SQLite none of this runs.
+
+Each instance joins the store as a live *incarnation* and renews its heartbeat every second
+(engine/_store/_pg_cluster.py keeps the rows). A chat's work items run only on the instance
+holding the chat's lease, one at a time, so a chat's turns stay strictly ordered whichever
+instance runs them:
+
+- work for a chat that is not held here (a message the receiving instance committed, a press,
+  a finished job, a scheduled run) is *handed over*: published to every instance (NOTIFY). The
+  instance holding the chat queues it; if nobody holds it, every instance that has the chat's
+  channel tries to claim it, the less busy ones first, and the one that wins queues it. Nothing
+  polls, so a message reaches an idle instance at once;
+- a chat whose queue runs dry is released, so the next burst goes to whoever is least busy;
+- a dead instance (no heartbeat for ``lease_s``) is *adopted* by the first live instance that
+  sees it: its chats and running jobs become the adopter's, which recovers them exactly as a
+  restart recovers its own (``Dispatcher.recover``: stored answers delivered, cut-off turns
+  finished, approved actions run once, started ones reported, jobs resumed or reported);
+- every tick also claims chats with unfinished work that nobody holds (a notification missed
+  while the database was away), so nothing waits for a message that will not come;
+- each part of a channel's receiving side (Telegram's polling, the Discord gateway or one of its
+  shards) is held by one instance, which resumes what its previous holder left
+  (engine/work/_receivers.py).
+
+An instance that cannot renew its lease before it runs out (the database is unreachable, or
+another instance found it dead) *fences* itself: it stops receiving and drops all chat work
+without recording anything, since another instance is about to recover it; it then keeps trying
+to reach the database (logging once a minute), and joins again as a new incarnation.
+
+Which chats this instance holds, and how a chat's work finds its holder: engine/work/_leases.py;
+what the instances tell each other, and in which order: engine/work/_signals.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from engine._backoff import Backoff
+from engine._channel import Channel
+from engine._store import Adoption, ClusterStore
+from engine.loop._types import ConversationKey
+from engine.work._leases import ChatLeases
+from engine.work._queue import ChatQueues
+from engine.work._receivers import WANT, Receivers
+from engine.work._signals import FORGOT, IDS_PER_SIGNAL, SETTINGS, STOP, Publisher, decode
+from engine.work._signals import signal as chat_signal
+from tools import StoreError
+
+log = logging.getLogger(__name__)
+
+TICK_S = 1.0  # heartbeat, adoption and receiving checks
+_MARGIN_S = 1.0  # stop working this long before this instance's lease could run out
+_REPORT_EVERY_S = 60.0  # an unreachable database is logged once a minute
+_FLUSH_S = 2.0  # a stopping instance publishes what it handed over for this long at most
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceSettings:
+    name: str  # `[instance] id`
+    lease_s: float = 5.0  # a dead instance's chats move after this long
+
+
+Recoverer = Callable[[Adoption], Awaitable[None]]
+
+
+class Cluster:
+    """The instance's life on a shared store; its chats' leases are :attr:`leases`."""
+
+    def __init__(
+        self,
+        store: ClusterStore,
+        queues: ChatQueues,
+        channels: Mapping[str, Channel],
+        settings: InstanceSettings,
+        recover: Recoverer,
+        reload_settings: Callable[[], Awaitable[None]],
+        abandon_jobs: Callable[[], Awaitable[None]],
+    ) -> None:
+        self.store = store
+        self.queues = queues
+        self.channels = channels
+        self.settings = settings
+        self._recover = recover
+        self._reload_settings = reload_settings
+        self._abandon_jobs = abandon_jobs
+        self._publishing: asyncio.Task[None] | None = None
+        self._publisher = Publisher(store.publish, self._unreachable)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.receivers = Receivers(store, channels, settings.lease_s)
+        self._renewed_at = 0.0  # monotonic time the last successful heartbeat was sent
+        self._unreachable_since: float | None = None
+        self._reported_at = 0.0
+        self._fenced = False
+        # A user forgotten on another instance: stop their jobs running here (by id), and let
+        # go of what is kept in memory (chats' settings, summaries).
+        self.on_forgot: Callable[[list[str]], Awaitable[None]] | None = None
+        self.leases = ChatLeases(store, queues, self._publisher, self._spawn, self._unreachable)
+        store.on_signal(self._signal)
+        store.on_reconnect(self._sweep)
+
+    @property
+    def incarnation(self) -> int | None:
+        return self.store.incarnation
+
+    def may_send(self) -> bool:
+        """False once this instance's lease may have run out: another instance may then be
+        recovering its chats, so it must not send anything more for them."""
+        deadline = self._renewed_at + self.settings.lease_s - _MARGIN_S
+        return not self._fenced and time.monotonic() < deadline
+
+    # -- life -----------------------------------------------------------------------------
+
+    async def join(self) -> None:
+        """Join as a live instance and take what nobody holds, before the queues open."""
+        sent = time.monotonic()
+        number = await self.store.join(self.settings.name, self.settings.lease_s)
+        self._renewed_at = sent
+        self._fenced = False
+        self.receivers.joined(sent)
+        if self._publishing is None:
+            self._publishing = asyncio.create_task(self._publisher.run(), name="cluster-publish")
+            self._tasks.add(self._publishing)
+        await self.store.listen()
+        log.info("joined as instance %s (#%d)", self.settings.name, number)
+        await self._sweep()
+
+    async def run(self) -> None:
+        """Heartbeat, adoption and receiving, every tick, until cancelled."""
+        while True:
+            await asyncio.sleep(TICK_S)  # the heartbeat's period
+            try:
+                await self._tick()
+            except StoreError as exc:
+                self._unreachable(exc)
+            except Exception:
+                log.exception("the cluster tick failed")
+            if time.monotonic() > self._renewed_at + self.settings.lease_s - _MARGIN_S:
+                await self._fence("its lease could not be renewed in time")
+                await self._rejoin()
+
+    async def stop_receiving(self) -> None:
+        """Stopping: let another instance receive at once (this one finishes its turns)."""
+        await self.receivers.let_go_all()
+
+    async def leave(self) -> None:
+        """A clean stop: what is still held is taken over at once."""
+        await self.stop_receiving()
+        await self._publisher.flush(_FLUSH_S)  # what was handed over goes out first
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if not self._fenced:
+            with contextlib.suppress(StoreError):
+                await self.store.leave()
+
+    async def _tick(self) -> None:
+        sent = time.monotonic()
+        timeout = max(0.1, self._renewed_at + self.settings.lease_s - _MARGIN_S - sent)
+        try:
+            alive = await asyncio.wait_for(self.store.heartbeat(), timeout)
+        except TimeoutError:
+            raise StoreError("the heartbeat took too long") from None
+        if not alive:
+            await self._fence("another instance found it dead and took over its chats")
+            await self._rejoin()
+            return
+        self._renewed_at = sent
+        if self._unreachable_since is not None:
+            log.warning(
+                "the database is reachable again (after %.0f s)",
+                time.monotonic() - self._unreachable_since,
+            )
+            self._unreachable_since = None
+        while (adopted := await self.store.adopt(list(self.channels))) is not None:
+            log.log(
+                logging.WARNING if adopted.chats or adopted.jobs else logging.INFO,
+                "instance %s stopped answering: took over its %d chats and %d jobs",
+                adopted.instance,
+                len(adopted.chats),
+                len(adopted.jobs),
+            )
+            await self._take(adopted)
+        await self._sweep()
+        await self.receivers.tick(self.incarnation)
+
+    async def _sweep(self) -> None:
+        """Claim the chats with unfinished work that nobody holds (and jobs nobody runs)."""
+        if self._fenced:
+            return  # joining again sweeps
+        orphans = await self.store.orphans(list(self.channels))
+        if orphans.chats or orphans.jobs:
+            await self._take(orphans)
+
+    async def _take(self, adoption: Adoption) -> None:
+        self.leases.take(adoption.chats)
+        await self._recover(adoption)
+
+    def _unreachable(self, exc: BaseException) -> None:
+        now = time.monotonic()
+        if self._unreachable_since is None:
+            self._unreachable_since = now
+        if now - self._reported_at >= _REPORT_EVERY_S:
+            self._reported_at = now
+            log.error(
+                "the database is unreachable (for %.0f s; retrying): %s",
+                now - self._unreachable_since,
+                exc,
+            )
+
+    async def _fence(self, why: str) -> None:
+        """Stop receiving and drop every chat's work, recording nothing: another instance
+        recovers them as a restart would."""
+        if self._fenced:
+            return
+        self._fenced = True
+        log.error("this instance stops working on its chats: %s", why)
+        await self.receivers.let_go_all(record=False)
+        self.leases.clear()
+        await self.queues.abandon()
+        await self._abandon_jobs()  # the instance that adopts this one runs them again
+
+    async def _rejoin(self) -> None:
+        """Reach the database again (backing off, logging once a minute) and join anew."""
+        backoff = Backoff(0.5, max_s=10)
+        while True:
+            try:
+                await self.join()
+                return
+            except StoreError as exc:
+                self._unreachable(exc)
+            await backoff.sleep()
+
+    async def stop(self, key: ConversationKey) -> bool:
+        """/stop and /reset: stop the running item wherever the chat is held."""
+        if self.queues.stop(key):
+            return True
+        if await self.store.holder(key.channel, key.chat_id) is None:
+            return False
+        await self.store.publish(chat_signal(STOP, key, self.incarnation))
+        return True
+
+    async def settings_changed(self) -> None:
+        """A chat's /settings changed here: every other instance reads them again."""
+        await self.store.publish(json.dumps({"k": SETTINGS, "o": self.incarnation}))
+
+    async def forgot(self, job_ids: Sequence[str]) -> None:
+        """A user was forgotten here: every other instance stops those jobs and lets go of what
+        it keeps in memory about them."""
+        ids = list(job_ids)
+        for start in range(0, max(len(ids), 1), IDS_PER_SIGNAL):
+            chunk = ids[start : start + IDS_PER_SIGNAL]
+            await self.store.publish(
+                json.dumps({"k": FORGOT, "o": self.incarnation, "jobs": chunk})
+            )
+
+    # -- signals --------------------------------------------------------------------------
+
+    def _signal(self, payload: str) -> None:
+        try:
+            data = json.loads(payload)
+            kind = data["k"]
+        except (ValueError, KeyError, TypeError):
+            log.warning("ignored a malformed signal")
+            return
+        if kind == SETTINGS:
+            if data.get("o") != self.incarnation:
+                self._spawn(self._reload_settings(), "reload-settings")
+            return
+        if kind == WANT:
+            if data.get("o") != self.incarnation and not self._fenced:
+                lease = str(data.get("r"))
+                if self.receivers.asked_for(lease):
+                    self._spawn(self.receivers.let_go(lease), "hand-back")
+            return
+        if kind == FORGOT:
+            if data.get("o") != self.incarnation and self.on_forgot is not None:
+                self._spawn(self.on_forgot([str(j) for j in data.get("jobs", [])]), "forgot")
+            return
+        key = ConversationKey(data["c"], data["i"])
+        if data.get("o") == self.incarnation:
+            self.leases.came_back(key)
+        if self._fenced or key.channel not in self.channels:
+            return
+        if kind == STOP:
+            self.queues.stop(key)
+            return
+        item = decode(kind, data)
+        if item is None:
+            return
+        self.leases.arrived(key, item)
+
+    def _spawn(self, work: Awaitable[None], name: str) -> None:
+        task = asyncio.ensure_future(work)
+        task.set_name(name)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            log.error("%s failed", task.get_name(), exc_info=exc)

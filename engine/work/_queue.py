@@ -1,0 +1,247 @@
+"""The per-chat queue: everything that touches a conversation, in order, one item at a time.
+
+Whatever writes a chat's history travels as a typed work item through that chat's queue:
+new messages, what a restart left unsettled, a confirmation's answer, a background result, a
+notice. Chats run concurrently; within a chat items run strictly in order, so the history is
+always written in order and recovery is part of that order instead of racing it.
+
+Items may be queued before :meth:`ChatQueues.open` (at start-up, while the store is read and
+before the channels deliver): workers start only when the queues open, so what a restart queued
+for a chat runs before any message that arrives afterwards.
+
+With several instances on one store, a chat's items run where the chat is held
+(engine/work/_cluster.py, the :class:`Leases`): an item for a chat held elsewhere (or by nobody) is
+handed over instead of queued, and a chat whose queue runs dry is let go. Without leases (one
+process, SQLite) every chat is this process's and nothing of that costs anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from engine.loop._types import ConversationKey
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Inbound:
+    """Take the chat's queued inbox messages and answer them in one turn."""
+
+
+@dataclass(frozen=True, slots=True)
+class Recover:
+    """Settle what a crash left in this chat: deliver stored answers, finish cut-off turns."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decided:
+    """A confirmation was answered (or expired): run or refuse the call, go on with the turn."""
+
+    confirmation_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class JobDone:
+    """A background job's result is stored: put it in the history and tell the user."""
+
+    job_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """A text relaybot itself must show in the chat, in order with the answers."""
+
+    text: str
+    reply_to: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Rewind:
+    """/retry or /undo: drop the last exchange (and for a retry, answer the message again).
+    `done` receives the text to reply once it ran in the chat's order."""
+
+    retry: bool
+    user_id: str
+    user_name: str
+    done: asyncio.Future[str] = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduledRun:
+    """A scheduled task's run, claimed in the store for its due time: run its turn now."""
+
+    schedule_id: int
+    due: float
+
+
+@dataclass(frozen=True, slots=True)
+class Compact:
+    """/compact: fold the chat's earlier turns into its summary, in order with its turns;
+    `done` receives the text to answer with."""
+
+    done: asyncio.Future[str] = field(compare=False, repr=False)
+
+
+WorkItem = Inbound | Recover | Decided | JobDone | Notice | Rewind | ScheduledRun | Compact
+Handler = Callable[[ConversationKey, WorkItem], Coroutine[Any, Any, None]]
+Stopped = Callable[[ConversationKey], Awaitable[None]]
+
+
+class Leases(Protocol):
+    """Which chats this process may work on (engine/work/_cluster.py)."""
+
+    def holds(self, key: ConversationKey) -> bool:
+        """True when this process holds the chat (its items are queued here)."""
+        ...
+
+    def hand_over(self, key: ConversationKey, item: WorkItem) -> bool:
+        """Send `item` to whichever instance holds (or claims) the chat; False when it cannot
+        travel (it carries a reply waiting here)."""
+        ...
+
+    def released(self, key: ConversationKey) -> None:
+        """The chat's queue ran dry here: let it go."""
+        ...
+
+
+@dataclass(slots=True)
+class _Chat:
+    key: ConversationKey
+    items: collections.deque[WorkItem] = field(default_factory=collections.deque)
+    worker: asyncio.Task[None] | None = None
+    turn: asyncio.Task[None] | None = None
+    idle: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class ChatQueues:
+    """`handle(key, item)` runs each item; `on_stopped(key)` runs when /stop cancelled one."""
+
+    def __init__(self, handle: Handler, on_stopped: Stopped) -> None:
+        self._handle = handle
+        self._on_stopped = on_stopped
+        self.leases: Leases | None = None  # set when several instances share the store
+        self._chats: dict[ConversationKey, _Chat] = {}
+        self._open = False
+        self._closing = False
+
+    @property
+    def closing(self) -> bool:
+        """Shutting down: nothing new is taken."""
+        return self._closing
+
+    @property
+    def busy(self) -> int:
+        """Chats with an item running now."""
+        return sum(1 for c in self._chats.values() if c.turn is not None)
+
+    def depths(self) -> list[int]:
+        """Items waiting per chat (for metrics)."""
+        return [len(c.items) for c in self._chats.values()]
+
+    def put(self, key: ConversationKey, item: WorkItem, *, here: bool = False) -> bool:
+        """Queue `item` for the chat (or hand it to the instance holding the chat, unless
+        `here`: the leases know it is held here); False when shutting down (nothing is taken
+        any more)."""
+        if self._closing:
+            return False
+        if self.leases is not None and not here and not self.leases.holds(key):
+            return self.leases.hand_over(key, item)
+        chat = self._chats.get(key)
+        if chat is None:
+            chat = self._chats[key] = _Chat(key)
+        chat.items.append(item)
+        if self._open and chat.worker is None:
+            chat.worker = asyncio.create_task(self._work(chat), name=f"chat-{key}")
+        return True
+
+    def open(self) -> None:
+        """Start the workers (of the chats queued so far, and of every chat from now on)."""
+        self._open = True
+        for chat in list(self._chats.values()):
+            if chat.items and chat.worker is None:
+                chat.worker = asyncio.create_task(self._work(chat), name=f"chat-{chat.key}")
+
+    def stop(self, key: ConversationKey) -> bool:
+        """Cancel the item running in the chat; False if nothing runs."""
+        chat = self._chats.get(key)
+        if chat is None or chat.turn is None:
+            return False
+        chat.turn.cancel()
+        return True
+
+    async def wait_idle(self, key: ConversationKey) -> None:
+        """Wait until the chat has nothing queued or running."""
+        chat = self._chats.get(key)
+        if chat is not None:
+            await chat.idle.wait()
+
+    async def _work(self, chat: _Chat) -> None:
+        try:
+            while chat.items:
+                item = chat.items.popleft()
+                chat.turn = asyncio.create_task(self._handle(chat.key, item))
+                try:
+                    await chat.turn
+                except asyncio.CancelledError:
+                    current = asyncio.current_task()
+                    if current is not None and current.cancelling():
+                        raise  # we are being shut down
+                    await self._after_stop(chat.key)
+                except Exception:
+                    log.exception("work in %s failed (%s)", chat.key, type(item).__name__)
+                finally:
+                    chat.turn = None
+        finally:
+            chat.worker = None
+            if not chat.items:
+                self._chats.pop(chat.key, None)
+                chat.idle.set()
+                if self.leases is not None and not self._closing:
+                    self.leases.released(chat.key)
+
+    async def _after_stop(self, key: ConversationKey) -> None:
+        # whatever fails here, the chat's next items still run (a failure escaping the worker
+        # would leave them waiting for the next message)
+        try:
+            await self._on_stopped(key)
+        except Exception:
+            log.exception("closing what /stop cut off in %s failed", key)
+
+    def holding(self, key: ConversationKey) -> bool:
+        """True while the chat has items queued or running here."""
+        return key in self._chats
+
+    async def abandon(self) -> None:
+        """Drop every chat's work at once, recording nothing (this process lost its leases:
+        another instance recovers these chats as a restart would)."""
+        chats = list(self._chats.values())
+        self._chats.clear()
+        for chat in chats:
+            chat.items.clear()
+            for task in (chat.turn, chat.worker):
+                if task is not None:
+                    task.cancel()
+            chat.idle.set()
+        await asyncio.gather(
+            *(c.worker for c in chats if c.worker is not None), return_exceptions=True
+        )
+
+    async def aclose(self, grace_s: float) -> list[ConversationKey]:
+        """Let running items finish (bounded), then cancel; returns the chats cut off."""
+        self._closing = True
+        workers = [c.worker for c in self._chats.values() if c.worker is not None]
+        if workers:
+            await asyncio.wait(workers, timeout=grace_s)
+        cut = [c.key for c in self._chats.values() if c.worker and not c.worker.done()]
+        for chat in list(self._chats.values()):
+            for task in (chat.turn, chat.worker):
+                if task is not None:
+                    task.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+        return cut
