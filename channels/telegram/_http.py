@@ -6,7 +6,7 @@ calls per answer (getUpdates, sendChatAction, sendMessage). ``BaseRequest`` is P
 point for exactly this; everything above it (rate limiter, retries, error mapping) is PTB's.
 
 aiohttp has no write timeout; the others map onto ``aiohttp.ClientTimeout``. Every Bot API
-call passes here, so this is where a failed one is counted (the engine's metrics, through ``channels._unexported``).
+call passes here, so this is where a failed one is counted (the engine's metrics).
 """
 
 from __future__ import annotations
