@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bot.config import Config
-from channels._config import DiscordConfig, TelegramConfig
+from channels import DiscordConfig, TelegramConfig
 from tools import (
     ConfigError,
     ToolDefinitionError,

@@ -13,7 +13,7 @@ import httpx
 
 from bot.config import Config
 from bot.doctor import Check, Status, _get
-from channels._discord_shards import layout
+from channels import shard_layout
 from tools import RelaybotError
 
 _NAME_TG = "telegram receiving"
@@ -108,7 +108,7 @@ async def check_discord_shards(config: Config) -> Check:
     if resp.status_code != 200:
         return Check(_NAME_DC, Status.WARNING, f"GET /gateway/bot answered {resp.status_code}")
     recommended = int(resp.json().get("shards") or 1)
-    here = layout(cfg.shard_count, cfg.shard_ids)
+    here = shard_layout(cfg.shard_count, cfg.shard_ids)
     if cfg.shard_count is None:
         return Check(_NAME_DC, Status.OK, f"{here}: {recommended} now")
     detail = f"{here}; Discord recommends {recommended}"

@@ -35,7 +35,7 @@ from collections.abc import Collection
 from pydantic import SecretStr
 
 from bot.config import Config
-from channels._config import read_secret
+from channels import read_secret
 
 log = logging.getLogger(__name__)
 

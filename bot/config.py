@@ -28,7 +28,7 @@ from pydantic import (
     model_validator,
 )
 
-from channels._config import DiscordConfig, TelegramConfig, read_secret, resolve_secret
+from channels import DiscordConfig, TelegramConfig, read_secret, resolve_secret
 from engine.store import is_postgres, redact
 from tools import ConfigError
 from tools._config import McpConfig, ToolsConfig

@@ -13,7 +13,7 @@ that rule instead, so shards in different buckets connect at once and a shard th
 long after its last IDENTIFY does not wait for nothing.
 
 With several instances on one store, each shard is a receiving part (``discord/shard-N``) held
-by one instance at a time (engine/_receivers.py): an instance takes first the shards its
+by one instance at a time (the engine's receiving leases): an instance takes first the shards its
 ``shard_ids`` names and takes the others when their instance dies, resuming that instance's
 gateway :class:`Session`, so Discord sends again what nobody received meanwhile.
 
@@ -29,7 +29,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from engine._channel import Claim, Receiver
+from engine import Claim, Receiver
 
 log = logging.getLogger("channels.discord")
 
@@ -41,7 +41,7 @@ def shard_of(guild_id: int, shard_count: int) -> int:
     return (guild_id >> 22) % shard_count
 
 
-def layout(shard_count: int | None, shard_ids: Sequence[int] | None) -> str:
+def shard_layout(shard_count: int | None, shard_ids: Sequence[int] | None) -> str:
     """This instance's shards in words, for the log and `doctor`."""
     if shard_count is None:
         return "as many shards as Discord recommends, all in this instance"

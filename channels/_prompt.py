@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from engine._channel import ConfirmationPrompt
+from engine import ConfirmationPrompt
 
 ATTACHMENT_NAME = "action.txt"
 ATTACHED_NOTE = f"The full action is attached as {ATTACHMENT_NAME} — read it before you answer."

@@ -22,7 +22,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
-from engine._channel import MessageRef
+from engine import MessageRef
 
 P = TypeVar("P")
 

@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from engine._channel import (
+from engine import (
     Action,
     Button,
     Capabilities,

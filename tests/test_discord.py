@@ -24,8 +24,8 @@ from discord.http import Route
 
 from bot.app import App
 from bot.config import Config
-from channels._discord_client import FOREIGN_BUTTON, STALE_BUTTON
 from channels.discord import DEFAULT_API_BASE_URL, DiscordChannel
+from channels.discord._buttons import FOREIGN_BUTTON, STALE_BUTTON
 from engine import Command
 from tests.fakes.discord_server import Call, FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI, hold, text, tool_call
@@ -559,7 +559,7 @@ async def test_a_slow_engine_still_gets_interactions_acknowledged_in_time(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # With no budget every answer counts as late: the adapter defers, then follows up.
-    monkeypatch.setattr("channels._discord_client._ACK_BUDGET_S", 0.0)
+    monkeypatch.setattr("channels.discord._interactions._ACK_BUDGET_S", 0.0)
     async with start(tools=[delete_file]):
         prompt_id, buttons = await ask_to_delete(fake, llm)
         press = await fake.inject_button(buttons["Allow once"], BOB, CHANNEL, prompt_id)

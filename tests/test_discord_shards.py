@@ -18,7 +18,7 @@ import pytest
 
 from bot.app import App
 from bot.config import Config
-from channels._discord_shards import layout, shard_of
+from channels._discord_shards import shard_layout, shard_of
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
 from tests.test_discord import ALICE, callback, content, posts
@@ -97,8 +97,8 @@ def test_shard_config_mistakes_name_the_key(make_config: MakeConfig) -> None:
 def test_guilds_are_routed_as_discord_does() -> None:
     assert (shard_of(G0, 2), shard_of(G1, 2)) == (0, 1)
     assert shard_of(81384788765712384, 4) == (81384788765712384 >> 22) % 4
-    assert layout(None, None) == "as many shards as Discord recommends, all in this instance"
-    assert layout(2, [1]) == (
+    assert shard_layout(None, None) == "as many shards as Discord recommends, all in this instance"
+    assert shard_layout(2, [1]) == (
         "shard(s) 1 of 2 in this instance (1 to other instances, taken over while theirs is down)"
     )
 

@@ -22,7 +22,8 @@ import pytest
 from bot._logging import RedactingFilter
 from bot.app import App
 from bot.config import Config
-from channels.telegram import UNREADABLE, TelegramChannel
+from channels.telegram import TelegramChannel
+from channels.telegram._handlers import UNREADABLE, Handlers
 from engine import Choice, Command, parse_decision
 from tests.fakes.openai_server import FakeOpenAI, hold, text, tool_call
 from tests.fakes.telegram_server import BOT_USERNAME, FakeTelegram, parse_html
@@ -335,15 +336,15 @@ async def test_an_update_is_confirmed_only_once_its_message_is_stored(config, tg
 
 def patch_text_handler(monkeypatch: pytest.MonkeyPatch, special: Callable[[str], Any]) -> None:
     """Messages whose text `special` answers with an awaitable run that instead."""
-    original = TelegramChannel._on_text
+    original = Handlers._on_text
 
-    async def on_text(self: TelegramChannel, update: Any, context: Any) -> None:
+    async def on_text(self: Handlers, update: Any, context: Any) -> None:
         if (instead := special(update.message.text)) is not None:
             await instead
         else:
             await original(self, update, context)
 
-    monkeypatch.setattr(TelegramChannel, "_on_text", on_text)
+    monkeypatch.setattr(Handlers, "_on_text", on_text)
 
 
 async def test_a_failing_update_is_logged_and_passed_over(config, tg, llm, monkeypatch) -> None:
@@ -565,6 +566,35 @@ async def test_a_long_action_is_confirmed_on_the_message_that_carries_it_as_a_fi
     assert ran == [command]
     assert "reply_markup" not in tg.messages[(DM, prompt)]  # answered: the buttons are gone
     assert tg.document(DM, prompt)[1] == content  # and the record of what ran stays
+    # The adapter sent the file, so it edits the caption straight away: never a text edit that
+    # Telegram refuses ("there is no text in the message to edit"), once per status line.
+    captions = [c.params["caption"] for c in tg.calls_of("editMessageCaption")]
+    assert [c.split(":")[0] for c in captions] == ["⏳ Running", "✅ Done"]
+    assert tg.calls_of("editMessageText") == []
+
+
+async def test_a_prompt_sent_as_a_file_by_an_earlier_run_is_closed_on_its_caption(
+    config, tg, llm
+) -> None:
+    """After a restart the adapter no longer knows the prompt went as a file: Telegram's refusal
+    of the text edit tells it, once, and the caption is edited instead."""
+    command = "ls " + "x" * 5000
+    llm.script(tool_call("run_command", {"command": command}), text("It ran."))
+    cfg = config()
+    async with daemon(cfg):
+        tg.inject_message(DM, DM, "tidy up", first_name="Alice")
+        sent = await tg.wait_for_call("sendDocument")
+    ((_, prompt),) = [k for k, m in tg.messages.items() if "document" in m]
+    data = sent.params["reply_markup"]["inline_keyboard"][0][0]["callback_data"]
+    async with daemon(cfg):
+        tg.inject_callback(DM, DM, prompt, data)
+        await tg.wait_for_call("sendMessage", lambda p: p.get("text") == "It ran.")
+        await tg.wait_for_call("editMessageCaption", lambda p: "Done" in p["caption"])
+    assert ran == [command]
+    assert "Done" in tg.messages[(DM, prompt)]["caption"]
+    assert "reply_markup" not in tg.messages[(DM, prompt)]
+    refused = tg.calls_of("editMessageText")
+    assert len(refused) == 1 and refused[0].status == 400  # the first close only
 
 
 async def test_nested_emphasis_and_code_go_out_formatted_first_time(config, tg, llm) -> None:

@@ -8,15 +8,15 @@ import re
 import pytest
 from pydantic import ValidationError
 
-from channels._telegram_format import (
+from channels.telegram import TelegramConfig
+from channels.telegram._format import (
     html_to_plain,
     plain_parts,
     render,
     split_html,
     utf16_len,
 )
-from channels._telegram_markdown import markdown_to_html
-from channels.telegram import TelegramConfig
+from channels.telegram._markdown import markdown_to_html
 from tests.fakes.telegram_server import ApiError, parse_html
 from tools import ConfigError
 

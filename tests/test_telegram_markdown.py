@@ -11,8 +11,8 @@ import re
 
 import pytest
 
-from channels._telegram_format import render, utf16_len
-from channels._telegram_markdown import markdown_to_html
+from channels.telegram._format import render, utf16_len
+from channels.telegram._markdown import markdown_to_html
 from tests.fakes.telegram_server import ApiError, parse_html
 
 NESTED = """This is ***very*** important: **bold with *italic* inside**, *italic with **bold**

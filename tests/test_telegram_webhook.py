@@ -19,7 +19,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-import channels._telegram_webhook as webhook_module
+import channels.telegram._webhook as webhook_module
 from bot._checks import validate
 from bot.config import Config
 from channels.telegram import TelegramChannel

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -24,11 +25,10 @@ from telegram.error import BadRequest, NetworkError, TelegramError
 
 from channels._prompt import ATTACHMENT_NAME, PromptMessage
 from channels._shown import ShownMessages
-from channels._telegram_format import CAPTION_LIMIT, html_to_plain, plain_parts, render
-from channels._telegram_http import not_sent
-from engine import metrics
-from engine._backoff import Backoff
-from engine._channel import MessageRef, OutgoingFile
+from channels.telegram._format import CAPTION_LIMIT, html_to_plain, plain_parts, render
+from channels.telegram._http import not_sent
+from engine import Backoff, MessageRef, OutgoingFile
+from engine.metrics import api_retry
 
 log = logging.getLogger("channels.telegram")
 _T = TypeVar("_T")
@@ -56,6 +56,9 @@ class Outbox:
         self.retry_initial_s = retry_initial_s
         self._open = asyncio.Event()
         self.shown = ShownMessages[Part](self, _REMEMBERED)
+        # Prompts that are documents (their text is a caption), latest last: closed by editing
+        # the caption, never with editMessageText, which Telegram refuses on them.
+        self._documents: OrderedDict[MessageRef, None] = OrderedDict()
 
     def open(self) -> None:
         self._open.set()
@@ -110,7 +113,9 @@ class Outbox:
             )
 
         sent = await self._patiently(lambda: _html_or_plain(call, prompt.text, True))
-        return MessageRef(chat_id, str(sent.message_id))
+        ref = MessageRef(chat_id, str(sent.message_id))
+        self._remember_document(ref)
+        return ref
 
     async def send_menu(
         self, chat_id: str, text: str, reply_to: str | None, markup: InlineKeyboardMarkup
@@ -132,18 +137,36 @@ class Outbox:
         await self._edit(chat_id, message_id, self.render(text, True)[0], markup)
 
     async def close_buttons(self, ref: MessageRef, text: str) -> None:
-        """Replace the text (or a document's caption) of a prompt and remove its buttons."""
+        """Replace the text (or a document's caption) of a prompt and remove its buttons.
+
+        A prompt this process sent as a document has its caption edited at once. One sent before
+        a restart is not known to be one: Telegram's refusal of the text edit ("there is no text
+        in the message to edit") says so, once, and the caption is edited instead."""
+        if ref in self._documents:
+            await self._close_caption(ref, text)
+            return
         first, *rest = self.render(text, True)
         try:
             await self._edit(ref.chat_id, ref.message_id, first, _NO_BUTTONS)
         except BadRequest as exc:
             if "no text in the message" not in exc.message.lower():
                 raise
-            caption = self.render(text, True, CAPTION_LIMIT)[0]  # a status line: the file stays
-            await self._edit(ref.chat_id, ref.message_id, caption, _NO_BUTTONS, caption=True)
+            self._remember_document(ref)
+            await self._close_caption(ref, text)
             return
         for part in rest:
             await self.send_part(ref.chat_id, part, None)
+
+    async def _close_caption(self, ref: MessageRef, text: str) -> None:
+        caption = self.render(text, True, CAPTION_LIMIT)[0]  # a status line: the file stays
+        await self._edit(ref.chat_id, ref.message_id, caption, _NO_BUTTONS, caption=True)
+
+    def _remember_document(self, ref: MessageRef) -> None:
+        """Remember that the prompt at `ref` is a document (the newest _REMEMBERED of them)."""
+        self._documents[ref] = None
+        self._documents.move_to_end(ref)
+        while len(self._documents) > _REMEMBERED:
+            self._documents.popitem(last=False)
 
     async def typing(self, chat_id: str) -> None:
         if not self._open.is_set():
@@ -231,7 +254,7 @@ class Outbox:
                 log.warning(
                     "Telegram Bot API unreachable, retrying in %gs (%s)", backoff.upcoming_s, exc
                 )
-                metrics.api_retry("telegram")
+                api_retry("telegram")
                 await backoff.sleep()
                 continue
             if backoff.waited_s:

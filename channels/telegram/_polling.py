@@ -1,5 +1,6 @@
-"""Telegram updates as the engine sees them: matching (pure), and long polling that confirms a
-batch to Telegram only once every update in it has been handled, and that nothing wedges."""
+"""Long polling: getUpdates in a loop that confirms a batch to Telegram only once every update
+in it has been handled, and that nothing wedges (see :class:`Poller`). In webhook mode
+``_webhook`` receives instead."""
 
 from __future__ import annotations
 
@@ -8,24 +9,16 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 
-from telegram import Bot, Message, MessageEntity, Update
-from telegram.constants import ChatType
+from telegram import Bot, Update
 from telegram.error import Conflict, InvalidToken, RetryAfter, TelegramError
-from telegram.ext import filters
 
-from channels._telegram_media import attachments_of
-from engine import metrics
-from engine._backoff import Backoff
-from engine._channel import InboundMessage
+from channels.telegram._updates import ALLOWED_UPDATES, TOKEN_REJECTED, parse_update, unreadable
+from engine import Backoff
+from engine.metrics import api_retry
 from tools import StoreUnavailable
 
 log = logging.getLogger("channels.telegram")
 
-ALLOWED_UPDATES = [Update.MESSAGE, Update.CALLBACK_QUERY]
-TOKEN_REJECTED = (
-    "Telegram rejected the bot token (401): check [telegram] token_env (or token) and the token"
-    " @BotFather gave you; retrying with backoff, up to %gs apart"
-)
 POLLING_CONFLICT = (
     "Telegram refuses to deliver updates (409 Conflict): another relaybot or program is polling"
     " this bot token, or a webhook is set for it; stop the other one. Polling again with backoff,"
@@ -33,83 +26,6 @@ POLLING_CONFLICT = (
 )
 _READ_MARGIN_S = 5.0  # how long past the long poll's own timeout an answer may take
 _FINISH_S = 10.0  # on stop: how long a batch in progress may take to finish, and to confirm it
-
-
-def inbound_message(message: Message | None) -> InboundMessage | None:
-    """The engine's view of a Telegram message (None for messages without a sender)."""
-    if message is None or message.from_user is None:
-        return None
-    user = message.from_user
-    reply = message.reply_to_message
-    return InboundMessage(
-        channel="telegram",
-        chat_id=str(message.chat_id),
-        user_id=str(user.id),
-        user_name=user.full_name or user.username or str(user.id),
-        text=message.text or message.caption or "",
-        message_id=str(message.message_id),
-        is_private=message.chat.type == ChatType.PRIVATE,
-        mentioned=addressed_to_bot(message),
-        reply_to=str(reply.message_id) if reply is not None else None,
-        attachments=attachments_of(message),
-        group_id=message.media_group_id,
-    )
-
-
-def addressed_to_bot(message: Message) -> bool:
-    """True when `message` @mentions the bot (text or caption) or replies to its message."""
-    bot = message.get_bot()
-    reply = message.reply_to_message
-    if reply is not None and reply.from_user is not None and reply.from_user.id == bot.id:
-        return True
-    handle = f"@{bot.username}".lower()
-    kinds: list[str | None] = [MessageEntity.MENTION, MessageEntity.TEXT_MENTION]
-    found = {**message.parse_entities(kinds), **message.parse_caption_entities(kinds)}
-    for entity, text in found.items():
-        if entity.type == MessageEntity.MENTION and text.lower() == handle:
-            return True
-        if entity.user is not None and entity.user.id == bot.id:
-            return True
-    return False
-
-
-class _Addressed(filters.MessageFilter):
-    __slots__ = ()
-
-    def filter(self, message: Message) -> bool:
-        return addressed_to_bot(message)
-
-
-ADDRESSED = _Addressed(name="ADDRESSED")  # a PTB filter: mentions the bot or replies to it
-
-
-class Listening(filters.MessageFilter):
-    """A PTB filter: the message's chat asked for every message (/settings reply mode all)."""
-
-    def __init__(self, listens: Callable[[str], bool]) -> None:
-        super().__init__(name="LISTENING")
-        self._listens = listens
-
-    def filter(self, message: Message) -> bool:
-        return self._listens(str(message.chat_id))
-
-
-def parse_update(raw: object, bot: Bot) -> Update | None:
-    """One update as PTB reads it; None (logged by id and reason, never its text) when PTB
-    cannot read it, so that one odd update is passed over instead of wedging the rest."""
-    try:
-        return Update.de_json(raw, bot)  # type: ignore[arg-type]
-    except Exception as exc:
-        uid, fields = None, type(raw).__name__
-        if isinstance(raw, dict):
-            uid, fields = raw.get("update_id"), ", ".join(sorted(map(str, raw)))
-        log.error(
-            "Telegram update %s could not be read (%s; its fields: %s); skipped",
-            uid,
-            _reason(exc),
-            fields,
-        )
-        return None
 
 
 class Poller:
@@ -165,7 +81,7 @@ class Poller:
             except RetryAfter as exc:
                 wait = _seconds(exc.retry_after)
                 log.warning("Telegram asked to wait %gs before polling again", wait)
-                metrics.api_retry("telegram")
+                api_retry("telegram")
                 await asyncio.sleep(wait)
                 continue
             except InvalidToken:  # its message may contain the token: never log it
@@ -183,7 +99,7 @@ class Poller:
                     exc,
                 )
             except Exception as exc:  # a reply that is not the JSON the Bot API sends
-                log.error("could not read Telegram's answer to getUpdates (%s)", _reason(exc))
+                log.error("could not read Telegram's answer to getUpdates (%s)", unreadable(exc))
             else:
                 if reported is not None:
                     log.info("Telegram: polling works again")
@@ -209,7 +125,7 @@ class Poller:
                 unrecorded = None
                 backoff.reset()
                 continue
-            metrics.api_retry("telegram")
+            api_retry("telegram")
             await backoff.sleep()
 
     async def _fetch(self, timeout_s: float) -> list[object]:
@@ -278,11 +194,3 @@ def _seconds(period: int | timedelta) -> float:
 
 def _is_id(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _reason(exc: Exception) -> str:
-    """Why parsing failed, without the data: the messages of these errors name keys and types,
-    while others (a ValueError, say) may quote the value, which can be a user's text."""
-    if isinstance(exc, KeyError | TypeError | AttributeError):
-        return f"{type(exc).__name__}: {exc}"
-    return type(exc).__name__

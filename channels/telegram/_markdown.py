@@ -11,7 +11,7 @@ and actively released (4.x in 2026); we need only its parser and write the ~150-
 below. telegramify-markdown was the other candidate: it produces Telegram entities directly, but
 it is one maintainer's project (rank ~8,900 by downloads), pulls in a Rust extension
 (pyromark), and brings LaTeX, Mermaid and its own splitter that we do not want; keeping HTML
-also keeps our splitter (``_telegram_format.split_html``) and the plain-text fallback.
+also keeps our splitter (``_format.split_html``) and the plain-text fallback.
 
 Telegram's HTML knows b, i, s, u, a, code, pre and blockquote, with rules on nesting: nothing
 inside code or pre, no blockquote inside a blockquote, no code inside a link. The renderer keeps

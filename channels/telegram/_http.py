@@ -6,7 +6,7 @@ calls per answer (getUpdates, sendChatAction, sendMessage). ``BaseRequest`` is P
 point for exactly this; everything above it (rate limiter, retries, error mapping) is PTB's.
 
 aiohttp has no write timeout; the others map onto ``aiohttp.ClientTimeout``. Every Bot API
-call passes here, so this is where a failed one is counted (engine/metrics.py).
+call passes here, so this is where a failed one is counted (the engine's metrics).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from telegram._utils.types import ODVInput
 from telegram.error import NetworkError, TelegramError, TimedOut
 from telegram.request import BaseRequest, RequestData
 
-from engine import metrics
+from engine.metrics import api_error, api_retry
 
 
 class AiohttpRequest(BaseRequest):
@@ -89,7 +89,7 @@ class AiohttpRequest(BaseRequest):
         if status >= 400:
             _failed(url, f"HTTP {status} {_description(body)}")
             if status == 429:  # the rate limiter waits retry_after and sends it again
-                metrics.api_retry("telegram")
+                api_retry("telegram")
         return status, body
 
 
@@ -106,7 +106,7 @@ def not_sent(exc: TelegramError) -> bool:
 
 def _failed(url: str, what: str) -> None:
     """Count a failed call; the Bot API method names it (the URL holds the token)."""
-    metrics.api_error("telegram", f"{url.rsplit('/', 1)[-1]}: {what}")
+    api_error("telegram", f"{url.rsplit('/', 1)[-1]}: {what}")
 
 
 def _description(body: bytes) -> str:

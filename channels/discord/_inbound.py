@@ -16,8 +16,8 @@ from collections.abc import Callable, Collection
 import discord
 
 from channels._config import DiscordConfig
-from channels._discord_media import attachments_of
-from engine._channel import DECISION_PATTERN, InboundMessage
+from channels.discord._media import attachments_of
+from engine import DECISION_PATTERN, InboundMessage
 
 log = logging.getLogger("channels.discord")
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import discord
 
-from engine._channel import Attachment, MediaKind, OutgoingFile
+from engine import Attachment, MediaKind, OutgoingFile
 from tools import DownloadError
 
 FILES_PER_MESSAGE = 10  # Discord's limit

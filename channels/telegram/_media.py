@@ -18,7 +18,7 @@ from telegram import Bot, Message, PhotoSize
 from telegram.error import TelegramError
 from telegram.ext import filters
 
-from engine._channel import Attachment, MediaKind
+from engine import Attachment, MediaKind
 from tools import DownloadError
 
 # The messages that carry a file (a location, contact or poll carries none).

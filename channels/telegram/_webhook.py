@@ -37,8 +37,8 @@ from telegram import Update
 from telegram.error import InvalidToken, TelegramError
 from telegram.ext import Application, ContextTypes
 
-from channels._telegram_updates import ALLOWED_UPDATES, TOKEN_REJECTED, parse_update
-from engine._backoff import Backoff
+from channels.telegram._updates import ALLOWED_UPDATES, TOKEN_REJECTED, parse_update
+from engine import Backoff
 
 log = logging.getLogger("channels.telegram")
 

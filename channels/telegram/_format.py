@@ -1,6 +1,6 @@
 """Telegram HTML cut into messages Telegram accepts, and the text it shows.
 
-The Markdown → HTML step is ``_telegram_markdown``. Splitting happens after formatting and counts
+The Markdown → HTML step is ``_markdown``. Splitting happens after formatting and counts
 what Telegram counts (visible UTF-16 code units), so a cut never lands inside a tag or an entity:
 tags open at the cut are closed at the end of one part and reopened, attributes included, at the
 start of the next.
@@ -21,7 +21,7 @@ _UNIT = re.compile(r"<[^>]*>|&#?\w+;|[^<&]|[<&]")
 def render(markdown: str, limit: int = TELEGRAM_LIMIT) -> list[str]:
     """Markdown → Telegram HTML messages of at most `limit` visible characters each."""
     # markdown-it (some 160 modules, 4 MiB) loads with the first answer, not at start-up.
-    from channels._telegram_markdown import markdown_to_html
+    from channels.telegram._markdown import markdown_to_html
 
     return split_html(markdown_to_html(markdown), limit)
 

@@ -1,0 +1,119 @@
+"""What the bot shows in Discord: sends and edits over REST, confirmation prompts with their
+buttons, and files.
+
+Long and growing texts are kept up to date part by part by ``_shown.ShownMessages``, on the
+Discord surface defined here (render, send, edit and delete one part). A confirmation prompt is
+one message with the buttons, the action attached as a file when it does not fit (the layout is
+the shared ``channels._prompt``). Sending needs no gateway connection: every instance sends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import discord
+
+from channels._prompt import ATTACHED_NOTE, ATTACHMENT_NAME, lay_out, who_and_when
+from channels._shown import ShownMessages
+from channels._split import split_text
+from channels.discord._buttons import DecisionButton
+from channels.discord._media import batches
+from engine import ConfirmationPrompt, MessageRef, OutgoingFile
+
+LIMIT = 2000
+_EDIT_MEMORY = 256  # messages whose last text (and overflow parts) we remember for edits
+
+
+class Outbox:
+    """Sends and edits through the client `client()` gives (None: the channel is not running)."""
+
+    def __init__(self, client: Callable[[], discord.Client | None]) -> None:
+        self._client = client
+        self.shown = ShownMessages[str](self, _EDIT_MEMORY)
+
+    async def typing(self, chat_id: str) -> None:
+        await self._messageable(chat_id).typing()  # one-shot: POST /channels/{id}/typing
+
+    async def show_confirmation(self, prompt: ConfirmationPrompt) -> MessageRef:
+        """One message with the buttons: the summary, the action as a code block and who may
+        answer until when; when the action does not fit, it goes with the buttons as a file."""
+        who = discord.utils.escape_markdown(prompt.user_name)
+        footer = "-# " + who_and_when(who, f"<t:{int(prompt.expires_at)}:R>")
+
+        def render(summary: str, details: str | None, attached: bool) -> str:
+            lines = [discord.utils.escape_markdown(summary)]
+            if details is not None:  # a fence inside the action cannot close the block
+                lines.append("```\n" + details.replace("```", "``\u200b`") + "\n```")
+            if attached:
+                lines.append(f"**{ATTACHED_NOTE}**")
+            return "\n".join([*lines, footer])
+
+        message = lay_out(prompt, render, len, limit=LIMIT, attached_limit=LIMIT)
+        view = discord.ui.View(timeout=None)
+        for choice in prompt.choices:
+            view.add_item(DecisionButton(prompt.id, choice))
+        attached: dict[str, Any] = {}
+        if message.attachment is not None:
+            attached["file"] = discord.File(io.BytesIO(message.attachment), ATTACHMENT_NAME)
+        sent = await self._messageable(prompt.chat_id).send(
+            message.text,
+            view=view,
+            reference=_reference(prompt.chat_id, prompt.reply_to),  # type: ignore[arg-type]
+            **attached,
+        )
+        return MessageRef(prompt.chat_id, str(sent.id))
+
+    async def resolve_confirmation(self, ref: MessageRef, text: str) -> None:
+        """The final text in place of the prompt's, the buttons removed; an attached action
+        stays, as the record of what was answered."""
+        message = self._messageable(ref.chat_id).get_partial_message(int(ref.message_id))
+        await message.edit(content=self.render(text, True)[0], view=None)
+
+    async def send_files(
+        self, chat_id: str, files: Sequence[OutgoingFile], *, reply_to: str | None = None
+    ) -> MessageRef:
+        """Uploads, up to ten files to a message, in order."""
+        messageable = self._messageable(chat_id)
+        sent_id = ""
+        for batch in batches(files):
+            reference = _reference(chat_id, reply_to)
+            sent = await messageable.send(files=batch, reference=reference)  # type: ignore[arg-type]
+            sent_id = str(sent.id)
+        return MessageRef(chat_id, sent_id)
+
+    # the Surface that ShownMessages works on
+
+    def render(self, text: str, formatted: bool) -> list[str]:
+        """``text`` as Discord message contents: Markdown passes through, plain text is escaped."""
+        if not formatted:
+            text = discord.utils.escape_markdown(text)
+        return split_text(text, LIMIT) or ["…"]
+
+    async def send_part(self, chat_id: str, part: str, reply_to: str | None) -> str:
+        reference = _reference(chat_id, reply_to)
+        sent = await self._messageable(chat_id).send(part, reference=reference)  # type: ignore[arg-type]
+        return str(sent.id)
+
+    async def edit_part(self, chat_id: str, message_id: str, part: str) -> None:
+        await self._messageable(chat_id).get_partial_message(int(message_id)).edit(content=part)
+
+    async def delete_part(self, chat_id: str, message_id: str) -> None:
+        with contextlib.suppress(discord.NotFound):  # already gone
+            await self._messageable(chat_id).get_partial_message(int(message_id)).delete()
+
+    def _messageable(self, chat_id: str) -> discord.PartialMessageable:
+        client = self._client()
+        if client is None:
+            raise RuntimeError("the Discord channel is not running")
+        return client.get_partial_messageable(int(chat_id))
+
+
+def _reference(chat_id: str, message_id: str | None) -> discord.MessageReference | None:
+    if not message_id:
+        return None
+    return discord.MessageReference(
+        message_id=int(message_id), channel_id=int(chat_id), fail_if_not_exists=False
+    )

@@ -1,0 +1,14 @@
+"""The Telegram adapter, on python-telegram-bot: :class:`TelegramChannel` and its ``[telegram]``
+config section.
+
+Inside (private): ``_channel`` the adapter's lifecycle and the engine's calls; ``_handlers`` the
+updates handed to the engine; ``_updates`` matching an update (pure); ``_polling`` and
+``_webhook`` the two ways updates arrive; ``_outbox`` sends and edits; ``_markup`` confirmation
+prompts and command menus with their buttons; ``_format`` and ``_markdown`` Telegram HTML;
+``_media`` files; ``_http`` the Bot API requests over aiohttp.
+"""
+
+from channels._config import TelegramConfig
+from channels.telegram._channel import TelegramChannel
+
+__all__ = ["TelegramChannel", "TelegramConfig"]

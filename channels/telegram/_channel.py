@@ -1,0 +1,257 @@
+"""Telegram: python-telegram-bot's Application, long polling or a webhook, HTML replies and
+inline buttons. :class:`TelegramChannel` is what the engine sees: its lifecycle here, the rest
+in the modules it hands each idea to.
+
+Updates are handed to the engine by ``_handlers``; the files a message carries travel as
+references, fetched when the engine asks (``_media``). Our own long polling (``_polling.Poller``,
+in place of PTB's Updater) runs a batch concurrently across chats and in arrival order within a
+chat, and confirms it to Telegram only once every update of it has been handed over: a crash
+loses no message. The engine answers through send / edit / typing / confirmations (``_outbox``,
+with ``_shown`` keeping long texts up to date and ``_markup`` laying out confirmations); requests
+go over aiohttp (``_http``) and Markdown becomes Telegram HTML (``_markdown``, split by
+``_format``). In webhook mode (``[telegram] mode``) ``_webhook`` receives in place of the poller.
+
+Start-up never blocks: ``start`` spawns the channel's task, which initialises the bot with
+backoff while the Bot API is unreachable or rejects the token (said once, with what to check),
+registers the commands and polls until ``stop``. With several instances on one store, only the
+one holding the channel's receiving lease polls (``set_receiving``); every one sends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from telegram import BotCommand
+from telegram.constants import ChatMemberStatus
+from telegram.error import InvalidToken, TelegramError
+from telegram.ext import AIORateLimiter, Application
+
+from channels._config import TelegramConfig
+from channels.telegram._handlers import CHANNEL, Handlers
+from channels.telegram._http import AiohttpRequest
+from channels.telegram._markup import answer_buttons, prompt_message
+from channels.telegram._media import download
+from channels.telegram._outbox import Outbox
+from channels.telegram._polling import Poller
+from channels.telegram._updates import TOKEN_REJECTED
+from engine import (
+    Attachment,
+    Backoff,
+    Capabilities,
+    Channel,
+    Command,
+    ConfirmationPrompt,
+    Engine,
+    MessageRef,
+    OutgoingFile,
+    Receiver,
+)
+from engine.metrics import api_retry
+
+if TYPE_CHECKING:
+    from channels.telegram._webhook import Webhook
+
+log = logging.getLogger("channels.telegram")
+
+
+class TelegramChannel(Channel):
+    name = CHANNEL
+    capabilities = Capabilities(
+        max_message_length=4096,
+        buttons=True,
+        edits=True,
+        markdown="telegram-html",
+        edit_interval_s=1.0,
+        typing_interval_s=4.0,
+    )
+    retry_initial_s = 1.0  # first back-off while the Bot API is unreachable at start-up
+
+    def __init__(self, config: TelegramConfig) -> None:
+        self._config = config
+        self._engine: Engine | None = None
+        self._task: asyncio.Task[None] | None = None  # connect, then poll
+        self._receive = asyncio.Event()  # polling wanted (set_receiving)
+        self._receive.set()
+        self._polling: asyncio.Task[None] | None = None
+        self._app = (
+            Application.builder()
+            .token(config.resolve_token())
+            .base_url(config.api_base_url)
+            .base_file_url(config.api_file_url or "")
+            .request(AiohttpRequest(256))
+            .get_updates_request(AiohttpRequest(1))
+            .rate_limiter(_rate_limiter())
+            .updater(None)  # polling is ours: see Poller
+            .build()
+        )
+        self._outbox = Outbox(self._app.bot, self.retry_initial_s)
+        self._webhook_secret = config.resolve_webhook_secret()  # None: polling
+        self._handlers = Handlers(
+            self._app, self._outbox, self._engine_, self._listens, config.group_mode
+        )
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    async def start(self, engine: Engine) -> None:
+        """Returns at once; connecting (with retries) and polling go on in the background."""
+        self._engine = engine
+        self._task = asyncio.create_task(self._run(), name="telegram")
+        self._task.add_done_callback(_log_failure)
+
+    def receivers(self) -> Sequence[Receiver]:
+        """Polling is one instance's at a time; behind a load balancer every instance takes
+        webhook posts."""
+        return () if self._webhook_secret is not None else (Receiver(self.name),)
+
+    async def set_receiving(self, lease: str, on: bool, resume: str | None = None) -> None:
+        """Poll (True) or not (False); stopping lets a batch in progress finish and confirms it.
+        Nothing to resume from: the Bot API keeps what was not confirmed."""
+        if on:
+            self._receive.set()
+            return
+        self._receive.clear()
+        polling, self._polling = self._polling, None
+        if polling is not None:
+            polling.cancel()
+            await asyncio.gather(polling, return_exceptions=True)
+
+    async def stop(self) -> None:
+        """A batch of updates in progress finishes (bounded) and is confirmed; replies being
+        sent are awaited (by ``Application.stop``)."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        app = self._app
+        if app.running:
+            await app.stop()
+        await app.shutdown()  # a no-op unless initialised
+        await app.bot.shutdown()  # a cancelled initialize may have left the HTTP clients open
+        self._outbox.close()
+
+    async def _run(self) -> None:
+        backoff = Backoff(self.retry_initial_s)
+        token_reported = False
+        while True:
+            try:
+                await self._app.initialize()  # a no-op once done
+                if self._config.mode == "polling":  # getUpdates fails while a webhook is set
+                    await self._app.bot.delete_webhook()
+                break
+            except InvalidToken:  # its message contains the token: never log it
+                if not token_reported:
+                    log.error(TOKEN_REJECTED, backoff.max_s)
+                token_reported = True
+            except TelegramError as exc:
+                log.warning(
+                    "Telegram Bot API unreachable, retrying in %gs (%s)", backoff.upcoming_s, exc
+                )
+            api_retry(self.name)
+            await backoff.sleep()
+        bot = self._app.bot
+        try:
+            await bot.set_my_commands([BotCommand(c.value, c.description) for c in Command])
+        except TelegramError as exc:
+            log.warning("could not register the bot commands: %s", exc)
+        await self._app.start()
+        self._outbox.open()
+        receiver = self._receiver()
+        while True:
+            await self._receive.wait()
+            self._polling = asyncio.create_task(receiver.run(), name="telegram-receive")
+            try:
+                await self._polling
+            except asyncio.CancelledError:
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise  # stop()
+                log.info("Telegram: another instance receives now")
+
+    def _receiver(self) -> Poller | Webhook:
+        cfg = self._config
+        if self._webhook_secret is not None and cfg.webhook_url is not None:
+            from channels.telegram._webhook import Webhook  # aiohttp's server: webhook mode only
+
+            return Webhook(
+                self._app,
+                self._handlers.process,
+                url=cfg.webhook_url,
+                listen=cfg.listen_address(),
+                secret=self._webhook_secret,
+                retry_initial_s=self.retry_initial_s,
+            )
+        log.info("Telegram: polling as @%s", self._app.bot.username)
+        return Poller(
+            self._app.bot,
+            self._handlers.process,
+            timeout_s=cfg.poll_timeout_s,
+            retry_initial_s=self.retry_initial_s,
+        )
+
+    def _listens(self, chat_id: str) -> bool:
+        return self._engine is not None and self._engine.listens(self.name, chat_id)
+
+    def _engine_(self) -> Engine:
+        if self._engine is None:
+            raise RuntimeError("TelegramChannel.start() was not called")
+        return self._engine
+
+    # -- what the engine asks ------------------------------------------------------------------
+
+    async def is_chat_admin(self, chat_id: str, user_id: str) -> bool:
+        """getChatMember: the group's creator and its administrators."""
+        member = await self._app.bot.get_chat_member(int(chat_id), int(user_id))
+        return member.status in (ChatMemberStatus.OWNER, ChatMemberStatus.ADMINISTRATOR)
+
+    async def send(
+        self, chat_id: str, text: str, *, reply_to: str | None = None, formatted: bool = True
+    ) -> MessageRef:
+        return await self._outbox.shown.send(chat_id, text, reply_to=reply_to, formatted=formatted)
+
+    async def edit(self, ref: MessageRef, text: str, *, formatted: bool = True) -> None:
+        """Text past 4096 characters continues in follow-up messages, kept up to date by later
+        edits of `ref`; unchanged parts are not sent again."""
+        await self._outbox.shown.edit(ref, text, formatted=formatted)
+
+    async def typing(self, chat_id: str) -> None:
+        await self._outbox.typing(chat_id)
+
+    async def show_confirmation(self, prompt: ConfirmationPrompt) -> MessageRef:
+        """One message with the buttons: the summary, the action as a code block and who may
+        answer until when; when the action does not fit, it goes with the buttons as a file."""
+        return await self._outbox.send_prompt(
+            prompt.chat_id,
+            prompt_message(prompt),
+            reply_to=prompt.reply_to,
+            markup=answer_buttons(prompt),
+        )
+
+    async def resolve_confirmation(self, ref: MessageRef, text: str) -> None:
+        await self._outbox.close_buttons(ref, text)
+
+    async def send_files(
+        self, chat_id: str, files: Sequence[OutgoingFile], *, reply_to: str | None = None
+    ) -> MessageRef:
+        """Pictures with sendPhoto, other files with sendDocument, one message each, in order."""
+        message_id = ""
+        for file in files:
+            message_id = await self._outbox.send_file(chat_id, file, reply_to)
+        return MessageRef(chat_id, message_id)
+
+    async def download(self, attachment: Attachment, *, max_bytes: int) -> bytes:
+        await self._outbox.wait_open()  # at start-up the bot may still be connecting
+        return await download(self._app.bot, attachment, max_bytes)
+
+
+def _rate_limiter() -> AIORateLimiter:
+    # No proactive throttle (PTB's defaults cap the whole bot at 30 messages/s and a group at
+    # 20/min, edits included): Telegram's 429 answers are the authority, and every request
+    # waits out their retry_after.
+    return AIORateLimiter(overall_max_rate=0, group_max_rate=0, max_retries=5)
+
+
+def _log_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("the Telegram channel failed", exc_info=task.exception())

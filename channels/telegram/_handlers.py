@@ -1,0 +1,158 @@
+"""Telegram → engine: the PTB handlers that hand matched updates to the engine.
+
+Updates are matched by PTB handlers and filters (commands, text, captions and files, other
+messages, button presses; ``_updates`` decides what is addressed to the bot) and handed to the
+engine, which returns as soon as the message is stored. What the adapter itself replies (command
+answers, "text only", button answers) goes out in tasks of the Application, off that path, so a
+slow or rate-limited reply never holds up receiving. An update the store could not record fails
+:meth:`Handlers.process`, so that it is not confirmed to Telegram and comes again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from telegram import Update
+from telegram.constants import ChatType
+from telegram.ext import (
+    Application,
+    CallbackQueryHandler,
+    CommandHandler,
+    ContextTypes,
+    MessageHandler,
+    filters,
+)
+
+from channels.telegram._markup import menu
+from channels.telegram._media import MEDIA
+from channels.telegram._outbox import Outbox
+from channels.telegram._updates import ADDRESSED, Listening, inbound_message
+from engine import Action, Command, Engine, Press, parse_action, parse_decision
+from tools import StoreUnavailable
+
+log = logging.getLogger("channels.telegram")
+
+CHANNEL = "telegram"
+UNREADABLE = "I can read text, pictures, files and voice messages, but not this kind of message."
+STALE_BUTTON = "This button no longer works."
+
+
+class Handlers:
+    """The Application's handlers; `engine()` is the engine the adapter was started with."""
+
+    def __init__(
+        self,
+        app: Application[Any, Any, Any, Any, Any, Any],
+        outbox: Outbox,
+        engine: Callable[[], Engine],
+        listens: Callable[[str], bool],
+        group_mode: str,
+    ) -> None:
+        self._app = app
+        self._outbox = outbox
+        self._engine = engine
+        self._unrecorded: dict[int, StoreUnavailable] = {}  # update id → why (see process)
+        new = filters.UpdateType.MESSAGE  # edited messages and channel posts are ignored
+        # A group set to "all" in /settings gets every message even when the config says
+        # mentions; ADDRESSED is tried first, so a mention costs no lookup.
+        groups = filters.ChatType.GROUPS if group_mode == "all" else ADDRESSED | Listening(listens)
+        text = filters.TEXT | filters.CAPTION | MEDIA
+        for command in Command:
+            app.add_handler(CommandHandler(command.value, self._command(command), filters=new))
+        app.add_handler(
+            MessageHandler(new & text & (filters.ChatType.PRIVATE | groups), self._on_text)
+        )
+        app.add_handler(
+            MessageHandler(
+                new & ~text & ~filters.StatusUpdate.ALL & (filters.ChatType.PRIVATE | ADDRESSED),
+                self._on_other,
+            )
+        )
+        app.add_handler(CallbackQueryHandler(self._on_button))
+        app.add_error_handler(self._on_error)
+
+    async def process(self, update: Update) -> None:
+        """PTB's dispatch; an update the store could not record fails, so it is not confirmed
+        (PTB hands handler errors to ``_on_error`` instead of raising them)."""
+        await self._app.process_update(update)
+        unrecorded = self._unrecorded.pop(update.update_id, None)
+        if unrecorded is not None:
+            raise unrecorded
+
+    async def _on_text(self, update: Update, _: ContextTypes.DEFAULT_TYPE) -> None:
+        msg = inbound_message(update.message)
+        if msg is not None:
+            await self._engine().handle_inbound(msg)
+
+    async def _on_other(self, update: Update, _: ContextTypes.DEFAULT_TYPE) -> None:
+        msg = inbound_message(update.message)
+        if msg is not None:
+            reply = self._outbox.shown.send(
+                msg.chat_id, UNREADABLE, reply_to=msg.message_id, formatted=False
+            )
+            self._reply(update, reply)
+
+    def _command(self, command: Command) -> Callable[..., Coroutine[Any, Any, None]]:
+        async def on_command(update: Update, _: ContextTypes.DEFAULT_TYPE) -> None:
+            msg = inbound_message(update.message)
+            if msg is None:
+                return
+            reply = await self._engine().handle_command(msg, command)
+            if reply.text:
+                reply_to = None if msg.is_private else msg.message_id
+                sent = self._outbox.send_menu(msg.chat_id, reply.text, reply_to, menu(reply))
+                self._reply(update, sent)
+
+        return on_command
+
+    async def _on_button(self, update: Update, _: ContextTypes.DEFAULT_TYPE) -> None:
+        query = update.callback_query
+        assert query is not None
+        if (action := parse_action(query.data or "")) is not None:
+            await self._on_action(update, action)
+            return
+        parsed = parse_decision(query.data or "")
+        if parsed is None:
+            self._reply(update, query.answer(STALE_BUTTON))
+            return
+        message = query.message
+        chat_id = str(message.chat.id) if message is not None else ""
+        press = Press(CHANNEL, chat_id, str(query.from_user.id), parsed[0], parsed[1])
+        try:
+            decision = await self._engine().handle_press(press)
+        except Exception:
+            failed = query.answer("Something went wrong; please try again.", show_alert=True)
+            self._reply(update, failed)
+            raise
+        self._reply(update, query.answer(decision.message[:200], show_alert=not decision.accepted))
+
+    async def _on_action(self, update: Update, action: str) -> None:
+        """A press on a command reply's button: the engine says what the message shows now."""
+        query = update.callback_query
+        assert query is not None
+        message = query.message
+        if message is None:
+            self._reply(update, query.answer(STALE_BUTTON))
+            return
+        chat_id = str(message.chat.id)
+        private = message.chat.type == ChatType.PRIVATE
+        pressed = Action(CHANNEL, chat_id, str(query.from_user.id), action, private)
+        reply = await self._engine().handle_action(pressed)
+        self._reply(update, query.answer())
+        edit = self._outbox.edit_menu(chat_id, str(message.message_id), reply.text, menu(reply))
+        self._reply(update, edit)
+
+    def _reply(self, update: Update, reply: Coroutine[Any, Any, Any]) -> None:
+        """Send `reply` in a task of the Application (its errors go to the error handler;
+        ``Application.stop`` awaits it), so that receiving does not wait for Telegram."""
+        self._app.create_task(reply, update=update, name="telegram-reply")
+
+    async def _on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
+        uid = update.update_id if isinstance(update, Update) else None
+        if isinstance(context.error, StoreUnavailable):
+            if uid is not None:  # a handler's: process raises it
+                self._unrecorded[uid] = context.error
+            return  # process's own (in a webhook's task): the webhook answers 500
+        log.error("Telegram update %s failed", uid, exc_info=context.error)

@@ -1,0 +1,109 @@
+"""Telegram updates as the engine sees them, decided without side effects: the engine's
+:class:`InboundMessage` of a message, whether it is addressed to the bot (PTB filters), and an
+update read from the Bot API's JSON so that one odd update cannot wedge the rest. Both ways
+updates arrive (``_polling``, ``_webhook``) read them here."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from telegram import Bot, Message, MessageEntity, Update
+from telegram.constants import ChatType
+from telegram.ext import filters
+
+from channels.telegram._media import attachments_of
+from engine import InboundMessage
+
+log = logging.getLogger("channels.telegram")
+
+ALLOWED_UPDATES = [Update.MESSAGE, Update.CALLBACK_QUERY]
+TOKEN_REJECTED = (
+    "Telegram rejected the bot token (401): check [telegram] token_env (or token) and the token"
+    " @BotFather gave you; retrying with backoff, up to %gs apart"
+)
+
+
+def inbound_message(message: Message | None) -> InboundMessage | None:
+    """The engine's view of a Telegram message (None for messages without a sender)."""
+    if message is None or message.from_user is None:
+        return None
+    user = message.from_user
+    reply = message.reply_to_message
+    return InboundMessage(
+        channel="telegram",
+        chat_id=str(message.chat_id),
+        user_id=str(user.id),
+        user_name=user.full_name or user.username or str(user.id),
+        text=message.text or message.caption or "",
+        message_id=str(message.message_id),
+        is_private=message.chat.type == ChatType.PRIVATE,
+        mentioned=addressed_to_bot(message),
+        reply_to=str(reply.message_id) if reply is not None else None,
+        attachments=attachments_of(message),
+        group_id=message.media_group_id,
+    )
+
+
+def addressed_to_bot(message: Message) -> bool:
+    """True when `message` @mentions the bot (text or caption) or replies to its message."""
+    bot = message.get_bot()
+    reply = message.reply_to_message
+    if reply is not None and reply.from_user is not None and reply.from_user.id == bot.id:
+        return True
+    handle = f"@{bot.username}".lower()
+    kinds: list[str | None] = [MessageEntity.MENTION, MessageEntity.TEXT_MENTION]
+    found = {**message.parse_entities(kinds), **message.parse_caption_entities(kinds)}
+    for entity, text in found.items():
+        if entity.type == MessageEntity.MENTION and text.lower() == handle:
+            return True
+        if entity.user is not None and entity.user.id == bot.id:
+            return True
+    return False
+
+
+class _Addressed(filters.MessageFilter):
+    __slots__ = ()
+
+    def filter(self, message: Message) -> bool:
+        return addressed_to_bot(message)
+
+
+ADDRESSED = _Addressed(name="ADDRESSED")  # a PTB filter: mentions the bot or replies to it
+
+
+class Listening(filters.MessageFilter):
+    """A PTB filter: the message's chat asked for every message (/settings reply mode all)."""
+
+    def __init__(self, listens: Callable[[str], bool]) -> None:
+        super().__init__(name="LISTENING")
+        self._listens = listens
+
+    def filter(self, message: Message) -> bool:
+        return self._listens(str(message.chat_id))
+
+
+def parse_update(raw: object, bot: Bot) -> Update | None:
+    """One update as PTB reads it; None (logged by id and reason, never its text) when PTB
+    cannot read it, so that one odd update is passed over instead of wedging the rest."""
+    try:
+        return Update.de_json(raw, bot)  # type: ignore[arg-type]
+    except Exception as exc:
+        uid, fields = None, type(raw).__name__
+        if isinstance(raw, dict):
+            uid, fields = raw.get("update_id"), ", ".join(sorted(map(str, raw)))
+        log.error(
+            "Telegram update %s could not be read (%s; its fields: %s); skipped",
+            uid,
+            unreadable(exc),
+            fields,
+        )
+        return None
+
+
+def unreadable(exc: Exception) -> str:
+    """Why parsing failed, without the data: the messages of these errors name keys and types,
+    while others (a ValueError, say) may quote the value, which can be a user's text."""
+    if isinstance(exc, KeyError | TypeError | AttributeError):
+        return f"{type(exc).__name__}: {exc}"
+    return type(exc).__name__
