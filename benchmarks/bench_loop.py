@@ -29,7 +29,8 @@ from engine import (
     TurnContext,
 )
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
-from tools import ToolRegistry, tool
+from tools import tool
+from tools.registry import ToolRegistry
 
 
 @tool

@@ -30,7 +30,7 @@ from bot._lock import holder, lock_store
 from bot.config import Config
 from engine import SqliteStore
 from engine._store import StatusSnapshot, Store, backup_sqlite
-from tools import StoreError
+from tools.errors import StoreError
 
 _SHOWN = 20  # lines per section; the rest is counted
 

@@ -21,8 +21,7 @@ from bot._logging import setup_logging
 from bot._sdnotify import Notifier, watchdog_interval, watchdog_loop
 from bot._secrets import harden_process, seal_secrets
 from bot.config import Config, find_config, load_config
-from tools import ConfigError, RelaybotError
-from tools._plugins import add_plugin_dir
+from tools.errors import ConfigError, RelaybotError
 
 log = logging.getLogger("relaybot")
 
@@ -114,7 +113,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"relaybot: unknown log level {level!r}", file=sys.stderr)
         return 2
     harden_process()
-    add_plugin_dir(find_config(args.config).parent)  # plugins may sit next to config.toml
     command = {
         "run": _run,
         "chat": _chat,

@@ -25,8 +25,8 @@ from bot.config import Config, ModelEndpoint
 from engine import ContextSettings, SqliteStore, budget_for, discover_window
 from engine._store import open_store
 from engine._store._open import redact
-from tools import ConfigError, RelaybotError
-from tools.builtins._search import SearchFailed, WebSearch
+from tools.builtins import SearchFailed, WebSearch
+from tools.errors import ConfigError, RelaybotError
 
 
 class Status(enum.StrEnum):

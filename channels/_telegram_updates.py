@@ -17,7 +17,7 @@ from channels._telegram_media import attachments_of
 from engine import _metrics as metrics
 from engine._backoff import Backoff
 from engine._channel import InboundMessage
-from tools import StoreUnavailable
+from tools.errors import StoreUnavailable
 
 log = logging.getLogger("channels.telegram")
 

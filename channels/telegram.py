@@ -79,7 +79,7 @@ from engine._channel import (
     parse_action,
     parse_decision,
 )
-from tools import StoreUnavailable
+from tools.errors import StoreUnavailable
 
 if TYPE_CHECKING:
     from channels._telegram_webhook import Webhook

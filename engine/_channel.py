@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from tools import DownloadError
+from tools.errors import DownloadError
 
 
 class MediaKind(enum.StrEnum):

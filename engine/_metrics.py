@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from engine._store._records import ChannelError
-from tools import LLMError
+from tools.errors import LLMError
 
 if TYPE_CHECKING:
     from engine.models._types import Model, ModelRequest, ModelResponse, OnText

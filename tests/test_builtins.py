@@ -9,8 +9,11 @@ import jsonschema
 import pytest
 
 from engine import SqliteStore
-from tools import ConfigError, Tier, ToolContext, ToolRegistry, ToolsConfig, apply_policy
+from tools import Tier, ToolContext
 from tools.builtins import BUILTIN_NAMES, RemindMe, builtin_tools
+from tools.config import ToolsConfig, apply_policy
+from tools.errors import ConfigError
+from tools.registry import ToolRegistry
 
 
 @pytest.fixture

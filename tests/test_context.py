@@ -61,7 +61,9 @@ from tests.fakes.openai_server import (
     tool_calls,
 )
 from tests.fakes.recording_channel import RecordingChannel
-from tools import ContextOverflow, LLMError, ToolRegistry, tool
+from tools import tool
+from tools.errors import ContextOverflow, LLMError
+from tools.registry import ToolRegistry
 
 WORDS = (
     "the river town keeps a small market every morning where farmers sell apples bread cheese "

@@ -16,7 +16,8 @@ from bot.config import Config
 from engine import Choice, Command, DecisionStatus, Press, SqliteStore
 from tests.fakes.openai_server import FakeOpenAI, error, hold, text, tool_call
 from tests.fakes.recording_channel import RecordingChannel
-from tools import StoreError, ToolContext, tool
+from tools import ToolContext, tool
+from tools.errors import StoreError
 
 deleted: list[str] = []
 gates: dict[str, asyncio.Event] = {}

@@ -25,7 +25,8 @@ from engine import (
 )
 from engine._store import JobState
 from tests.fakes.recording_channel import RecordingChannel
-from tools import AsyncTool, ToolRegistry, ToolResult, tool
+from tools import AsyncTool, ToolResult, tool
+from tools.registry import ToolRegistry
 
 
 @tool

@@ -18,7 +18,9 @@ from engine import ConversationKey, Job, JobRunner, Message, ToolLoop, TurnConte
 from engine.context._prompt import NO_RESULT
 from tests.fakes.models import BACKENDS, Backend, backend
 from tests.fakes.openai_server import error, text, tool_call, tool_calls
-from tools import LLMError, ModelUnavailable, ToolRegistry, ToolResult, tool
+from tools import ToolResult, tool
+from tools.errors import LLMError, ModelUnavailable
+from tools.registry import ToolRegistry
 
 KEY = ConversationKey("test", "c1")
 

@@ -17,7 +17,7 @@ from engine._store import ConfirmationState, JobState
 from engine._store._pg import PgStore
 from tests.postgres import PostgresServer
 from tests.test_store_contract import confirmation, inbound
-from tools import ConfigError
+from tools.errors import ConfigError
 
 
 async def relaybot(*argv: str, env: dict[str, str] | None = None) -> tuple[int, str]:

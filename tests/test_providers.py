@@ -42,15 +42,15 @@ from tests.fakes.models import HTTP_BACKENDS, Backend, backend, read_anthropic
 from tests.fakes.openai_server import FakeOpenAI, error, text, tool_call
 from tests.fakes.recording_channel import RecordingChannel
 from tests.fakes.telegram_server import FakeTelegram
-from tools import (
+from tools import tool
+from tools.errors import (
     ConfigError,
     ContextOverflow,
     ModelAuthError,
     ModelRateLimited,
     ModelUnavailable,
-    tool,
 )
-from tools._registry import ToolRegistry
+from tools.registry import ToolRegistry
 
 KEY = ConversationKey("test", "c1")
 PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 16

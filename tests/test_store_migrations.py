@@ -16,7 +16,7 @@ from engine._store import MIGRATIONS, ConfirmationState, InboxState, JobState
 from engine._store._pg import PgStore
 from engine._store._pg_schema import MIGRATIONS as PG_MIGRATIONS
 from tests.postgres import PostgresServer
-from tools import StoreError
+from tools.errors import StoreError
 
 # Rows as each released version wrote them (a version's rows still fit the later schemas), in
 # SQL both dialects read (flags as TRUE and FALSE).

@@ -18,7 +18,7 @@ from channels._telegram_format import (
 from channels._telegram_markdown import markdown_to_html
 from channels.telegram import TelegramConfig
 from tests.fakes.telegram_server import ApiError, parse_html
-from tools import ConfigError
+from tools.errors import ConfigError
 
 
 @pytest.mark.parametrize(

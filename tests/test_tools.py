@@ -15,11 +15,11 @@ from tools import (
     Tier,
     ToolContext,
     ToolDefinitionError,
-    ToolRegistry,
     ToolResult,
     ToolRetry,
     tool,
 )
+from tools.registry import ToolRegistry
 
 
 class Address(BaseModel):

@@ -36,7 +36,7 @@ import asyncpg
 from engine import _metrics as metrics
 from engine._store._open import redact
 from engine._store._pg_schema import MIGRATIONS
-from tools import StoreError, StoreUnavailable
+from tools.errors import StoreError, StoreUnavailable
 
 log = logging.getLogger("engine.store")
 

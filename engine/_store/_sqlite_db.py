@@ -35,7 +35,7 @@ import aiosqlite
 from engine import _metrics as metrics
 from engine._store._records import Conversation, Grant
 from engine._store._sqlite_schema import MIGRATIONS
-from tools import StoreError
+from tools.errors import StoreError
 
 log = logging.getLogger("engine.store")
 

@@ -17,8 +17,8 @@ from engine.loop._jobs import Job, JobRunner
 from engine.loop._types import ConversationKey
 from engine.models._types import Message, ToolCall
 from engine.work._queue import ChatQueues, JobDone, Notice
-from tools import ToolContext, ToolRegistry, ToolResult
-from tools._base import Send
+from tools import ToolContext, ToolResult
+from tools.registry import Send, ToolRegistry
 
 log = logging.getLogger(__name__)
 

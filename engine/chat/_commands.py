@@ -21,7 +21,7 @@ from engine.chat._turns import TurnRunner
 from engine.loop._types import ConversationKey
 from engine.work._cluster import Cluster
 from engine.work._queue import ChatQueues, Compact, Rewind
-from tools import ToolRegistry
+from tools.registry import ToolRegistry
 
 log = logging.getLogger(__name__)
 

@@ -55,7 +55,8 @@ from engine.work._queue import (
     ScheduledRun,
     WorkItem,
 )
-from tools import StoreUnavailable, ToolRegistry
+from tools.errors import StoreUnavailable
+from tools.registry import ToolRegistry
 
 log = logging.getLogger(__name__)
 

@@ -36,7 +36,7 @@ from engine.context._media_history import DOWNLOAD_TIMEOUT_S, ImageCache, human_
 from engine.loop._types import ConversationKey
 from engine.models._transcribe import Transcriber
 from engine.models._types import Image, Message, Part, Role, Text
-from tools import LLMError
+from tools.errors import LLMError
 
 log = logging.getLogger(__name__)
 

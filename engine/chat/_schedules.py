@@ -32,8 +32,15 @@ from engine.chat._turns import RESTARTED, TurnRunner
 from engine.loop._types import ConversationKey
 from engine.models._types import Message
 from engine.work._queue import ChatQueues, Notice, Recover, ScheduledRun
-from tools import ContextOverflow, LLMError, ModelAuthError, ModelRateLimited, StoreUnavailable
-from tools.builtins._schedules import describe, recurrence_of
+from tools.builtins import describe_schedule as describe
+from tools.builtins import recurrence_of
+from tools.errors import (
+    ContextOverflow,
+    LLMError,
+    ModelAuthError,
+    ModelRateLimited,
+    StoreUnavailable,
+)
 
 log = logging.getLogger(__name__)
 

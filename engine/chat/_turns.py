@@ -36,16 +36,16 @@ from engine.context._media_history import RecentImages
 from engine.loop._loop import ToolLoop
 from engine.loop._types import ConversationKey, PendingCall, SendFiles, TurnContext, TurnResult
 from engine.models._types import Message, Role
-from tools import (
+from tools import File
+from tools.errors import (
     ContextOverflow,
-    File,
     LLMError,
     ModelAuthError,
     ModelRateLimited,
     PromptTooLarge,
     StoreUnavailable,
 )
-from tools._base import Send
+from tools.registry import Send
 
 log = logging.getLogger(__name__)
 

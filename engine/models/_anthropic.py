@@ -57,7 +57,7 @@ from engine.models._types import (
     ToolSpec,
     Usage,
 )
-from tools import (
+from tools.errors import (
     ConfigError,
     ContextOverflow,
     LLMError,

@@ -56,7 +56,7 @@ from engine.work._queue import (
     WorkItem,
 )
 from engine.work._receivers import WANT, Receivers
-from tools import StoreError
+from tools.errors import StoreError
 
 log = logging.getLogger(__name__)
 
