@@ -154,15 +154,13 @@ async def _tools(config: Config, args: argparse.Namespace) -> int:
 
     async with open_tools(config) as (registry, mcp):
         sources = {info.name: info.server for info in mcp.tools()} if mcp else {}
-        for name in registry.names():
-            tool = registry.get(name)
-            assert tool is not None
-            origin = f"mcp:{sources[name]}" if name in sources else "local"
-            print(f"{name}  [{tool.tier}]  ({origin})")
-            first = (tool.description or "").strip().splitlines()
+        for spec in registry.definitions(registry.names()):  # what the model is offered
+            origin = f"mcp:{sources[spec.name]}" if spec.name in sources else "local"
+            print(f"{spec.name}  [{spec.tier}]  ({origin})")
+            first = (spec.description or "").strip().splitlines()
             if first:
                 print(f"    {first[0]}")
-            print(f"    schema: {json.dumps(tool.parameters, separators=(',', ':'))}")
+            print(f"    schema: {json.dumps(spec.parameters, separators=(',', ':'))}")
     return 0
 
 

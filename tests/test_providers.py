@@ -158,6 +158,35 @@ async def test_a_history_from_another_provider_goes_out_in_the_api_shape(claude)
     assert [c.name for c in sent.calls] == ["add", "add", "add"]
 
 
+async def test_each_provider_maps_the_registrys_definitions(claude, llm) -> None:
+    """One definition per tool (tools.registry); OpenAI strict mode sends its strict variant."""
+    registry = ToolRegistry()
+    registry.register(add)
+    registry.register(delete_file)
+    request = ModelRequest("Be brief.", [Message.user("hi")], registry.definitions())
+    strict = OpenAIModel(base_url=llm.base_url, api_key="k", model="m", strict_tools=True)
+    anthropic = anthropic_model(claude)
+    try:
+        await strict.complete(request)
+        await anthropic.complete(request)
+    finally:
+        await strict.aclose()
+        await anthropic.aclose()
+    [add_spec, delete_spec] = request.tools
+    assert llm.requests[0]["tools"][0] == {
+        "type": "function",
+        "function": {
+            "name": "add",
+            "description": "Add two integers.",
+            "parameters": add_spec.strict_parameters,
+            "strict": True,
+        },
+    }
+    assert [t["name"] for t in claude.requests[0]["tools"]] == ["add", "delete_file"]
+    assert claude.requests[0]["tools"][1]["input_schema"] == delete_spec.parameters
+    assert delete_spec.tier == "destructive"
+
+
 async def test_a_history_cut_before_its_first_user_message_is_still_taken(claude) -> None:
     model = anthropic_model(claude)
     try:
