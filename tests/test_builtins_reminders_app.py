@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -34,13 +35,19 @@ async def running(
         yield app, channel
 
 
+def whole_second_clock() -> ManualClock:
+    """A ManualClock now, in whole seconds: a due time is stored to the microsecond, so moving
+    the clock by a reminder's delay reaches it exactly."""
+    return ManualClock(float(int(time.time())))
+
+
 def stored_jobs(config: Config) -> list[tuple[str, str, str, str]]:
     with sqlite3.connect(config.storage.resolved_path()) as db:
         return db.execute("SELECT chat_id, tool, args, state FROM jobs").fetchall()
 
 
 async def test_reminder_fires_in_the_chat_it_came_from(config: Config, llm: FakeOpenAI) -> None:
-    clock = ManualClock()
+    clock = whole_second_clock()
     llm.script(tool_call("remind_me", {"text": "stretch", "in_seconds": 600}), text("Will do."))
     async with running(config, clock) as (app, ch):
         await app.dispatcher.handle_inbound(ch.message("remind me to stretch", chat_id="a"))
@@ -60,7 +67,7 @@ async def test_reminder_fires_in_the_chat_it_came_from(config: Config, llm: Fake
 async def test_reminder_due_while_down_fires_once_after_restart(
     config: Config, llm: FakeOpenAI
 ) -> None:
-    clock = ManualClock()
+    clock = whole_second_clock()
     llm.script(tool_call("remind_me", {"text": "call mum", "in_seconds": 60}), text("Sure."))
     async with running(config, clock) as (app, ch):
         await app.dispatcher.handle_inbound(ch.message("remind me in a second", chat_id="a"))
@@ -91,7 +98,7 @@ async def test_reminder_due_while_down_fires_once_after_restart(
 async def test_reminder_not_yet_due_waits_again_after_restart(
     config: Config, llm: FakeOpenAI
 ) -> None:
-    clock = ManualClock()
+    clock = whole_second_clock()
     llm.script(tool_call("remind_me", {"text": "tea", "in_seconds": 300}), text("Okay."))
     async with running(config, clock) as (app, ch):
         await app.dispatcher.handle_inbound(ch.message("tea in a bit", chat_id="k"))
