@@ -371,3 +371,24 @@ def test_a_schema_strict_mode_cannot_express_is_offered_plainly() -> None:
     [odd] = registry.definitions()
     assert not odd.strict and odd.strict_parameters is None
     assert odd.parameters["properties"] == {"x": {"type": "integer"}}
+
+
+def test_the_package_is_the_plugin_authors_surface_and_cheap() -> None:
+    import subprocess
+    import sys
+
+    import tools
+
+    assert sorted(tools.__all__) == sorted(
+        [
+            *("tool", "Tool", "ContextualTool", "AsyncTool", "ToolContext", "ToolResult"),
+            *("File", "ToolRetry", "Tier", "ToolDefinitionError"),
+        ]
+    )
+    heavy = ("httpx", "httpx2", "selectolax", "mcp", "jsonschema", "anyio", "tools.builtins")
+    probe = (
+        "import sys; from tools import tool; "
+        f"print(sorted(m for m in sys.modules if m.startswith({heavy!r})))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
