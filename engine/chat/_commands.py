@@ -122,7 +122,7 @@ class Commands:
     ) -> str:
         """Run `item` in the chat's order (held here first, with several instances) and answer
         with what it says."""
-        if self.cluster is not None and not await self.cluster.acquire(key):
+        if self.cluster is not None and not await self.cluster.leases.acquire(key):
             return BUSY
         if not self.queues.put(key, item):
             return SHUTTING_DOWN

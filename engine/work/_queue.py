@@ -192,7 +192,7 @@ class ChatQueues:
                     current = asyncio.current_task()
                     if current is not None and current.cancelling():
                         raise  # we are being shut down
-                    await self._on_stopped(chat.key)
+                    await self._after_stop(chat.key)
                 except Exception:
                     log.exception("work in %s failed (%s)", chat.key, type(item).__name__)
                 finally:
@@ -204,6 +204,14 @@ class ChatQueues:
                 chat.idle.set()
                 if self.leases is not None and not self._closing:
                     self.leases.released(chat.key)
+
+    async def _after_stop(self, key: ConversationKey) -> None:
+        # whatever fails here, the chat's next items still run (a failure escaping the worker
+        # would leave them waiting for the next message)
+        try:
+            await self._on_stopped(key)
+        except Exception:
+            log.exception("closing what /stop cut off in %s failed", key)
 
     def holding(self, key: ConversationKey) -> bool:
         """True while the chat has items queued or running here."""
