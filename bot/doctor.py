@@ -22,9 +22,10 @@ import httpx
 from bot._checks import tool_problems, validate
 from bot._lock import holder
 from bot.config import Config, ModelEndpoint
-from engine import ContextSettings, SqliteStore, budget_for, discover_window
+from engine import SqliteStore
 from engine._store import open_store
 from engine._store._open import redact
+from engine.context import ContextSettings, budget_for, discover_window
 from tools.builtins import SearchFailed, WebSearch
 from tools.errors import ConfigError, RelaybotError
 

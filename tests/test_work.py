@@ -31,8 +31,8 @@ async def test_a_failing_stop_handler_does_not_strand_the_chats_next_items(
     async def on_stopped(key: ConversationKey) -> None:
         raise RuntimeError("the store is away")
 
-    queues = ChatQueues(handle, on_stopped)
-    queues.open()
+    queues = ChatQueues()
+    queues.open(handle, on_stopped)
     queues.put(KEY, Inbound())
     queues.put(KEY, Notice("still here", None))
     await first_runs.wait()

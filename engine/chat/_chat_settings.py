@@ -48,6 +48,7 @@ class ChatSettings:
         policy: Policy,
         models: Sequence[str],
         default_model: str,
+        changed: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.rows = store.chat_settings
         self.channels = channels
@@ -56,7 +57,7 @@ class ChatSettings:
         self.default_model = default_model
         self._prefs: dict[ConversationKey, ChatPrefs] = {}
         self._all: set[ConversationKey] = set()  # chats whose reply mode is "all"
-        self.changed: Callable[[], Awaitable[None]] | None = None  # told other instances
+        self.changed = changed  # told to the other instances sharing the store
 
     async def load(self) -> None:
         """Read every chat's settings (again: what is no longer stored is forgotten)."""

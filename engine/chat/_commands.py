@@ -33,6 +33,7 @@ SHUTTING_DOWN = "I am shutting down; try again in a moment."
 class Commands:
     def __init__(
         self,
+        *,
         store: Store,
         registry: ToolRegistry,
         queues: ChatQueues,

@@ -3,3 +3,23 @@ the model's window (``_budget``), old turns folded into a summary (``_compaction
 estimated and calibrated (``_tokens``), the window learned (``_window``), and which pictures of
 the history are sent again (``_media_history``).
 """
+
+from __future__ import annotations
+
+from engine.context._budget import ContextBudget, ContextSettings, Window, budget_for
+from engine.context._media_history import ImageCache, RecentImages
+from engine.context._prompt import ensure_pairing
+from engine.context._window import WindowInfo, WindowSource, discover_window
+
+__all__ = [
+    "ContextBudget",
+    "ContextSettings",
+    "ImageCache",
+    "RecentImages",
+    "Window",
+    "WindowInfo",
+    "WindowSource",
+    "budget_for",
+    "discover_window",
+    "ensure_pairing",
+]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 
-from engine import _metrics as metrics
+from engine import metrics
 from engine.models._types import Message, Model, ModelRequest, ModelResponse, Role
 
 SUMMARY_PROMPT = (

@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from engine import _metrics as metrics
+from engine import metrics
 from engine.context._budget import Window
 from engine.loop._jobs import Job, JobRunner
 from engine.loop._types import PendingCall, Record, TurnContext, TurnResult

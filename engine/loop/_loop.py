@@ -14,9 +14,9 @@ import json
 import logging
 from collections.abc import Mapping
 
-from engine import _metrics as metrics
+from engine import metrics
 from engine.context._budget import ContextBudget, Fitted, Window
-from engine.context._prompt import for_model, sanitised
+from engine.context._prompt import for_model
 from engine.loop._calls import Starting, ToolCalls, TurnState
 from engine.loop._jobs import JobRunner
 from engine.loop._types import PendingCall, Record, TurnContext, TurnResult
@@ -28,6 +28,7 @@ from engine.models._types import (
     ModelResponse,
     ToolCall,
     ToolSpec,
+    sanitised,
 )
 from tools import ToolResult
 from tools.errors import ContextOverflow

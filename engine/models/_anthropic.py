@@ -41,7 +41,6 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from engine.context._prompt import sanitised
 from engine.models._stream import emit
 from engine.models._types import (
     FinishReason,
@@ -56,6 +55,7 @@ from engine.models._types import (
     ToolOutput,
     ToolSpec,
     Usage,
+    sanitised,
 )
 from tools.errors import (
     ConfigError,

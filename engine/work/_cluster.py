@@ -39,8 +39,9 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from engine._backoff import Backoff
 from engine._channel import Channel
@@ -67,7 +68,21 @@ class InstanceSettings:
     lease_s: float = 5.0  # a dead instance's chats move after this long
 
 
-Recoverer = Callable[[Adoption], Awaitable[None]]
+class ClusterEvents(Protocol):
+    """What the cluster asks of the engine it runs in (given when it joins)."""
+
+    async def recover(self, taken: Adoption | None = None) -> None:
+        """Queue what the chats and jobs just taken over left, as a restart would."""
+
+    async def settings_changed(self) -> None:
+        """Another instance changed a chat's /settings: read them again."""
+
+    async def abandon_jobs(self) -> None:
+        """This instance was fenced: stop its jobs without recording anything."""
+
+    async def forgot(self, job_ids: list[str]) -> None:
+        """A user was forgotten on another instance: stop their jobs here, drop what is kept
+        in memory about them."""
 
 
 class Cluster:
@@ -79,17 +94,12 @@ class Cluster:
         queues: ChatQueues,
         channels: Mapping[str, Channel],
         settings: InstanceSettings,
-        recover: Recoverer,
-        reload_settings: Callable[[], Awaitable[None]],
-        abandon_jobs: Callable[[], Awaitable[None]],
     ) -> None:
         self.store = store
         self.queues = queues
         self.channels = channels
         self.settings = settings
-        self._recover = recover
-        self._reload_settings = reload_settings
-        self._abandon_jobs = abandon_jobs
+        self._events: ClusterEvents | None = None  # given by join
         self._publishing: asyncio.Task[None] | None = None
         self._publisher = Publisher(store.publish, self._unreachable)
         self._tasks: set[asyncio.Task[None]] = set()
@@ -98,9 +108,6 @@ class Cluster:
         self._unreachable_since: float | None = None
         self._reported_at = 0.0
         self._fenced = False
-        # A user forgotten on another instance: stop their jobs running here (by id), and let
-        # go of what is kept in memory (chats' settings, summaries).
-        self.on_forgot: Callable[[list[str]], Awaitable[None]] | None = None
         self.leases = ChatLeases(store, queues, self._publisher, self._spawn, self._unreachable)
         store.on_signal(self._signal)
         store.on_reconnect(self._sweep)
@@ -117,8 +124,9 @@ class Cluster:
 
     # -- life -----------------------------------------------------------------------------
 
-    async def join(self) -> None:
+    async def join(self, events: ClusterEvents) -> None:
         """Join as a live instance and take what nobody holds, before the queues open."""
+        self._events = events
         sent = time.monotonic()
         number = await self.store.join(self.settings.name, self.settings.lease_s)
         self._renewed_at = sent
@@ -200,7 +208,8 @@ class Cluster:
 
     async def _take(self, adoption: Adoption) -> None:
         self.leases.take(adoption.chats)
-        await self._recover(adoption)
+        assert self._events is not None  # joined
+        await self._events.recover(adoption)
 
     def _unreachable(self, exc: BaseException) -> None:
         now = time.monotonic()
@@ -224,14 +233,16 @@ class Cluster:
         await self.receivers.let_go_all(record=False)
         self.leases.clear()
         await self.queues.abandon()
-        await self._abandon_jobs()  # the instance that adopts this one runs them again
+        assert self._events is not None  # joined
+        await self._events.abandon_jobs()  # the instance that adopts this one runs them again
 
     async def _rejoin(self) -> None:
         """Reach the database again (backing off, logging once a minute) and join anew."""
         backoff = Backoff(0.5, max_s=10)
         while True:
             try:
-                await self.join()
+                assert self._events is not None  # joined before
+                await self.join(self._events)
                 return
             except StoreError as exc:
                 self._unreachable(exc)
@@ -269,9 +280,11 @@ class Cluster:
         except (ValueError, KeyError, TypeError):
             log.warning("ignored a malformed signal")
             return
+        if self._events is None:
+            return  # signals are listened to once joined
         if kind == SETTINGS:
             if data.get("o") != self.incarnation:
-                self._spawn(self._reload_settings(), "reload-settings")
+                self._spawn(self._events.settings_changed(), "reload-settings")
             return
         if kind == WANT:
             if data.get("o") != self.incarnation and not self._fenced:
@@ -280,8 +293,8 @@ class Cluster:
                     self._spawn(self.receivers.let_go(lease), "hand-back")
             return
         if kind == FORGOT:
-            if data.get("o") != self.incarnation and self.on_forgot is not None:
-                self._spawn(self.on_forgot([str(j) for j in data.get("jobs", [])]), "forgot")
+            if data.get("o") != self.incarnation:
+                self._spawn(self._events.forgot([str(j) for j in data.get("jobs", [])]), "forgot")
             return
         key = ConversationKey(data["c"], data["i"])
         if data.get("o") == self.incarnation:

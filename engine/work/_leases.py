@@ -14,7 +14,7 @@ import asyncio
 import collections
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 
 from engine._store import ClusterStore
 from engine.loop._types import ConversationKey
@@ -51,7 +51,7 @@ class ChatLeases:
         self._locks: KeyedLocks[ConversationKey] = KeyedLocks()
         queues.leases = self
 
-    def take(self, chats: list[tuple[str, str]]) -> None:
+    def take(self, chats: Iterable[tuple[str, str]]) -> None:
         """These chats are now held here (adopted, or claimed as orphans)."""
         for channel, chat_id in chats:
             self._held.add(ConversationKey(channel, chat_id))

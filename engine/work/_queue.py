@@ -120,11 +120,12 @@ class _Chat:
 
 
 class ChatQueues:
-    """`handle(key, item)` runs each item; `on_stopped(key)` runs when /stop cancelled one."""
+    """Items are queued from the start; once opened, `handle(key, item)` runs each and
+    `on_stopped(key)` runs when /stop cancelled one."""
 
-    def __init__(self, handle: Handler, on_stopped: Stopped) -> None:
-        self._handle = handle
-        self._on_stopped = on_stopped
+    def __init__(self) -> None:
+        self._handle: Handler | None = None
+        self._on_stopped: Stopped | None = None
         self.leases: Leases | None = None  # set when several instances share the store
         self._chats: dict[ConversationKey, _Chat] = {}
         self._open = False
@@ -160,8 +161,10 @@ class ChatQueues:
             chat.worker = asyncio.create_task(self._work(chat), name=f"chat-{key}")
         return True
 
-    def open(self) -> None:
+    def open(self, handle: Handler, on_stopped: Stopped) -> None:
         """Start the workers (of the chats queued so far, and of every chat from now on)."""
+        self._handle = handle
+        self._on_stopped = on_stopped
         self._open = True
         for chat in list(self._chats.values()):
             if chat.items and chat.worker is None:
@@ -185,6 +188,7 @@ class ChatQueues:
         try:
             while chat.items:
                 item = chat.items.popleft()
+                assert self._handle is not None  # workers start once opened
                 chat.turn = asyncio.create_task(self._handle(chat.key, item))
                 try:
                     await chat.turn
@@ -209,7 +213,8 @@ class ChatQueues:
         # whatever fails here, the chat's next items still run (a failure escaping the worker
         # would leave them waiting for the next message)
         try:
-            await self._on_stopped(key)
+            if self._on_stopped is not None:
+                await self._on_stopped(key)
         except Exception:
             log.exception("closing what /stop cut off in %s failed", key)
 
