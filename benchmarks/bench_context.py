@@ -31,7 +31,8 @@ from engine.models import OpenAIModel
 from engine.store import SqliteStore
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
 from tests.fakes.recording_channel import RecordingChannel
-from tools import ToolRegistry, tool
+from tools import tool
+from tools.registry import ToolRegistry
 
 WORDS = "a quiet harbour town sells fish bread lamps rope and maps to sailors every day".split()
 

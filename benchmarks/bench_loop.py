@@ -23,7 +23,8 @@ from engine.loop import ConversationKey, ToolLoop, TurnContext
 from engine.models import Message, OpenAIModel
 from engine.store import SqliteStore
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
-from tools import ToolRegistry, tool
+from tools import tool
+from tools.registry import ToolRegistry
 
 
 @tool

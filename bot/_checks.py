@@ -14,15 +14,12 @@ from dataclasses import dataclass
 
 from bot.config import Config
 from channels import DiscordConfig, TelegramConfig
-from tools import (
-    ConfigError,
-    ToolDefinitionError,
-    ToolRegistry,
-    apply_policy,
-    builtin_tools,
-    load_plugins,
-)
-from tools._config import DEFAULT_BUILTINS, check_tools
+from tools import ToolDefinitionError
+from tools.builtins import builtin_tools
+from tools.config import DEFAULT_BUILTINS, apply_policy, check_tools
+from tools.errors import ConfigError
+from tools.plugins import load_plugins
+from tools.registry import ToolRegistry
 
 NO_CHANNEL = (
     "no channel is enabled, so `relaybot run` has nothing to serve: set enabled = true under "
@@ -83,7 +80,9 @@ def tool_problems(config: Config) -> ToolReport:
     registry = ToolRegistry()
     for tool in builtin_tools(config.tools, notes=None):
         registry.register(tool)
-    plugin_tools, problems = load_plugins(config.tools.plugins, log_problems=False)
+    plugin_tools, problems = load_plugins(
+        config.tools.plugins, plugin_dirs=config.plugin_dirs(), log_problems=False
+    )
     loaded = []
     for tool in plugin_tools:
         try:

@@ -14,7 +14,7 @@ import httpx
 from bot.config import Config
 from bot.doctor import Check, Status, _get
 from channels import shard_layout
-from tools import RelaybotError
+from tools.errors import RelaybotError
 
 _NAME_TG = "telegram receiving"
 _NAME_DC = "discord shards"

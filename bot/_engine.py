@@ -38,7 +38,7 @@ from engine.loop import ToolLoop
 from engine.models import Transcriber
 from engine.store import Store
 from engine.work import ChatQueues, Cluster, InstanceSettings, Tasks
-from tools import ToolRegistry
+from tools.registry import ToolRegistry
 
 
 def build_engine(

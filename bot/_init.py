@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bot.config import parse_config
-from tools import ConfigError
+from tools.errors import ConfigError
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _LOCAL = ("localhost", "127.", "[::1]", "0.0.0.0")

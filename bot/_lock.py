@@ -17,7 +17,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from tools import StoreError
+from tools.errors import StoreError
 
 
 def lock_path(store: Path) -> Path:

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
-from tools import ConfigError
+from tools.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

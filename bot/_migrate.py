@@ -14,7 +14,7 @@ from pathlib import Path
 
 from bot._lock import holder
 from engine.store import is_postgres, redact
-from tools import StoreError
+from tools.errors import StoreError
 
 log = logging.getLogger("relaybot")
 

@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 from bot._lock import holder, lock_store
 from bot.config import Config
 from engine.store import SqliteStore, StatusSnapshot, Store, backup_sqlite
-from tools import StoreError
+from tools.errors import StoreError
 
 _SHOWN = 20  # lines per section; the rest is counted
 

@@ -33,13 +33,15 @@ from engine.metrics import ErrorLog, enable_metrics, set_state, use_error_log
 from engine.models import OpenAITranscriber
 from engine.store import Store, open_store
 from engine.work import InstanceSettings
-from tools import StoreUnavailable, Tool, ToolRegistry
-from tools._config import apply_policy
-from tools._plugins import load_plugins
-from tools.builtins import ScheduleAccess, builtin_tools
+from tools import Tool
+from tools.builtins import ScheduleAccess, WallClock, builtin_tools
+from tools.config import apply_policy
+from tools.errors import StoreUnavailable
+from tools.plugins import load_plugins
+from tools.registry import ToolRegistry
 
 if TYPE_CHECKING:
-    from tools._mcp import McpManager
+    from tools.mcp import McpManager
 
 log = logging.getLogger(__name__)
 
@@ -83,15 +85,18 @@ async def open_tools(
     notes: Any = None,
     schedules: ScheduleAccess | None = None,
     extra: Sequence[Tool] = (),
+    clock: WallClock | None = None,
 ) -> AsyncIterator[tuple[ToolRegistry, McpManager | None]]:
     """The registry with built-ins, plugins, `extra` tools and MCP servers' tools."""
     registry = ToolRegistry(default_timeout_s=config.tools.default_timeout_s)
     search_key = config.search_key()
     for tool in builtin_tools(
-        config.tools, notes=notes, schedules=schedules, search_key=search_key
+        config.tools, notes=notes, schedules=schedules, search_key=search_key, clock=clock
     ):
         registry.register(tool)
-    plugin_tools, _problems = load_plugins(config.tools.plugins)  # each problem already logged
+    plugin_tools, _problems = load_plugins(  # each problem already logged
+        config.tools.plugins, plugin_dirs=config.plugin_dirs()
+    )
     for tool in [*plugin_tools, *extra]:
         try:
             registry.register(tool)
@@ -100,7 +105,7 @@ async def open_tools(
     async with contextlib.AsyncExitStack() as stack:
         mcp = None
         if config.mcp.servers:  # the mcp SDK takes a while to import: only when used
-            from tools._mcp import McpManager
+            from tools.mcp import McpManager
 
             mcp = await stack.enter_async_context(McpManager(config.mcp.servers, registry))
         for warning in apply_policy(registry, config.tools):
@@ -189,6 +194,7 @@ class App:
                     self.clock.now,
                 ),
                 extra=self.extra_tools,
+                clock=self.clock,
             )
         )
         self.model = build_model(cfg)

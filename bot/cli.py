@@ -21,8 +21,7 @@ from bot._logging import setup_logging
 from bot._sdnotify import Notifier, watchdog_interval, watchdog_loop
 from bot._secrets import harden_process, seal_secrets
 from bot.config import Config, find_config, load_config
-from tools import ConfigError, RelaybotError
-from tools._plugins import add_plugin_dir
+from tools.errors import ConfigError, RelaybotError
 
 log = logging.getLogger("relaybot")
 
@@ -114,7 +113,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"relaybot: unknown log level {level!r}", file=sys.stderr)
         return 2
     harden_process()
-    add_plugin_dir(find_config(args.config).parent)  # plugins may sit next to config.toml
     command = {
         "run": _run,
         "chat": _chat,
@@ -156,15 +154,13 @@ async def _tools(config: Config, args: argparse.Namespace) -> int:
 
     async with open_tools(config) as (registry, mcp):
         sources = {info.name: info.server for info in mcp.tools()} if mcp else {}
-        for name in registry.names():
-            tool = registry.get(name)
-            assert tool is not None
-            origin = f"mcp:{sources[name]}" if name in sources else "local"
-            print(f"{name}  [{tool.tier}]  ({origin})")
-            first = (tool.description or "").strip().splitlines()
+        for spec in registry.definitions(registry.names()):  # what the model is offered
+            origin = f"mcp:{sources[spec.name]}" if spec.name in sources else "local"
+            print(f"{spec.name}  [{spec.tier}]  ({origin})")
+            first = (spec.description or "").strip().splitlines()
             if first:
                 print(f"    {first[0]}")
-            print(f"    schema: {json.dumps(tool.parameters, separators=(',', ':'))}")
+            print(f"    schema: {json.dumps(spec.parameters, separators=(',', ':'))}")
     return 0
 
 

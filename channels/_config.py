@@ -17,7 +17,7 @@ from channels._receiving_config import (
     webhook_secret_of,
     webhook_url_of,
 )
-from tools import ConfigError
+from tools.errors import ConfigError
 
 DEFAULT_DISCORD_API = "https://discord.com/api/v10"
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit
 
-from tools import ConfigError
+from tools.errors import ConfigError
 
 SECRET_KEY = "telegram.webhook_secret_env"
 # What Telegram accepts as a webhook's secret_token.

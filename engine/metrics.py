@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from engine.store import ChannelError
-from tools import LLMError
+from tools.errors import LLMError
 
 if TYPE_CHECKING:
     from engine.models import Model, ModelRequest, ModelResponse, OnText

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import jsonschema
 import pytest
 
 from engine.store import SqliteStore
-from tools import ConfigError, Tier, ToolContext, ToolRegistry, ToolsConfig, apply_policy
+from tests.fakes.clock import ManualClock
+from tools import Tier, ToolContext, ToolRetry
 from tools.builtins import BUILTIN_NAMES, RemindMe, builtin_tools
+from tools.config import ToolsConfig, apply_policy
+from tools.errors import ConfigError
+from tools.registry import ToolRegistry
 
 
 @pytest.fixture
@@ -141,20 +145,26 @@ async def test_send_message_posts_to_the_current_chat(registry):
 # -- remind_me --------------------------------------------------------------------------------
 
 
+T0 = datetime(2030, 5, 1, 10, 0, tzinfo=UTC).timestamp()  # the fake clock's start
+
+
 def test_remind_me_job_args_are_absolute():
-    tool = RemindMe()
+    tool = RemindMe(ManualClock(T0))
     assert tool.background and tool.resumable
-    before = datetime.now(UTC)
     stored = tool.job_args(tool.validate({"text": "tea", "in_seconds": 600}))
-    assert set(stored) == {"text", "at"}
-    at = datetime.fromisoformat(stored["at"])
-    assert before + timedelta(seconds=599) <= at <= datetime.now(UTC) + timedelta(seconds=601)
+    assert stored == {"text": "tea", "at": "2030-05-01T10:10:00+00:00"}
     # an absolute time is kept (normalised to UTC); stored args validate again on resume
-    day = (datetime.now(UTC) + timedelta(days=30)).date()
-    stored = tool.job_args({"text": "x", "at": f"{day}T09:00:00+01:00"})
-    assert stored["at"] == f"{day}T08:00:00+00:00"
+    stored = tool.job_args({"text": "x", "at": "2030-05-31T09:00:00+01:00"})
+    assert stored["at"] == "2030-05-31T08:00:00+00:00"
     assert tool.validate(stored) == stored
-    assert f"{day} 08:00 UTC: x" in tool.describe_call(stored)
+    assert "2030-05-31 08:00 UTC: x" in tool.describe_call(stored)
+
+
+def test_remind_me_measures_one_year_by_its_clock():
+    tool = RemindMe(ManualClock(T0))
+    assert tool.validate({"text": "x", "at": "2031-05-01T10:00:00Z"})  # 365 days: allowed
+    with pytest.raises(ToolRetry, match="one year"):
+        tool.validate({"text": "x", "at": "2031-05-03T10:00:00Z"})
 
 
 @pytest.mark.parametrize(
@@ -173,26 +183,33 @@ async def test_remind_me_bad_times_go_back_to_the_model(registry, args, problem)
     assert problem in prepared.for_llm
 
 
-async def test_remind_me_due_now_fires_at_once(registry):
-    now = datetime.now(UTC).isoformat()
-    result = await asyncio.wait_for(
-        registry.execute("remind_me", {"text": "stretch", "at": now}), 5
-    )
+async def test_remind_me_due_now_fires_at_once():
+    clock = ManualClock(T0)
+    registry = ToolRegistry()
+    for tool in builtin_tools(ToolsConfig(builtins=["remind_me"]), notes=None, clock=clock):
+        registry.register(tool)  # the daemon's clock reaches remind_me through the assembly
+    at = datetime.fromtimestamp(T0, UTC).isoformat()
+    result = await asyncio.wait_for(registry.execute("remind_me", {"text": "stretch", "at": at}), 5)
     assert result.for_user == "⏰ Reminder: stretch"
-    assert not result.is_error
+    assert not result.is_error and clock.naps == 0  # it never waited
 
 
-async def test_remind_me_waits_for_its_time():
-    tool = RemindMe()
-    args = tool.job_args({"text": "soon", "in_seconds": 0.3})
-    start = asyncio.get_running_loop().time()
-    result = await tool.execute(args)
-    assert asyncio.get_running_loop().time() - start >= 0.2
-    assert result.for_user == "⏰ Reminder: soon"
+async def test_remind_me_waits_for_its_time_by_its_clock():
+    clock = ManualClock(T0)
+    tool = RemindMe(clock)
+    args = tool.job_args({"text": "soon", "in_seconds": 300})
+    waiting = asyncio.create_task(tool.execute(args))
+    await clock.napped(1)  # it waits for the clock, not for real seconds
+    await clock.advance(299)
+    assert not waiting.done()
+    await clock.advance(1)
+    result = await asyncio.wait_for(waiting, 5)
+    assert result.for_user == "⏰ Reminder: soon"  # on time: no "sent late"
 
 
 async def test_remind_me_long_overdue_fires_once_and_says_so():
-    result = await RemindMe().execute({"text": "pay rent", "at": "2020-05-01T10:00:00+00:00"})
+    tool = RemindMe(ManualClock(T0))
+    result = await tool.execute({"text": "pay rent", "at": "2020-05-01T10:00:00+00:00"})
     assert result.for_user == "⏰ Reminder: pay rent (due 2020-05-01 10:00 UTC; sent late)"
 
 

@@ -7,8 +7,7 @@ import asyncio
 import pytest
 from aiohttp import web
 
-from tools.builtins import FetchUrl
-from tools.builtins._netguard import refusal
+from tools.builtins import FetchUrl, refusal
 
 PAGE = """<!doctype html><html><head><title>The  Test Page</title>
 <style>body { color: red }</style><script>alert("no")</script></head>
@@ -145,7 +144,7 @@ async def test_http_errors_and_binary_content(server):
 
 @pytest.mark.parametrize("url", ["file:///etc/passwd", "ftp://example.com/x", "example.com", ""])
 async def test_only_http_urls(url):
-    from tools import ToolRegistry
+    from tools.registry import ToolRegistry
 
     registry = ToolRegistry()
     registry.register(FetchUrl())

@@ -7,8 +7,9 @@ import os
 
 import pytest
 
-from tools import ToolRegistry, ToolsConfig
 from tools.builtins import WORKSPACE_TOOLS, builtin_tools
+from tools.config import ToolsConfig
+from tools.registry import ToolRegistry
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import pytest
 from bot.config import parse_config
 from engine import Command
 from tests.fakes.openai_server import FakeOpenAI, hold, text, tool_call
-from tools import ConfigError
+from tools.errors import ConfigError
 
 
 def write_config(

@@ -11,8 +11,8 @@ import pytest
 from pydantic import BaseModel
 
 from bot._checks import NO_CHANNEL, validate
-from bot.config import Config, _model_in, parse_config
-from tools import ConfigError
+from bot.config import Config, model_in, parse_config
+from tools.errors import ConfigError
 
 EXAMPLE = Path(__file__).parent.parent / "config.example.toml"
 
@@ -33,7 +33,7 @@ def documented_keys() -> set[str]:
 def model_keys(model: type[BaseModel], prefix: str = "") -> set[str]:
     keys = set()
     for name, field in model.model_fields.items():
-        sub = _model_in(field.annotation)
+        sub = model_in(field.annotation)
         if sub is None:
             keys.add(f"{prefix}{name}")
         elif sub is not model:

@@ -26,12 +26,17 @@ from bot.app import App
 from bot.config import Config
 from engine import Command, FinishReason, ModelRequest, ModelResponse, Role, ToolCall, Usage
 from engine.chat import Dispatcher, LimitSettings, Settings
-from engine.context import ContextBudget, ContextSettings, WindowInfo, WindowSource, discover_window
-from engine.context._budget import Window
-from engine.context._tokens import overflow_facts
+from engine.context import (
+    ContextBudget,
+    ContextSettings,
+    Window,
+    WindowInfo,
+    WindowSource,
+    discover_window,
+    overflow_facts,
+)
 from engine.loop import ConversationKey, ToolLoop, TurnContext
-from engine.models import Message, OpenAIModel, ScriptedModel, reply
-from engine.models._openai import to_openai
+from engine.models import Message, OpenAIModel, ScriptedModel, reply, to_openai
 from engine.store import SqliteStore
 from tests.fakes.openai_server import (
     FakeOpenAI,
@@ -43,7 +48,9 @@ from tests.fakes.openai_server import (
     tool_calls,
 )
 from tests.fakes.recording_channel import RecordingChannel
-from tools import ContextOverflow, LLMError, ToolRegistry, tool
+from tools import tool
+from tools.errors import ContextOverflow, LLMError
+from tools.registry import ToolRegistry
 
 WORDS = (
     "the river town keeps a small market every morning where farmers sell apples bread cheese "

@@ -29,7 +29,8 @@ from channels.discord._buttons import FOREIGN_BUTTON, STALE_BUTTON
 from engine import Command
 from tests.fakes.discord_server import Call, FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI, hold, text, tool_call
-from tools import ConfigError, Tool, tool
+from tools import Tool, tool
+from tools.errors import ConfigError
 
 GUILD, CHANNEL = 1001, 2001
 OTHER_GUILD, OTHER_CHANNEL = 1002, 2002

@@ -22,7 +22,8 @@ from channels._discord_shards import shard_layout, shard_of
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
 from tests.test_discord import ALICE, callback, content, posts
-from tools import ConfigError, tool
+from tools import tool
+from tools.errors import ConfigError
 
 G0 = FakeDiscord.guild_on_shard(0, 2)
 G1 = FakeDiscord.guild_on_shard(1, 2)

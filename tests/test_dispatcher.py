@@ -17,7 +17,8 @@ from engine import Choice, Command, DecisionStatus, Press
 from engine.store import SqliteStore
 from tests.fakes.openai_server import FakeOpenAI, error, hold, text, tool_call
 from tests.fakes.recording_channel import RecordingChannel
-from tools import StoreError, ToolContext, tool
+from tools import ToolContext, tool
+from tools.errors import StoreError
 
 deleted: list[str] = []
 gates: dict[str, asyncio.Event] = {}

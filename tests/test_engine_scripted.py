@@ -18,7 +18,8 @@ from engine.loop import ConversationKey, ToolLoop, TurnContext
 from engine.models import Message, ScriptedModel, reply
 from engine.store import JobState, SqliteStore
 from tests.fakes.recording_channel import RecordingChannel
-from tools import AsyncTool, ToolRegistry, ToolResult, tool
+from tools import AsyncTool, ToolResult, tool
+from tools.registry import ToolRegistry
 
 
 @tool

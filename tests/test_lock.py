@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bot._lock import StoreLock, holder
-from tools import StoreError
+from tools.errors import StoreError
 
 
 def test_a_second_holder_is_refused_until_the_first_lets_go(tmp_path: Path) -> None:

@@ -12,8 +12,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tools import McpConfig, McpManager, McpServerConfig, Tier, ToolRegistry
-from tools._mcp import tool_name
+from tools import Tier
+from tools.config import McpConfig, McpServerConfig
+from tools.mcp import McpManager, tool_name
+from tools.registry import ToolRegistry
 
 FAKE = str(Path(__file__).parent / "fakes" / "mcp_server.py")
 FAST = {"backoff_s": (0.05, 0.2), "connect_timeout_s": 20.0}  # small backoff for tests
@@ -70,7 +72,7 @@ async def test_per_call_timeout(manager):
 
 
 async def test_a_server_that_crashes_is_restarted(manager, caplog):
-    caplog.set_level(logging.INFO, logger="tools._mcp")
+    caplog.set_level(logging.INFO, logger="tools.mcp")
     _, registry = manager
     first_pid = (await registry.execute("fake__pid", {})).for_llm
     crashed = await registry.execute("fake__crash", {})

@@ -29,7 +29,8 @@ from engine.store import SqliteStore, Summary
 from tests.fakes.openai_server import FakeOpenAI, error, hold, text, tool_call
 from tests.fakes.recording_channel import RecordingChannel
 from tests.fakes.telegram_server import FakeTelegram
-from tools import ConfigError, ToolContext, tool
+from tools import ToolContext, tool
+from tools.errors import ConfigError
 
 DM = 4242
 gate: dict[str, asyncio.Event] = {}

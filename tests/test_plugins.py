@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tools import Tier, ToolContext, ToolRegistry, _plugins, load_plugins
-from tools._plugins import add_plugin_dir
+from tools import Tier, ToolContext
+from tools.plugins import load_plugins
+from tools.registry import ToolRegistry
 
 FIXTURES = Path(__file__).parent / "fixtures" / "plugins"
 
@@ -36,7 +37,7 @@ async def test_a_plugin_module_gives_its_tools():
 
 
 def test_an_import_error_is_reported_and_the_rest_still_loads(caplog):
-    caplog.set_level(logging.INFO, logger="tools._plugins")
+    caplog.set_level(logging.INFO, logger="tools.plugins")
     tools, problems = load_plugins(["relaybot_broken_plugin", "relaybot_demo_plugin"])
     assert len(tools) == 3
     assert problems == [
@@ -49,16 +50,14 @@ def test_an_import_error_is_reported_and_the_rest_still_loads(caplog):
     assert record.getMessage() == problems[0] + "; starting without it"
     assert record.exc_info is None  # one line: no traceback unless logging at DEBUG
     caplog.clear()
-    caplog.set_level(logging.DEBUG, logger="tools._plugins")
+    caplog.set_level(logging.DEBUG, logger="tools.plugins")
     load_plugins(["relaybot_broken_plugin"])
     assert "Traceback" in caplog.text and "import relaybot_no_such_dependency" in caplog.text
 
 
 def test_a_missing_plugin_says_where_to_put_it(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "path", list(sys.path))
-    monkeypatch.setattr(_plugins, "_plugin_dirs", [])
-    add_plugin_dir(tmp_path)
-    tools, [problem] = load_plugins(["relaybot_team_tools"])
+    tools, [problem] = load_plugins(["relaybot_team_tools"], plugin_dirs=[tmp_path])
     assert tools == [] and problem == (
         "plugin 'relaybot_team_tools': ModuleNotFoundError: No module named "
         f"'relaybot_team_tools'; fix: put relaybot_team_tools.py in {tmp_path.resolve()}, "
@@ -68,9 +67,20 @@ def test_a_missing_plugin_says_where_to_put_it(tmp_path, monkeypatch):
         "from tools import tool\n\n@tool\ndef nod() -> str:\n    'Nod.'\n    return 'ok'\n"
     )
     importlib.invalidate_caches()
-    tools, problems = load_plugins(["relaybot_team_tools"])
+    tools, problems = load_plugins(["relaybot_team_tools"], plugin_dirs=[tmp_path, tmp_path])
     assert [t.name for t in tools] == ["nod"] and problems == []
     assert sys.path[-1] == str(tmp_path.resolve())  # after the installed packages
+    assert sys.path.count(str(tmp_path.resolve())) == 1
+
+
+def test_without_plugin_dirs_the_hint_names_the_import_path(monkeypatch):
+    """The directories are the caller's to give, never left over from an earlier call."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    _, [problem] = load_plugins(["relaybot_absent_tools"])
+    assert problem.endswith(
+        "fix: put relaybot_absent_tools.py in a directory on PYTHONPATH, "
+        "or install it into relaybot's environment"
+    )
 
 
 def test_syntax_and_runtime_errors_point_at_the_line(tmp_path, monkeypatch):

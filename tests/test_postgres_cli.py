@@ -18,7 +18,7 @@ from engine.store import ConfirmationState, JobState, SqliteStore
 from engine.store.postgres import PgStore
 from tests.postgres import PostgresServer
 from tests.test_store_contract import confirmation, inbound
-from tools import ConfigError
+from tools.errors import ConfigError
 
 
 async def relaybot(*argv: str, env: dict[str, str] | None = None) -> tuple[int, str]:

@@ -24,22 +24,21 @@ from bot.app import App
 from bot.config import Config, parse_config
 from engine import Image, ModelRequest, ToolCall, ToolSpec, parse_decision
 from engine.loop import ConversationKey, ToolLoop, TurnContext
-from engine.models import AnthropicModel, FailoverModel, Message, OpenAIModel
-from engine.models._anthropic import EARLIER, NO_OUTPUT
+from engine.models import EARLIER, NO_OUTPUT, AnthropicModel, FailoverModel, Message, OpenAIModel
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.models import HTTP_BACKENDS, Backend, backend, read_anthropic
 from tests.fakes.openai_server import FakeOpenAI, error, text, tool_call
 from tests.fakes.recording_channel import RecordingChannel
 from tests.fakes.telegram_server import FakeTelegram
-from tools import (
+from tools import tool
+from tools.errors import (
     ConfigError,
     ContextOverflow,
     ModelAuthError,
     ModelRateLimited,
     ModelUnavailable,
-    tool,
 )
-from tools._registry import ToolRegistry
+from tools.registry import ToolRegistry
 
 KEY = ConversationKey("test", "c1")
 PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 16
@@ -145,6 +144,35 @@ async def test_a_history_from_another_provider_goes_out_in_the_api_shape(claude)
     assert [r.text for r in sent.results] == ["3", NO_OUTPUT, "report ready"]
     assert [r.is_error for r in sent.results] == [False, True, False]
     assert [c.name for c in sent.calls] == ["add", "add", "add"]
+
+
+async def test_each_provider_maps_the_registrys_definitions(claude, llm) -> None:
+    """One definition per tool (tools.registry); OpenAI strict mode sends its strict variant."""
+    registry = ToolRegistry()
+    registry.register(add)
+    registry.register(delete_file)
+    request = ModelRequest("Be brief.", [Message.user("hi")], registry.definitions())
+    strict = OpenAIModel(base_url=llm.base_url, api_key="k", model="m", strict_tools=True)
+    anthropic = anthropic_model(claude)
+    try:
+        await strict.complete(request)
+        await anthropic.complete(request)
+    finally:
+        await strict.aclose()
+        await anthropic.aclose()
+    [add_spec, delete_spec] = request.tools
+    assert llm.requests[0]["tools"][0] == {
+        "type": "function",
+        "function": {
+            "name": "add",
+            "description": "Add two integers.",
+            "parameters": add_spec.strict_parameters,
+            "strict": True,
+        },
+    }
+    assert [t["name"] for t in claude.requests[0]["tools"]] == ["add", "delete_file"]
+    assert claude.requests[0]["tools"][1]["input_schema"] == delete_spec.parameters
+    assert delete_spec.tier == "destructive"
 
 
 async def test_a_history_cut_before_its_first_user_message_is_still_taken(claude) -> None:

@@ -10,7 +10,8 @@ import pytest
 
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
 from tests.test_cli import finish, relaybot, write_config
-from tools import Tier, load_plugins
+from tools import Tier
+from tools.plugins import load_plugins
 
 ROOT = Path(__file__).parent.parent
 

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from engine import InboundMessage, Message
-from engine.chat._housekeeping import Housekeeping, Retention
+from engine.chat import Housekeeping, Retention
 from engine.metrics import ErrorLog, use_error_log
 from engine.store import SqliteStore, Store
 from engine.store.postgres import PgStore

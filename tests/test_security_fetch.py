@@ -10,8 +10,7 @@ import tracemalloc
 import pytest
 from aiohttp import web
 
-from tools.builtins import FetchUrl
-from tools.builtins._netguard import refusal
+from tools.builtins import FetchUrl, refusal
 
 DISGUISES = [
     ("2002:7f00:1::", "a loopback address (127.0.0.1) in 6to4 form"),

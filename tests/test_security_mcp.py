@@ -13,8 +13,10 @@ import pytest
 
 from bot import _logging, parse_config
 from bot._logging import setup_logging
-from tools import McpManager, McpServerConfig, ToolRegistry
-from tools.builtins._sandbox import landlock_abi
+from tools.builtins import landlock_abi
+from tools.config import McpServerConfig
+from tools.mcp import McpManager
+from tools.registry import ToolRegistry
 
 FAKE = str(Path(__file__).parent / "fakes" / "mcp_server.py")
 FAST = {"backoff_s": (0.05, 0.2), "connect_timeout_s": 20.0}
@@ -55,7 +57,7 @@ async def test_server_stderr_is_logged_through_the_redaction(capfd, restore_logg
     config = parse_config({"mcp": {"servers": [server | {"env": {"SERVICE_TOKEN": SECRET}}]}})
     setup_logging("INFO", secrets=config.secrets())
     waiter = LineWaiter("SERVICE_TOKEN=")
-    logging.getLogger("tools._mcp").addHandler(waiter)
+    logging.getLogger("tools.mcp").addHandler(waiter)
     registry = ToolRegistry()
     try:
         async with McpManager(config.mcp.servers, registry, **FAST):
@@ -63,7 +65,7 @@ async def test_server_stderr_is_logged_through_the_redaction(capfd, restore_logg
             assert result.for_llm == "logged"
             await asyncio.wait_for(waiter.seen.wait(), 10)
     finally:
-        logging.getLogger("tools._mcp").removeHandler(waiter)
+        logging.getLogger("tools.mcp").removeHandler(waiter)
     err = capfd.readouterr().err
     assert "MCP server careless: SERVICE_TOKEN=***" in err  # a log record, not raw output
     assert SECRET not in err

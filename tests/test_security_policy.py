@@ -8,9 +8,9 @@ from collections.abc import Callable
 from bot import App, Config
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
 from tests.fakes.recording_channel import RecordingChannel
-from tools import ToolRegistry, ToolsConfig, apply_policy
-from tools._config import PERSONAL_TOOLS
 from tools.builtins import NOTES_TOOLS, builtin_tools
+from tools.config import PERSONAL_TOOLS, ToolsConfig, apply_policy
+from tools.registry import ToolRegistry
 
 
 def registry_for(config: ToolsConfig) -> ToolRegistry:

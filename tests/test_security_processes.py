@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tools import ToolRegistry, ToolsConfig
-from tools.builtins import builtin_tools
-from tools.builtins._sandbox import landlock_abi
+from tools.builtins import builtin_tools, landlock_abi
+from tools.config import ToolsConfig
+from tools.registry import ToolRegistry
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
 

@@ -20,8 +20,8 @@ from bot._secrets import seal_secrets
 from bot.config import parse_config
 from channels._config import read_secret
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
-from tools import ConfigError
-from tools.builtins._sandbox import landlock_abi
+from tools.builtins import landlock_abi
+from tools.errors import ConfigError
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux /proc and prctl")
 

@@ -16,7 +16,7 @@ from engine.store import MIGRATIONS, ConfirmationState, InboxState, JobState, Sq
 from engine.store.postgres import MIGRATIONS as PG_MIGRATIONS
 from engine.store.postgres import PgStore
 from tests.postgres import PostgresServer
-from tools import StoreError
+from tools.errors import StoreError
 
 # Rows as each released version wrote them (a version's rows still fit the later schemas), in
 # SQL both dialects read (flags as TRUE and FALSE).

@@ -18,7 +18,7 @@ from channels.telegram._format import (
 )
 from channels.telegram._markdown import markdown_to_html
 from tests.fakes.telegram_server import ApiError, parse_html
-from tools import ConfigError
+from tools.errors import ConfigError
 
 
 @pytest.mark.parametrize(

@@ -37,7 +37,7 @@ from tests.test_telegram import (
     telegram_config,
     to,
 )
-from tools import ConfigError
+from tools.errors import ConfigError
 
 SECRET = "s3cret-Token_for-the-webhook"
 SECRET_ENV = "RB_TEST_WEBHOOK_SECRET"

@@ -15,11 +15,11 @@ from tools import (
     Tier,
     ToolContext,
     ToolDefinitionError,
-    ToolRegistry,
     ToolResult,
     ToolRetry,
     tool,
 )
+from tools.registry import ToolRegistry
 
 
 class Address(BaseModel):
@@ -325,3 +325,70 @@ def test_confirmation_summaries_read_as_sentences() -> None:
     assert refund.describe_call({"amount": 5}) == "Refund a payment (amount: 5)"  # a bad template
     long = delete_item.describe_call({"name": "x" * 500})
     assert len(long) <= 300 and long.endswith("…)")
+
+
+def test_definitions_are_the_one_description_every_provider_maps() -> None:
+    @tool(destructive=True)
+    async def wipe(scope: str = "all") -> str:
+        """Wipe the cache."""
+        return scope
+
+    registry = ToolRegistry()
+    registry.register(place_order)
+    registry.register(wipe)
+    order, wiped = registry.definitions()
+    assert (order.name, order.description, order.tier) == (
+        "place_order",
+        "Place an order for the user.",
+        Tier.SAFE,
+    )
+    assert order.parameters == place_order.parameters
+    assert order.strict and order.strict_parameters == place_order.strict_parameters()
+    assert "ctx" not in order.parameters["properties"]  # injected, never shown to the model
+    assert (wiped.name, wiped.tier) == ("wipe", Tier.DESTRUCTIVE)
+    with pytest.raises(AttributeError):
+        wiped.name = "other"  # type: ignore[misc]  # frozen: a provider cannot change it
+    assert registry.definitions(["wipe", "missing"]) == [wiped]  # only those, unknown skipped
+    assert registry.definitions()[1] is wiped  # made once per tool
+    wipe.tier = Tier.SAFE  # e.g. a policy changed it: the definition follows
+    assert registry.definitions(["wipe"])[0].tier is Tier.SAFE
+
+
+def test_a_schema_strict_mode_cannot_express_is_offered_plainly() -> None:
+    class Odd(ContextualTool):
+        name = "odd"
+        description = "A tool whose schema strict mode cannot express."
+        parameters: dict[str, Any] = {"type": "object", "properties": {"x": {"type": "integer"}}}
+
+        def strict_parameters(self) -> dict[str, Any]:
+            raise ValueError("no strict form")
+
+        async def execute(self, args: dict[str, Any]) -> ToolResult:
+            return ToolResult.ok(args)
+
+    registry = ToolRegistry()
+    registry.register(Odd())
+    [odd] = registry.definitions()
+    assert not odd.strict and odd.strict_parameters is None
+    assert odd.parameters["properties"] == {"x": {"type": "integer"}}
+
+
+def test_the_package_is_the_plugin_authors_surface_and_cheap() -> None:
+    import subprocess
+    import sys
+
+    import tools
+
+    assert sorted(tools.__all__) == sorted(
+        [
+            *("tool", "Tool", "ContextualTool", "AsyncTool", "ToolContext", "ToolResult"),
+            *("File", "ToolRetry", "Tier", "ToolDefinitionError"),
+        ]
+    )
+    heavy = ("httpx", "httpx2", "selectolax", "mcp", "jsonschema", "anyio", "tools.builtins")
+    probe = (
+        "import sys; from tools import tool; "
+        f"print(sorted(m for m in sys.modules if m.startswith({heavy!r})))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -17,8 +17,8 @@ from bot.doctor import run_doctor
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
 from tests.fakes.recording_channel import RecordingChannel
 from tests.fakes.search_server import FakeSearch
-from tools._config import WebSearchConfig
 from tools.builtins import WebSearch
+from tools.config import WebSearchConfig
 
 PARIS = (
     "Paris - Wikipedia",

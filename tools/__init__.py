@@ -1,78 +1,39 @@
-"""The tool contract, the @tool decorator and the registry.
+"""What a plugin author writes: the @tool decorator, the Tool classes, and what a tool returns.
 
-from tools import tool, ToolContext
+    from tools import ToolContext, tool
 
-@tool
-async def add_numbers(a: int, b: int) -> int:
-    \"\"\"Add two integers.\"\"\"
-    return a + b
+    @tool
+    async def add_numbers(a: int, b: int) -> int:
+        \"\"\"Add two integers.\"\"\"
+        return a + b
+
+tools/PLUGINS.md shows each form (the decorator, `Tool`, `ContextualTool`, `AsyncTool`) with a
+working example. This package is cheap to import: nothing here loads an HTTP client, the MCP
+SDK or the built-in tools.
+
+The daemon's side lives in small public modules of its own:
+    tools.errors     relaybot's one error tree (RelaybotError and every subclass)
+    tools.registry   ToolRegistry, ToolDefinition (what a model is offered), PreparedCall
+    tools.config     the `[tools]` and `[mcp]` config models and the tier policy they set
+    tools.plugins    plugins from modules and the `relaybot.tools` entry points
+    tools.builtins   the built-in tools and their assembly from `[tools] builtins`
+    tools.mcp        MCP servers' tools (imports the mcp SDK: only when servers are configured)
 """
 
-from tools._base import AsyncTool, ContextualTool, Tier, Tool, ToolContext, current_context
-from tools._config import McpConfig, McpServerConfig, ToolsConfig, apply_policy
-from tools._errors import (
-    ConfigError,
-    ContextOverflow,
-    DownloadError,
-    LLMError,
-    ModelAuthError,
-    ModelRateLimited,
-    ModelUnavailable,
-    PromptTooLarge,
-    RelaybotError,
-    StoreError,
-    StoreUnavailable,
-    ToolDefinitionError,
-    ToolRetry,
-)
-from tools._function import FunctionTool, tool
-from tools._plugins import load_plugins
-from tools._registry import PreparedCall, ToolRegistry
-from tools._result import File, ToolResult, to_text
-from tools.builtins import NotesStore, builtin_tools
+from tools._base import AsyncTool, ContextualTool, Tier, Tool, ToolContext
+from tools._function import tool
+from tools._result import File, ToolResult
+from tools.errors import ToolDefinitionError, ToolRetry
 
 __all__ = [
     "AsyncTool",
-    "ConfigError",
-    "ContextOverflow",
     "ContextualTool",
-    "DownloadError",
     "File",
-    "FunctionTool",
-    "LLMError",
-    "McpConfig",
-    "McpManager",
-    "McpServerConfig",
-    "McpToolInfo",
-    "ModelAuthError",
-    "ModelRateLimited",
-    "ModelUnavailable",
-    "NotesStore",
-    "PreparedCall",
-    "PromptTooLarge",
-    "RelaybotError",
-    "StoreError",
-    "StoreUnavailable",
     "Tier",
     "Tool",
     "ToolContext",
     "ToolDefinitionError",
-    "ToolRegistry",
     "ToolResult",
     "ToolRetry",
-    "ToolsConfig",
-    "apply_policy",
-    "builtin_tools",
-    "current_context",
-    "load_plugins",
-    "to_text",
     "tool",
 ]
-
-
-def __getattr__(name: str) -> object:  # the mcp SDK is heavy: import it only when used
-    if name in ("McpManager", "McpToolInfo"):
-        from tools import _mcp
-
-        return getattr(_mcp, name)
-    raise AttributeError(f"module 'tools' has no attribute {name!r}")

@@ -10,14 +10,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tools._errors import ToolRetry
 from tools._result import ToolResult
+from tools.errors import ToolRetry
 
 Send = Callable[[str], Awaitable[None]]
 Callback = Callable[[ToolResult], Awaitable[None]]
 
 
-async def _no_send(text: str) -> None:
+async def no_send(text: str) -> None:
+    """The `send` of a ToolContext outside any chat: the text goes nowhere."""
     return None
 
 
@@ -28,7 +29,7 @@ class ToolContext:
     channel: str = ""
     chat_id: str = ""
     user_id: str = ""
-    send: Send = _no_send
+    send: Send = no_send
     call_id: str = ""
 
 

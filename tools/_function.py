@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import logging
 import typing
@@ -14,9 +13,9 @@ import pydantic
 from pydantic import ConfigDict, Field
 
 from tools._base import Tier, Tool, ToolContext, current_context
-from tools._errors import ToolDefinitionError, ToolRetry
 from tools._result import ToolResult
 from tools._schema import clean_schema
+from tools.errors import ToolDefinitionError, ToolRetry
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +118,8 @@ class FunctionTool(Tool):
         if self._is_async:
             value = await self.fn(**kwargs)
         else:
+            import asyncio  # here, not at the top: `from tools import tool` stays cheap
+
             value = await asyncio.to_thread(self.fn, **kwargs)
         return value if isinstance(value, ToolResult) else ToolResult.ok(value)
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import discord
 
 from engine import Attachment, MediaKind, OutgoingFile
-from tools import DownloadError
+from tools.errors import DownloadError
 
 FILES_PER_MESSAGE = 10  # Discord's limit
 

@@ -30,7 +30,7 @@ from channels.telegram._media import MEDIA
 from channels.telegram._outbox import Outbox
 from channels.telegram._updates import ADDRESSED, Listening, inbound_message
 from engine import Action, Command, Engine, Press, parse_action, parse_decision
-from tools import StoreUnavailable
+from tools.errors import StoreUnavailable
 
 log = logging.getLogger("channels.telegram")
 

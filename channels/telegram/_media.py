@@ -19,7 +19,7 @@ from telegram.error import TelegramError
 from telegram.ext import filters
 
 from engine import Attachment, MediaKind
-from tools import DownloadError
+from tools.errors import DownloadError
 
 # The messages that carry a file (a location, contact or poll carries none).
 MEDIA = (

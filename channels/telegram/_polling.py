@@ -15,7 +15,7 @@ from telegram.error import Conflict, InvalidToken, RetryAfter, TelegramError
 from channels.telegram._updates import ALLOWED_UPDATES, TOKEN_REJECTED, parse_update, unreadable
 from engine import Backoff
 from engine.metrics import api_retry
-from tools import StoreUnavailable
+from tools.errors import StoreUnavailable
 
 log = logging.getLogger("channels.telegram")
 

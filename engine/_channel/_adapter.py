@@ -25,7 +25,7 @@ from engine._channel._prompts import (
     Press,
     Reply,
 )
-from tools import DownloadError
+from tools.errors import DownloadError
 
 
 class Claim(enum.Enum):

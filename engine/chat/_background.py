@@ -16,8 +16,9 @@ from engine.loop import ConversationKey, Job, JobRunner
 from engine.models import Message, ToolCall
 from engine.store import Conversation, JobRow, JobState, Store
 from engine.work import ChatQueues, JobDone, Notice
-from tools import ToolContext, ToolRegistry, ToolResult
-from tools._base import Send
+from tools import ToolContext, ToolResult
+from tools.registry import ToolRegistry
+from tools.registry import Send
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from engine.chat._turns import TurnRunner
 from engine.loop import ConversationKey
 from engine.store import Store
 from engine.work import ChatQueues, Cluster, Compact, Rewind
-from tools import ToolRegistry
+from tools.registry import ToolRegistry
 
 log = logging.getLogger(__name__)
 

@@ -47,7 +47,7 @@ from engine.work import (
     Tasks,
     WorkItem,
 )
-from tools import StoreUnavailable
+from tools.errors import StoreUnavailable
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from engine import metrics
 from engine.store import Pruned, Store
-from tools import StoreUnavailable
+from tools.errors import StoreUnavailable
 
 log = logging.getLogger(__name__)
 

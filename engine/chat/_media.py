@@ -34,7 +34,7 @@ from engine.context import DOWNLOAD_TIMEOUT_S, ImageCache, human_size
 from engine.loop import ConversationKey
 from engine.models import Image, Message, Part, Role, Text, Transcriber
 from engine.store import InboxRow, Store
-from tools import LLMError
+from tools.errors import LLMError
 
 log = logging.getLogger(__name__)
 

@@ -34,9 +34,7 @@ from engine.store import (
     InboxState,
     Store,
 )
-from tools import (
-    LLMError,
-)
+from tools.errors import LLMError
 
 log = logging.getLogger(__name__)
 

@@ -42,7 +42,7 @@ from engine.context._tokens import Ratios, SpecTokens, message_tokens, text_toke
 from engine.context._window import DEFAULT_WINDOW, WindowInfo, WindowSource
 from engine.models import Message, Model, ModelRequest, Role, ToolSpec, Usage
 from engine.store import ContextStore, Summary
-from tools import ContextOverflow, PromptTooLarge
+from tools.errors import ContextOverflow, PromptTooLarge
 
 log = logging.getLogger(__name__)
 

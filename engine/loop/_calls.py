@@ -20,7 +20,8 @@ from engine.context import Window
 from engine.loop._jobs import Job, JobRunner
 from engine.loop._types import PendingCall, Record, TurnContext, TurnResult
 from engine.models import Message, ToolCall, Usage
-from tools import AsyncTool, PreparedCall, ToolContext, ToolRegistry, ToolResult
+from tools import AsyncTool, ToolContext, ToolResult
+from tools.registry import PreparedCall, ToolRegistry
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.loop._types import ConversationKey
-from tools import ToolContext, ToolRegistry, ToolResult
+from tools import ToolContext, ToolResult
+from tools.registry import ToolRegistry
 
 log = logging.getLogger(__name__)
 

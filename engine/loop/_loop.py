@@ -29,12 +29,9 @@ from engine.models import (
     ToolSpec,
     sanitised,
 )
-from tools import (
-    ContextOverflow,
-    Tool,
-    ToolRegistry,
-    ToolResult,
-)
+from tools import ToolResult
+from tools.errors import ContextOverflow
+from tools.registry import ToolRegistry
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +78,6 @@ class ToolLoop:
             confirmation_timeout_s=confirmation_timeout_s,
             max_parallel_tools=max_parallel_tools,
         )
-        self._specs: dict[str, tuple[Tool, ToolSpec]] = {}
 
     async def run(
         self,
@@ -161,14 +157,7 @@ class ToolLoop:
         return state.result(text)
 
     def _tool_specs(self, ctx: TurnContext) -> list[ToolSpec]:
-        specs = []
-        for tool in self.registry.select(ctx.tools):
-            cached = self._specs.get(tool.name)
-            if cached is None or cached[0] is not tool:  # schemas are computed once per tool
-                spec = ToolSpec(tool.name, tool.description, tool.parameters, _strict(tool))
-                cached = self._specs[tool.name] = (tool, spec)
-            specs.append(cached[1])
-        return specs
+        return self.registry.definitions(ctx.tools)  # each made once per tool by the registry
 
     async def _request(
         self, state: TurnState, tools: list[ToolSpec], extra: str | None = None
@@ -214,11 +203,3 @@ class ToolLoop:
             stream=self.stream,
             harder=harder,
         )
-
-
-def _strict(tool: Tool) -> dict | None:
-    try:
-        return tool.strict_parameters()
-    except Exception:  # a schema strict mode cannot express: the provider sends the plain one
-        log.warning("tool %s has no strict-mode schema; sending the plain one", tool.name)
-        return None

@@ -8,7 +8,8 @@ from typing import Any
 
 from engine.models import Message, OnText, ToolCall, Usage
 from tools import File, ToolResult
-from tools._base import Send, _no_send
+from tools.registry import Send
+from tools.registry import no_send as _no_send
 
 Record = Callable[[Message], Awaitable[None]]
 SendFiles = Callable[[Sequence[File]], Awaitable[str]]  # returns a note for the model

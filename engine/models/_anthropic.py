@@ -57,7 +57,7 @@ from engine.models._types import (
     Usage,
     sanitised,
 )
-from tools import (
+from tools.errors import (
     ConfigError,
     ContextOverflow,
     LLMError,

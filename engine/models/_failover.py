@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from engine.models._stream import emit
 from engine.models._types import Model, ModelRequest, ModelResponse, OnText
-from tools import ModelRateLimited, ModelUnavailable
+from tools.errors import ModelRateLimited, ModelUnavailable
 
 log = logging.getLogger(__name__)
 

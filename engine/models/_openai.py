@@ -34,7 +34,13 @@ from engine.models._types import (
     ToolSpec,
     Usage,
 )
-from tools import ContextOverflow, LLMError, ModelAuthError, ModelRateLimited, ModelUnavailable
+from tools.errors import (
+    ContextOverflow,
+    LLMError,
+    ModelAuthError,
+    ModelRateLimited,
+    ModelUnavailable,
+)
 
 if TYPE_CHECKING:
     import openai
@@ -141,7 +147,7 @@ class OpenAIModel:
 
     def _tool(self, spec: ToolSpec) -> dict[str, Any]:
         fn: dict[str, Any] = {"name": spec.name, "description": spec.description}
-        if self.strict_tools and spec.strict_parameters is not None:
+        if self.strict_tools and spec.strict:
             fn["parameters"] = spec.strict_parameters
             fn["strict"] = True
         else:

@@ -20,7 +20,7 @@ from engine.models._types import (
     ToolCall,
     Usage,
 )
-from tools import LLMError
+from tools.errors import LLMError
 
 Answer = ModelResponse | LLMError
 AnswerFn = Callable[[ModelRequest], Answer | Awaitable[Answer]]

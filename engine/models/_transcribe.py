@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from engine.models._openai import _status_error
-from tools import LLMError, ModelUnavailable
+from tools.errors import LLMError, ModelUnavailable
 
 if TYPE_CHECKING:
     import openai

@@ -17,7 +17,9 @@ import enum
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
+
+from tools.registry import ToolDefinition
 
 OnText = Callable[[str], Awaitable[None] | None]
 
@@ -114,14 +116,9 @@ class Message:
         return self.role is Role.ASSISTANT and bool(self.text) and not self.tool_calls
 
 
-@dataclass(frozen=True, slots=True)
-class ToolSpec:
-    """A tool as a model sees it: its name, what it is for, and a JSON Schema of its arguments."""
-
-    name: str
-    description: str
-    parameters: dict[str, Any]
-    strict_parameters: dict[str, Any] | None = None  # the OpenAI strict-mode variant
+# A tool as a model sees it: the registry's one canonical definition (name, description, JSON
+# Schema, its strict-mode variant, tier), which each provider maps to its own format.
+ToolSpec = ToolDefinition
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,7 +52,7 @@ from engine.work._queue import ChatQueues
 from engine.work._receivers import WANT, Receivers
 from engine.work._signals import FORGOT, IDS_PER_SIGNAL, SETTINGS, STOP, Publisher, decode
 from engine.work._signals import signal as chat_signal
-from tools import StoreError
+from tools.errors import StoreError
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from engine.store import ClusterStore
 from engine.work._locks import KeyedLocks
 from engine.work._queue import ChatQueues, WorkItem
 from engine.work._signals import Publisher, encode
-from tools import StoreError
+from tools.errors import StoreError
 
 log = logging.getLogger("engine.work._cluster")
 

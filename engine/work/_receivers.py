@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from engine._channel import Channel, Claim, Receiver
 from engine.store import ClusterStore
-from tools import StoreError
+from tools.errors import StoreError
 
 log = logging.getLogger("engine.work._cluster")
 

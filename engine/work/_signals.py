@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 
 from engine.loop import ConversationKey
 from engine.work._queue import Decided, Inbound, JobDone, Notice, Recover, ScheduledRun, WorkItem
-from tools import StoreError
+from tools.errors import StoreError
 
 log = logging.getLogger("engine.work._cluster")
 

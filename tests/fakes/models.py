@@ -33,7 +33,7 @@ from engine import (
 from engine.models import AnthropicModel, Message, OpenAIModel, ScriptedModel
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.openai_server import ErrorReply, FakeOpenAI, Reply, TextReply, ToolCallsReply
-from tools import LLMError, ModelAuthError, ModelRateLimited, ModelUnavailable
+from tools.errors import LLMError, ModelAuthError, ModelRateLimited, ModelUnavailable
 
 BACKENDS = ("openai", "anthropic", "scripted")
 HTTP_BACKENDS = ("openai", "anthropic")

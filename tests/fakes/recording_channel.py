@@ -25,7 +25,7 @@ from engine import (
     MessageRef,
     OutgoingFile,
 )
-from tools import DownloadError
+from tools.errors import DownloadError
 
 _message_ids = itertools.count(1)  # unique across channels, like a platform's ids
 

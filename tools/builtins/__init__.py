@@ -1,6 +1,12 @@
-"""relaybot's built-in tools, chosen by `[tools] builtins`.
+"""relaybot's built-in tools, chosen by `[tools] builtins`, and what the daemon gives them.
 
-tools = builtin_tools(config.tools, notes=store, schedules=ScheduleAccess(store.schedules))
+    tools = builtin_tools(
+        config.tools, notes=store, schedules=ScheduleAccess(store.schedules), clock=clock
+    )
+
+Besides the assembly, the names the engine and the store meet the built-ins by: the stores the
+tools read and write (NotesStore, ScheduleBook, ScheduleView), how a stored schedule is put in
+words (describe_schedule, recurrence_of), and the clock remind_me tells the time by (WallClock).
 """
 
 from __future__ import annotations
@@ -8,7 +14,26 @@ from __future__ import annotations
 import copy
 
 from tools._base import Tool
-from tools._config import (
+from tools.builtins._chat import send_message
+from tools.builtins._command import RunCommand
+from tools.builtins._fetch import FetchUrl
+from tools.builtins._netguard import refusal
+from tools.builtins._notes import NotesStore, notes_tools
+from tools.builtins._recurrence import Recurrence
+from tools.builtins._reminders import RemindMe, SystemWallClock, WallClock
+from tools.builtins._sandbox import landlock_abi
+from tools.builtins._schedules import (
+    ScheduleAccess,
+    ScheduleBook,
+    ScheduleView,
+    describe_schedule,
+    recurrence_of,
+    schedule_tools,
+)
+from tools.builtins._search import SearchFailed, WebSearch
+from tools.builtins._time import current_time
+from tools.builtins._workspace import Workspace, workspace_tools
+from tools.config import (
     BUILTIN_NAMES,
     NOTES_TOOLS,
     SCHEDULE_TOOLS,
@@ -16,15 +41,6 @@ from tools._config import (
     ToolsConfig,
     check_tools,
 )
-from tools.builtins._chat import send_message
-from tools.builtins._command import RunCommand
-from tools.builtins._fetch import FetchUrl
-from tools.builtins._notes import NotesStore, notes_tools
-from tools.builtins._reminders import RemindMe
-from tools.builtins._schedules import ScheduleAccess, ScheduleBook, schedule_tools
-from tools.builtins._search import WebSearch
-from tools.builtins._time import current_time
-from tools.builtins._workspace import Workspace, workspace_tools
 
 
 def builtin_tools(
@@ -33,12 +49,14 @@ def builtin_tools(
     notes: NotesStore | None,
     schedules: ScheduleAccess | None = None,
     search_key: str = "",
+    clock: WallClock | None = None,
 ) -> list[Tool]:
     """The built-ins named in `config.builtins`, in that order, as fresh instances.
 
     `notes` backs remember/recall/forget and `schedules` the schedule tools (None only to list
     tools: their calls then fail). web_search is left out while `[tools.web_search]` names no
-    backend; `search_key` is its API key (Brave, Tavily).
+    backend; `search_key` is its API key (Brave, Tavily). `clock` is what remind_me waits by
+    (the system clock when not given).
     Raises ConfigError for an unknown name, or a workspace tool without a usable
     `tools.workspace` directory.
     """
@@ -47,7 +65,7 @@ def builtin_tools(
     made: dict[str, Tool] = {
         "current_time": copy.copy(current_time),
         "send_message": copy.copy(send_message),
-        "remind_me": RemindMe(),
+        "remind_me": RemindMe(clock),
         "fetch_url": FetchUrl(
             max_bytes=config.fetch_max_bytes,
             max_chars=config.fetch_max_chars,
@@ -80,14 +98,23 @@ __all__ = [
     "WORKSPACE_TOOLS",
     "FetchUrl",
     "NotesStore",
+    "Recurrence",
     "RemindMe",
     "RunCommand",
     "ScheduleAccess",
     "ScheduleBook",
+    "ScheduleView",
+    "SearchFailed",
+    "SystemWallClock",
+    "WallClock",
     "WebSearch",
     "Workspace",
     "builtin_tools",
+    "describe_schedule",
+    "landlock_abi",
     "notes_tools",
+    "recurrence_of",
+    "refusal",
     "schedule_tools",
     "workspace_tools",
 ]

@@ -10,11 +10,11 @@ from typing import Any
 import httpx
 
 from tools._base import Tool
-from tools._errors import ToolRetry
 from tools._result import ToolResult
 from tools.builtins._html import decode, html_to_text
 from tools.builtins._netguard import Refused, pinned_send
 from tools.builtins._text import clip
+from tools.errors import ToolRetry
 
 MAX_REDIRECTS = 5
 USER_AGENT = "relaybot/0.1 (+fetch_url)"

@@ -1,16 +1,42 @@
-"""remind_me: a resumable background job that posts the reminder in the chat it came from."""
+"""remind_me: a resumable background job that posts the reminder in the chat it came from.
+
+It tells the time by a :class:`WallClock` it is given (the daemon passes its own clock, tests
+one they move by hand), never by reading the system clock itself.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from tools._base import Tool
-from tools._errors import ToolRetry
 from tools._result import ToolResult
+from tools.errors import ToolRetry
 
 MAX_AHEAD = timedelta(days=366)
+MAX_NAP_S = 60.0
+
+
+class WallClock(Protocol):
+    """Unix time and a wait for a moment of it (engine.Clock has this shape)."""
+
+    def now(self) -> float: ...
+
+    async def sleep_until(self, t: float) -> None:
+        """Return at unix time `t`, or earlier: the caller looks at `now` again."""
+        ...
+
+
+class SystemWallClock:
+    """The system's clock; a wait is cut into naps so a jump of the clock is noticed."""
+
+    def now(self) -> float:
+        return time.time()
+
+    async def sleep_until(self, t: float) -> None:
+        await asyncio.sleep(min(max(t - time.time(), 0.0), MAX_NAP_S))
 
 
 class RemindMe(Tool):
@@ -54,37 +80,42 @@ class RemindMe(Tool):
     resumable = True
     timeout_s = MAX_AHEAD.total_seconds() + 3600
 
+    def __init__(self, clock: WallClock | None = None) -> None:
+        self.clock: WallClock = clock or SystemWallClock()
+
+    def _now(self) -> datetime:
+        return datetime.fromtimestamp(self.clock.now(), UTC)
+
     def validate(self, args: dict[str, Any]) -> dict[str, Any]:
         super().validate(args)
         if (args.get("in_seconds") is None) == (args.get("at") is None):
             raise ToolRetry("Give exactly one of in_seconds (a delay) or at (a date and time).")
-        due = due_time(args)
-        if due - datetime.now(UTC) > MAX_AHEAD:
+        due = due_time(args, self._now())
+        if due - self._now() > MAX_AHEAD:
             raise ToolRetry("Reminders can be set at most one year ahead.")
         return args
 
     def job_args(self, args: dict[str, Any]) -> dict[str, Any]:
-        return {"text": args["text"], "at": due_time(args).isoformat()}
+        return {"text": args["text"], "at": due_time(args, self._now()).isoformat()}
 
     def describe_call(self, args: dict[str, Any]) -> str:
-        due = due_time(args)
+        due = due_time(args, self._now())
         return f"Reminder at {due:%Y-%m-%d %H:%M} UTC: {args['text']}"
 
     async def execute(self, args: dict[str, Any]) -> ToolResult:
-        due = due_time(args)
-        left = (due - datetime.now(UTC)).total_seconds()
-        if left > 0:
-            await asyncio.sleep(left)  # a timer; the engine re-runs the job after a restart
-        late = left < -60
+        due = due_time(args, self._now())
+        late = (self._now() - due).total_seconds() > 60
+        while self._now() < due:  # a timer; the engine re-runs the job after a restart
+            await self.clock.sleep_until(due.timestamp())
         note = f" (due {due:%Y-%m-%d %H:%M} UTC; sent late)" if late else ""
         return ToolResult.user(f"⏰ Reminder: {args['text']}{note}")
 
 
-def due_time(args: dict[str, Any]) -> datetime:
-    """When the reminder in `args` is due, as an aware UTC datetime."""
+def due_time(args: dict[str, Any], now: datetime) -> datetime:
+    """When the reminder in `args` is due, as an aware UTC datetime (`in_seconds` from `now`)."""
     at = args.get("at")
     if at is None:
-        return datetime.now(UTC) + timedelta(seconds=float(args["in_seconds"]))
+        return now + timedelta(seconds=float(args["in_seconds"]))
     try:
         due = datetime.fromisoformat(str(at).strip().replace("Z", "+00:00"))
     except ValueError:

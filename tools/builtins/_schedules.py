@@ -15,10 +15,10 @@ from typing import Annotated, Literal, Protocol
 from pydantic import Field
 
 from tools._base import Tool, ToolContext
-from tools._errors import ToolRetry
 from tools._function import tool
 from tools._result import ToolResult
 from tools.builtins._recurrence import CRON, BadRecurrence, Recurrence, duration, zone
+from tools.errors import ToolRetry
 
 Weekday = Literal["sun", "mon", "tue", "wed", "thu", "fri", "sat"]
 _DAYS: tuple[str, ...] = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")  # cron numbers them so
@@ -86,7 +86,7 @@ def recurrence_of(row: ScheduleView) -> Recurrence:
     return Recurrence(row.kind, row.spec, row.timezone)
 
 
-def describe(row: ScheduleView) -> str:
+def describe_schedule(row: ScheduleView) -> str:
     """One line per schedule: "#3: Tell me the time — Every 1 minute; next: Mon ... (by Ann)"."""
     when = recurrence_of(row)
     by = f" (by {row.user_name})" if row.user_name else ""
@@ -191,7 +191,7 @@ def schedule_tools(access: ScheduleAccess | None) -> list[Tool]:
         rows = await found.book.chat_schedules(ctx.channel, ctx.chat_id)
         if not rows:
             return ToolResult.ok("No scheduled tasks in this chat.")
-        return ToolResult.ok("\n".join(describe(r) for r in rows))
+        return ToolResult.ok("\n".join(describe_schedule(r) for r in rows))
 
     @tool
     async def cancel_schedule(schedule_id: int, ctx: ToolContext) -> ToolResult:

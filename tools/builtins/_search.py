@@ -20,11 +20,11 @@ from typing import Any
 import httpx
 
 from tools._base import Tool
-from tools._config import WebSearchConfig
 from tools._result import ToolResult
 from tools.builtins._html import html_to_text
 from tools.builtins._netguard import Refused, pinned_send
 from tools.builtins._text import clip
+from tools.config import WebSearchConfig
 
 USER_AGENT = "relaybot/0.1 (+web_search)"
 SNIPPET_CHARS = 300

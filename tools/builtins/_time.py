@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from tools._errors import ToolRetry
 from tools._function import tool
+from tools.errors import ToolRetry
 
 
 def zone(name: str) -> ZoneInfo:

@@ -14,10 +14,10 @@ from typing import Annotated
 from pydantic import Field
 
 from tools._base import Tool
-from tools._errors import ToolRetry
 from tools._function import tool
 from tools._result import File, ToolResult
 from tools.builtins._text import clip
+from tools.errors import ToolRetry
 
 LIST_LIMIT = 200
 READ_LIMIT = 10_000  # characters per read_file call

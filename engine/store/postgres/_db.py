@@ -37,7 +37,7 @@ from engine import metrics
 from engine.store._db import POSTGRES, Db, Listener, Row, numbered
 from engine.store._urls import redact
 from engine.store.postgres._schema import MIGRATIONS
-from tools import StoreError, StoreUnavailable
+from tools.errors import StoreError, StoreUnavailable
 
 log = logging.getLogger("engine.store")
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from engine.store.sqlite._db import owned_like_store
-from tools import StoreError
+from tools.errors import StoreError
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,7 +38,7 @@ import aiosqlite
 from engine import metrics
 from engine.store._db import SQLITE, Db, Row
 from engine.store.sqlite._schema import MIGRATIONS
-from tools import StoreError
+from tools.errors import StoreError
 
 log = logging.getLogger("engine.store")
 

@@ -22,8 +22,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from tools._base import Tier
-from tools._errors import ConfigError
-from tools._registry import ToolRegistry
+from tools.errors import ConfigError
+from tools.registry import ToolRegistry
 
 # The built-ins enabled when `[tools] builtins` is not set: all safe, none needs a workspace.
 DEFAULT_BUILTINS = (

@@ -8,9 +8,10 @@ A plugin that fails to load, or a tool that is declared wrongly, is logged and r
 line with the plugin's name, the reason and the likely fix (the traceback only at DEBUG);
 everything else still loads and the daemon starts.
 
-Modules are looked up on the import path, to which `add_plugin_dir` appends the directory of
-the config file: a `my_tools.py` next to `config.toml` just works. Appended, not prepended, so
-a file there can never shadow an installed package relaybot itself imports later.
+Modules are looked up on the import path, to which `load_plugins` appends its `plugin_dirs`
+(the daemon passes the directory of the config file): a `my_tools.py` next to `config.toml`
+just works. Appended, not prepended, so a file there can never shadow an installed package
+relaybot itself imports later.
 """
 
 from __future__ import annotations
@@ -21,45 +22,44 @@ import inspect
 import logging
 import sys
 import traceback
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from tools._base import Tool
-from tools._errors import ToolDefinitionError
-from tools._registry import ToolRegistry
+from tools.errors import ToolDefinitionError
+from tools.registry import ToolRegistry
+
+__all__ = ["ENTRY_POINT_GROUP", "load_plugins"]
 
 log = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "relaybot.tools"
 
 
-_plugin_dirs: list[Path] = []  # directories added by add_plugin_dir, for the hints
-
-
 class PluginError(Exception):
     """Why one plugin was left out (internal: becomes a problem string)."""
 
 
-def add_plugin_dir(directory: Path) -> None:
-    """Let plugin modules be imported from `directory` (the config file's directory)."""
-    directory = directory.resolve()
-    if directory not in _plugin_dirs:
-        _plugin_dirs.append(directory)
-    if str(directory) not in sys.path:
-        sys.path.append(str(directory))
-
-
 def load_plugins(
-    modules: Iterable[str], *, group: str = ENTRY_POINT_GROUP, log_problems: bool = True
+    modules: Iterable[str],
+    *,
+    plugin_dirs: Sequence[Path] = (),
+    group: str = ENTRY_POINT_GROUP,
+    log_problems: bool = True,
 ) -> tuple[list[Tool], list[str]]:
     """(tools, problems) from the named modules, then from the installed entry points.
 
-    Never raises for a plugin's fault: each problem is returned (and logged, unless
-    `log_problems` is false) as one line naming the plugin, the reason and the likely fix.
-    A tool name seen twice keeps the first tool.
+    `plugin_dirs` (the config file's directory) are appended to the import path first, and
+    named in the hint for a module that is not found. Never raises for a plugin's fault: each
+    problem is returned (and logged, unless `log_problems` is false) as one line naming the
+    plugin, the reason and the likely fix. A tool name seen twice keeps the first tool.
     """
+    dirs = list(dict.fromkeys(d.resolve() for d in plugin_dirs))
+    for directory in dirs:
+        if str(directory) not in sys.path:
+            sys.path.append(str(directory))
     tools: dict[str, Tool] = {}
     problems: list[str] = []
 
@@ -75,7 +75,8 @@ def load_plugins(
         except PluginError as exc:
             return report(f"plugin {label}: {exc}")
         except Exception as exc:  # anything a plugin's import or factory can raise
-            return report(f"plugin {label}: {type(exc).__name__}: {exc}; {_fix(exc, module)}", exc)
+            fix = _fix(exc, module, dirs)
+            return report(f"plugin {label}: {type(exc).__name__}: {exc}; {fix}", exc)
         for tool in found:
             problem = _problem(tool)
             if problem is None and tools.get(tool.name, tool) is not tool:
@@ -92,11 +93,11 @@ def load_plugins(
     return list(tools.values()), problems
 
 
-def _fix(exc: Exception, module: str | None) -> str:
+def _fix(exc: Exception, module: str | None, plugin_dirs: Sequence[Path]) -> str:
     """The likely fix for an exception raised while loading the plugin `module`."""
     if isinstance(exc, ModuleNotFoundError) and exc.name:
         if module is not None and (module == exc.name or module.startswith(exc.name + ".")):
-            where = ", ".join(str(d) for d in _plugin_dirs) or "a directory on PYTHONPATH"
+            where = ", ".join(str(d) for d in plugin_dirs) or "a directory on PYTHONPATH"
             file = module.replace(".", "/") + ".py"
             return f"fix: put {file} in {where}, or install it into relaybot's environment"
         top = exc.name.split(".")[0]

@@ -1,4 +1,15 @@
-"""ToolRegistry: describes tools to the model and runs them without ever raising."""
+"""ToolRegistry: the tools one engine offers; it defines them for the model and runs them
+without ever raising.
+
+    registry = ToolRegistry()
+    registry.register(my_tool)
+    registry.definitions()          # [ToolDefinition(name, description, parameters, ...)]
+    prepared = registry.prepare("my_tool", '{"a": 1}')   # a PreparedCall, or an error result
+    result = await registry.run(prepared, ToolContext("telegram", "42", "7", send))
+
+A :class:`ToolDefinition` is the one canonical description of a tool: each provider maps it to
+its own format (engine/models), `relaybot tools` prints it, an integrator lists it.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +21,31 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from tools._base import AsyncTool, Callback, ContextualTool, Tool, ToolContext, _current
-from tools._errors import ToolDefinitionError, ToolRetry
+from tools._base import (
+    AsyncTool,
+    Callback,
+    ContextualTool,
+    Send,
+    Tier,
+    Tool,
+    ToolContext,
+    _current,
+    current_context,
+    no_send,
+)
 from tools._result import ToolResult
+from tools.errors import ToolDefinitionError, ToolRetry
+
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "Callback",
+    "PreparedCall",
+    "Send",
+    "ToolDefinition",
+    "ToolRegistry",
+    "current_context",
+    "no_send",
+]
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +62,27 @@ class PreparedCall:
     json_args: dict[str, Any]  # the same arguments as plain JSON (stored, shown, re-validated)
 
 
+@dataclass(frozen=True, slots=True)
+class ToolDefinition:
+    """A tool as every model is offered it: the one definition each provider maps to its format.
+
+    `parameters` is the tool's JSON Schema (an object); `strict_parameters` the variant for a
+    provider's strict mode (every property required, optional ones nullable; see tools._schema),
+    None when strict mode cannot express the schema; `tier` says whether a call asks first.
+    """
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    strict_parameters: dict[str, Any] | None = None
+    tier: Tier = Tier.SAFE
+
+    @property
+    def strict(self) -> bool:
+        """Whether a provider may enforce this schema in its strict mode."""
+        return self.strict_parameters is not None
+
+
 def _snippet(raw: str, limit: int = 200) -> str:
     return raw if len(raw) <= limit else raw[:limit] + "…"
 
@@ -38,6 +92,7 @@ class ToolRegistry:
 
     def __init__(self, *, default_timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
         self._tools: dict[str, Tool] = {}
+        self._definitions: dict[str, tuple[Tool, ToolDefinition]] = {}  # made once per tool
         self.default_timeout_s = default_timeout_s
 
     def register(self, tool: Tool, *, replace: bool = False) -> Tool:
@@ -57,6 +112,7 @@ class ToolRegistry:
 
     def unregister(self, name: str) -> None:
         self._tools.pop(name, None)
+        self._definitions.pop(name, None)
 
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
@@ -75,6 +131,17 @@ class ToolRegistry:
         if only is None:
             return list(self._tools.values())
         return [self._tools[n] for n in only if n in self._tools]
+
+    def definitions(self, only: Iterable[str] | None = None) -> list[ToolDefinition]:
+        """The definitions of the registered tools, or of those named in `only` (in that order;
+        unknown names are skipped). Each is computed once per tool and tier."""
+        out = []
+        for tool in self.select(only):
+            made = self._definitions.get(tool.name)
+            if made is None or made[0] is not tool or made[1].tier is not tool.tier:
+                made = self._definitions[tool.name] = (tool, _definition(tool))
+            out.append(made[1])
+        return out
 
     def summaries(self) -> list[str]:
         """One line per tool: name, tier and the first line of its description."""
@@ -171,3 +238,12 @@ class ToolRegistry:
         if isinstance(prepared, ToolResult):
             return prepared
         return await self.run(prepared, context)
+
+
+def _definition(tool: Tool) -> ToolDefinition:
+    try:
+        strict: dict[str, Any] | None = tool.strict_parameters()
+    except Exception:  # a schema strict mode cannot express: providers send the plain one
+        log.warning("tool %s has no strict-mode schema; sending the plain one", tool.name)
+        strict = None
+    return ToolDefinition(tool.name, tool.description, tool.parameters, strict, tool.tier)

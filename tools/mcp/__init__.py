@@ -1,0 +1,33 @@
+"""MCP servers' tools as relaybot tools: what the daemon uses to connect the `[[mcp.servers]]`.
+
+    async with McpManager(config.mcp.servers, registry) as mcp:
+        ...  # the registry now holds "<server>__<tool>" for each server that started
+        mcp.tools()  # [McpToolInfo(server, name, tier), ...] for `relaybot tools`
+
+Each server's session lives in one long-lived supervisor task, because the SDK's anyio cancel
+scopes must be entered and exited by the same task; calls from other tasks use the session
+directly. When a connection drops (the process exits, a keep-alive ping fails) the supervisor
+reconnects with backoff, and calls meanwhile get an error result. A server that cannot start at
+all is logged and skipped.
+
+Tiers: a tool is safe only if it declares `readOnlyHint: true` and the server's
+`trust_annotations` is on, or if it is in the server's `trusted_tools`; every other tool asks.
+What a tool returns reaches the model only as a tool result.
+
+A stdio server runs under the same keeper as run_command (`tools/builtins/_sandbox.py`): its
+descendants die with it, and it cannot read the daemon's /proc entries or the credentials
+directory. Its stderr is read line by line into the `tools.mcp` logger, so the daemon's log
+handler redacts secrets from it like from any other record.
+
+The parts, one idea each:
+    _manager.py     McpManager (the servers' tools in a registry), McpTool, names and tiers
+    _server.py      one server's supervisor task: connect, keep alive, reconnect; its calls
+    _transport.py   the connection itself: a stdio process under the keeper, or streamable HTTP
+
+Importing this package imports the mcp SDK (slow): the daemon does it only when servers are
+configured. The `[mcp]` config models are in :mod:`tools.config`, which is cheap.
+"""
+
+from tools.mcp._manager import McpManager, McpTool, McpToolInfo, tool_name, tool_tier
+
+__all__ = ["McpManager", "McpTool", "McpToolInfo", "tool_name", "tool_tier"]

@@ -1,0 +1,222 @@
+"""One MCP server's supervisor: a long-lived task that connects, lists the tools, keeps the
+connection alive with pings and reconnects with backoff; calls from any task use its session.
+
+The SDK's anyio cancel scopes must be entered and left by one task, hence the one task per
+server; a call made while the server is away gets an error result, never an exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import mcp.types as types
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp import ClientSession
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
+
+from tools._result import ToolResult
+from tools.builtins._text import clip
+from tools.config import McpServerConfig
+from tools.mcp._transport import describe, transport
+
+log = logging.getLogger("tools.mcp")
+
+MAX_RESULT_CHARS = 16_000
+_CLIENT = types.Implementation(name="relaybot", version="0.1.0")
+
+
+@dataclass(slots=True)
+class _Connection:
+    session: ClientSession
+    lost: asyncio.Event  # set when this connection is gone
+
+
+class Server:
+    """One configured server: a supervisor task and, while connected, its session."""
+
+    def __init__(
+        self,
+        config: McpServerConfig,
+        *,
+        backoff_s: Sequence[float],
+        connect_timeout_s: float,
+        keepalive_s: float,
+    ) -> None:
+        self.config = config
+        self.backoff_s = backoff_s
+        self.connect_timeout_s = connect_timeout_s
+        self.keepalive_s = keepalive_s
+        self.specs: list[types.Tool] = []
+        self._conn: _Connection | None = None
+        self._connected_at: float | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> bool:
+        """Connect and list the tools; False (logged) if the server cannot start."""
+        started = asyncio.get_running_loop().create_future()
+        self._task = asyncio.create_task(self._supervise(started), name=f"mcp:{self.config.name}")
+        return await started
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def call(self, tool: str, args: dict[str, Any]) -> ToolResult:
+        name, conn = self.config.name, self._conn
+        if conn is None or conn.lost.is_set():
+            return ToolResult.fail(f"MCP server {name} is restarting; try again in a moment.")
+        try:
+            result = await conn.session.call_tool(
+                tool, args, read_timeout_seconds=self.config.call_timeout_s
+            )
+        except MCPError as exc:
+            if exc.code == types.REQUEST_TIMEOUT:
+                return ToolResult.fail(
+                    f"MCP tool {tool} on server {name} did not answer within "
+                    f"{self.config.call_timeout_s:g} s.",
+                    error=exc,
+                )
+            if exc.code == types.CONNECTION_CLOSED:
+                conn.lost.set()
+                return ToolResult.fail(
+                    f"MCP server {name} stopped during the call; it is being restarted.", error=exc
+                )
+            return ToolResult.fail(f"MCP server {name} refused the call: {exc.message}", error=exc)
+        except Exception as exc:  # the transport broke under the call
+            conn.lost.set()
+            return ToolResult.fail(f"MCP server {name} failed: {describe(exc)}", error=exc)
+        return _to_result(result)
+
+    async def _supervise(self, started: asyncio.Future[bool]) -> None:
+        name, loop = self.config.name, asyncio.get_running_loop()
+        failures = 0
+        try:
+            while True:
+                self._connected_at = None
+                try:
+                    await self._serve(started)
+                    reason = "the connection closed"
+                except Exception as exc:
+                    reason = describe(exc)
+                finally:
+                    self._conn = None
+                if not started.done():
+                    log.error("MCP server %s could not start (%s); skipping it", name, reason)
+                    return
+                ran = self._connected_at is not None
+                if ran and loop.time() - (self._connected_at or 0.0) > self.backoff_s[-1]:
+                    failures = 0  # it ran well for a while: start the backoff over
+                delay = self.backoff_s[min(failures, len(self.backoff_s) - 1)]
+                failures += 1
+                what = "stopped" if ran else "could not restart"
+                log.warning("MCP server %s %s (%s); retrying in %g s", name, what, reason, delay)
+                await asyncio.sleep(delay)
+        finally:
+            if not started.done():
+                started.set_result(False)
+
+    async def _serve(self, started: asyncio.Future[bool]) -> None:
+        """One connection, from connecting to its end; every context is entered and left here."""
+        async with contextlib.AsyncExitStack() as stack:
+            read, write = await stack.enter_async_context(transport(self.config))
+            lost = asyncio.Event()
+            send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+            stack.callback(send.close)
+            stack.callback(receive.close)
+            relays = await stack.enter_async_context(anyio.create_task_group())
+            stack.callback(relays.cancel_scope.cancel)
+            relays.start_soon(_relay, read, send, lost)
+            session = await stack.enter_async_context(
+                ClientSession(receive, write, client_info=_CLIENT)
+            )
+            with anyio.fail_after(self.connect_timeout_s):
+                await session.initialize()
+                specs = await _list_tools(session)
+            conn = _Connection(session, lost)
+            self._connected(conn, specs, started)
+            await self._watch(conn)
+
+    def _connected(
+        self, conn: _Connection, specs: list[types.Tool], started: asyncio.Future[bool]
+    ) -> None:
+        self._conn = conn
+        self._connected_at = asyncio.get_running_loop().time()
+        if not started.done():
+            self.specs = specs
+            log.info("MCP server %s started with %d tools", self.config.name, len(specs))
+            started.set_result(True)
+            return
+        log.info("MCP server %s is back", self.config.name)
+        if {s.name for s in specs} != {s.name for s in self.specs}:
+            log.warning(
+                "MCP server %s now lists other tools; restart relaybot to use them",
+                self.config.name,
+            )
+
+    async def _watch(self, conn: _Connection) -> None:
+        """Return when the connection is lost: its stream ended, a call saw it close, or a
+        keep-alive ping went unanswered."""
+        while True:
+            with anyio.move_on_after(self.keepalive_s):
+                await conn.lost.wait()
+                return
+            try:
+                with anyio.fail_after(min(self.keepalive_s, 10.0)):
+                    await conn.session.send_ping()
+            except Exception as exc:
+                raise ConnectionError(f"keep-alive ping failed: {describe(exc)}") from exc
+
+
+async def _relay(
+    source: MemoryObjectReceiveStream[Any], sink: MemoryObjectSendStream[Any], lost: asyncio.Event
+) -> None:
+    """Pass the transport's messages to the session, and notice when the stream ends."""
+    try:
+        async with sink:
+            async for item in source:
+                await sink.send(item)
+    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+        pass
+    finally:
+        lost.set()
+
+
+async def _list_tools(session: ClientSession) -> list[types.Tool]:
+    specs: list[types.Tool] = []
+    cursor: str | None = None
+    while True:
+        params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+        page = await session.list_tools(params=params)
+        specs += page.tools
+        cursor = page.next_cursor
+        if not cursor:
+            return specs
+
+
+def _to_result(result: types.CallToolResult) -> ToolResult:
+    parts: list[str] = []
+    for block in result.content:
+        if isinstance(block, types.TextContent):
+            parts.append(block.text)
+        elif isinstance(block, types.ImageContent | types.AudioContent):
+            parts.append(f"[{block.type} ({block.mime_type}) not shown]")
+        elif isinstance(block, types.ResourceLink):
+            parts.append(f"[resource {block.uri}]")
+        elif isinstance(block, types.EmbeddedResource):
+            res = block.resource
+            text = getattr(res, "text", None)
+            parts.append(text if isinstance(text, str) else f"[binary resource {res.uri}]")
+    if not parts and result.structured_content is not None:
+        parts.append(json.dumps(result.structured_content, ensure_ascii=False, default=str))
+    text = clip("\n".join(parts), MAX_RESULT_CHARS) or "(no output)"
+    return ToolResult.fail(text) if result.is_error else ToolResult.ok(text)
