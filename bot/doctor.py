@@ -24,8 +24,8 @@ from bot._lock import holder
 from bot.config import Config, ModelEndpoint
 from engine.context import ContextSettings, budget_for, discover_window
 from engine.store import SqliteStore, open_store, redact
-from tools.errors import ConfigError, RelaybotError
 from tools.builtins import SearchFailed, WebSearch
+from tools.errors import ConfigError, RelaybotError
 
 
 class Status(enum.StrEnum):

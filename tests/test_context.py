@@ -33,10 +33,11 @@ from engine.context import (
     WindowInfo,
     WindowSource,
     discover_window,
-    overflow_facts,
 )
+from engine.context._tokens import overflow_facts
 from engine.loop import ConversationKey, ToolLoop, TurnContext
-from engine.models import Message, OpenAIModel, ScriptedModel, reply, to_openai
+from engine.models import Message, OpenAIModel, ScriptedModel, reply
+from engine.models._openai import to_openai
 from engine.store import SqliteStore
 from tests.fakes.openai_server import (
     FakeOpenAI,

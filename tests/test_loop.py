@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from engine.context import NO_RESULT
+from engine.context._prompt import NO_RESULT
 from engine.loop import ConversationKey, Job, JobRunner, ToolLoop, TurnContext
 from engine.models import Message
 from tests.fakes.models import BACKENDS, Backend, backend

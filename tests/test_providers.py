@@ -24,7 +24,8 @@ from bot.app import App
 from bot.config import Config, parse_config
 from engine import Image, ModelRequest, ToolCall, ToolSpec, parse_decision
 from engine.loop import ConversationKey, ToolLoop, TurnContext
-from engine.models import EARLIER, NO_OUTPUT, AnthropicModel, FailoverModel, Message, OpenAIModel
+from engine.models import AnthropicModel, FailoverModel, Message, OpenAIModel
+from engine.models._anthropic import EARLIER, NO_OUTPUT
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.models import HTTP_BACKENDS, Backend, backend, read_anthropic
 from tests.fakes.openai_server import FakeOpenAI, error, text, tool_call

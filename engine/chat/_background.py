@@ -17,8 +17,7 @@ from engine.models import Message, ToolCall
 from engine.store import Conversation, JobRow, JobState, Store
 from engine.work import ChatQueues, JobDone, Notice
 from tools import ToolContext, ToolResult
-from tools.registry import ToolRegistry
-from tools.registry import Send
+from tools.registry import Send, ToolRegistry
 
 log = logging.getLogger(__name__)
 

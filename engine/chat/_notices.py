@@ -14,8 +14,15 @@ from collections.abc import Callable, Mapping, Sequence
 from engine._channel import Channel
 from engine.chat._media_out import send_files
 from engine.loop import ConversationKey, SendFiles
-from tools.errors import ContextOverflow, LLMError, ModelAuthError, ModelRateLimited, PromptTooLarge, StoreUnavailable
 from tools import File
+from tools.errors import (
+    ContextOverflow,
+    LLMError,
+    ModelAuthError,
+    ModelRateLimited,
+    PromptTooLarge,
+    StoreUnavailable,
+)
 from tools.registry import Send
 
 log = logging.getLogger("engine.chat._turns")

@@ -32,8 +32,15 @@ from engine.loop import ConversationKey
 from engine.models import Message
 from engine.store import RunState, ScheduleRow, ScheduleRun, ScheduleState, Store
 from engine.work import ChatQueues, Notice, Recover, ScheduledRun
-from tools.errors import ContextOverflow, LLMError, ModelAuthError, ModelRateLimited, StoreUnavailable
-from tools.builtins import describe_schedule as describe, recurrence_of
+from tools.builtins import describe_schedule as describe
+from tools.builtins import recurrence_of
+from tools.errors import (
+    ContextOverflow,
+    LLMError,
+    ModelAuthError,
+    ModelRateLimited,
+    StoreUnavailable,
+)
 
 log = logging.getLogger(__name__)
 
