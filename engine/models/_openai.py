@@ -20,6 +20,8 @@ import logging
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from engine.models._alternate import alternating
+from engine.models._failures import connection_failure, status_failure
 from engine.models._stream import CallAccumulator, emit
 from engine.models._types import (
     FinishReason,
@@ -34,7 +36,7 @@ from engine.models._types import (
     ToolSpec,
     Usage,
 )
-from tools import ContextOverflow, LLMError, ModelAuthError, ModelRateLimited, ModelUnavailable
+from tools import ContextOverflow, LLMError, ModelAuthError, ModelRateLimited
 
 if TYPE_CHECKING:
     import openai
@@ -59,13 +61,18 @@ _TOO_LONG = (
     "exceeds the available context",
     "input is too long",
 )
+_CAPS = ("max_tokens", "max_completion_tokens")
 
 
 class OpenAIModel:
     """A :class:`engine.Model` over an OpenAI-compatible endpoint.
 
     `timeout_s` and `max_retries` are explicit (the SDK's 600 s default is far too long for a
-    chat); `options` (temperature, max_tokens, ...) go into every request.
+    chat); `options` (temperature, max_tokens, ...) go into every request. Without a max_tokens
+    in `options`, an answer is capped by the request's `output_room` (a local server would
+    otherwise write until its window is full); OpenAI's own API gets the cap as
+    max_completion_tokens (its reasoning models refuse max_tokens), any other server as
+    max_tokens (llama.cpp ignores the newer name).
     """
 
     def __init__(
@@ -92,6 +99,9 @@ class OpenAIModel:
             "http_client": http_client,
         }
         self._sdk: openai.AsyncOpenAI | None = None
+        self._capped = any(k in self.options for k in _CAPS)
+        hosted = base_url is None or "api.openai.com" in base_url
+        self._cap_field = "max_completion_tokens" if hosted else "max_tokens"
 
     @property
     def sdk(self) -> openai.AsyncOpenAI:
@@ -120,6 +130,13 @@ class OpenAIModel:
             "model": self.name,
             "messages": to_openai(request.system, request.messages),
         }
+        cap = request.max_output_tokens
+        if cap is None and not self._capped:
+            cap = request.output_room
+        if cap is not None:
+            for key in _CAPS:
+                body.pop(key, None)
+            body[self._cap_field] = cap
         if request.tools:
             body["tools"] = [self._tool(t) for t in request.tools]
         await self.warm_up()
@@ -130,12 +147,8 @@ class OpenAIModel:
             return await self._stream(body, on_text)
         except openai.APIStatusError as exc:
             raise _status_error(exc) from exc
-        except openai.APITimeoutError as exc:
-            raise ModelUnavailable("the model endpoint timed out") from exc
-        except openai.APIConnectionError as exc:
-            raise ModelUnavailable(
-                f"the model endpoint is unreachable ({exc.__cause__ or exc})"
-            ) from exc
+        except openai.APIConnectionError as exc:  # timeouts too: the cause says which
+            raise connection_failure(exc) from exc
         except openai.OpenAIError as exc:
             raise LLMError(f"the model request failed: {exc}") from exc
 
@@ -213,9 +226,10 @@ class OpenAIModel:
 
 
 def to_openai(system: str, messages: Any) -> list[dict[str, Any]]:
-    """Neutral messages as the chat-completions `messages` list."""
+    """Neutral messages as the chat-completions `messages` list: the system prompt once, first,
+    then messages as strict chat templates accept them (engine/models/_alternate.py)."""
     out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
-    for m in messages:
+    for m in alternating(messages):
         out.append(_message(m))
     return out
 
@@ -279,9 +293,7 @@ def _status_error(exc: openai.APIStatusError) -> LLMError:
         return ModelAuthError(detail)
     if exc.status_code == 429:
         return ModelRateLimited(detail)
-    if exc.status_code >= 500:
-        return ModelUnavailable(detail)
-    return LLMError(detail)
+    return status_failure(exc.status_code, detail)
 
 
 def _code(exc: openai.APIStatusError) -> str | None:
