@@ -48,6 +48,15 @@ TRUNCATED = (
     "Try again with a shorter reply or smaller arguments."
 )
 DECLINED = "The user declined this action; it was not run."
+CUT_NOTE = "\n\n[…cut off by the length limit: say “continue” for the rest]"
+
+
+def answer_text(reply: ModelResponse) -> str:
+    """What the user reads of a final reply: a reply cut by the length limit says so."""
+    text = reply.text or FALLBACK_TEXT
+    if reply.finish_reason is FinishReason.LENGTH and reply.text:
+        return text.rstrip() + CUT_NOTE
+    return text
 
 
 class ToolLoop:
@@ -139,7 +148,7 @@ class ToolLoop:
             state.iteration += 1
             reply = await self._request(state, self._tool_specs(state.ctx))
             if not reply.tool_calls:
-                return await self._finish(state, reply.text or FALLBACK_TEXT)
+                return await self._finish(state, answer_text(reply))
             calls = reply.tool_calls
             await state.add(Message.assistant(reply.text, [sanitised(c) for c in calls]))
             if reply.finish_reason is FinishReason.LENGTH:
@@ -154,7 +163,7 @@ class ToolLoop:
             if state.stop_text is not None:
                 return await self._finish(state, state.stop_text)
         reply = await self._request(state, [], extra=SUM_UP)
-        return await self._finish(state, reply.text or FALLBACK_TEXT)
+        return await self._finish(state, answer_text(reply))
 
     async def _finish(self, state: TurnState, text: str) -> TurnResult:
         await state.add(Message.assistant(text))

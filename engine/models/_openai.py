@@ -68,11 +68,12 @@ class OpenAIModel:
     """A :class:`engine.Model` over an OpenAI-compatible endpoint.
 
     `timeout_s` and `max_retries` are explicit (the SDK's 600 s default is far too long for a
-    chat); `options` (temperature, max_tokens, ...) go into every request. Without a max_tokens
-    in `options`, an answer is capped by the request's `output_room` (a local server would
-    otherwise write until its window is full); OpenAI's own API gets the cap as
-    max_completion_tokens (its reasoning models refuse max_tokens), any other server as
-    max_tokens (llama.cpp ignores the newer name).
+    chat); `options` (temperature, max_tokens, ...) go into every request. A request's own
+    `max_output_tokens` (a summary's) replaces a configured max_tokens; without one configured,
+    an answer is capped by the request's `output_room`, since a local server would otherwise
+    write until its window is full. OpenAI's own API is left to its models' limits unless a cap
+    is configured (its reasoning models count their thinking in the cap) and gets the cap as
+    max_completion_tokens (they refuse max_tokens); other servers get max_tokens.
     """
 
     def __init__(
@@ -100,8 +101,8 @@ class OpenAIModel:
         }
         self._sdk: openai.AsyncOpenAI | None = None
         self._capped = any(k in self.options for k in _CAPS)
-        hosted = base_url is None or "api.openai.com" in base_url
-        self._cap_field = "max_completion_tokens" if hosted else "max_tokens"
+        self._hosted = base_url is None or "api.openai.com" in base_url
+        self._cap_field = "max_completion_tokens" if self._hosted else "max_tokens"
 
     @property
     def sdk(self) -> openai.AsyncOpenAI:
@@ -130,10 +131,7 @@ class OpenAIModel:
             "model": self.name,
             "messages": to_openai(request.system, request.messages),
         }
-        cap = request.max_output_tokens
-        if cap is None and not self._capped:
-            cap = request.output_room
-        if cap is not None:
+        if (cap := self._cap(request)) is not None:
             for key in _CAPS:
                 body.pop(key, None)
             body[self._cap_field] = cap
@@ -151,6 +149,14 @@ class OpenAIModel:
             raise connection_failure(exc) from exc
         except openai.OpenAIError as exc:
             raise LLMError(f"the model request failed: {exc}") from exc
+
+    def _cap(self, request: ModelRequest) -> int | None:
+        """The answer cap to send in place of the configured one; None: as configured."""
+        if self._hosted and not self._capped:
+            return None
+        if request.max_output_tokens is not None:
+            return request.max_output_tokens
+        return None if self._capped else request.output_room
 
     def _tool(self, spec: ToolSpec) -> dict[str, Any]:
         fn: dict[str, Any] = {"name": spec.name, "description": spec.description}
