@@ -517,7 +517,7 @@ def test_anthropics_overflow_wording_gives_its_numbers_too() -> None:
 async def test_doctor_says_which_window_and_why(
     tmp_path: Path, make_config: Callable[..., Config], llm: FakeOpenAI
 ) -> None:
-    from bot.doctor import _check_context
+    from bot._doctor_llm import check_context as _check_context
 
     llm.server_kind, llm.context_window = "vllm", 8_192
     check = await _check_context(make_config())
