@@ -259,7 +259,7 @@ async def test_a_turn_of_ten_large_tool_results_is_cut_to_fit_rather_than_refuse
 async def test_tool_definitions_over_half_the_budget_are_named_in_a_warning(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    @tool(description="Look things up. " + prose(6_000))
+    @tool(description="Look things up. " + prose(7_500))
     async def huge_lookup(q: str) -> str:
         return q
 

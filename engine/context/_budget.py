@@ -32,7 +32,13 @@ from engine._store import ContextStore, Summary
 from engine.context._compaction import cut_result, turn_starts, with_summary
 from engine.context._folding import MIN_RESULT_CHARS, Folder, Window
 from engine.context._prompt import for_model
-from engine.context._tokens import Ratios, SpecTokens, message_tokens, text_tokens
+from engine.context._tokens import (
+    Ratios,
+    SpecTokens,
+    message_tokens,
+    overflow_facts,
+    text_tokens,
+)
 from engine.context._window import DEFAULT_WINDOW, WindowInfo, WindowSource
 from engine.models._types import Message, Model, ModelRequest, Role, ToolSpec, Usage
 from tools import ContextOverflow, PromptTooLarge
@@ -57,7 +63,7 @@ _SUMMARIES_KEPT = 10_000  # conversations whose summary is kept in memory
 @dataclass(frozen=True, slots=True)
 class ContextSettings:
     window: int | None = None  # [llm] context_window; None: ask `discover`
-    max_output_tokens: int | None = None  # None: 1,024, or a quarter of a smaller window
+    max_output_tokens: int | None = None  # None: 1,024, or an eighth of a smaller window
     budget: int | None = None  # None: the window less the output and a margin
     keep_recent_turns: int = 6
     tool_result_chars: int = 2_000
@@ -66,10 +72,11 @@ class ContextSettings:
 
 
 def output_for(window: int, settings: ContextSettings) -> int:
-    """Tokens kept for the answer: as configured, else 1,024, or a quarter of a smaller window."""
+    """Tokens kept for the answer: as configured, else 1,024, or an eighth of a smaller window
+    (512 of 4,096: a small model on a CPU writes a few tokens a second)."""
     if settings.max_output_tokens is not None:
         return settings.max_output_tokens
-    return min(1_024, window // 4)
+    return min(1_024, window // 8)
 
 
 def budget_for(window: int, settings: ContextSettings) -> int:
@@ -122,6 +129,7 @@ class ContextBudget:
         self._summaries: dict[int, Summary | None] = {}
         self._cache = not shared
         self._warned: set[frozenset[str]] = set()
+        self._counted: set[str] = set()  # models whose last overflow stated its count
 
     @property
     def summary_requests(self) -> int:
@@ -219,7 +227,7 @@ class ContextBudget:
         model = model or self.model
         window_tokens = await self._tokens(model.name)
         budget = budget_for(window_tokens, self.settings)
-        if harder:
+        if harder and model.name not in self._counted:  # an error that stated its count: exact
             budget = int(budget * HARDER)
         ratio = (await self.ratios.get(model.name)).ratio
         limit = budget / ratio  # the budget in estimated tokens
@@ -261,8 +269,14 @@ class ContextBudget:
             await self.ratios.learn(fitted.model, fitted.estimate, usage.prompt_tokens)
 
     async def overflowed(self, fitted: Fitted, exc: ContextOverflow) -> None:
+        """The provider refused `fitted` as too long: learn what its error states. When it
+        states its count, the ratio is exact and the retry plans with the whole budget."""
         self._server_back(fitted.model)
         await self.ratios.overflowed(fitted.model, fitted.estimate, str(exc))
+        if overflow_facts(str(exc)).prompt_tokens:
+            self._counted.add(fitted.model)
+        else:
+            self._counted.discard(fitted.model)
 
     # -- what is sent ---------------------------------------------------------------------
 
