@@ -49,9 +49,10 @@ from tools import ToolsConfig, builtin_tools
 from tools._config import DEFAULT_BUILTINS
 
 CHAT = "bench"
+MAX_TOKENS: int | None = None  # --max-tokens: a cap for every answer (a slow CPU server)
 SMALL_TOOLS = ["current_time", "remind_me"]
 APOLOGY = "⚠️"
-LONG_TOPICS = ["lighthouses", "bread baking", "river deltas", "chess openings", "bee keeping"]
+LONG_TOPICS = ["lighthouses", "bread baking", "river deltas", "chess openings"]
 
 
 @dataclass
@@ -106,6 +107,8 @@ class Relay:
 
 
 def _config(base_url: str, model: str, folder: Path, **llm: Any) -> Config:
+    if MAX_TOKENS and "max_tokens" not in llm:
+        llm["max_tokens"] = MAX_TOKENS
     return parse_config(
         {
             "llm": {
@@ -283,5 +286,9 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--base-url", required=True, help="e.g. http://127.0.0.1:8080/v1")
     parser.add_argument("--model", help="default: the first the server lists")
+    parser.add_argument(
+        "--max-tokens", type=int, help="cap every answer (default: relaybot's own default cap)"
+    )
     args = parser.parse_args()
+    MAX_TOKENS = args.max_tokens
     sys.exit(asyncio.run(main(args.base_url, args.model)))
