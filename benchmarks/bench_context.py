@@ -24,14 +24,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine import (
-    ContextSettings,
-    Dispatcher,
-    LimitSettings,
-    OpenAIModel,
-    Settings,
-    SqliteStore,
-)
+from bot._engine import build_engine
+from engine import SqliteStore
+from engine.chat import Dispatcher, LimitSettings, Settings
+from engine.context import ContextSettings
+from engine.models import OpenAIModel
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
 from tests.fakes.recording_channel import RecordingChannel
 from tools import ToolRegistry, tool
@@ -70,7 +67,7 @@ async def run(args: argparse.Namespace) -> None:
                     ),
                     limits=LimitSettings(messages_per_minute=1_000_000),  # one fast user
                 )
-                d = Dispatcher(store, model, registry, settings)
+                d = build_engine(store, model, registry, settings)
                 channel = RecordingChannel()
                 d.add_channel(channel)
                 await d.prepare()

@@ -18,16 +18,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from engine import (
-    ContextBudget,
-    ContextSettings,
-    ConversationKey,
-    Message,
-    OpenAIModel,
-    SqliteStore,
-    ToolLoop,
-    TurnContext,
-)
+from engine import SqliteStore
+from engine.context import ContextBudget, ContextSettings
+from engine.loop import ConversationKey, ToolLoop, TurnContext
+from engine.models import Message, OpenAIModel
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
 from tools import ToolRegistry, tool
 

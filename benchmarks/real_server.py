@@ -43,7 +43,8 @@ import aiohttp
 from bot._doctor_llm import check_llm
 from bot.app import App
 from bot.config import Config, parse_config
-from engine import Command, Message, ModelRequest, OpenAIModel, Role, ToolSpec
+from engine import Command, Message, ModelRequest, Role, ToolSpec
+from engine.models import OpenAIModel
 from tests.fakes.recording_channel import RecordingChannel
 from tools import ToolsConfig, builtin_tools
 from tools._config import DEFAULT_BUILTINS

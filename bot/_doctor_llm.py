@@ -20,7 +20,8 @@ from typing import Any
 from bot._doctor_base import Check, Status
 from bot._models import endpoint_model
 from bot.config import Config, ModelEndpoint
-from engine import ContextSettings, Message, ModelRequest, ToolSpec, budget_for, discover_window
+from engine.context import ContextSettings, budget_for, discover_window
+from engine.models import Message, ModelRequest, ToolSpec
 from tools import (
     ContextOverflow,
     LLMError,

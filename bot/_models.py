@@ -8,8 +8,8 @@ is missing stops start-up instead of failing the first time the primary is down.
 from __future__ import annotations
 
 from bot.config import Config, ModelEndpoint
-from engine import AnthropicModel, FailoverModel, Model, OpenAIModel
-from engine.models._anthropic import DEFAULT_MAX_TOKENS
+from engine import Model
+from engine.models import DEFAULT_MAX_TOKENS, AnthropicModel, FailoverModel, OpenAIModel
 
 
 def build_model(config: Config) -> Model:

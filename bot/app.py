@@ -14,33 +14,25 @@ import sys
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from bot._engine import build_engine
 from bot._logging import RedactingFilter
 from bot._models import build_model, endpoint_model, openai_compatible
 from bot.config import Config
-from engine import (
-    Backoff,
-    Channel,
-    Clock,
-    ContextSettings,
+from engine import Backoff, Channel, Clock, Model, Store, SystemClock
+from engine._store import open_store
+from engine.chat import (
     Dispatcher,
-    ErrorLog,
     LimitSettings,
     LoopOptions,
     MediaSettings,
-    Model,
-    OpenAITranscriber,
     Retention,
     ScheduleSettings,
     Settings,
-    Store,
-    SystemClock,
-    discover_window,
-    enable_metrics,
-    set_state,
-    use_error_log,
 )
-from engine._store import open_store
-from engine.work._cluster import InstanceSettings
+from engine.context import ContextSettings, discover_window
+from engine.metrics import ErrorLog, enable_metrics, set_state, use_error_log
+from engine.models import OpenAITranscriber
+from engine.work import InstanceSettings
 from tools import StoreUnavailable, Tool, ToolRegistry
 from tools._config import apply_policy
 from tools._plugins import load_plugins
@@ -223,7 +215,7 @@ class App:
             "discord": set(cfg.discord.allowed_users),
             "console": set(cfg.console.allowed_users),
         }
-        self.dispatcher = Dispatcher(
+        self.dispatcher = build_engine(
             self.store,
             self.model,
             self.registry,

@@ -33,7 +33,7 @@ from discord.shard import Shard
 
 from channels._discord_inbound import DECISION_RE, PressOn, press_on
 from channels._discord_shards import IdentifyPacer, Session, layout, shard_of
-from engine import _metrics as metrics
+from engine import metrics
 from engine._channel import (
     ACTION_PATTERN,
     Choice,

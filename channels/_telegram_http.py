@@ -6,7 +6,7 @@ calls per answer (getUpdates, sendChatAction, sendMessage). ``BaseRequest`` is P
 point for exactly this; everything above it (rate limiter, retries, error mapping) is PTB's.
 
 aiohttp has no write timeout; the others map onto ``aiohttp.ClientTimeout``. Every Bot API
-call passes here, so this is where a failed one is counted (engine/_metrics.py).
+call passes here, so this is where a failed one is counted (engine/metrics.py).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from telegram._utils.types import ODVInput
 from telegram.error import NetworkError, TelegramError, TimedOut
 from telegram.request import BaseRequest, RequestData
 
-from engine import _metrics as metrics
+from engine import metrics
 
 
 class AiohttpRequest(BaseRequest):

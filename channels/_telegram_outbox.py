@@ -26,7 +26,7 @@ from channels._prompt import ATTACHMENT_NAME, PromptMessage
 from channels._shown import ShownMessages
 from channels._telegram_format import CAPTION_LIMIT, html_to_plain, plain_parts, render
 from channels._telegram_http import not_sent
-from engine import _metrics as metrics
+from engine import metrics
 from engine._backoff import Backoff
 from engine._channel import MessageRef, OutgoingFile
 

@@ -14,7 +14,7 @@ from telegram.error import Conflict, InvalidToken, RetryAfter, TelegramError
 from telegram.ext import filters
 
 from channels._telegram_media import attachments_of
-from engine import _metrics as metrics
+from engine import metrics
 from engine._backoff import Backoff
 from engine._channel import InboundMessage
 from tools import StoreUnavailable

@@ -52,7 +52,7 @@ from channels._discord_media import batches, download
 from channels._prompt import ATTACHED_NOTE, ATTACHMENT_NAME, lay_out, who_and_when
 from channels._shown import ShownMessages
 from channels._split import split_text
-from engine import _metrics as metrics
+from engine import metrics
 from engine._backoff import Backoff
 from engine._channel import (
     Action,

@@ -59,7 +59,7 @@ from channels._telegram_updates import (
     Poller,
     inbound_message,
 )
-from engine import _metrics as metrics
+from engine import metrics
 from engine._backoff import Backoff
 from engine._channel import (
     Action,

@@ -1,12 +1,19 @@
-"""The engine: the model layer, the tool loop, background jobs, the store and the dispatcher.
+"""The engine's contracts: what a chat adapter implements and calls, what a model provider
+implements, and the time they share.
 
-It also defines the contract chat adapters implement (`Channel`) and call (`Engine`), and the
-one model providers implement (`Model`: OpenAI, Anthropic, and failover over several). Arrows
-point inward: channels → engine → tools.
+An adapter (channels/) implements :class:`Channel` and calls the :class:`Engine` it is given;
+a provider implements :class:`Model` over :class:`ModelRequest` and :class:`ModelResponse`.
+The engine itself lives in rooms named for its layers, each with its own small surface for the
+daemon's wiring (bot/): ``engine.models`` (the model layer and providers), ``engine.context``
+(what a request holds), ``engine.loop`` (the tool loop), ``engine.work`` (per-chat work and the
+cluster), ``engine.chat`` (what a chat sees: intake, turns, commands, confirmations, ...), the
+store, and ``engine.metrics``. Arrows point inward: bot → channels → engine → tools.
 """
 
 from engine._backoff import Backoff
 from engine._channel import (
+    ACTION_PATTERN,
+    DECISION_PATTERN,
     Action,
     Attachment,
     Button,
@@ -32,32 +39,15 @@ from engine._channel import (
     parse_decision,
 )
 from engine._clock import Clock, SystemClock
-from engine._metrics import ErrorLog, enable_metrics, set_state, use_error_log
 from engine._store import SqliteStore, Store
-from engine.chat._dispatcher import Dispatcher
-from engine.chat._housekeeping import Retention
-from engine.chat._limits import LimitSettings
-from engine.chat._media import MediaSettings
-from engine.chat._schedules import Schedules, ScheduleSettings
-from engine.chat._settings import LoopOptions, Settings
-from engine.context._budget import ContextBudget, ContextSettings, budget_for
-from engine.context._prompt import ensure_pairing
-from engine.context._window import WindowInfo, WindowSource, discover_window
-from engine.loop._jobs import Job, JobRunner
-from engine.loop._loop import ToolLoop
-from engine.loop._types import ConversationKey, PendingCall, TurnContext, TurnResult
-from engine.models._anthropic import AnthropicModel
-from engine.models._failover import FailoverModel
-from engine.models._openai import OpenAIModel
-from engine.models._scripted import ScriptedModel, reply
-from engine.models._transcribe import OpenAITranscriber
-from engine.models._types import (
+from engine.models import (
     FinishReason,
     Image,
     Message,
     Model,
     ModelRequest,
     ModelResponse,
+    OnText,
     Role,
     Text,
     ToolCall,
@@ -67,8 +57,9 @@ from engine.models._types import (
 )
 
 __all__ = [
+    "ACTION_PATTERN",
+    "DECISION_PATTERN",
     "Action",
-    "AnthropicModel",
     "Attachment",
     "Backoff",
     "Button",
@@ -79,64 +70,34 @@ __all__ = [
     "Clock",
     "Command",
     "ConfirmationPrompt",
-    "ContextBudget",
-    "ContextSettings",
-    "ConversationKey",
     "Decision",
     "DecisionStatus",
-    "Dispatcher",
     "Engine",
-    "ErrorLog",
-    "FailoverModel",
     "FinishReason",
     "Image",
     "InboundMessage",
-    "Job",
-    "JobRunner",
-    "LimitSettings",
-    "LoopOptions",
     "MediaKind",
-    "MediaSettings",
     "Message",
     "MessageRef",
     "Model",
     "ModelRequest",
     "ModelResponse",
-    "OpenAIModel",
-    "OpenAITranscriber",
+    "OnText",
     "OutgoingFile",
-    "PendingCall",
     "Press",
     "Receiver",
     "Reply",
-    "Retention",
     "Role",
-    "ScheduleSettings",
-    "Schedules",
-    "ScriptedModel",
-    "Settings",
     "SqliteStore",
     "Store",
     "SystemClock",
     "Text",
     "ToolCall",
-    "ToolLoop",
     "ToolOutput",
     "ToolSpec",
-    "TurnContext",
-    "TurnResult",
     "Usage",
-    "WindowInfo",
-    "WindowSource",
-    "budget_for",
-    "discover_window",
-    "enable_metrics",
     "encode_action",
     "encode_decision",
-    "ensure_pairing",
     "parse_action",
     "parse_decision",
-    "reply",
-    "set_state",
-    "use_error_log",
 ]

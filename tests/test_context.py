@@ -21,35 +21,25 @@ from typing import Any
 
 import pytest
 
+from bot._engine import build_engine
 from bot.app import App
 from bot.config import Config
 from engine import (
     Command,
-    ContextBudget,
-    ContextSettings,
-    ConversationKey,
-    Dispatcher,
     FinishReason,
-    LimitSettings,
-    Message,
     ModelRequest,
     ModelResponse,
-    OpenAIModel,
     Role,
-    ScriptedModel,
-    Settings,
     SqliteStore,
     ToolCall,
-    ToolLoop,
-    TurnContext,
     Usage,
-    WindowInfo,
-    WindowSource,
-    discover_window,
-    reply,
 )
+from engine.chat import Dispatcher, LimitSettings, Settings
+from engine.context import ContextBudget, ContextSettings, WindowInfo, WindowSource, discover_window
 from engine.context._budget import Window
 from engine.context._tokens import overflow_facts
+from engine.loop import ConversationKey, ToolLoop, TurnContext
+from engine.models import Message, OpenAIModel, ScriptedModel, reply
 from engine.models._openai import to_openai
 from tests.fakes.openai_server import (
     FakeOpenAI,
@@ -166,7 +156,7 @@ async def dispatcher(
             context=context,
             limits=LimitSettings(messages_per_minute=100_000),  # one user types fast here
         )
-        d = Dispatcher(store, model, registry, settings)
+        d = build_engine(store, model, registry, settings)
         channel = RecordingChannel()
         d.add_channel(channel)
         await d.prepare()

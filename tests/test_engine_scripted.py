@@ -11,19 +11,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from engine import (
-    ConversationKey,
-    Dispatcher,
-    Message,
-    ModelRequest,
-    ScriptedModel,
-    Settings,
-    SqliteStore,
-    ToolLoop,
-    TurnContext,
-    reply,
-)
+from bot._engine import build_engine
+from engine import ModelRequest, SqliteStore
 from engine._store import JobState
+from engine.chat import Dispatcher, Settings
+from engine.loop import ConversationKey, ToolLoop, TurnContext
+from engine.models import Message, ScriptedModel, reply
 from tests.fakes.recording_channel import RecordingChannel
 from tools import AsyncTool, ToolRegistry, ToolResult, tool
 
@@ -74,7 +67,7 @@ async def dispatcher(
 ) -> AsyncIterator[tuple[Dispatcher, RecordingChannel, SqliteStore]]:
     channel = RecordingChannel()
     async with SqliteStore(tmp_path / "e.db") as store:
-        d = Dispatcher(store, model, registry, Settings(allowed_users={"test": {"u1"}}))
+        d = build_engine(store, model, registry, Settings(allowed_users={"test": {"u1"}}))
         d.add_channel(channel)
         await d.prepare()
         await channel.start(d)

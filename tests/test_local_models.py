@@ -18,9 +18,11 @@ import pytest
 
 from bot.app import App
 from bot.config import Config
-from engine import (
-    ContextBudget,
-    ContextSettings,
+from engine.chat._notices import apology
+from engine.context import ContextBudget, ContextSettings, Window, WindowInfo, WindowSource
+from engine.context._tokens import Ratios
+from engine.loop._loop import CUT_NOTE, answer_text
+from engine.models import (
     FailoverModel,
     FinishReason,
     Image,
@@ -32,13 +34,7 @@ from engine import (
     ScriptedModel,
     ToolCall,
     Usage,
-    WindowInfo,
-    WindowSource,
 )
-from engine.chat._turns import apology
-from engine.context._budget import Window
-from engine.context._tokens import Ratios
-from engine.loop._loop import CUT_NOTE, answer_text
 from engine.models._alternate import EARLIER, EMPTY_MESSAGE, NO_REPLY, alternating
 from engine.models._openai import to_openai
 from tests.fakes.openai_server import (

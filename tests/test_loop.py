@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from engine import ConversationKey, Job, JobRunner, Message, ToolLoop, TurnContext
 from engine.context._prompt import NO_RESULT
+from engine.loop import ConversationKey, Job, JobRunner, ToolLoop, TurnContext
+from engine.models import Message
 from tests.fakes.models import BACKENDS, Backend, backend
 from tests.fakes.openai_server import error, text, tool_call, tool_calls
 from tools import LLMError, ModelUnavailable, ToolRegistry, ToolResult, tool

@@ -23,8 +23,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from bot._lock import StoreLock
 from bot.app import App
 from bot.config import Config
-from engine import Action, Command, Message, SqliteStore
+from engine import Action, Command, SqliteStore
 from engine._store import Summary
+from engine.models import Message
 from tests.fakes.openai_server import FakeOpenAI, error, hold, text, tool_call
 from tests.fakes.recording_channel import RecordingChannel
 from tests.fakes.telegram_server import FakeTelegram

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from bot.config import parse_config
-from engine import Message, SqliteStore, ToolCall
+from engine import SqliteStore, ToolCall
 from engine._store import ConfirmationState, JobState
 from engine._store._pg import PgStore
+from engine.models import Message
 from tests.postgres import PostgresServer
 from tests.test_store_contract import confirmation, inbound
 from tools import ConfigError

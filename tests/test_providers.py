@@ -22,20 +22,9 @@ from bot._checks import validate
 from bot._models import build_model
 from bot.app import App
 from bot.config import Config, parse_config
-from engine import (
-    AnthropicModel,
-    ConversationKey,
-    FailoverModel,
-    Image,
-    Message,
-    ModelRequest,
-    OpenAIModel,
-    ToolCall,
-    ToolLoop,
-    ToolSpec,
-    TurnContext,
-    parse_decision,
-)
+from engine import Image, ModelRequest, ToolCall, ToolSpec, parse_decision
+from engine.loop import ConversationKey, ToolLoop, TurnContext
+from engine.models import AnthropicModel, FailoverModel, Message, OpenAIModel
 from engine.models._anthropic import EARLIER, NO_OUTPUT
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.models import HTTP_BACKENDS, Backend, backend, read_anthropic

@@ -7,10 +7,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from engine import InboundMessage, Message, SqliteStore, Store
-from engine._metrics import ErrorLog, use_error_log
+from engine import InboundMessage, SqliteStore, Store
 from engine._store._pg import PgStore
 from engine.chat._housekeeping import Housekeeping, Retention
+from engine.metrics import ErrorLog, use_error_log
+from engine.models import Message
 from tests.postgres import PostgresServer
 
 WAL_LIMIT = 1024 * 1024

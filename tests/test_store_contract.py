@@ -15,17 +15,7 @@ from typing import Any
 
 import pytest
 
-from engine import (
-    Image,
-    InboundMessage,
-    Message,
-    Role,
-    SqliteStore,
-    Store,
-    Text,
-    ToolCall,
-    ToolOutput,
-)
+from engine import Image, InboundMessage, Role, SqliteStore, Store, Text, ToolCall, ToolOutput
 from engine._store import (
     ChannelError,
     ChatPrefs,
@@ -41,6 +31,7 @@ from engine._store import (
     TokenRatio,
 )
 from engine._store._pg import PgStore
+from engine.models import Message
 from tests.postgres import PostgresServer
 
 

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from engine import Message, SqliteStore, Store, ToolCall
+from engine import SqliteStore, Store, ToolCall
 from engine._store import MIGRATIONS, ConfirmationState, InboxState, JobState
 from engine._store._pg import PgStore
 from engine._store._pg_schema import MIGRATIONS as PG_MIGRATIONS
+from engine.models import Message
 from tests.postgres import PostgresServer
 from tools import StoreError
 

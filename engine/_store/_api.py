@@ -37,7 +37,7 @@ from engine._store._records import (
     TokenRatio,
     UsageTotals,
 )
-from engine.models._types import Message
+from engine.models import Message
 
 
 class ConversationStore(Protocol):

@@ -13,7 +13,7 @@ import time
 from engine._store._pg_db import PgDb
 from engine._store._records import Summary, TokenRatio
 from engine._store._sqlite_conversations import message_from_row
-from engine.models._types import Message, Role
+from engine.models import Message, Role
 
 
 class PgContext:

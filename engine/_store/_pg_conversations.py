@@ -14,7 +14,7 @@ from collections.abc import Collection
 from engine._store._pg_db import PgDb
 from engine._store._records import Conversation, Delivery, DeliveryState
 from engine._store._sqlite_conversations import _image, message_from_row
-from engine.models._types import Message, Role
+from engine.models import Message, Role
 
 _ACTIVE = "SELECT id, is_private FROM conversations WHERE channel=$1 AND chat_id=$2 AND active"
 _MESSAGE_COLS = "role, content, tool_calls, tool_call_id, is_error, speaker, media"

@@ -17,7 +17,7 @@ the schema current. A database written by a newer relaybot is refused before any
 written. URLs are shown without their password.
 
 `readonly` (`relaybot status`) opens read-only connections and migrates nothing: the schema must
-be this relaybot's. Each statement and commit is timed for the metrics (engine/_metrics.py), as
+be this relaybot's. Each statement and commit is timed for the metrics (engine/metrics.py), as
 in the SQLite backend.
 """
 
@@ -33,7 +33,7 @@ from typing import Any
 
 import asyncpg
 
-from engine import _metrics as metrics
+from engine import metrics
 from engine._store._open import redact
 from engine._store._pg_schema import MIGRATIONS
 from tools import StoreError, StoreUnavailable

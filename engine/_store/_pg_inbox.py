@@ -14,7 +14,7 @@ from engine._store._pg_conversations import PgConversations
 from engine._store._pg_db import PgDb
 from engine._store._records import InboxRow, InboxState
 from engine._store._sqlite_inbox import _dump, _load
-from engine.models._types import Message
+from engine.models import Message
 
 _COLS = (
     "id, channel, chat_id, message_id, user_id, user_name, text, is_private, state, hold_until, "

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine._channel import Attachment
-from engine.models._types import ToolCall
+from engine.models import ToolCall
 
 
 class InboxState(enum.StrEnum):

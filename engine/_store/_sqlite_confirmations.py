@@ -14,7 +14,7 @@ from engine._store._records import (
     allowed,
 )
 from engine._store._sqlite_db import SqliteDb
-from engine.models._types import ToolCall
+from engine.models import ToolCall
 
 _COLS = (
     "id, conversation_id, channel, chat_id, user_id, user_name, tool, call_id, args, summary, "

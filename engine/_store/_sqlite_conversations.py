@@ -10,7 +10,7 @@ from typing import Any
 
 from engine._store._records import Conversation, Delivery, DeliveryState
 from engine._store._sqlite_db import SqliteDb, marks
-from engine.models._types import Image, Message, Part, Role, Text, ToolCall, ToolOutput
+from engine.models import Image, Message, Part, Role, Text, ToolCall, ToolOutput
 
 
 class SqliteConversations:

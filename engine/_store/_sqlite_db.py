@@ -14,7 +14,7 @@ backup`) open the file read-only (`readonly`): WAL lets them read while the daem
 Run as root while the daemon is stopped, such a command makes SQLite create the -wal and -shm
 files; they are given the store's owner (:func:`owned_like_store`), or the daemon's own user
 (systemd's DynamicUser) could not open the store any more. Each call is timed for the metrics
-(engine/_metrics.py).
+(engine/metrics.py).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from urllib.parse import quote
 
 import aiosqlite
 
-from engine import _metrics as metrics
+from engine import metrics
 from engine._store._records import Conversation, Grant
 from engine._store._sqlite_schema import MIGRATIONS
 from tools import StoreError

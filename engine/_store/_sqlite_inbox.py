@@ -16,7 +16,7 @@ from engine._channel import Attachment, InboundMessage, MediaKind
 from engine._store._records import InboxRow, InboxState
 from engine._store._sqlite_conversations import SqliteConversations
 from engine._store._sqlite_db import SqliteDb, marks
-from engine.models._types import Message
+from engine.models import Message
 
 _COLS = (
     "id, channel, chat_id, message_id, user_id, user_name, text, is_private, state, hold_until, "

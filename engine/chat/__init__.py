@@ -2,3 +2,47 @@
 way in (``_intake``), turns and their delivery, commands, confirmations, background jobs, each
 chat's settings, schedules, media, limits and permissions, forgetting and housekeeping.
 """
+
+from __future__ import annotations
+
+from engine.chat._background import Background
+from engine.chat._chat_settings import ChatSettings
+from engine.chat._commands import Commands
+from engine.chat._confirmations import Confirmations
+from engine.chat._dispatcher import Dispatcher, Parts
+from engine.chat._forget import ForgetMe
+from engine.chat._housekeeping import Housekeeping, Retention
+from engine.chat._intake import Intake
+from engine.chat._limits import Limits, LimitSettings
+from engine.chat._media import MediaIntake, MediaSettings
+from engine.chat._notices import Notices
+from engine.chat._permissions import Permissions, Policy
+from engine.chat._schedules import Schedules, ScheduleSettings
+from engine.chat._settings import LoopOptions, Settings
+from engine.chat._turns import TurnRunner, TurnSettings
+
+__all__ = [
+    "Background",
+    "ChatSettings",
+    "Commands",
+    "Confirmations",
+    "Dispatcher",
+    "ForgetMe",
+    "Housekeeping",
+    "Intake",
+    "LimitSettings",
+    "Limits",
+    "LoopOptions",
+    "MediaIntake",
+    "MediaSettings",
+    "Notices",
+    "Parts",
+    "Permissions",
+    "Policy",
+    "Retention",
+    "ScheduleSettings",
+    "Schedules",
+    "Settings",
+    "TurnRunner",
+    "TurnSettings",
+]

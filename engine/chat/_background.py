@@ -13,10 +13,9 @@ import logging
 from collections.abc import Callable, Collection
 
 from engine._store import Conversation, JobRow, JobState, Store
-from engine.loop._jobs import Job, JobRunner
-from engine.loop._types import ConversationKey
-from engine.models._types import Message, ToolCall
-from engine.work._queue import ChatQueues, JobDone, Notice
+from engine.loop import ConversationKey, Job, JobRunner
+from engine.models import Message, ToolCall
+from engine.work import ChatQueues, JobDone, Notice
 from tools import ToolContext, ToolRegistry, ToolResult
 from tools._base import Send
 

@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from engine._channel import Action, Button, Channel, InboundMessage, Reply
 from engine._store import ChatPrefs, ReplyMode, Store
 from engine.chat._permissions import Policy
-from engine.loop._types import ConversationKey
+from engine.loop import ConversationKey
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +48,7 @@ class ChatSettings:
         policy: Policy,
         models: Sequence[str],
         default_model: str,
+        changed: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.rows = store.chat_settings
         self.channels = channels
@@ -56,7 +57,7 @@ class ChatSettings:
         self.default_model = default_model
         self._prefs: dict[ConversationKey, ChatPrefs] = {}
         self._all: set[ConversationKey] = set()  # chats whose reply mode is "all"
-        self.changed: Callable[[], Awaitable[None]] | None = None  # told other instances
+        self.changed = changed  # told to the other instances sharing the store
 
     async def load(self) -> None:
         """Read every chat's settings (again: what is no longer stored is forgotten)."""

@@ -18,9 +18,8 @@ from engine.chat._limits import Limits
 from engine.chat._permissions import Permissions
 from engine.chat._schedules import Schedules
 from engine.chat._turns import TurnRunner
-from engine.loop._types import ConversationKey
-from engine.work._cluster import Cluster
-from engine.work._queue import ChatQueues, Compact, Rewind
+from engine.loop import ConversationKey
+from engine.work import ChatQueues, Cluster, Compact, Rewind
 from tools import ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -33,6 +32,7 @@ SHUTTING_DOWN = "I am shutting down; try again in a moment."
 class Commands:
     def __init__(
         self,
+        *,
         store: Store,
         registry: ToolRegistry,
         queues: ChatQueues,
@@ -122,7 +122,7 @@ class Commands:
     ) -> str:
         """Run `item` in the chat's order (held here first, with several instances) and answer
         with what it says."""
-        if self.cluster is not None and not await self.cluster.acquire(key):
+        if self.cluster is not None and not await self.cluster.leases.acquire(key):
             return BUSY
         if not self.queues.put(key, item):
             return SHUTTING_DOWN

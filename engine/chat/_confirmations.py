@@ -27,10 +27,9 @@ from engine._channel import (
 )
 from engine._store import ConfirmationRow, Conversation, Store
 from engine._store import ConfirmationState as S
-from engine._tasks import Tasks
 from engine.chat._permissions import Permissions
-from engine.loop._types import ConversationKey, PendingCall, TurnResult
-from engine.work._queue import ChatQueues, Decided, Notice
+from engine.loop import ConversationKey, PendingCall, TurnResult
+from engine.work import ChatQueues, Decided, Notice, Tasks
 
 log = logging.getLogger(__name__)
 

@@ -13,16 +13,12 @@ spread over them (work/_cluster.py) and each instance recovers what it takes ove
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
-import os
-import socket
 import time
+from dataclasses import dataclass
 
 from engine._channel import Action, Channel, Command, Decision, InboundMessage, Press, Reply
-from engine._clock import Clock, SystemClock
-from engine._store import Adoption, Forgotten, InboxState, Store
-from engine._tasks import Tasks
+from engine._store import Adoption, InboxState, Store
 from engine.chat._background import Background
 from engine.chat._chat_settings import ChatSettings
 from engine.chat._commands import STOPPED, Commands
@@ -32,19 +28,14 @@ from engine.chat._housekeeping import Housekeeping
 from engine.chat._intake import Intake
 from engine.chat._limits import Limits
 from engine.chat._media import MediaIntake
-from engine.chat._permissions import Permissions, Policy
+from engine.chat._notices import Notices
 from engine.chat._schedules import Schedules
-from engine.chat._settings import LoopOptions, Settings
-from engine.chat._turns import TurnRunner, TurnSettings
-from engine.context._budget import ContextBudget
-from engine.context._media_history import ImageCache, RecentImages
-from engine.loop._loop import ToolLoop
-from engine.loop._types import ConversationKey
-from engine.models._transcribe import Transcriber
-from engine.models._types import Model
-from engine.work._cluster import Cluster, InstanceSettings
-from engine.work._queue import (
+from engine.chat._settings import Settings
+from engine.chat._turns import TurnRunner
+from engine.loop import ConversationKey, ToolLoop
+from engine.work import (
     ChatQueues,
+    Cluster,
     Compact,
     Decided,
     Inbound,
@@ -53,9 +44,10 @@ from engine.work._queue import (
     Recover,
     Rewind,
     ScheduledRun,
+    Tasks,
     WorkItem,
 )
-from tools import StoreUnavailable, ToolRegistry
+from tools import StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -66,137 +58,65 @@ CANCELLED_BY_SCHEDULE = "cancelled: a scheduled task ran in this chat before it 
 SHUTDOWN = "interrupted: the daemon shut down before this call finished."
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Parts:
+    """What the dispatcher drives, each built with what it uses (by bot/'s wiring)."""
+
+    store: Store
+    settings: Settings
+    channels: dict[str, Channel]  # filled by add_channel; every part shares this mapping
+    tasks: Tasks
+    queues: ChatQueues
+    notices: Notices
+    confirmations: Confirmations
+    background: Background
+    loop: ToolLoop
+    chat_settings: ChatSettings
+    turns: TurnRunner
+    schedules: Schedules
+    media: MediaIntake
+    intake: Intake
+    housekeeping: Housekeeping
+    forget: ForgetMe
+    commands: Commands
+    limits: Limits
+    cluster: Cluster | None = None  # several instances share the store
+
+
 class Dispatcher:
-    """Implements engine.Engine for every adapter."""
+    """Implements engine.Engine for every adapter, over the parts it is given."""
 
-    def __init__(
-        self,
-        store: Store,
-        model: Model,
-        registry: ToolRegistry,
-        settings: Settings | None = None,
-        loop_options: LoopOptions | None = None,
-        transcriber: Transcriber | None = None,
-        *,
-        clock: Clock | None = None,
-        instance: InstanceSettings | None = None,
-    ) -> None:
-        self.store = store
-        self.registry = registry
-        self.settings = s = settings or Settings()
-        self.channels: dict[str, Channel] = {}
-        self.tasks = Tasks()
-        self.queues = ChatQueues(self._handle, self._stopped)
-        policy = Policy(s.admins, s.always_ask)
-        self.permissions = Permissions(store, policy)
-        self.limits = Limits(store, s.limits, policy)
-        self.confirmations = Confirmations(
-            store, self.channels, self.queues, self.tasks, self.allowed, self.permissions
-        )
-        self.background = Background(
-            store, registry, self.queues, lambda key: self.turns.sender(key)
-        )
-        options = dataclasses.asdict(loop_options or LoopOptions())
-        context = None
-        if s.context is not None:
-            context = ContextBudget(
-                model, store.context, s.context, shared=store.cluster is not None
-            )
-        self.loop = ToolLoop(
-            model,
-            registry,
-            jobs=self.background.runner,
-            stream=s.stream,
-            models=s.models,
-            context=context,
-            **options,
-        )
-        self.chat_settings = ChatSettings(store, self.channels, policy, list(s.models), model.name)
-        turn_settings = TurnSettings(
-            s.system_prompt or "", s.history_limit, s.stream, set(s.dm_only), s.tool_calls_per_turn
-        )
-        cache = ImageCache()
-        images = RecentImages(
-            self.channels, cache, vision=s.media.vision, max_bytes=s.media.max_image_bytes
-        )
-        self.turns = TurnRunner(
-            store,
-            self.loop,
-            self.channels,
-            self.confirmations,
-            self.permissions,
-            turn_settings,
-            images=images,
-            chat_settings=self.chat_settings,
-        )
-        self.schedules = Schedules(
-            store, self.queues, self.turns, s.schedules, clock or SystemClock()
-        )
-        self.media = MediaIntake(store, self.channels, s.media, cache, self.turns.say, transcriber)
-        self.intake = Intake(
-            store,
-            self.queues,
-            self.turns,
-            self.tasks,
-            self.chat_settings,
-            self.media,
-            self.limits,
-            self.allowed,
-            s.max_message_chars,
-        )
-        self.cluster: Cluster | None = None  # several instances share the store
-        if store.cluster is not None:
-            self.cluster = Cluster(
-                store.cluster,
-                self.queues,
-                self.channels,
-                instance or InstanceSettings(f"{socket.gethostname()}:{os.getpid()}"),
-                self.recover,
-                self.chat_settings.load,
-                self.background.aclose,
-            )
-            self.chat_settings.changed = self.cluster.settings_changed
-            self.turns.may_send = self.cluster.may_send
-            self.cluster.on_forgot = self._forgotten_elsewhere
-        self.housekeeping = Housekeeping(
-            store, s.retention, lambda: self.busy, trimmed=self._drop_cached_summaries
-        )
-        self.forget = ForgetMe(store, self._forgotten)
+    def __init__(self, parts: Parts) -> None:
+        self.store = parts.store
+        self.settings = parts.settings
+        self.channels = parts.channels
+        self.tasks = parts.tasks
+        self.queues = parts.queues
+        self.notices = parts.notices
+        self.confirmations = parts.confirmations
+        self.background = parts.background
+        self.loop = parts.loop
+        self.chat_settings = parts.chat_settings
+        self.turns = parts.turns
+        self.schedules = parts.schedules
+        self.media = parts.media
+        self.intake = parts.intake
+        self.housekeeping = parts.housekeeping
+        self.forget = parts.forget
+        self.commands = parts.commands
+        self.limits = parts.limits
+        self.cluster = parts.cluster
 
-        self.commands = Commands(
-            store,
-            registry,
-            self.queues,
-            self.turns,
-            self.confirmations,
-            self.permissions,
-            self.chat_settings,
-            self.schedules,
-            self.limits,
-            self.allowed,
-            self.cluster,
-            self.forget,
-        )
+    # -- the cluster's events (engine.work.ClusterEvents) ---------------------------------
 
-    # -- what a forgotten user leaves in memory ---------------------------------------------
+    async def settings_changed(self) -> None:
+        await self.chat_settings.load()
 
-    def _drop_cached_summaries(self) -> None:
-        if self.loop.context is not None:
-            self.loop.context.drop_cached()
+    async def abandon_jobs(self) -> None:
+        await self.background.aclose()
 
-    async def _forgotten(self, done: Forgotten) -> None:
-        """A user was forgotten (/forget_me): stop their jobs, let go of their private chats'
-        settings and of cached summaries; tell the other instances to do the same."""
-        await self.background.runner.cancel(done.job_ids)
-        self.chat_settings.drop(done.private_chats)
-        self._drop_cached_summaries()
-        if self.cluster is not None:
-            await self.cluster.forgot(done.job_ids)
-
-    async def _forgotten_elsewhere(self, job_ids: list[str]) -> None:
-        await self.background.runner.cancel(job_ids)
-        self._drop_cached_summaries()
-        await self.chat_settings.load()  # what is no longer stored goes
+    async def forgot(self, job_ids: list[str]) -> None:
+        await self.forget.forgotten_elsewhere(job_ids)
 
     def add_channel(self, channel: Channel) -> None:
         self.channels[channel.name] = channel
@@ -214,7 +134,7 @@ class Dispatcher:
         join the other instances, and take what nobody holds.)"""
         await self.chat_settings.load()
         if self.cluster is not None:
-            await self.cluster.join()
+            await self.cluster.join(self)
         else:
             await self.recover()
 
@@ -239,7 +159,7 @@ class Dispatcher:
     async def start(self) -> None:
         """The channels run: open the queues, watch for expiries."""
         self.confirmations.ready.set()
-        self.queues.open()
+        self.queues.open(self._handle, self._stopped)
         self.tasks.spawn(self._expiry_watch(), "confirmation-expiry")
         self.tasks.spawn(self.schedules.run(), "scheduler")
         if self.cluster is not None:
@@ -277,8 +197,7 @@ class Dispatcher:
     # -- engine.Engine --------------------------------------------------------------------
 
     def allowed(self, channel: str, user_id: str) -> bool:
-        users = self.settings.allowed_users.get(channel, set())
-        return "*" in users or user_id in users
+        return self.settings.allowed(channel, user_id)
 
     def listens(self, channel: str, chat_id: str) -> bool:
         return self.chat_settings.listens(channel, chat_id)
@@ -333,11 +252,11 @@ class Dispatcher:
                     return
                 job, conv = followed
                 if job.for_user:
-                    await self.turns.say(conv.channel, conv.chat_id, job.for_user, None)
+                    await self.notices.say(conv.channel, conv.chat_id, job.for_user, None)
                 else:
                     await self.turns.run(conv, job.user_id, "", None)
             case Notice(text, reply_to):
-                await self.turns.say(key.channel, key.chat_id, text, reply_to)
+                await self.notices.say(key.channel, key.chat_id, text, reply_to)
             case ScheduledRun():  # like a message, it moves the conversation on
                 await self.confirmations.cancel_pending(key, CANCELLED_BY_SCHEDULE)
                 await self.schedules.execute(item)

@@ -13,10 +13,13 @@ says what was deleted.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
 
 from engine._channel import Action, Button, InboundMessage, Reply
 from engine._store import Forgotten, Store
+from engine.chat._chat_settings import ChatSettings
+from engine.context import ContextBudget
+from engine.loop import JobRunner
+from engine.work import Cluster
 
 log = logging.getLogger(__name__)
 
@@ -26,11 +29,40 @@ _MAX_PAYLOAD = 61  # engine._channel.ACTION_PATTERN
 
 
 class ForgetMe:
-    """`forgotten(done)` lets go of what the daemon keeps in memory about what was deleted."""
+    """/forget_me's question and buttons, and letting go of what the daemon keeps in memory
+    about what was deleted (here, and on the other instances sharing the store)."""
 
-    def __init__(self, store: Store, forgotten: Callable[[Forgotten], Awaitable[None]]) -> None:
+    def __init__(
+        self,
+        store: Store,
+        jobs: JobRunner,
+        chat_settings: ChatSettings,
+        context: ContextBudget | None,
+        cluster: Cluster | None,
+    ) -> None:
         self.store = store
-        self.forgotten = forgotten
+        self.jobs = jobs
+        self.chat_settings = chat_settings
+        self.context = context
+        self.cluster = cluster
+
+    async def forgotten(self, done: Forgotten) -> None:
+        """A user was forgotten here: stop their jobs, let go of their private chats' settings
+        and of cached summaries; tell the other instances to do the same."""
+        await self.jobs.cancel(done.job_ids)
+        self.chat_settings.drop(done.private_chats)
+        self.drop_cached_summaries()
+        if self.cluster is not None:
+            await self.cluster.forgot(done.job_ids)
+
+    async def forgotten_elsewhere(self, job_ids: list[str]) -> None:
+        await self.jobs.cancel(job_ids)
+        self.drop_cached_summaries()
+        await self.chat_settings.load()  # what is no longer stored goes
+
+    def drop_cached_summaries(self) -> None:
+        if self.context is not None:
+            self.context.drop_cached()
 
     async def ask(self, msg: InboundMessage) -> Reply:
         found = await self.store.ops.forget_user(msg.channel, msg.user_id, dry_run=True)

@@ -3,7 +3,7 @@
 One task, woken by a periodic timer every few seconds:
 
 - the newest error of each channel goes to the store, for `relaybot status`
-  (engine/_metrics.py keeps them until then);
+  (engine/metrics.py keeps them until then);
 - when no chat has work running, the store gives space back (SQLite: the WAL is checkpointed
   and truncated; under steady load SQLite's own checkpoints keep it bounded, see
   engine/_store/_sqlite_db.py);
@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from engine import _metrics as metrics
+from engine import metrics
 from engine._store import Pruned, Store
 from tools import StoreUnavailable
 

@@ -11,16 +11,16 @@ import logging
 import time
 from collections.abc import Callable
 
-from engine import _metrics as metrics
+from engine import metrics
 from engine._channel import InboundMessage
 from engine._store import Store
-from engine._tasks import Tasks
+from engine.chat._albums import Albums
 from engine.chat._chat_settings import ChatSettings
 from engine.chat._limits import Limits
-from engine.chat._media import Albums, MediaIntake
-from engine.chat._turns import TurnRunner
-from engine.loop._types import ConversationKey
-from engine.work._queue import ChatQueues, Inbound
+from engine.chat._media import MediaIntake
+from engine.chat._notices import Notices
+from engine.loop import ConversationKey
+from engine.work import ChatQueues, Inbound, Tasks
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ class Intake:
         self,
         store: Store,
         queues: ChatQueues,
-        turns: TurnRunner,
+        notices: Notices,
         tasks: Tasks,
         chat_settings: ChatSettings,
         media: MediaIntake,
@@ -40,7 +40,7 @@ class Intake:
     ) -> None:
         self.store = store
         self.queues = queues
-        self.turns = turns
+        self.notices = notices
         self.tasks = tasks
         self.chat_settings = chat_settings
         self.media = media
@@ -128,5 +128,5 @@ class Intake:
 
     def _reply(self, msg: InboundMessage, text: str) -> None:
         """Answer outside the chat's order (a refusal): the adapter's delivery is not held up."""
-        reply = self.turns.say(msg.channel, msg.chat_id, text, msg.message_id)
+        reply = self.notices.say(msg.channel, msg.chat_id, text, msg.message_id)
         self.tasks.spawn(reply, "refusal")

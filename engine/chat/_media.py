@@ -21,7 +21,6 @@ part is in, so they are taken together.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import enum
 import logging
@@ -32,10 +31,9 @@ from pathlib import PurePosixPath
 from engine._channel import Attachment, Channel, InboundMessage, MediaKind
 from engine._store import InboxRow, Store
 from engine.chat._live import typing
-from engine.context._media_history import DOWNLOAD_TIMEOUT_S, ImageCache, human_size
-from engine.loop._types import ConversationKey
-from engine.models._transcribe import Transcriber
-from engine.models._types import Image, Message, Part, Role, Text
+from engine.context import DOWNLOAD_TIMEOUT_S, ImageCache, human_size
+from engine.loop import ConversationKey
+from engine.models import Image, Message, Part, Role, Text, Transcriber
 from tools import LLMError
 
 log = logging.getLogger(__name__)
@@ -45,7 +43,6 @@ Say = Callable[[str, str, str, str | None], Awaitable[None]]  # channel, chat, t
 MB = 1024 * 1024
 MAX_AUDIO_BYTES = 25 * MB  # what OpenAI's /audio/transcriptions takes
 TRANSCRIPT_SHOWN = 300  # characters of the transcript shown back to the user
-ALBUM_WINDOW_S = 0.5  # how long after an album's last part its turn starts
 
 IMAGE_TYPES = {"image/jpeg": "JPEG", "image/png": "PNG", "image/gif": "GIF", "image/webp": "WebP"}
 TEXT_TYPES = frozenset(
@@ -329,44 +326,3 @@ def _duration(seconds: float) -> str:
 def _heard(transcript: str) -> str:
     shown = transcript if len(transcript) <= TRANSCRIPT_SHOWN else transcript[:TRANSCRIPT_SHOWN]
     return f"🎤 “{shown}{'…' if len(shown) < len(transcript) else ''}”"
-
-
-class Albums:
-    """The parts of an album (pictures sent together) arrive as separate messages sharing a group
-    id. Each is stored as it comes; the turn starts once no part has come for `window_s`, so it
-    takes them all. A refusal is said once per album."""
-
-    def __init__(self, window_s: float = ALBUM_WINDOW_S) -> None:
-        self.window_s = window_s
-        self._timers: dict[tuple[ConversationKey, str], asyncio.TimerHandle] = {}
-        self._refused: collections.OrderedDict[tuple[ConversationKey, str], None] = (
-            collections.OrderedDict()
-        )
-
-    def hold(self, key: ConversationKey, group_id: str, then: Callable[[], None]) -> None:
-        """Call `then` once the album has had no new part for `window_s`."""
-        timer = self._timers.pop((key, group_id), None)
-        if timer is not None:
-            timer.cancel()
-
-        def fire() -> None:
-            self._timers.pop((key, group_id), None)
-            then()
-
-        loop = asyncio.get_running_loop()
-        self._timers[(key, group_id)] = loop.call_later(self.window_s, fire)
-
-    def first_refusal(self, key: ConversationKey, group_id: str) -> bool:
-        """True the first time a part of this album is refused."""
-        if (key, group_id) in self._refused:
-            return False
-        self._refused[(key, group_id)] = None
-        if len(self._refused) > 256:
-            self._refused.popitem(last=False)
-        return True
-
-    def close(self) -> None:
-        """Forget the timers: the parts are in the inbox, and the next start-up takes them."""
-        for timer in self._timers.values():
-            timer.cancel()
-        self._timers.clear()

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Sequence
 
 from engine._channel import Channel, OutgoingFile
-from engine.context._media_history import human_size
+from engine.context import human_size
 from tools import File
 
 log = logging.getLogger(__name__)

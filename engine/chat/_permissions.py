@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from engine._channel import Action, Button, Choice, Reply
 from engine._store import Store
-from engine.loop._types import ConversationKey
+from engine.loop import ConversationKey
 
 log = logging.getLogger(__name__)
 

@@ -29,9 +29,9 @@ from engine._channel import Action, Button, Reply
 from engine._clock import Clock
 from engine._store import RunState, ScheduleRow, ScheduleRun, ScheduleState, Store
 from engine.chat._turns import RESTARTED, TurnRunner
-from engine.loop._types import ConversationKey
-from engine.models._types import Message
-from engine.work._queue import ChatQueues, Notice, Recover, ScheduledRun
+from engine.loop import ConversationKey
+from engine.models import Message
+from engine.work import ChatQueues, Notice, Recover, ScheduledRun
 from tools import ContextOverflow, LLMError, ModelAuthError, ModelRateLimited, StoreUnavailable
 from tools.builtins._schedules import describe, recurrence_of
 

@@ -9,8 +9,8 @@ from engine.chat._housekeeping import Retention
 from engine.chat._limits import LimitSettings
 from engine.chat._media import MediaSettings
 from engine.chat._schedules import ScheduleSettings
-from engine.context._budget import ContextSettings
-from engine.models._types import Model
+from engine.context import ContextSettings
+from engine.models import Model
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,3 +43,7 @@ class Settings:
     models: dict[str, Model] = field(default_factory=dict)  # what /settings may choose, by name
     context: ContextSettings | None = None  # None: whole histories are sent, no budget
     retention: Retention = field(default_factory=Retention)  # [storage] keep_days, retention_days
+
+    def allowed(self, channel: str, user_id: str) -> bool:
+        users = self.allowed_users.get(channel, set())
+        return "*" in users or user_id in users

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from engine import _metrics as metrics
+from engine import metrics
 from engine._channel import Channel
 from engine._store import (
     ConfirmationRow,
@@ -29,26 +29,14 @@ from engine.chat._chat_settings import ChatSettings
 from engine.chat._confirmations import Confirmations
 from engine.chat._limits import today
 from engine.chat._live import LiveReply, typing
-from engine.chat._media_out import send_files
+from engine.chat._notices import Notices, apology
 from engine.chat._permissions import Permissions
-from engine.context._budget import Window
-from engine.context._media_history import RecentImages
-from engine.loop._loop import ToolLoop
-from engine.loop._types import ConversationKey, PendingCall, SendFiles, TurnContext, TurnResult
-from engine.models._types import Message, Role
+from engine.context import RecentImages, Window
+from engine.loop import ConversationKey, PendingCall, ToolLoop, TurnContext, TurnResult
+from engine.models import Message, Role
 from tools import (
-    ContextOverflow,
-    File,
     LLMError,
-    ModelAuthError,
-    ModelRateLimited,
-    ModelRefused,
-    ModelServerError,
-    ModelTimedOut,
-    PromptTooLarge,
-    StoreUnavailable,
 )
-from tools._base import Send
 
 log = logging.getLogger(__name__)
 
@@ -68,66 +56,6 @@ class TurnSettings:
     tool_calls_per_turn: int | None = 25  # admins are exempt
 
 
-_REFUSED = {
-    "model": (
-        "⚠️ The language model's server does not know the model this bot is set to use, so I "
-        "cannot answer. The bot's owner needs to check [llm] model. Your message is saved."
-    ),
-    "template": (
-        "⚠️ The language model's server refused this conversation's format (its chat "
-        "template). Your message is saved; the bot's owner can see why in the log, and /reset "
-        "starts a fresh conversation."
-    ),
-    "request": (
-        "⚠️ The language model's server refused this request as invalid. Your message is "
-        "saved; the bot's owner can see why in the log (a model option, or the request's size)."
-    ),
-}
-
-
-def apology(exc: LLMError) -> str:
-    """What the user reads when the model failed: relaybot's own words, no provider detail."""
-    if isinstance(exc, PromptTooLarge):
-        return (
-            "⚠️ The language model's context window is too small even for my instructions and "
-            "tools, so I cannot answer. The bot's owner needs to set a larger [llm] "
-            "context_window (or use a model with a larger one) or offer fewer tools. Your "
-            "message is saved."
-        )
-    if isinstance(exc, ContextOverflow):
-        return (
-            "⚠️ This did not fit the language model's context window, even with the conversation "
-            "condensed. Your message is saved; ask for less at once (fewer or smaller pages, "
-            "files or results), or send /reset to start a fresh conversation."
-        )
-    if isinstance(exc, ModelAuthError):
-        return (
-            "⚠️ The language model refused this bot's credentials, so I cannot answer. The bot's "
-            "owner needs to check its API key. Your message is saved."
-        )
-    if isinstance(exc, ModelRateLimited):
-        return (
-            "⚠️ The language model is busy right now (rate limited). Your message is saved; "
-            "please try again in a minute."
-        )
-    if isinstance(exc, ModelRefused):
-        return _REFUSED.get(exc.kind, _REFUSED["request"])
-    if isinstance(exc, ModelServerError):
-        return (
-            "⚠️ The language model's server failed on this request (a server error). Your "
-            "message is saved; please try again later."
-        )
-    if isinstance(exc, ModelTimedOut):
-        return (
-            "⚠️ The language model took too long to answer. Your message is saved; please try "
-            "again, or ask for something shorter."
-        )
-    return (
-        "⚠️ I can't reach the language model right now. Your message is saved; please try "
-        "again in a moment."
-    )
-
-
 class TurnRunner:
     def __init__(
         self,
@@ -137,6 +65,7 @@ class TurnRunner:
         confirmations: Confirmations,
         permissions: Permissions,
         settings: TurnSettings,
+        notices: Notices,
         images: RecentImages | None = None,
         chat_settings: ChatSettings | None = None,
     ) -> None:
@@ -148,9 +77,7 @@ class TurnRunner:
         self.settings = settings
         self.images = images  # pictures in the history: bytes for recent turns, else markers
         self.chat_settings = chat_settings  # a chat's persona and model (/settings)
-        # Several instances: False once this one's lease may have run out (engine/work/_cluster.py),
-        # when another may be recovering its chats: nothing more is sent from here.
-        self.may_send: Callable[[], bool] = lambda: True
+        self.notices = notices
 
     async def user_turn(self, key: ConversationKey, rows: Sequence[InboxRow]) -> None:
         last = rows[-1]
@@ -217,7 +144,7 @@ class TurnRunner:
             metrics.turn_ended(conv.channel, "failed", time.monotonic() - started, len(answering))
             if live is not None:
                 await live.abandon()
-            await self.say(conv.channel, conv.chat_id, failed(exc), reply_to)
+            await self.notices.say(conv.channel, conv.chat_id, failed(exc), reply_to)
             await self.store.inbox.answered([r.id for r in answering])
             return None
         if result.pending is not None:
@@ -284,7 +211,7 @@ class TurnRunner:
         channel = self.channels.get(conv.channel)
         if channel is None:
             return
-        self._check_lease()
+        self.notices.check_lease()
         try:
             ref = await channel.send(conv.chat_id, text, reply_to=reply_to)
         except Exception as exc:
@@ -301,34 +228,6 @@ class TurnRunner:
         async with self.store.transaction():
             await self.store.conversations.delivered(message_id, ref)
             await self.store.inbox.answered([r.id for r in answering])
-
-    async def say(self, channel_name: str, chat_id: str, text: str, reply_to: str | None) -> None:
-        """Show relaybot's own text (a notice, an apology); it is not part of the history."""
-        channel = self.channels.get(channel_name)
-        if channel is None:
-            log.warning("cannot send to %s:%s: channel not running", channel_name, chat_id)
-            return
-        self._check_lease()
-        try:
-            await channel.send(chat_id, text, reply_to=reply_to)
-        except Exception as exc:
-            log.warning("could not send a notice to %s:%s: %s", channel_name, chat_id, exc)
-
-    def _check_lease(self) -> None:
-        if not self.may_send():
-            raise StoreUnavailable("this instance's lease may have run out: it sends nothing more")
-
-    def sender(self, key: ConversationKey) -> Send:
-        async def send(text: str) -> None:
-            await self.say(key.channel, key.chat_id, text, None)
-
-        return send
-
-    def file_sender(self, key: ConversationKey) -> SendFiles:
-        async def send(files: Sequence[File]) -> str:
-            return await send_files(self.channels.get(key.channel), key.chat_id, files)
-
-        return send
 
     async def recover(self, key: ConversationKey) -> None:
         """Settle what a crash left in the chat, before anything new is taken."""
@@ -378,11 +277,11 @@ class TurnRunner:
             key,
             user_id,
             user_name,
-            self.sender(key),
+            self.notices.sender(key),
             live.on_text if live is not None else None,
             tools,
             system,
-            self.file_sender(key),
+            self.notices.file_sender(key),
             max_tool_calls=None if admin else self.settings.tool_calls_per_turn,
             model=chosen.model(key) if chosen is not None else None,
         )

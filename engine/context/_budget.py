@@ -40,7 +40,7 @@ from engine.context._tokens import (
     text_tokens,
 )
 from engine.context._window import DEFAULT_WINDOW, WindowInfo, WindowSource
-from engine.models._types import Message, Model, ModelRequest, Role, ToolSpec, Usage
+from engine.models import Message, Model, ModelRequest, Role, ToolSpec, Usage
 from tools import ContextOverflow, PromptTooLarge
 
 __all__ = [

@@ -14,8 +14,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 
-from engine import _metrics as metrics
-from engine.models._types import Message, Model, ModelRequest, ModelResponse, Role
+from engine import metrics
+from engine.models import Message, Model, ModelRequest, ModelResponse, Role
 
 SUMMARY_PROMPT = (
     "You maintain the running summary of a chat between its users and an assistant. You get "

@@ -17,7 +17,7 @@ import logging
 from collections.abc import Mapping, Sequence
 
 from engine._channel import Attachment, Channel, MediaKind
-from engine.models._types import Image, Message, Part, Role, Text
+from engine.models import Image, Message, Part, Role, Text
 
 log = logging.getLogger(__name__)
 

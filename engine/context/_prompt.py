@@ -6,11 +6,10 @@ of it fits the model's window is decided first by the context budget (engine/con
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 
-from engine.models._types import Message, Role, Text, ToolCall, ToolOutput
+from engine.models import Message, Role, Text, ToolOutput
 
 log = logging.getLogger(__name__)
 
@@ -33,19 +32,6 @@ def _named(msg: Message) -> Message:
             parts[i] = Text(f"[{msg.speaker}] {part.text}")
             break
     return Message(msg.role, parts)
-
-
-def sanitised(call: ToolCall) -> ToolCall:
-    """The call as it is stored: arguments that are not a JSON object become a valid one."""
-    raw = call.arguments.strip()
-    if not raw:
-        return ToolCall(call.id, call.name, "{}")
-    try:
-        if isinstance(json.loads(raw), dict):
-            return call
-    except json.JSONDecodeError:
-        pass
-    return ToolCall(call.id, call.name, json.dumps({"invalid_json": raw[:2000]}))
 
 
 def ensure_pairing(history: list[Message]) -> list[Message]:

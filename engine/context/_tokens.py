@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from engine._store import ContextStore, TokenRatio
-from engine.models._types import Image, Message, ToolCall, ToolSpec
+from engine.models import Image, Message, ToolCall, ToolSpec
 
 log = logging.getLogger(__name__)
 

@@ -15,11 +15,11 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from engine import _metrics as metrics
-from engine.context._budget import Window
+from engine import metrics
+from engine.context import Window
 from engine.loop._jobs import Job, JobRunner
 from engine.loop._types import PendingCall, Record, TurnContext, TurnResult
-from engine.models._types import Message, ToolCall, Usage
+from engine.models import Message, ToolCall, Usage
 from tools import AsyncTool, PreparedCall, ToolContext, ToolRegistry, ToolResult
 
 log = logging.getLogger(__name__)

@@ -14,13 +14,12 @@ import json
 import logging
 from collections.abc import Mapping
 
-from engine import _metrics as metrics
-from engine.context._budget import ContextBudget, Fitted, Window
-from engine.context._prompt import for_model, sanitised
+from engine import metrics
+from engine.context import ContextBudget, Fitted, Window, for_model
 from engine.loop._calls import Starting, ToolCalls, TurnState
 from engine.loop._jobs import JobRunner
 from engine.loop._types import PendingCall, Record, TurnContext, TurnResult
-from engine.models._types import (
+from engine.models import (
     FinishReason,
     Message,
     Model,
@@ -28,6 +27,7 @@ from engine.models._types import (
     ModelResponse,
     ToolCall,
     ToolSpec,
+    sanitised,
 )
 from tools import (
     ContextOverflow,

@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.models._types import Message, OnText, ToolCall, Usage
+from engine.models import Message, OnText, ToolCall, Usage
 from tools import File, ToolResult
 from tools._base import Send, _no_send
 

@@ -5,3 +5,54 @@
 makes one model of several, ``_scripted`` answers in-process for tests, ``_transcribe`` turns
 voice into text through the same endpoint.
 """
+
+from __future__ import annotations
+
+from engine.models._anthropic import DEFAULT_MAX_TOKENS, AnthropicModel
+from engine.models._failover import FailoverModel
+from engine.models._openai import OpenAIModel
+from engine.models._scripted import ScriptedModel, reply
+from engine.models._transcribe import OpenAITranscriber, Transcriber
+from engine.models._types import (
+    FinishReason,
+    Image,
+    Message,
+    Model,
+    ModelRequest,
+    ModelResponse,
+    OnText,
+    Part,
+    Role,
+    Text,
+    ToolCall,
+    ToolOutput,
+    ToolSpec,
+    Usage,
+    sanitised,
+)
+
+__all__ = [
+    "DEFAULT_MAX_TOKENS",
+    "AnthropicModel",
+    "FailoverModel",
+    "FinishReason",
+    "Image",
+    "Message",
+    "Model",
+    "ModelRequest",
+    "ModelResponse",
+    "OnText",
+    "OpenAIModel",
+    "OpenAITranscriber",
+    "Part",
+    "Role",
+    "ScriptedModel",
+    "Text",
+    "ToolCall",
+    "ToolOutput",
+    "ToolSpec",
+    "Transcriber",
+    "Usage",
+    "reply",
+    "sanitised",
+]

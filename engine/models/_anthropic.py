@@ -44,7 +44,6 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from engine.context._prompt import sanitised
 from engine.models._alternate import alternating
 from engine.models._failures import connection_failure, status_failure
 from engine.models._stream import emit
@@ -61,6 +60,7 @@ from engine.models._types import (
     ToolOutput,
     ToolSpec,
     Usage,
+    sanitised,
 )
 from tools import (
     ConfigError,

@@ -14,6 +14,7 @@ own retries; the error's text is for the log, never for a chat.
 from __future__ import annotations
 
 import enum
+import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -193,3 +194,16 @@ class Model(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+def sanitised(call: ToolCall) -> ToolCall:
+    """The call as it is stored: arguments that are not a JSON object become a valid one."""
+    raw = call.arguments.strip()
+    if not raw:
+        return ToolCall(call.id, call.name, "{}")
+    try:
+        if isinstance(json.loads(raw), dict):
+            return call
+    except json.JSONDecodeError:
+        pass
+    return ToolCall(call.id, call.name, json.dumps({"invalid_json": raw[:2000]}))

@@ -28,34 +28,30 @@ another instance found it dead) *fences* itself: it stops receiving and drops al
 without recording anything, since another instance is about to recover it; it then keeps trying
 to reach the database (logging once a minute), and joins again as a new incarnation.
 
-Signals are small JSON objects: ``{"k": kind, "c": channel, "i": chat id, "o": origin, ...}``.
+Which chats this instance holds, and how a chat's work finds its holder: engine/work/_leases.py;
+what the instances tell each other, and in which order: engine/work/_signals.py.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
+from engine._backoff import Backoff
 from engine._channel import Channel
 from engine._store import Adoption, ClusterStore
-from engine.loop._types import ConversationKey
-from engine.work._queue import (
-    ChatQueues,
-    Decided,
-    Inbound,
-    JobDone,
-    Notice,
-    Recover,
-    ScheduledRun,
-    WorkItem,
-)
+from engine.loop import ConversationKey
+from engine.work._leases import ChatLeases
+from engine.work._queue import ChatQueues
 from engine.work._receivers import WANT, Receivers
+from engine.work._signals import FORGOT, IDS_PER_SIGNAL, SETTINGS, STOP, Publisher, decode
+from engine.work._signals import signal as chat_signal
 from tools import StoreError
 
 log = logging.getLogger(__name__)
@@ -63,12 +59,7 @@ log = logging.getLogger(__name__)
 TICK_S = 1.0  # heartbeat, adoption and receiving checks
 _MARGIN_S = 1.0  # stop working this long before this instance's lease could run out
 _REPORT_EVERY_S = 60.0  # an unreachable database is logged once a minute
-_MAX_CLAIM_DELAY_S = 0.05  # a busy instance waits this long at most before claiming a chat
 _FLUSH_S = 2.0  # a stopping instance publishes what it handed over for this long at most
-_STOP = "stop"
-_SETTINGS = "settings"
-_FORGOT = "forgot"
-_IDS_PER_SIGNAL = 100  # job ids per notification (PostgreSQL caps a payload at 8000 bytes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,11 +68,25 @@ class InstanceSettings:
     lease_s: float = 5.0  # a dead instance's chats move after this long
 
 
-Recoverer = Callable[[Adoption], Awaitable[None]]
+class ClusterEvents(Protocol):
+    """What the cluster asks of the engine it runs in (given when it joins)."""
+
+    async def recover(self, taken: Adoption | None = None) -> None:
+        """Queue what the chats and jobs just taken over left, as a restart would."""
+
+    async def settings_changed(self) -> None:
+        """Another instance changed a chat's /settings: read them again."""
+
+    async def abandon_jobs(self) -> None:
+        """This instance was fenced: stop its jobs without recording anything."""
+
+    async def forgot(self, job_ids: list[str]) -> None:
+        """A user was forgotten on another instance: stop their jobs here, drop what is kept
+        in memory about them."""
 
 
 class Cluster:
-    """The leases of :class:`ChatQueues` (``queues.leases``) and the instance's life."""
+    """The instance's life on a shared store; its chats' leases are :attr:`leases`."""
 
     def __init__(
         self,
@@ -89,33 +94,21 @@ class Cluster:
         queues: ChatQueues,
         channels: Mapping[str, Channel],
         settings: InstanceSettings,
-        recover: Recoverer,
-        reload_settings: Callable[[], Awaitable[None]],
-        abandon_jobs: Callable[[], Awaitable[None]],
     ) -> None:
         self.store = store
         self.queues = queues
         self.channels = channels
         self.settings = settings
-        self._recover = recover
-        self._reload_settings = reload_settings
-        self._abandon_jobs = abandon_jobs
+        self._events: ClusterEvents | None = None  # given by join
         self._publishing: asyncio.Task[None] | None = None
-        self._held: set[ConversationKey] = set()
-        self._claiming: dict[ConversationKey, list[WorkItem]] = {}
-        self._inflight: collections.Counter[ConversationKey] = collections.Counter()
-        self._key_locks: dict[ConversationKey, asyncio.Lock] = {}
-        self._outbox: asyncio.Queue[str] = asyncio.Queue()
+        self._publisher = Publisher(store.publish, self._unreachable)
         self._tasks: set[asyncio.Task[None]] = set()
         self.receivers = Receivers(store, channels, settings.lease_s)
         self._renewed_at = 0.0  # monotonic time the last successful heartbeat was sent
         self._unreachable_since: float | None = None
         self._reported_at = 0.0
         self._fenced = False
-        # A user forgotten on another instance: stop their jobs running here (by id), and let
-        # go of what is kept in memory (chats' settings, summaries).
-        self.on_forgot: Callable[[list[str]], Awaitable[None]] | None = None
-        queues.leases = self
+        self.leases = ChatLeases(store, queues, self._publisher, self._spawn, self._unreachable)
         store.on_signal(self._signal)
         store.on_reconnect(self._sweep)
 
@@ -131,15 +124,16 @@ class Cluster:
 
     # -- life -----------------------------------------------------------------------------
 
-    async def join(self) -> None:
+    async def join(self, events: ClusterEvents) -> None:
         """Join as a live instance and take what nobody holds, before the queues open."""
+        self._events = events
         sent = time.monotonic()
         number = await self.store.join(self.settings.name, self.settings.lease_s)
         self._renewed_at = sent
         self._fenced = False
         self.receivers.joined(sent)
         if self._publishing is None:
-            self._publishing = asyncio.create_task(self._publisher(), name="cluster-publish")
+            self._publishing = asyncio.create_task(self._publisher.run(), name="cluster-publish")
             self._tasks.add(self._publishing)
         await self.store.listen()
         log.info("joined as instance %s (#%d)", self.settings.name, number)
@@ -166,8 +160,7 @@ class Cluster:
     async def leave(self) -> None:
         """A clean stop: what is still held is taken over at once."""
         await self.stop_receiving()
-        with contextlib.suppress(TimeoutError):  # what was handed over goes out first
-            await asyncio.wait_for(self._outbox.join(), _FLUSH_S)
+        await self._publisher.flush(_FLUSH_S)  # what was handed over goes out first
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -214,9 +207,9 @@ class Cluster:
             await self._take(orphans)
 
     async def _take(self, adoption: Adoption) -> None:
-        for channel, chat_id in adoption.chats:
-            self._held.add(ConversationKey(channel, chat_id))
-        await self._recover(adoption)
+        self.leases.take(adoption.chats)
+        assert self._events is not None  # joined
+        await self._events.recover(adoption)
 
     def _unreachable(self, exc: BaseException) -> None:
         now = time.monotonic()
@@ -238,67 +231,22 @@ class Cluster:
         self._fenced = True
         log.error("this instance stops working on its chats: %s", why)
         await self.receivers.let_go_all(record=False)
-        self._held.clear()
-        self._claiming.clear()
-        self._inflight.clear()
+        self.leases.clear()
         await self.queues.abandon()
-        await self._abandon_jobs()  # the instance that adopts this one runs them again
+        assert self._events is not None  # joined
+        await self._events.abandon_jobs()  # the instance that adopts this one runs them again
 
     async def _rejoin(self) -> None:
         """Reach the database again (backing off, logging once a minute) and join anew."""
-        from engine._backoff import Backoff
-
         backoff = Backoff(0.5, max_s=10)
         while True:
             try:
-                await self.join()
+                assert self._events is not None  # joined before
+                await self.join(self._events)
                 return
             except StoreError as exc:
                 self._unreachable(exc)
             await backoff.sleep()
-
-    # -- leases (ChatQueues) --------------------------------------------------------------
-
-    def holds(self, key: ConversationKey) -> bool:
-        # what this instance published for the chat and has not seen come back would run
-        # after what it queues now: keep its order by sending this the same way
-        return key in self._held and not self._inflight[key]
-
-    def hand_over(self, key: ConversationKey, item: WorkItem) -> bool:
-        payload = _encode(key, item, self.incarnation)
-        if payload is None:
-            return False
-        self._inflight[key] += 1
-        self._outbox.put_nowait(payload)
-        return True
-
-    def released(self, key: ConversationKey) -> None:
-        if key not in self._held:
-            return
-        self._held.discard(key)
-        self._spawn(self._release(key), "release")
-
-    async def _release(self, key: ConversationKey) -> None:
-        async with self._lock(key):
-            try:
-                await self.store.release(key.channel, key.chat_id)
-            except StoreError as exc:
-                self._unreachable(exc)  # its row stays: only this instance can claim it again
-
-    async def acquire(self, key: ConversationKey, timeout: float = 10.0) -> bool:
-        """Hold the chat here (for work that waits for its reply here, /retry and /undo):
-        waits, within `timeout`, for its holder to let it go."""
-        deadline = time.monotonic() + timeout
-        while not self.holds(key):
-            if key not in self._held and key not in self._claiming:
-                async with self._lock(key):
-                    if await self.store.claim(key.channel, key.chat_id):
-                        self._held.add(key)
-                        continue
-            if time.monotonic() > deadline:
-                return False
-            await asyncio.sleep(0.1)  # the holder lets it go when its work is done
-        return True
 
     async def stop(self, key: ConversationKey) -> bool:
         """/stop and /reset: stop the running item wherever the chat is held."""
@@ -306,40 +254,24 @@ class Cluster:
             return True
         if await self.store.holder(key.channel, key.chat_id) is None:
             return False
-        await self.store.publish(_signal(_STOP, key, self.incarnation))
+        await self.store.publish(chat_signal(STOP, key, self.incarnation))
         return True
 
     async def settings_changed(self) -> None:
         """A chat's /settings changed here: every other instance reads them again."""
-        await self.store.publish(json.dumps({"k": _SETTINGS, "o": self.incarnation}))
+        await self.store.publish(json.dumps({"k": SETTINGS, "o": self.incarnation}))
 
     async def forgot(self, job_ids: Sequence[str]) -> None:
         """A user was forgotten here: every other instance stops those jobs and lets go of what
         it keeps in memory about them."""
         ids = list(job_ids)
-        for start in range(0, max(len(ids), 1), _IDS_PER_SIGNAL):
-            chunk = ids[start : start + _IDS_PER_SIGNAL]
+        for start in range(0, max(len(ids), 1), IDS_PER_SIGNAL):
+            chunk = ids[start : start + IDS_PER_SIGNAL]
             await self.store.publish(
-                json.dumps({"k": _FORGOT, "o": self.incarnation, "jobs": chunk})
+                json.dumps({"k": FORGOT, "o": self.incarnation, "jobs": chunk})
             )
 
     # -- signals --------------------------------------------------------------------------
-
-    async def _publisher(self) -> None:
-        """Publish handed-over items in the order they were handed over."""
-        while True:
-            batch = [await self._outbox.get()]
-            while not self._outbox.empty():
-                batch.append(self._outbox.get_nowait())
-            for payload in batch:
-                while True:
-                    try:
-                        await self.store.publish(payload)
-                        break
-                    except StoreError as exc:
-                        self._unreachable(exc)
-                        await asyncio.sleep(0.5)  # the database is away: keep the order
-                self._outbox.task_done()
 
     def _signal(self, payload: str) -> None:
         try:
@@ -348,9 +280,11 @@ class Cluster:
         except (ValueError, KeyError, TypeError):
             log.warning("ignored a malformed signal")
             return
-        if kind == _SETTINGS:
+        if self._events is None:
+            return  # signals are listened to once joined
+        if kind == SETTINGS:
             if data.get("o") != self.incarnation:
-                self._spawn(self._reload_settings(), "reload-settings")
+                self._spawn(self._events.settings_changed(), "reload-settings")
             return
         if kind == WANT:
             if data.get("o") != self.incarnation and not self._fenced:
@@ -358,53 +292,22 @@ class Cluster:
                 if self.receivers.asked_for(lease):
                     self._spawn(self.receivers.let_go(lease), "hand-back")
             return
-        if kind == _FORGOT:
-            if data.get("o") != self.incarnation and self.on_forgot is not None:
-                self._spawn(self.on_forgot([str(j) for j in data.get("jobs", [])]), "forgot")
+        if kind == FORGOT:
+            if data.get("o") != self.incarnation:
+                self._spawn(self._events.forgot([str(j) for j in data.get("jobs", [])]), "forgot")
             return
         key = ConversationKey(data["c"], data["i"])
-        if data.get("o") == self.incarnation and self._inflight[key]:
-            self._inflight[key] -= 1
+        if data.get("o") == self.incarnation:
+            self.leases.came_back(key)
         if self._fenced or key.channel not in self.channels:
             return
-        if kind == _STOP:
+        if kind == STOP:
             self.queues.stop(key)
             return
-        item = _decode(kind, data)
+        item = decode(kind, data)
         if item is None:
             return
-        if key in self._held:
-            self.queues.put(key, item, here=True)
-        elif key in self._claiming:
-            self._claiming[key].append(item)
-        else:
-            self._claiming[key] = [item]
-            self._spawn(self._claim(key), "claim")
-
-    async def _claim(self, key: ConversationKey) -> None:
-        await asyncio.sleep(min(self.queues.busy * 0.002, _MAX_CLAIM_DELAY_S))  # let idle win
-        try:
-            async with self._lock(key):
-                won = key in self._held or await self.store.claim(key.channel, key.chat_id)
-        except StoreError as exc:
-            self._unreachable(exc)
-            won = False  # the sweep finds the chat's work once the database is back
-        items = self._claiming.pop(key, [])
-        log.debug("claim of %s: %s (%d items)", key, "won" if won else "held elsewhere", len(items))
-        if not won:
-            return  # its holder has these items too
-        self._held.add(key)
-        for item in items:
-            self.queues.put(key, item, here=True)
-
-    def _lock(self, key: ConversationKey) -> asyncio.Lock:
-        lock = self._key_locks.get(key)
-        if lock is None:
-            lock = self._key_locks[key] = asyncio.Lock()
-        if len(self._key_locks) > 10_000:  # forget idle chats' locks now and then
-            for k in [k for k, v in self._key_locks.items() if not v.locked() and k != key]:
-                del self._key_locks[k]
-        return lock
+        self.leases.arrived(key, item)
 
     def _spawn(self, work: Awaitable[None], name: str) -> None:
         task = asyncio.ensure_future(work)
@@ -416,46 +319,3 @@ class Cluster:
         self._tasks.discard(task)
         if not task.cancelled() and (exc := task.exception()) is not None:
             log.error("%s failed", task.get_name(), exc_info=exc)
-
-
-def _signal(kind: str, key: ConversationKey, origin: int | None, **extra: object) -> str:
-    return json.dumps({"k": kind, "c": key.channel, "i": key.chat_id, "o": origin, **extra})
-
-
-def _encode(key: ConversationKey, item: WorkItem, origin: int | None) -> str | None:
-    match item:
-        case Inbound():
-            return _signal("inbound", key, origin)
-        case Recover():
-            return _signal("recover", key, origin)
-        case Decided(confirmation_id):
-            return _signal("decided", key, origin, id=confirmation_id)
-        case JobDone(job_id):
-            return _signal("job", key, origin, id=job_id)
-        case Notice(text, reply_to):
-            return _signal("notice", key, origin, text=text, reply_to=reply_to)
-        case ScheduledRun(schedule_id, due):
-            return _signal("scheduled", key, origin, id=schedule_id, due=due)
-    return None  # a Rewind waits for its reply here: it cannot travel
-
-
-def _decode(kind: str, data: dict[str, object]) -> WorkItem | None:
-    try:
-        match kind:
-            case "inbound":
-                return Inbound()
-            case "recover":
-                return Recover()
-            case "decided":
-                return Decided(str(data["id"]))
-            case "job":
-                return JobDone(str(data["id"]))
-            case "notice":
-                reply_to = data.get("reply_to")
-                return Notice(str(data["text"]), str(reply_to) if reply_to else None)
-            case "scheduled":
-                return ScheduledRun(int(str(data["id"])), float(str(data["due"])))
-    except (KeyError, ValueError):
-        pass
-    log.warning("ignored a signal of kind %r", kind)
-    return None

@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from engine.loop._types import ConversationKey
+from engine.loop import ConversationKey
 
 log = logging.getLogger(__name__)
 
@@ -120,11 +120,12 @@ class _Chat:
 
 
 class ChatQueues:
-    """`handle(key, item)` runs each item; `on_stopped(key)` runs when /stop cancelled one."""
+    """Items are queued from the start; once opened, `handle(key, item)` runs each and
+    `on_stopped(key)` runs when /stop cancelled one."""
 
-    def __init__(self, handle: Handler, on_stopped: Stopped) -> None:
-        self._handle = handle
-        self._on_stopped = on_stopped
+    def __init__(self) -> None:
+        self._handle: Handler | None = None
+        self._on_stopped: Stopped | None = None
         self.leases: Leases | None = None  # set when several instances share the store
         self._chats: dict[ConversationKey, _Chat] = {}
         self._open = False
@@ -160,8 +161,10 @@ class ChatQueues:
             chat.worker = asyncio.create_task(self._work(chat), name=f"chat-{key}")
         return True
 
-    def open(self) -> None:
+    def open(self, handle: Handler, on_stopped: Stopped) -> None:
         """Start the workers (of the chats queued so far, and of every chat from now on)."""
+        self._handle = handle
+        self._on_stopped = on_stopped
         self._open = True
         for chat in list(self._chats.values()):
             if chat.items and chat.worker is None:
@@ -185,6 +188,7 @@ class ChatQueues:
         try:
             while chat.items:
                 item = chat.items.popleft()
+                assert self._handle is not None  # workers start once opened
                 chat.turn = asyncio.create_task(self._handle(chat.key, item))
                 try:
                     await chat.turn
@@ -192,7 +196,7 @@ class ChatQueues:
                     current = asyncio.current_task()
                     if current is not None and current.cancelling():
                         raise  # we are being shut down
-                    await self._on_stopped(chat.key)
+                    await self._after_stop(chat.key)
                 except Exception:
                     log.exception("work in %s failed (%s)", chat.key, type(item).__name__)
                 finally:
@@ -204,6 +208,15 @@ class ChatQueues:
                 chat.idle.set()
                 if self.leases is not None and not self._closing:
                     self.leases.released(chat.key)
+
+    async def _after_stop(self, key: ConversationKey) -> None:
+        # whatever fails here, the chat's next items still run (a failure escaping the worker
+        # would leave them waiting for the next message)
+        try:
+            if self._on_stopped is not None:
+                await self._on_stopped(key)
+        except Exception:
+            log.exception("closing what /stop cut off in %s failed", key)
 
     def holding(self, key: ConversationKey) -> bool:
         """True while the chat has items queued or running here."""

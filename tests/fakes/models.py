@@ -19,21 +19,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine import (
-    AnthropicModel,
     FinishReason,
     Image,
-    Message,
     Model,
     ModelRequest,
     ModelResponse,
-    OpenAIModel,
     Role,
-    ScriptedModel,
     Text,
     ToolCall,
     ToolOutput,
     Usage,
 )
+from engine.models import AnthropicModel, Message, OpenAIModel, ScriptedModel
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.openai_server import ErrorReply, FakeOpenAI, Reply, TextReply, ToolCallsReply
 from tools import LLMError, ModelAuthError, ModelRateLimited, ModelUnavailable

@@ -33,7 +33,7 @@ from engine._store._records import ChannelError
 from tools import LLMError
 
 if TYPE_CHECKING:
-    from engine.models._types import Model, ModelRequest, ModelResponse, OnText
+    from engine.models import Model, ModelRequest, ModelResponse, OnText
 
 _LATENCY_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0)
 _STORE_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5, 2.0)

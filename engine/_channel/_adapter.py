@@ -1,0 +1,147 @@
+"""The adapter contract: :class:`Channel` (what an adapter implements), :class:`Engine` (what it
+calls), and the parts of a channel's receiving side that instances share (:class:`Receiver`).
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from engine._channel._messages import (
+    Attachment,
+    Capabilities,
+    InboundMessage,
+    MessageRef,
+    OutgoingFile,
+)
+from engine._channel._prompts import (
+    Action,
+    Command,
+    ConfirmationPrompt,
+    Decision,
+    Press,
+    Reply,
+)
+from tools import DownloadError
+
+
+class Claim(enum.Enum):
+    """This instance's claim on a receiving part (see engine/work/_receivers.py)."""
+
+    EQUAL = "equal"  # every instance's alike: taken by whoever finds it free
+    OWN = "own"  # this instance's (Discord's shard_ids): taken when free, asked back if not
+    FALLBACK = "fallback"  # another instance's: taken while that one is down, given back
+
+
+@dataclass(frozen=True, slots=True)
+class Receiver:
+    """A part of a channel's receiving side, held by one instance at a time when several share
+    a store: Telegram's long polling, the Discord gateway, or one Discord shard."""
+
+    lease: str  # the store's name for it: "telegram", "discord", "discord/shard-3"
+    claim: Claim = Claim.EQUAL
+
+
+class Engine(Protocol):
+    """What an adapter may call. Every method returns quickly: turns run in the background."""
+
+    async def handle_inbound(self, msg: InboundMessage) -> None:
+        """Persist `msg` (idempotent on channel + chat + message_id) and queue its turn."""
+
+    async def handle_press(self, press: Press) -> Decision:
+        """Record a press on a confirmation; the engine edits the prompt message itself."""
+
+    async def handle_command(self, msg: InboundMessage, command: Command) -> Reply:
+        """Run a command for `msg`'s chat; returns what to reply."""
+
+    async def handle_action(self, action: Action) -> Reply:
+        """Run a press on a command reply's button; returns what that message shows now."""
+
+    def listens(self, channel: str, chat_id: str) -> bool:
+        """True when the group chat asked for every message, not only those addressed to the
+        bot: the adapter then hands those to :meth:`handle_inbound` too. Synchronous and
+        cheap (a set lookup), for an adapter's message filter."""
+
+
+class Channel(abc.ABC):
+    """A chat platform adapter. The engine sees only these methods."""
+
+    name: str
+    capabilities: Capabilities
+
+    @abc.abstractmethod
+    async def start(self, engine: Engine) -> None:
+        """Begin delivering messages to `engine`. Returns once connected, or at once when the
+        platform is unreachable (the adapter keeps retrying in the background)."""
+
+    @abc.abstractmethod
+    async def stop(self) -> None:
+        """Stop taking messages and disconnect."""
+
+    # Several instances sharing one store (work/_cluster.py): every one can send; each part of
+    # a channel's receiving side is held by one of them at a time. A channel with such parts
+    # names them, and switches each on and off, before or after start.
+
+    def receivers(self) -> Sequence[Receiver]:
+        """The parts of the receiving side one instance at a time holds; none (the default):
+        every instance receives all of its own (a webhook behind a load balancer, a console)."""
+        return ()
+
+    async def set_receiving(self, lease: str, on: bool, resume: str | None = None) -> str | None:
+        """Take messages for the part `lease` names (True, as after start) or not (False),
+        staying able to send. Turning on, `resume` is what the part's previous holder left (see
+        :meth:`receiving_state`); turning off returns what the next holder resumes from."""
+        return None
+
+    def receiving_state(self, lease: str) -> str | None:
+        """What another instance would resume the part from if this one died now (a Discord
+        shard's gateway session, so the events it missed are sent again); kept in the store a
+        second later while the part is held here. None: nothing to resume."""
+        return None
+
+    @abc.abstractmethod
+    async def send(
+        self, chat_id: str, text: str, *, reply_to: str | None = None, formatted: bool = True
+    ) -> MessageRef:
+        """Send `text` (Markdown when `formatted`), split to the platform's limit.
+
+        Returns the reference of the last part sent.
+        """
+
+    @abc.abstractmethod
+    async def edit(self, ref: MessageRef, text: str, *, formatted: bool = True) -> None:
+        """Replace the text of a message the bot sent (used for streaming)."""
+
+    @abc.abstractmethod
+    async def typing(self, chat_id: str) -> None:
+        """Show the typing indicator once (the engine refreshes it)."""
+
+    @abc.abstractmethod
+    async def show_confirmation(self, prompt: ConfirmationPrompt) -> MessageRef:
+        """Show `prompt` with a button per choice (or a typed-answer fallback)."""
+
+    @abc.abstractmethod
+    async def resolve_confirmation(self, ref: MessageRef, text: str) -> None:
+        """Edit a confirmation message to its final `text` and remove its buttons."""
+
+    @abc.abstractmethod
+    async def send_files(
+        self, chat_id: str, files: Sequence[OutgoingFile], *, reply_to: str | None = None
+    ) -> MessageRef:
+        """Send `files` in order, natively (pictures as pictures); returns the last one's ref."""
+
+    async def download(self, attachment: Attachment, *, max_bytes: int) -> bytes:
+        """The content of an attachment of an inbound message, through the platform's file API.
+
+        Raises :class:`DownloadError` when it cannot be fetched, or when the platform says it is
+        larger than `max_bytes` (checked before the body is read). The caller sets the timeout.
+        """
+        raise DownloadError(f"the {self.name} channel receives no files")
+
+    async def is_chat_admin(self, chat_id: str, user_id: str) -> bool:
+        """True when the platform says `user_id` administers the group `chat_id` (then they
+        may change its /settings). A platform without groups keeps this default."""
+        return False

@@ -1,0 +1,73 @@
+"""What travels between an adapter and the engine about messages: an inbound message and its
+attachments (what the platform says about them and its reference, never the bytes), a file to
+send, the platform's id of a message shown, and what a platform can do.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class MediaKind(enum.StrEnum):
+    """What an attachment is, as far as the platform tells: the engine decides the rest."""
+
+    IMAGE = "image"  # a photo, a static sticker, an image file
+    AUDIO = "audio"  # a voice note or an audio file
+    FILE = "file"  # any other file (a text file, an archive, a video, ...)
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    """A file that came with a message: what the platform says about it, and its reference."""
+
+    kind: MediaKind
+    name: str  # a file name ("photo.jpg" when the platform gives none)
+    mime_type: str  # "" when the platform does not say
+    size: int | None  # in bytes, as the platform reports it (None: not told)
+    ref: str  # how the adapter fetches it: Telegram's file_id, Discord's attachment URL
+    duration_s: float | None = None  # a voice note's or audio file's length, when told
+
+
+@dataclass(frozen=True, slots=True)
+class OutgoingFile:
+    """A file the bot sends: its name, MIME type and content."""
+
+    name: str
+    mime_type: str
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class InboundMessage:
+    """One user message, normalised across platforms."""
+
+    channel: str  # "telegram", "discord", "console"
+    chat_id: str  # the conversation: a Telegram chat, a Discord channel/thread/DM
+    user_id: str
+    user_name: str
+    text: str
+    message_id: str  # platform message/update id, unique per channel (redelivery de-duplication)
+    is_private: bool = True
+    mentioned: bool = False
+    reply_to: str | None = None  # platform id of the message this one replies to
+    attachments: tuple[Attachment, ...] = ()
+    group_id: str | None = None  # messages sent as one (a Telegram album) share this id
+
+
+@dataclass(frozen=True, slots=True)
+class MessageRef:
+    """Where a message the bot sent lives, so it can be edited later."""
+
+    chat_id: str
+    message_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    max_message_length: int
+    buttons: bool
+    edits: bool
+    markdown: str  # "telegram-html", "discord", "plain"
+    edit_interval_s: float = 1.0  # streaming: at most one edit per this many seconds per chat
+    typing_interval_s: float = 4.0  # how often the typing indicator must be refreshed

@@ -1,0 +1,107 @@
+"""What instances sharing a store tell each other, and the order they tell it in.
+
+A signal is a small JSON object published through the store (PostgreSQL's NOTIFY):
+``{"k": kind, "c": channel, "i": chat id, "o": origin incarnation, ...}``. Work items travel
+this way to the instance holding their chat (:func:`encode`, :func:`decode`); a few kinds are
+about the whole instance (a stop, changed settings, a forgotten user). The :class:`Publisher`
+sends handed-over items one at a time in the order they were handed over, waiting out a
+database that is away rather than reordering or dropping them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Awaitable, Callable
+
+from engine.loop import ConversationKey
+from engine.work._queue import Decided, Inbound, JobDone, Notice, Recover, ScheduledRun, WorkItem
+from tools import StoreError
+
+log = logging.getLogger("engine.work._cluster")
+
+STOP = "stop"
+SETTINGS = "settings"
+FORGOT = "forgot"
+IDS_PER_SIGNAL = 100  # job ids per notification (PostgreSQL caps a payload at 8000 bytes)
+_RETRY_S = 0.5  # the database is away: publish again after this long, keeping the order
+
+
+def signal(kind: str, key: ConversationKey, origin: int | None, **extra: object) -> str:
+    return json.dumps({"k": kind, "c": key.channel, "i": key.chat_id, "o": origin, **extra})
+
+
+def encode(key: ConversationKey, item: WorkItem, origin: int | None) -> str | None:
+    """The signal that carries `item` to the chat's holder; None when it cannot travel."""
+    match item:
+        case Inbound():
+            return signal("inbound", key, origin)
+        case Recover():
+            return signal("recover", key, origin)
+        case Decided(confirmation_id):
+            return signal("decided", key, origin, id=confirmation_id)
+        case JobDone(job_id):
+            return signal("job", key, origin, id=job_id)
+        case Notice(text, reply_to):
+            return signal("notice", key, origin, text=text, reply_to=reply_to)
+        case ScheduledRun(schedule_id, due):
+            return signal("scheduled", key, origin, id=schedule_id, due=due)
+    return None  # a Rewind waits for its reply here: it cannot travel
+
+
+def decode(kind: str, data: dict[str, object]) -> WorkItem | None:
+    """The work item a chat signal carries; None (logged) for one this version cannot read."""
+    try:
+        match kind:
+            case "inbound":
+                return Inbound()
+            case "recover":
+                return Recover()
+            case "decided":
+                return Decided(str(data["id"]))
+            case "job":
+                return JobDone(str(data["id"]))
+            case "notice":
+                reply_to = data.get("reply_to")
+                return Notice(str(data["text"]), str(reply_to) if reply_to else None)
+            case "scheduled":
+                return ScheduledRun(int(str(data["id"])), float(str(data["due"])))
+    except (KeyError, ValueError):
+        pass
+    log.warning("ignored a signal of kind %r", kind)
+    return None
+
+
+class Publisher:
+    """Publishes payloads in the order they were put, retrying while the database is away."""
+
+    def __init__(
+        self,
+        publish: Callable[[str], Awaitable[None]],
+        unreachable: Callable[[BaseException], None],
+    ) -> None:
+        self._publish = publish
+        self._unreachable = unreachable
+        self._outbox: asyncio.Queue[str] = asyncio.Queue()
+
+    def put(self, payload: str) -> None:
+        self._outbox.put_nowait(payload)
+
+    async def flush(self, timeout_s: float) -> None:
+        """Wait (at most `timeout_s`) until everything put so far is published."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._outbox.join(), timeout_s)
+
+    async def run(self) -> None:
+        while True:
+            payload = await self._outbox.get()
+            while True:
+                try:
+                    await self._publish(payload)
+                    break
+                except StoreError as exc:
+                    self._unreachable(exc)
+                    await asyncio.sleep(_RETRY_S)
+            self._outbox.task_done()
