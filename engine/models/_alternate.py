@@ -38,8 +38,8 @@ def alternating(messages: Sequence[Message], *, reply_after_tools: bool = True) 
     takes a tool result and the next user message in one user turn: `reply_after_tools` False
     leaves out the assistant message between them."""
     out: list[Message] = []
-    for msg in messages:
-        msg = _without_blanks(msg)
+    for original in messages:
+        msg = _without_blanks(original)
         if msg is None:
             continue
         last = out[-1] if out else None
