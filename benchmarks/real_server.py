@@ -245,12 +245,14 @@ async def main(base_url: str, model: str | None) -> int:
             await doctor_step(run, config, "doctor, server down", want=("FAILED",))
             await relay.up()
             await run.say(app, ch, "Now you are back. Say hi.", "after the outage")
-            for i, topic in enumerate(LONG_TOPICS):
+            budget = app.dispatcher.loop.context
+            for i, topic in enumerate(LONG_TOPICS * 2):  # until old turns are folded
+                if budget is not None and budget.summary_requests:
+                    break
                 text = f"Tell me about {topic}. Some notes of mine first: " + " ".join(
                     f"Note {n}: {topic} matter to me for reason number {n}." for n in range(40)
                 )
                 await run.say(app, ch, text, f"long chat {i + 1} ({len(text):,} chars)")
-            budget = app.dispatcher.loop.context
             folded = budget.summary_requests if budget is not None else 0
             status = "OK" if folded else "FAILED"
             run.add("long chat: summaries written", status, f"{folded} summary requests", 0.0)

@@ -19,7 +19,14 @@ import pytest
 from bot.app import App
 from bot.config import Config
 from engine.chat._notices import apology
-from engine.context import ContextBudget, ContextSettings, Window, WindowInfo, WindowSource
+from engine.context import (
+    ContextBudget,
+    ContextSettings,
+    Window,
+    WindowInfo,
+    WindowSource,
+    for_model,
+)
 from engine.context._tokens import Ratios
 from engine.loop._loop import CUT_NOTE, answer_text
 from engine.models import (
@@ -343,6 +350,8 @@ def test_an_answer_cut_by_the_length_limit_says_so() -> None:
     assert answer_text(cut) == "Once upon a time there" + CUT_NOTE
     whole = ModelResponse("The end.", [], FinishReason.STOP)
     assert answer_text(whole) == "The end."
+    stored = [Message.user("a story"), Message.assistant(answer_text(cut)), Message.user("go on")]
+    assert for_model(stored)[1].text == "Once upon a time there"  # the note is not sent back
 
 
 async def test_a_local_model_without_a_cap_gets_the_answers_room(llm: FakeOpenAI) -> None:

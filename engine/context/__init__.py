@@ -20,12 +20,14 @@ from engine.context._media_history import (
     human_size,
 )
 from engine.context._prompt import (
+    CUT_NOTE,
     ensure_pairing,
     for_model,
 )
 from engine.context._window import WindowInfo, WindowSource, discover_window
 
 __all__ = [
+    "CUT_NOTE",
     "DOWNLOAD_TIMEOUT_S",
     "ContextBudget",
     "ContextSettings",

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Mapping
 
 from engine import metrics
-from engine.context import ContextBudget, Fitted, Window, for_model
+from engine.context import CUT_NOTE, ContextBudget, Fitted, Window, for_model
 from engine.loop._calls import Starting, ToolCalls, TurnState
 from engine.loop._jobs import JobRunner
 from engine.loop._types import PendingCall, Record, TurnContext, TurnResult
@@ -48,7 +48,6 @@ TRUNCATED = (
     "Try again with a shorter reply or smaller arguments."
 )
 DECLINED = "The user declined this action; it was not run."
-CUT_NOTE = "\n\n[…cut off by the length limit: say “continue” for the rest]"
 
 
 def answer_text(reply: ModelResponse) -> str:
