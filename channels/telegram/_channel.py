@@ -36,6 +36,7 @@ from channels.telegram._markup import answer_buttons, prompt_message
 from channels.telegram._media import download
 from channels.telegram._outbox import Outbox
 from channels.telegram._polling import Poller
+from channels.telegram._topics import place
 from channels.telegram._updates import TOKEN_REJECTED
 from engine import (
     Attachment,
@@ -202,7 +203,9 @@ class TelegramChannel(Channel):
 
     async def is_chat_admin(self, chat_id: str, user_id: str) -> bool:
         """getChatMember: the group's creator and its administrators."""
-        member = await self._app.bot.get_chat_member(int(chat_id), int(user_id))
+        member = await self._app.bot.get_chat_member(
+            place(chat_id)[0], int(user_id)
+        )  # a topic's group
         return member.status in (ChatMemberStatus.OWNER, ChatMemberStatus.ADMINISTRATOR)
 
     async def send(
