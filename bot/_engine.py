@@ -106,7 +106,16 @@ def build_engine(
     schedules = Schedules(store, queues, turns, s.schedules, clock or SystemClock())
     media = MediaIntake(store, channels, s.media, cache, notices.say, transcriber)
     intake = Intake(
-        store, queues, notices, tasks, chat_settings, media, limits, s.allowed, s.max_message_chars
+        store,
+        queues,
+        notices,
+        tasks,
+        chat_settings,
+        media,
+        limits,
+        s.allowed,
+        s.max_message_chars,
+        s.max_quote_chars,
     )
     forget = ForgetMe(store, background.runner, chat_settings, context, cluster)
     housekeeping = Housekeeping(
