@@ -35,6 +35,7 @@ from channels.discord._guilds import Guilds
 from channels.discord._handlers import CHANNEL, Handlers
 from channels.discord._media import download
 from channels.discord._outbox import LIMIT, Outbox
+from channels.discord._threads import Threads
 from engine import (
     Attachment,
     Backoff,
@@ -82,9 +83,12 @@ class DiscordChannel(Channel):
         self._receive.set()
         self._gateway: asyncio.Task[None] | None = None
         self._logged_in = asyncio.Event()
-        self._outbox = Outbox(self._running)
+        self._threads = Threads(self._running)
+        self._outbox = Outbox(self._running, self._threads)
         self._guilds = Guilds(config, self._running)
-        self._handlers = Handlers(config, self._require_engine, self._running, self._guilds)
+        self._handlers = Handlers(
+            config, self._require_engine, self._running, self._guilds, self._threads
+        )
 
     # ---- lifecycle
 
