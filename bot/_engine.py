@@ -95,7 +95,12 @@ def build_engine(
         confirmations,
         permissions,
         TurnSettings(
-            s.system_prompt or "", s.history_limit, s.stream, set(s.dm_only), s.tool_calls_per_turn
+            s.system_prompt or "",
+            s.history_limit,
+            s.stream,
+            set(s.dm_only),
+            s.tool_calls_per_turn,
+            tool_progress=s.tool_progress,
         ),
         notices,
         images=RecentImages(

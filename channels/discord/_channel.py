@@ -257,6 +257,9 @@ class DiscordChannel(Channel):
     async def typing(self, chat_id: str) -> None:
         await self._outbox.typing(chat_id)
 
+    async def delete(self, ref: MessageRef) -> None:
+        await self._outbox.delete_part(ref.chat_id, ref.message_id)  # already gone: fine
+
     async def show_confirmation(self, prompt: ConfirmationPrompt) -> MessageRef:
         return await self._outbox.show_confirmation(prompt)
 

@@ -221,6 +221,9 @@ class TelegramChannel(Channel):
     async def typing(self, chat_id: str) -> None:
         await self._outbox.typing(chat_id)
 
+    async def delete(self, ref: MessageRef) -> None:
+        await self._outbox.delete_part(ref.chat_id, ref.message_id)  # gone or too old: it stays
+
     async def show_confirmation(self, prompt: ConfirmationPrompt) -> MessageRef:
         """One message with the buttons: the summary, the action as a code block and who may
         answer until when; when the action does not fit, it goes with the buttons as a file."""
