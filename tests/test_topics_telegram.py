@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from bot.app import App
 from bot.config import Config
+from tests.fakes.clock import ManualClock
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
 from tests.fakes.telegram_server import BOT_USERNAME, FakeTelegram
 from tests.test_telegram import daemon, deleted, jobs_gate, telegram_config
@@ -137,3 +140,20 @@ async def test_the_fake_refuses_a_topic_where_there_are_none(tg) -> None:
             await bot.send_message(FORUM, "x", message_thread_id=topic + 100)
         sent = await bot.send_message(FORUM, "x", message_thread_id=topic)
     assert sent.is_topic_message and sent.message_thread_id == topic and sent.chat.is_forum
+
+
+async def test_a_reminder_asked_in_a_topic_fires_in_that_topic(
+    make_config: Callable[..., Config], tg: FakeTelegram, llm: FakeOpenAI
+) -> None:
+    clock = ManualClock(float(int(time.time())))
+    topic = tg.open_topic(FORUM, "Health")
+    cfg = telegram_config(make_config, tg, group_mode="all")
+    cfg.tools.builtins = ["remind_me"]
+    llm.script(tool_call("remind_me", {"text": "stretch", "in_seconds": 600}), text("Will do."))
+    async with App(cfg, clock=clock):
+        tg.inject_message(FORUM, 7, "remind me to stretch", chat_type="supergroup", topic=topic)
+        await tg.wait_for_call("sendMessage", in_topic(FORUM, topic))
+        await clock.advance(600)
+        await tg.wait_for_call("sendMessage", in_topic(FORUM, topic), count=2)
+    assert tg.topic_texts(FORUM, topic) == ["Will do.", "⏰ Reminder: stretch"]
+    assert tg.topic_texts(FORUM, None) == []

@@ -67,7 +67,7 @@ class Outbox:
             prompt.chat_id,
             message.text,
             view=view,
-            reference=_reference(prompt.chat_id, prompt.reply_to),  # type: ignore[arg-type]
+            reference=_reference(prompt.chat_id, prompt.reply_to),
             **attached,
         )
         return MessageRef(prompt.chat_id, str(sent.id))
