@@ -95,11 +95,13 @@ class Fitted:
 
 @dataclass(frozen=True, slots=True)
 class Compacted:
-    """What /compact did: messages folded, and the tokens of history sent before and after."""
+    """What /compact did: messages folded (of those it tried to fold), and the tokens of
+    history sent before and after."""
 
     messages: int
     before: int
     after: int
+    tried: int = 0  # messages it meant to fold (more than `messages`: a summary was not stored)
 
 
 class ContextBudget:
@@ -347,10 +349,11 @@ class ContextBudget:
         before = self._arrange(window, history, 0, keep, limit)[1]
         starts = [s for s in turn_starts(history) if s <= len(window.ids)]
         end = starts[-1] if starts else 0
+        loaded = len(history)
         if end > 0:
             await self.folder.fold(self.model, window, history, end, limit)
         after = self._arrange(window, history, 0, keep, limit)[1]
-        return Compacted(end, round(before * ratio), round(after * ratio))
+        return Compacted(loaded - len(history), round(before * ratio), round(after * ratio), end)
 
     def _warn_tools(self, tools: Sequence[ToolSpec], size: int, limit: float) -> None:
         names = frozenset(t.name for t in tools)
