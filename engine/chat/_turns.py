@@ -204,29 +204,6 @@ class TurnRunner:
             return await self.loop.context.load(conv.id)
         return None, await self.store.conversations.history(conv.id, self.settings.history_limit)
 
-    async def compact(self, key: ConversationKey) -> str:
-        """/compact: fold the chat's finished turns into its summary now, and say what it saved."""
-        if self.loop.context is None:
-            return "This bot sends whole conversations; there is nothing to condense."
-        conv = await self.store.conversations.active(key.channel, key.chat_id)
-        try:
-            done = await self.loop.context.compact(conv.id)
-        except LLMError as exc:
-            log.error("/compact failed in %s: %s", key, exc)
-            return apology(exc)
-        if done.messages == 0 and done.tried:
-            return (
-                "I could not condense the conversation now: the model's summary came back cut "
-                "off, so nothing was replaced. Try /compact again later."
-            )
-        if done.messages == 0:
-            return "Nothing to condense yet: the conversation is already as short as it gets."
-        return (
-            f"Condensed {done.messages} messages into a summary: each request now carries about "
-            f"{done.after:,} tokens of conversation instead of {done.before:,} "
-            f"({done.before - done.after:,} saved). The full history stays stored."
-        )
-
     async def deliver(
         self,
         message_id: int,
