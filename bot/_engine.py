@@ -107,6 +107,7 @@ def build_engine(
             channels, cache, vision=s.media.vision, max_bytes=s.media.max_image_bytes
         ),
         chat_settings=chat_settings,
+        tasks=tasks,
     )
     schedules = Schedules(store, queues, turns, s.schedules, clock or SystemClock())
     media = MediaIntake(store, channels, s.media, cache, notices.say, transcriber)

@@ -10,13 +10,14 @@ crash between the platform accepting a message and that commit (measured in benc
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from engine import metrics
-from engine._channel import Channel
+from engine._channel import Channel, Reaction
 from engine.chat._chat_settings import ChatSettings
 from engine.chat._confirmations import Confirmations
 from engine.chat._limits import today
@@ -24,6 +25,7 @@ from engine.chat._live import LiveReply, typing
 from engine.chat._notices import Notices, apology
 from engine.chat._permissions import Permissions
 from engine.chat._progress import Progress
+from engine.chat._reactions import StatusReactions
 from engine.context import RecentImages, Window
 from engine.loop import ConversationKey, PendingCall, ToolLoop, TurnContext, TurnResult
 from engine.models import Message, Role
@@ -35,6 +37,7 @@ from engine.store import (
     InboxState,
     Store,
 )
+from engine.work import Tasks
 from tools.errors import LLMError
 
 log = logging.getLogger(__name__)
@@ -68,6 +71,7 @@ class TurnRunner:
         notices: Notices,
         images: RecentImages | None = None,
         chat_settings: ChatSettings | None = None,
+        tasks: Tasks | None = None,
     ) -> None:
         self.store = store
         self.loop = loop
@@ -78,6 +82,7 @@ class TurnRunner:
         self.images = images  # pictures in the history: bytes for recent turns, else markers
         self.chat_settings = chat_settings  # a chat's persona and model (/settings)
         self.notices = notices
+        self.reactions = StatusReactions(channels, tasks or Tasks())  # on the answered messages
 
     async def user_turn(self, key: ConversationKey, rows: Sequence[InboxRow]) -> None:
         last = rows[-1]
@@ -111,11 +116,21 @@ class TurnRunner:
         if self.settings.tool_progress and channel.capabilities.edits:
             progress = Progress(channel, conv.chat_id, reply_to)
             ctx.on_step = progress.step
+        answered = [r.message_id for r in answering]
+        self.reactions.show(conv.channel, conv.chat_id, answered, Reaction.WORKING)
+        outcome: Reaction | None = Reaction.FAILED
         try:
-            return await self._run(
+            result = await self._run(
                 conv, ctx, channel, live, reply_to, answering, resume, failed, started
             )
+            outcome = Reaction.DONE if result is not None else Reaction.FAILED
+            return result
+        except asyncio.CancelledError:
+            outcome = None  # cut off: the turn that finishes it after a restart says how it went
+            raise
         finally:
+            if outcome is not None:
+                self.reactions.show(conv.channel, conv.chat_id, answered, outcome)
             if progress is not None:
                 await progress.close()  # after the answer: it never waits for this
 
