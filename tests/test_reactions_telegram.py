@@ -17,6 +17,7 @@ import pytest
 from bot.config import Config
 from channels.telegram._reactions import EMOJI
 from engine import Reaction
+from tests.fakes.media import png
 from tests.fakes.openai_server import FakeOpenAI, error, hold, text
 from tests.fakes.telegram_server import REACTION_EMOJI, FakeTelegram
 from tests.test_telegram import daemon, telegram_config
@@ -77,6 +78,24 @@ async def test_a_failed_turn_gets_the_warning_reaction(
         await tg.wait_for_call("sendMessage")  # the apology
         await tg.wait_for_call("setMessageReaction", reaction("😱"))
     assert tg.reactions(DM, mid) == ["😱"]
+
+
+async def test_an_album_shows_its_status_once_and_none_is_left_behind(
+    config, tg: FakeTelegram, llm: FakeOpenAI
+) -> None:
+    llm.script(text("Two pictures."))
+    async with daemon(config(llm={"vision": True})) as app:
+        app.dispatcher.intake.albums.window_s = 2.0  # generous: the parts come in two polls here
+        first = tg.inject_message(DM, DM, photo=tg.upload_photo(png("a")), media_group_id="al")
+        await tg.wait_for_call("getUpdates", lambda p: (p.get("offset") or 0) > first["update_id"])
+        second = tg.inject_message(DM, DM, photo=tg.upload_photo(png("b")), media_group_id="al")
+        await tg.wait_for_call("sendMessage", lambda p: p.get("text") == "Two pictures.")
+        await tg.wait_for_call("setMessageReaction", reaction(None))
+        tg.inject_message(DM, DM, "thanks")  # a barrier: every status of the album went out
+        await tg.wait_for_call("setMessageReaction", reaction(None), count=2)
+    # Telegram puts an album's reactions on its first message: the last word there is "none"
+    ids = (first["message"]["message_id"], second["message"]["message_id"])
+    assert [tg.reactions(DM, i) for i in ids] == [[], []]
 
 
 async def test_a_message_in_a_forum_topic_gets_its_status_in_its_chat(

@@ -41,7 +41,8 @@ a user's injected earlier) as Telegram does, and `quote="..."` the part of it th
 Reactions, as the Bot API has them: setMessageReaction takes at most one reaction from a bot,
 an emoji of Telegram's list for reactions (`REACTION_EMOJI`; anything else is REACTION_INVALID,
 as is one the chat's admins left out of `chat_reactions[chat]`), on a message of the chat
-(else MESSAGE_ID_INVALID); an empty or missing list takes the bot's reaction off.
+(else MESSAGE_ID_INVALID), or on an album's first message when it names any part of it; an
+empty or missing list takes the bot's reaction off.
 `reactions(chat, message_id)` is the bot's reaction on a message now ([] or [emoji]).
 
 Drafts (sendMessageDraft): private chats only (a group answers "TEXTDRAFT_PEER_INVALID"), a
@@ -644,6 +645,8 @@ class FakeTelegram:
         key = (int(params["chat_id"]), int(params["message_id"]))
         if key not in self.messages and key not in self.sent_by_users:
             raise ApiError(400, "Bad Request: MESSAGE_ID_INVALID")
+        if album := self.sent_by_users.get(key, {}).get("media_group_id"):
+            key = min(k for k, m in self.sent_by_users.items() if m.get("media_group_id") == album)
         reaction = params.get("reaction") or []
         if len(reaction) > 1:
             raise ApiError(400, "Bad Request: REACTIONS_TOO_MANY")
