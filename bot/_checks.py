@@ -78,7 +78,7 @@ def tool_problems(config: Config) -> ToolReport:
     """What loading the tools would report, without starting MCP servers: a name of an MCP
     server's tool (`<server>__<tool>`) in `confirm` or `dm_only` is taken on trust."""
     registry = ToolRegistry()
-    for tool in builtin_tools(config.tools, notes=None):
+    for tool in builtin_tools(config.tools, memory=None):
         registry.register(tool)
     plugin_tools, problems = load_plugins(
         config.tools.plugins, plugin_dirs=config.plugin_dirs(), log_problems=False

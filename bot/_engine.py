@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import socket
+from collections.abc import Sequence
 
 from engine import Channel, Clock, Model, SystemClock
 from engine.chat import (
@@ -28,6 +29,8 @@ from engine.chat import (
     Parts,
     Permissions,
     Policy,
+    PromptPart,
+    Remembered,
     Schedules,
     Settings,
     TurnRunner,
@@ -51,8 +54,10 @@ def build_engine(
     *,
     clock: Clock | None = None,
     instance: InstanceSettings | None = None,
+    parts: Sequence[PromptPart] = (),
 ) -> Dispatcher:
-    """The engine (its dispatcher, as adapters see it) over `store`, `model` and `registry`."""
+    """The engine (its dispatcher, as adapters see it) over `store`, `model` and `registry`;
+    `parts` add to each turn's system prompt after what is remembered (the skills offered)."""
     s = settings or Settings()
     channels: dict[str, Channel] = {}  # filled as the channels are added
     tasks = Tasks()
@@ -88,6 +93,7 @@ def build_engine(
         changed=cluster.settings_changed if cluster is not None else None,
     )
     cache = ImageCache()
+    remembered = Remembered(store.memory, policy, s.memory)
     turns = TurnRunner(
         store,
         loop,
@@ -102,6 +108,7 @@ def build_engine(
             channels, cache, vision=s.media.vision, max_bytes=s.media.max_image_bytes
         ),
         chat_settings=chat_settings,
+        parts=(remembered, *parts),
     )
     schedules = Schedules(store, queues, turns, s.schedules, clock or SystemClock())
     media = MediaIntake(store, channels, s.media, cache, notices.say, transcriber)
@@ -125,6 +132,7 @@ def build_engine(
         allowed=s.allowed,
         cluster=cluster,
         forget=forget,
+        memory=remembered,
     )
     return Dispatcher(
         Parts(

@@ -252,5 +252,11 @@ class SchedulesConfig(Section):
     min_interval_s: float = Field(300, ge=1)  # the shortest time between two runs
 
 
+class MemoryConfig(Section):
+    """What the bot remembers about its users (engine/chat/_memory.py)."""
+
+    max_tokens: int = Field(600, ge=0, le=20_000)  # of each private prompt; 0: never put in
+
+
 class LogConfig(Section):
     level: str = "INFO"

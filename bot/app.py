@@ -12,7 +12,7 @@ import functools
 import logging
 import sys
 from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from bot._engine import build_engine
 from bot._logging import RedactingFilter
@@ -24,6 +24,7 @@ from engine.chat import (
     LimitSettings,
     LoopOptions,
     MediaSettings,
+    MemorySettings,
     Retention,
     ScheduleSettings,
     Settings,
@@ -34,7 +35,7 @@ from engine.models import OpenAITranscriber
 from engine.store import Store, open_store
 from engine.work import InstanceSettings
 from tools import Tool
-from tools.builtins import ScheduleAccess, WallClock, builtin_tools
+from tools.builtins import MemoryAccess, ScheduleAccess, WallClock, builtin_tools
 from tools.config import apply_policy
 from tools.errors import StoreUnavailable
 from tools.plugins import load_plugins
@@ -82,7 +83,7 @@ def enabled_channels(config: Config) -> list[Channel]:
 async def open_tools(
     config: Config,
     *,
-    notes: Any = None,
+    memory: MemoryAccess | None = None,
     schedules: ScheduleAccess | None = None,
     extra: Sequence[Tool] = (),
     clock: WallClock | None = None,
@@ -91,7 +92,7 @@ async def open_tools(
     registry = ToolRegistry(default_timeout_s=config.tools.default_timeout_s)
     search_key = config.search_key()
     for tool in builtin_tools(
-        config.tools, notes=notes, schedules=schedules, search_key=search_key, clock=clock
+        config.tools, memory=memory, schedules=schedules, search_key=search_key, clock=clock
     ):
         registry.register(tool)
     plugin_tools, _problems = load_plugins(  # each problem already logged
@@ -186,7 +187,7 @@ class App:
         self.registry, self.mcp = await stack.enter_async_context(
             open_tools(
                 cfg,
-                notes=self.store.notes,
+                memory=MemoryAccess(self.store.memory, self.is_admin),
                 schedules=ScheduleAccess(
                     self.store.schedules,
                     cfg.schedules.max_per_chat,
@@ -248,6 +249,7 @@ class App:
                 models=models,
                 context=context_settings(cfg),
                 retention=Retention(cfg.storage.retention_days, cfg.storage.keep_days),
+                memory=MemorySettings(cfg.memory.max_tokens),
             ),
             loop_options,
             transcriber,
@@ -276,6 +278,10 @@ class App:
             host, port = cfg.metrics.address()
             await stack.enter_async_context(metrics_server(host, port, self._metrics_state))
         await self.model.warm_up()  # in a thread; the channels are already listening
+
+    def is_admin(self, channel: str, user_id: str) -> bool:
+        """One of `[access] admins` (who may change a group's memory)."""
+        return f"{channel}:{user_id}" in self.config.access.admins
 
     async def _metrics_state(self) -> None:
         c = await self.store.ops.counts()

@@ -29,6 +29,7 @@ from bot._sections import (
     LLMConfig,
     LogConfig,
     MediaConfig,
+    MemoryConfig,
     MetricsConfig,
     ModelEndpoint,
     SchedulesConfig,
@@ -51,6 +52,7 @@ __all__ = [
     "LimitsConfig",
     "LogConfig",
     "MediaConfig",
+    "MemoryConfig",
     "MetricsConfig",
     "ModelEndpoint",
     "SchedulesConfig",
@@ -76,6 +78,7 @@ class Config(Section):
     limits: LimitsConfig = LimitsConfig()
     media: MediaConfig = MediaConfig()
     schedules: SchedulesConfig = SchedulesConfig()
+    memory: MemoryConfig = MemoryConfig()
     telegram: TelegramConfig = TelegramConfig()
     discord: DiscordConfig = DiscordConfig()
     console: ConsoleConfig = ConsoleConfig()

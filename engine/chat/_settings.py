@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from engine.chat._housekeeping import Retention
 from engine.chat._limits import LimitSettings
 from engine.chat._media import MediaSettings
+from engine.chat._memory import MemorySettings
 from engine.chat._schedules import ScheduleSettings
 from engine.context import ContextSettings
 from engine.models import Model
@@ -43,6 +44,7 @@ class Settings:
     models: dict[str, Model] = field(default_factory=dict)  # what /settings may choose, by name
     context: ContextSettings | None = None  # None: whole histories are sent, no budget
     retention: Retention = field(default_factory=Retention)  # [storage] keep_days, retention_days
+    memory: MemorySettings = field(default_factory=MemorySettings)  # [memory]
 
     def allowed(self, channel: str, user_id: str) -> bool:
         users = self.allowed_users.get(channel, set())

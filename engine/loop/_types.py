@@ -39,6 +39,7 @@ class TurnContext:
     granted: frozenset[str] = frozenset()  # destructive tools that run here without asking
     max_tool_calls: int | None = None  # tool calls this turn may make (None: no limit)
     model: str | None = None  # the model this chat chose (/settings); None: the default
+    is_private: bool = False  # a private chat (tools then act for the user alone)
 
 
 @dataclass(slots=True)
