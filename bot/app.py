@@ -7,6 +7,7 @@ async with App(config) as app:   # store open, tools loaded, channels connected
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import logging
@@ -14,6 +15,7 @@ import sys
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import TYPE_CHECKING
 
+from bot._checks import configured_skills
 from bot._engine import build_engine
 from bot._logging import RedactingFilter
 from bot._models import build_model, endpoint_model, openai_compatible
@@ -40,6 +42,7 @@ from tools.config import apply_policy
 from tools.errors import StoreUnavailable
 from tools.plugins import load_plugins
 from tools.registry import ToolRegistry
+from tools.skills import Skills, use_skill_tool
 
 if TYPE_CHECKING:
     from tools.mcp import McpManager
@@ -87,14 +90,18 @@ async def open_tools(
     schedules: ScheduleAccess | None = None,
     extra: Sequence[Tool] = (),
     clock: WallClock | None = None,
+    skills: Skills | None = None,
 ) -> AsyncIterator[tuple[ToolRegistry, McpManager | None]]:
-    """The registry with built-ins, plugins, `extra` tools and MCP servers' tools."""
+    """The registry with built-ins, plugins, `extra` tools and MCP servers' tools (and
+    use_skill when there are `skills`)."""
     registry = ToolRegistry(default_timeout_s=config.tools.default_timeout_s)
     search_key = config.search_key()
     for tool in builtin_tools(
         config.tools, memory=memory, schedules=schedules, search_key=search_key, clock=clock
     ):
         registry.register(tool)
+    if skills:
+        registry.register(use_skill_tool(skills))
     plugin_tools, _problems = load_plugins(  # each problem already logged
         config.tools.plugins, plugin_dirs=config.plugin_dirs()
     )
@@ -184,6 +191,9 @@ class App:
         self.store = await _opened(cfg)
         stack.push_async_callback(self.store.__aexit__, None, None, None)
         stack.callback(use_error_log(ErrorLog(RedactingFilter(cfg.secrets()).redact)))
+        self.skills = await asyncio.to_thread(configured_skills, cfg)
+        for problem in self.skills.problems:
+            log.warning("skill %s", problem)
         self.registry, self.mcp = await stack.enter_async_context(
             open_tools(
                 cfg,
@@ -196,6 +206,7 @@ class App:
                 ),
                 extra=self.extra_tools,
                 clock=self.clock,
+                skills=self.skills,
             )
         )
         self.model = build_model(cfg)
@@ -255,6 +266,7 @@ class App:
             transcriber,
             clock=self.clock,
             instance=InstanceSettings(cfg.instance.name(), cfg.instance.lease_s),
+            parts=[self.skills] if self.skills else [],
         )
         # Exit order (reverse): the dispatcher finishes running turns while the channels can
         # still deliver their answers; then the channels stop.

@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from bot._checks import tool_problems, validate
+from bot._checks import configured_skills, tool_problems, validate
 from bot._lock import holder
 from bot.config import Config, ModelEndpoint
 from engine.context import ContextSettings, budget_for, discover_window
@@ -53,6 +53,9 @@ def _config(config: Config) -> list[Check]:
     ]
 
 
+_SKILL_FIX = "correct the SKILL.md, or move the folder away; `relaybot skills` lists them"
+
+
 def _plugins(config: Config) -> list[Check]:
     try:
         report = tool_problems(config)  # imports the plugins: run in a thread
@@ -63,6 +66,10 @@ def _plugins(config: Config) -> list[Check]:
     if report.plugin_tools and not report.problems:
         names = ", ".join(report.plugin_tools)
         checks.insert(0, Check("plugins", Status.OK, f"loaded {names}"))
+    skills = configured_skills(config)
+    checks += [Check("skills", Status.WARNING, str(p), _SKILL_FIX) for p in skills.problems]
+    if skills:
+        checks.append(Check("skills", Status.OK, f"found {', '.join(skills.skills)}"))
     return checks
 
 
