@@ -18,6 +18,7 @@ from engine.chat import (
     ChatSettings,
     Commands,
     Confirmations,
+    Delegate,
     Dispatcher,
     ForgetMe,
     Housekeeping,
@@ -72,6 +73,20 @@ def build_engine(
     limits = Limits(store, s.limits, policy)
     confirmations = Confirmations(store, channels, queues, tasks, s.allowed, permissions)
     background = Background(store, registry, queues, notices.sender)
+    options = loop_options or LoopOptions()
+    if s.delegate is not None:
+        registry.register(
+            Delegate(
+                model,
+                registry,
+                store,
+                confirmations,
+                permissions,
+                s.delegate,
+                dm_only=s.dm_only,
+                confirmation_timeout_s=options.confirmation_timeout_s,
+            )
+        )
     context = None
     if s.context is not None:
         context = ContextBudget(model, store.context, s.context, shared=cluster is not None)
@@ -82,7 +97,7 @@ def build_engine(
         stream=s.stream,
         models=s.models,
         context=context,
-        **dataclasses.asdict(loop_options or LoopOptions()),
+        **dataclasses.asdict(options),
     )
     chat_settings = ChatSettings(
         store,

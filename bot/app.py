@@ -22,6 +22,7 @@ from bot._models import build_model, endpoint_model, openai_compatible
 from bot.config import Config
 from engine import Backoff, Channel, Clock, Model, SystemClock
 from engine.chat import (
+    DelegateSettings,
     Dispatcher,
     LimitSettings,
     LoopOptions,
@@ -261,6 +262,11 @@ class App:
                 context=context_settings(cfg),
                 retention=Retention(cfg.storage.retention_days, cfg.storage.keep_days),
                 memory=MemorySettings(cfg.memory.max_tokens),
+                delegate=DelegateSettings(
+                    cfg.tools.delegate_max_iterations, cfg.tools.delegate_max_tokens
+                )
+                if "delegate" in cfg.tools.builtins
+                else None,
             ),
             loop_options,
             transcriber,

@@ -9,6 +9,7 @@ from engine.chat._background import Background
 from engine.chat._chat_settings import ChatSettings
 from engine.chat._commands import Commands
 from engine.chat._confirmations import Confirmations
+from engine.chat._delegate import Delegate, DelegateSettings
 from engine.chat._dispatcher import Dispatcher, Parts
 from engine.chat._forget import ForgetMe
 from engine.chat._housekeeping import Housekeeping, Retention
@@ -27,6 +28,8 @@ __all__ = [
     "ChatSettings",
     "Commands",
     "Confirmations",
+    "Delegate",
+    "DelegateSettings",
     "Dispatcher",
     "ForgetMe",
     "Housekeeping",

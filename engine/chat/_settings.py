@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from engine.chat._delegate import DelegateSettings
 from engine.chat._housekeeping import Retention
 from engine.chat._limits import LimitSettings
 from engine.chat._media import MediaSettings
@@ -45,6 +46,7 @@ class Settings:
     context: ContextSettings | None = None  # None: whole histories are sent, no budget
     retention: Retention = field(default_factory=Retention)  # [storage] keep_days, retention_days
     memory: MemorySettings = field(default_factory=MemorySettings)  # [memory]
+    delegate: DelegateSettings | None = None  # the delegate tool's bounds; None: no such tool
 
     def allowed(self, channel: str, user_id: str) -> bool:
         users = self.allowed_users.get(channel, set())
