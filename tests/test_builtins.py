@@ -67,7 +67,8 @@ def test_default_builtins_are_the_safe_ones(store):
 
 
 def test_all_builtins_register_with_valid_schemas(registry):
-    assert registry.names() == sorted(BUILTIN_NAMES)
+    # delegate runs a tool loop: the engine makes it (tests/test_delegate.py)
+    assert registry.names() == sorted(set(BUILTIN_NAMES) - {"delegate"})
     for tool in registry.select():
         assert tool.description
         jsonschema.Draft202012Validator.check_schema(tool.strict_parameters())
