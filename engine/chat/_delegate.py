@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import logging
 import secrets
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -79,7 +79,7 @@ class Delegate(Tool):
         "into this conversation when it is done. Use it for longer research or multi-step "
         "work that would otherwise hold up the conversation."
     )
-    parameters: Mapping[str, Any] = {
+    parameters: dict[str, Any] = {
         "type": "object",
         "properties": {
             "task": {
