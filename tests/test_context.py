@@ -249,7 +249,7 @@ async def test_a_turn_of_ten_large_tool_results_is_cut_to_fit_rather_than_refuse
 async def test_tool_definitions_over_half_the_budget_are_named_in_a_warning(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    @tool(description="Look things up. " + prose(6_000))
+    @tool(description="Look things up. " + prose(7_500))
     async def huge_lookup(q: str) -> str:
         return q
 
@@ -507,7 +507,7 @@ def test_anthropics_overflow_wording_gives_its_numbers_too() -> None:
 async def test_doctor_says_which_window_and_why(
     tmp_path: Path, make_config: Callable[..., Config], llm: FakeOpenAI
 ) -> None:
-    from bot.doctor import _check_context
+    from bot._doctor_llm import check_context as _check_context
 
     llm.server_kind, llm.context_window = "vllm", 8_192
     check = await _check_context(make_config())
