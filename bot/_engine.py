@@ -116,7 +116,12 @@ def build_engine(
         confirmations,
         permissions,
         TurnSettings(
-            s.system_prompt or "", s.history_limit, s.stream, set(s.dm_only), s.tool_calls_per_turn
+            s.system_prompt or "",
+            s.history_limit,
+            s.stream,
+            set(s.dm_only),
+            s.tool_calls_per_turn,
+            tool_progress=s.tool_progress,
         ),
         notices,
         images=RecentImages(
@@ -128,7 +133,16 @@ def build_engine(
     schedules = Schedules(store, queues, turns, s.schedules, clock or SystemClock())
     media = MediaIntake(store, channels, s.media, cache, notices.say, transcriber)
     intake = Intake(
-        store, queues, notices, tasks, chat_settings, media, limits, s.allowed, s.max_message_chars
+        store,
+        queues,
+        notices,
+        tasks,
+        chat_settings,
+        media,
+        limits,
+        s.allowed,
+        s.max_message_chars,
+        s.max_quote_chars,
     )
     forget = ForgetMe(store, background.runner, chat_settings, context, cluster)
     housekeeping = Housekeeping(

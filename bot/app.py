@@ -246,6 +246,8 @@ class App:
                 shutdown_grace_s=cfg.engine.shutdown_grace_s,
                 stream=cfg.llm.stream,
                 max_message_chars=cfg.access.max_message_chars,
+                max_quote_chars=cfg.engine.max_quote_chars,
+                tool_progress=cfg.engine.tool_progress,
                 admins=set(cfg.access.admins),
                 always_ask=set(cfg.tools.always_ask),
                 limits=LimitSettings(

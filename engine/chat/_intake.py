@@ -18,6 +18,7 @@ from engine.chat._chat_settings import ChatSettings
 from engine.chat._limits import Limits
 from engine.chat._media import MediaIntake
 from engine.chat._notices import Notices
+from engine.chat._quotes import quoted
 from engine.loop import ConversationKey
 from engine.store import Store
 from engine.work import ChatQueues, Inbound, Tasks
@@ -37,6 +38,7 @@ class Intake:
         limits: Limits,
         allowed: Callable[[str, str], bool],
         max_message_chars: int,
+        max_quote_chars: int = 1_000,
     ) -> None:
         self.store = store
         self.queues = queues
@@ -47,6 +49,7 @@ class Intake:
         self.limits = limits
         self.allowed = allowed
         self.max_message_chars = max_message_chars
+        self.max_quote_chars = max_quote_chars  # of a message replied to (0: none)
         self.albums = Albums()
         self._releases: dict[ConversationKey, asyncio.TimerHandle] = {}
 
@@ -87,7 +90,8 @@ class Intake:
         if admission.refuse:
             metrics.refused(msg.channel, "rate_limit")
             return
-        if not await self.store.inbox.accept(msg, hold_until=admission.hold_until):
+        quote = quoted(msg.quote, self.max_quote_chars)
+        if not await self.store.inbox.accept(msg, hold_until=admission.hold_until, quote=quote):
             log.info("duplicate delivery of %s message %s ignored", msg.channel, msg.message_id)
             return
         metrics.received(msg.channel)

@@ -266,7 +266,14 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE receivers ADD COLUMN resume TEXT;
     """,
-    # 11: memory (issue 28): the notes become short facts about a user (or a group), put into
+    # 11: replies: the message a user replied to, as the model is shown it with theirs (bounded,
+    #     marked as a quote); kept with the inbox message (a turn after a restart has it too) and
+    #     with the user message, whose quote is sent only in the turn that answers it
+    """
+    ALTER TABLE inbox ADD COLUMN quote TEXT;
+    ALTER TABLE messages ADD COLUMN quote TEXT;
+    """,
+    # 12: memory (issue 28): the notes become short facts about a user (or a group), put into
     #     the prompt most recently used first; each note keeps its text and owner, and counts as
     #     used when it was written
     """
