@@ -20,6 +20,7 @@ from tools.config import DEFAULT_BUILTINS, apply_policy, check_tools
 from tools.errors import ConfigError
 from tools.plugins import load_plugins
 from tools.registry import ToolRegistry
+from tools.skills import Skills, load_skills
 
 NO_CHANNEL = (
     "no channel is enabled, so `relaybot run` has nothing to serve: set enabled = true under "
@@ -78,7 +79,7 @@ def tool_problems(config: Config) -> ToolReport:
     """What loading the tools would report, without starting MCP servers: a name of an MCP
     server's tool (`<server>__<tool>`) in `confirm` or `dm_only` is taken on trust."""
     registry = ToolRegistry()
-    for tool in builtin_tools(config.tools, notes=None):
+    for tool in builtin_tools(config.tools, memory=None):
         registry.register(tool)
     plugin_tools, problems = load_plugins(
         config.tools.plugins, plugin_dirs=config.plugin_dirs(), log_problems=False
@@ -95,3 +96,14 @@ def tool_problems(config: Config) -> ToolReport:
     warnings = apply_policy(registry, config.tools)
     unknown = [w for w in warnings if not any(f"'{prefix}" in w for prefix in servers)]
     return ToolReport(loaded, problems, unknown)
+
+
+def configured_skills(config: Config) -> Skills:
+    """The skills `[skills]` names, with their problems (reads files: call it in a thread)."""
+    dirs, required = config.skill_dirs()
+    return load_skills(
+        dirs,
+        only_in=config.skills.only_in,
+        required=required,
+        max_file_bytes=config.skills.max_file_kb * 1024,
+    )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import socket
+from collections.abc import Sequence
 
 from engine import Channel, Clock, Model, SystemClock
 from engine.chat import (
@@ -17,6 +18,7 @@ from engine.chat import (
     ChatSettings,
     Commands,
     Confirmations,
+    Delegate,
     Dispatcher,
     ForgetMe,
     Housekeeping,
@@ -28,6 +30,8 @@ from engine.chat import (
     Parts,
     Permissions,
     Policy,
+    PromptPart,
+    Remembered,
     Schedules,
     Settings,
     TurnRunner,
@@ -51,8 +55,10 @@ def build_engine(
     *,
     clock: Clock | None = None,
     instance: InstanceSettings | None = None,
+    parts: Sequence[PromptPart] = (),
 ) -> Dispatcher:
-    """The engine (its dispatcher, as adapters see it) over `store`, `model` and `registry`."""
+    """The engine (its dispatcher, as adapters see it) over `store`, `model` and `registry`;
+    `parts` add to each turn's system prompt after what is remembered (the skills offered)."""
     s = settings or Settings()
     channels: dict[str, Channel] = {}  # filled as the channels are added
     tasks = Tasks()
@@ -67,6 +73,20 @@ def build_engine(
     limits = Limits(store, s.limits, policy)
     confirmations = Confirmations(store, channels, queues, tasks, s.allowed, permissions)
     background = Background(store, registry, queues, notices.sender)
+    options = loop_options or LoopOptions()
+    if s.delegate is not None:
+        registry.register(
+            Delegate(
+                model,
+                registry,
+                store,
+                confirmations,
+                permissions,
+                s.delegate,
+                dm_only=s.dm_only,
+                confirmation_timeout_s=options.confirmation_timeout_s,
+            )
+        )
     context = None
     if s.context is not None:
         context = ContextBudget(model, store.context, s.context, shared=cluster is not None)
@@ -77,7 +97,7 @@ def build_engine(
         stream=s.stream,
         models=s.models,
         context=context,
-        **dataclasses.asdict(loop_options or LoopOptions()),
+        **dataclasses.asdict(options),
     )
     chat_settings = ChatSettings(
         store,
@@ -88,6 +108,7 @@ def build_engine(
         changed=cluster.settings_changed if cluster is not None else None,
     )
     cache = ImageCache()
+    remembered = Remembered(store.memory, policy, s.memory)
     turns = TurnRunner(
         store,
         loop,
@@ -107,6 +128,7 @@ def build_engine(
             channels, cache, vision=s.media.vision, max_bytes=s.media.max_image_bytes
         ),
         chat_settings=chat_settings,
+        parts=(remembered, *parts),
     )
     schedules = Schedules(store, queues, turns, s.schedules, clock or SystemClock())
     media = MediaIntake(store, channels, s.media, cache, notices.say, transcriber)
@@ -139,6 +161,7 @@ def build_engine(
         allowed=s.allowed,
         cluster=cluster,
         forget=forget,
+        memory=remembered,
     )
     return Dispatcher(
         Parts(

@@ -254,5 +254,33 @@ class SchedulesConfig(Section):
     min_interval_s: float = Field(300, ge=1)  # the shortest time between two runs
 
 
+class MemoryConfig(Section):
+    """What the bot remembers about its users (engine/chat/_memory.py)."""
+
+    max_tokens: int = Field(600, ge=0, le=20_000)  # of each private prompt; 0: never put in
+
+
+class SkillsConfig(Section):
+    """Skills in the SKILL.md format (tools/skills/)."""
+
+    # folders of skill folders; default: $XDG_CONFIG_HOME/relaybot/skills and skills/ next to
+    # the config file (a relative path is taken from the config file's folder)
+    dirs: list[Path] | None = None
+    only_in: dict[str, list[str]] = {}  # a skill's name -> the chats it is offered in
+    max_file_kb: int = Field(256, ge=1, le=10_240)  # of a skill's file use_skill reads
+
+    @field_validator("only_in")
+    @classmethod
+    def _chats(cls, only_in: dict[str, list[str]]) -> dict[str, list[str]]:
+        for name, chats in only_in.items():
+            for chat in chats:
+                if chat.count(":") < 1 or not chat.split(":", 1)[1]:
+                    raise ValueError(
+                        f"{name}: {chat!r} is not a chat; write '<platform>:<chat id>', "
+                        'e.g. "telegram:-1001234567890"'
+                    )
+        return only_in
+
+
 class LogConfig(Section):
     level: str = "INFO"

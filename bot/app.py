@@ -7,23 +7,27 @@ async with App(config) as app:   # store open, tools loaded, channels connected
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import logging
 import sys
 from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from bot._checks import configured_skills
 from bot._engine import build_engine
 from bot._logging import RedactingFilter
 from bot._models import build_model, endpoint_model, openai_compatible
 from bot.config import Config
 from engine import Backoff, Channel, Clock, Model, SystemClock
 from engine.chat import (
+    DelegateSettings,
     Dispatcher,
     LimitSettings,
     LoopOptions,
     MediaSettings,
+    MemorySettings,
     Retention,
     ScheduleSettings,
     Settings,
@@ -34,11 +38,12 @@ from engine.models import OpenAITranscriber
 from engine.store import Store, open_store
 from engine.work import InstanceSettings
 from tools import Tool
-from tools.builtins import ScheduleAccess, WallClock, builtin_tools
+from tools.builtins import MemoryAccess, ScheduleAccess, WallClock, builtin_tools
 from tools.config import apply_policy
 from tools.errors import StoreUnavailable
 from tools.plugins import load_plugins
 from tools.registry import ToolRegistry
+from tools.skills import Skills, use_skill_tool
 
 if TYPE_CHECKING:
     from tools.mcp import McpManager
@@ -82,18 +87,22 @@ def enabled_channels(config: Config) -> list[Channel]:
 async def open_tools(
     config: Config,
     *,
-    notes: Any = None,
+    memory: MemoryAccess | None = None,
     schedules: ScheduleAccess | None = None,
     extra: Sequence[Tool] = (),
     clock: WallClock | None = None,
+    skills: Skills | None = None,
 ) -> AsyncIterator[tuple[ToolRegistry, McpManager | None]]:
-    """The registry with built-ins, plugins, `extra` tools and MCP servers' tools."""
+    """The registry with built-ins, plugins, `extra` tools and MCP servers' tools (and
+    use_skill when there are `skills`)."""
     registry = ToolRegistry(default_timeout_s=config.tools.default_timeout_s)
     search_key = config.search_key()
     for tool in builtin_tools(
-        config.tools, notes=notes, schedules=schedules, search_key=search_key, clock=clock
+        config.tools, memory=memory, schedules=schedules, search_key=search_key, clock=clock
     ):
         registry.register(tool)
+    if skills:
+        registry.register(use_skill_tool(skills))
     plugin_tools, _problems = load_plugins(  # each problem already logged
         config.tools.plugins, plugin_dirs=config.plugin_dirs()
     )
@@ -183,10 +192,13 @@ class App:
         self.store = await _opened(cfg)
         stack.push_async_callback(self.store.__aexit__, None, None, None)
         stack.callback(use_error_log(ErrorLog(RedactingFilter(cfg.secrets()).redact)))
+        self.skills = await asyncio.to_thread(configured_skills, cfg)
+        for problem in self.skills.problems:
+            log.warning("skill %s", problem)
         self.registry, self.mcp = await stack.enter_async_context(
             open_tools(
                 cfg,
-                notes=self.store.notes,
+                memory=MemoryAccess(self.store.memory, self.is_admin),
                 schedules=ScheduleAccess(
                     self.store.schedules,
                     cfg.schedules.max_per_chat,
@@ -195,6 +207,7 @@ class App:
                 ),
                 extra=self.extra_tools,
                 clock=self.clock,
+                skills=self.skills,
             )
         )
         self.model = build_model(cfg)
@@ -250,11 +263,18 @@ class App:
                 models=models,
                 context=context_settings(cfg),
                 retention=Retention(cfg.storage.retention_days, cfg.storage.keep_days),
+                memory=MemorySettings(cfg.memory.max_tokens),
+                delegate=DelegateSettings(
+                    cfg.tools.delegate_max_iterations, cfg.tools.delegate_max_tokens
+                )
+                if "delegate" in cfg.tools.builtins
+                else None,
             ),
             loop_options,
             transcriber,
             clock=self.clock,
             instance=InstanceSettings(cfg.instance.name(), cfg.instance.lease_s),
+            parts=[self.skills] if self.skills else [],
         )
         # Exit order (reverse): the dispatcher finishes running turns while the channels can
         # still deliver their answers; then the channels stop.
@@ -278,6 +298,10 @@ class App:
             host, port = cfg.metrics.address()
             await stack.enter_async_context(metrics_server(host, port, self._metrics_state))
         await self.model.warm_up()  # in a thread; the channels are already listening
+
+    def is_admin(self, channel: str, user_id: str) -> bool:
+        """One of `[access] admins` (who may change a group's memory)."""
+        return f"{channel}:{user_id}" in self.config.access.admins
 
     async def _metrics_state(self) -> None:
         c = await self.store.ops.counts()

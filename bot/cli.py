@@ -1,5 +1,5 @@
-"""The `relaybot` command: run, chat, check-config, tools, doctor, init, migrate-store, status,
-backup, forget."""
+"""The `relaybot` command: run, chat, check-config, tools, skills, doctor, init, migrate-store,
+status, backup, forget."""
 
 from __future__ import annotations
 
@@ -61,6 +61,7 @@ def _parser() -> argparse.ArgumentParser:
         ("chat", "talk to the bot in this terminal"),
         ("check-config", "validate the config and say what is wrong"),
         ("tools", "list every tool with its tier and schema"),
+        ("skills", "list the skills (SKILL.md folders) found, and what is wrong with any"),
         ("doctor", "check config, store, LLM endpoint, plugins and channel tokens"),
         ("init", "ask for the essentials and write a config file"),
         ("status", "what the daemon is doing, read from the store (works while it runs)"),
@@ -118,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         "chat": _chat,
         "check-config": _check_config,
         "tools": _tools,
+        "skills": _skills,
         "doctor": _doctor,
         "status": _operate,
         "backup": _operate,
@@ -162,6 +164,22 @@ async def _tools(config: Config, args: argparse.Namespace) -> int:
                 print(f"    {first[0]}")
             print(f"    schema: {json.dumps(spec.parameters, separators=(',', ':'))}")
     return 0
+
+
+async def _skills(config: Config, args: argparse.Namespace) -> int:
+    from bot._checks import configured_skills
+
+    found = await asyncio.to_thread(configured_skills, config)
+    for skill in found.skills.values():
+        print(f"{skill.name}  ({skill.folder})")
+        print(f"    {skill.description}")
+        if skill.chats:
+            print(f"    only in: {', '.join(sorted(skill.chats))}")
+    if not found:
+        print(f"no skills in {', '.join(map(str, config.skill_dirs()[0]))}")
+    for problem in found.problems:
+        print(f"problem: {problem}")
+    return 1 if found.problems else 0
 
 
 async def _chat(config: Config, args: argparse.Namespace) -> int:

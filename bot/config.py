@@ -29,10 +29,12 @@ from bot._sections import (
     LLMConfig,
     LogConfig,
     MediaConfig,
+    MemoryConfig,
     MetricsConfig,
     ModelEndpoint,
     SchedulesConfig,
     Section,
+    SkillsConfig,
     StorageConfig,
     default_state_dir,
 )
@@ -51,9 +53,11 @@ __all__ = [
     "LimitsConfig",
     "LogConfig",
     "MediaConfig",
+    "MemoryConfig",
     "MetricsConfig",
     "ModelEndpoint",
     "SchedulesConfig",
+    "SkillsConfig",
     "StorageConfig",
     "default_state_dir",
     "find_config",
@@ -76,6 +80,8 @@ class Config(Section):
     limits: LimitsConfig = LimitsConfig()
     media: MediaConfig = MediaConfig()
     schedules: SchedulesConfig = SchedulesConfig()
+    memory: MemoryConfig = MemoryConfig()
+    skills: SkillsConfig = SkillsConfig()
     telegram: TelegramConfig = TelegramConfig()
     discord: DiscordConfig = DiscordConfig()
     console: ConsoleConfig = ConsoleConfig()
@@ -149,6 +155,20 @@ class Config(Section):
         """Where plugin modules are looked for besides the import path: the config file's
         directory (none for a config not loaded from a file)."""
         return [] if self._path is None else [self._path.parent]
+
+    def skill_dirs(self) -> tuple[list[Path], list[Path]]:
+        """Where skills are looked for, and those of them that must exist (the ones named in
+        `[skills] dirs`; the default folders may be absent)."""
+        here = None if self._path is None else self._path.parent
+        if self.skills.dirs is not None:
+            named = [d.expanduser() for d in self.skills.dirs]
+            dirs = [d if d.is_absolute() or here is None else here / d for d in named]
+            return dirs, dirs
+        xdg = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+        found = [Path(xdg) / "relaybot" / "skills"]
+        if here is not None:
+            found.append(here / "skills")
+        return list(dict.fromkeys(found)), []
 
     def search_key(self) -> str:
         """web_search's API key (Brave, Tavily; "" for SearXNG or no backend)."""

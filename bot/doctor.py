@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 
 import httpx
 
-from bot._checks import tool_problems, validate
+from bot._checks import configured_skills, tool_problems, validate
 from bot._doctor_base import Check, Status, get
 from bot._doctor_llm import check_context, check_models
 from bot._doctor_receiving import check_discord_shards, check_telegram_receiving
@@ -38,6 +38,9 @@ def _config(config: Config) -> list[Check]:
     ]
 
 
+_SKILL_FIX = "correct the SKILL.md, or move the folder away; `relaybot skills` lists them"
+
+
 def _plugins(config: Config) -> list[Check]:
     try:
         report = tool_problems(config)  # imports the plugins: run in a thread
@@ -48,6 +51,10 @@ def _plugins(config: Config) -> list[Check]:
     if report.plugin_tools and not report.problems:
         names = ", ".join(report.plugin_tools)
         checks.insert(0, Check("plugins", Status.OK, f"loaded {names}"))
+    skills = configured_skills(config)
+    checks += [Check("skills", Status.WARNING, str(p), _SKILL_FIX) for p in skills.problems]
+    if skills:
+        checks.append(Check("skills", Status.OK, f"found {', '.join(skills.skills)}"))
     return checks
 
 

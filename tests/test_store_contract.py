@@ -483,18 +483,33 @@ async def test_time_zones_are_per_user_and_chat_settings_per_chat(store: Store) 
     ]
 
 
-# -- notes and transactions ---------------------------------------------------------------
+# -- memory and transactions ---------------------------------------------------------------
 
 
-async def test_notes_belong_to_their_owner_and_search_literally(store: Store) -> None:
-    a = await store.notes.add_note("t:ann", "likes 100% tea")
-    await store.notes.add_note("t:ann", "likes coffee_beans")
-    await store.notes.add_note("t:bob", "likes tea")
-    assert [n[1] for n in await store.notes.list_notes("t:ann", "100%")] == ["likes 100% tea"]
-    assert [n[1] for n in await store.notes.list_notes("t:ann", "_")] == ["likes coffee_beans"]
-    assert not await store.notes.delete_note("t:bob", a)
-    assert await store.notes.delete_note("t:ann", a)
-    assert len(await store.notes.list_notes("t:ann")) == 1
+async def test_memory_belongs_to_its_owner_and_searches_literally(store: Store) -> None:
+    a = await store.memory.add("t:ann", "likes 100% tea")
+    await store.memory.add("t:ann", "likes coffee_beans")
+    await store.memory.add("t:bob", "likes tea")
+    assert [n.text for n in await store.memory.items("t:ann", "100%")] == ["likes 100% tea"]
+    assert [n.text for n in await store.memory.items("t:ann", "_")] == ["likes coffee_beans"]
+    assert not await store.memory.delete("t:bob", a)
+    assert await store.memory.delete("t:ann", a)
+    assert len(await store.memory.items("t:ann")) == 1
+
+
+async def test_memory_is_most_recently_used_first_and_kept_once(store: Store) -> None:
+    first = await store.memory.add("t:ann", "prefers metric units")
+    second = await store.memory.add("t:ann", "works on project X")
+    assert [n.id for n in await store.memory.items("t:ann")] == [second, first]
+    assert await store.memory.add("t:ann", "Prefers Metric Units") == first  # touched, no copy
+    assert [n.id for n in await store.memory.items("t:ann")] == [first, second]
+    await store.memory.touch("t:ann", [second])
+    await store.memory.touch("t:bob", [first])  # not Bob's: nothing changes
+    assert [n.id for n in await store.memory.items("t:ann", limit=1)] == [second]
+    await store.memory.add("t:bob", "likes tea")
+    assert await store.memory.clear("t:ann") == 2
+    assert await store.memory.items("t:ann") == []
+    assert [n.text for n in await store.memory.items("t:bob")] == ["likes tea"]
 
 
 async def test_a_transaction_spans_the_parts_and_rolls_back_whole(store: Store) -> None:
@@ -606,7 +621,7 @@ async def _life_of(store: Store, user: str) -> None:
     await store.inbox.take_queued("t", dm)
     conv = await store.conversations.active("t", dm)
     await store.conversations.append(conv.id, Message.assistant(f"hi {user}"))
-    await store.notes.add_note(f"t:{user}", f"{user} likes tea")
+    await store.memory.add(f"t:{user}", f"{user} likes tea")
     await store.usage.add("t", user, "2026-11-23", 10, 5, 1)
     await store.schedules.set_user_timezone("t", user, "Europe/Paris")
     await store.schedules.add_schedule("t", dm, user, "news", "interval", "600", "UTC", 9e9)
@@ -637,7 +652,7 @@ async def _about(store: Store, user: str) -> list[Any]:
     conv = await store.conversations.active("t", dm)
     return [
         await store.conversations.history(conv.id),
-        await store.notes.list_notes(f"t:{user}"),
+        await store.memory.items(f"t:{user}"),
         (await store.usage.totals("t", user, "2026")).tokens,
         await store.schedules.user_timezone("t", user),
         [s.task for s in await store.schedules.chat_schedules("t", dm)],
@@ -664,7 +679,7 @@ async def test_forgetting_a_user_removes_exactly_their_rows(store: Store) -> Non
         counted, job_ids=(), private_chats=()
     )
     assert done.job_ids == ("job-u1",) and done.private_chats == (("t", "d-u1"),)
-    assert (done.notes, done.usage, done.schedules, done.grants) == (1, 1, 1, 1)
+    assert (done.memory, done.usage, done.schedules, done.grants) == (1, 1, 1, 1)
 
     assert await _about(store, "u1") == await _about(store, "nobody")
     assert await _about(store, "u2") == u2_before

@@ -1,7 +1,7 @@
 """The chat commands (/help, /stop, /reset, /retry, /undo, /compact, /permissions, /settings,
-/schedules, /usage, /forget_me) and the buttons of their menus. A command answers at once, out of
-the chat's order, except those that change the conversation (/retry, /undo, /compact): they queue
-a work item and answer when it has run."""
+/schedules, /usage, /forget_me, /memory) and the buttons of their menus. A command answers at
+once, out of the chat's order, except those that change the conversation (/retry, /undo,
+/compact): they queue a work item and answer when it has run."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from engine.chat._chat_settings import ChatSettings
 from engine.chat._confirmations import Confirmations
 from engine.chat._forget import ForgetMe
 from engine.chat._limits import Limits
+from engine.chat._memory import Remembered
 from engine.chat._notices import apology
 from engine.chat._permissions import Permissions
 from engine.chat._schedules import Schedules
@@ -47,6 +48,7 @@ class Commands:
         allowed: Callable[[str, str], bool],
         cluster: Cluster | None,
         forget: ForgetMe,
+        memory: Remembered | None = None,
     ) -> None:
         self.store = store
         self.registry = registry
@@ -60,6 +62,7 @@ class Commands:
         self.allowed = allowed
         self.cluster = cluster
         self.forget = forget
+        self.memory = memory
 
     async def handle(self, msg: InboundMessage, command: Command) -> Reply:
         result = await self._command(msg, command)
@@ -76,6 +79,7 @@ class Commands:
             or await self.schedules.act(action)
             or await self.chat_settings.act(action)
             or await self.forget.act(action)
+            or (await self.memory.act(action) if self.memory is not None else None)
         )
         return reply or Reply("This button no longer works.")
 
@@ -109,6 +113,10 @@ class Commands:
             return await self.limits.usage(msg)
         if command is Command.FORGET_ME:
             return await self.forget.ask(msg)
+        if command is Command.MEMORY:
+            if self.memory is None:
+                return "This bot keeps no memory."
+            return await self.memory.menu(msg)
         if command is Command.RESET:
             await self.stop(key)
             await self.confirmations.cancel_pending(key, "cancelled: the conversation was reset.")

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from engine.chat._delegate import DelegateSettings
 from engine.chat._housekeeping import Retention
 from engine.chat._limits import LimitSettings
 from engine.chat._media import MediaSettings
+from engine.chat._memory import MemorySettings
 from engine.chat._schedules import ScheduleSettings
 from engine.context import ContextSettings
 from engine.models import Model
@@ -45,6 +47,8 @@ class Settings:
     models: dict[str, Model] = field(default_factory=dict)  # what /settings may choose, by name
     context: ContextSettings | None = None  # None: whole histories are sent, no budget
     retention: Retention = field(default_factory=Retention)  # [storage] keep_days, retention_days
+    memory: MemorySettings = field(default_factory=MemorySettings)  # [memory]
+    delegate: DelegateSettings | None = None  # the delegate tool's bounds; None: no such tool
 
     def allowed(self, channel: str, user_id: str) -> bool:
         users = self.allowed_users.get(channel, set())

@@ -14,6 +14,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from engine import metrics
 from engine._channel import Channel
@@ -46,6 +47,13 @@ GROUP_NOTE = (
 )
 
 
+class PromptPart(Protocol):
+    """Something a turn's system prompt carries for its chat and user (what is remembered, the
+    skills offered): "" adds nothing, so a request without any stays byte for byte the same."""
+
+    async def prompt(self, channel: str, chat_id: str, user_id: str, is_private: bool) -> str: ...
+
+
 @dataclass(slots=True)
 class TurnSettings:
     system_prompt: str = ""
@@ -68,8 +76,10 @@ class TurnRunner:
         notices: Notices,
         images: RecentImages | None = None,
         chat_settings: ChatSettings | None = None,
+        parts: Sequence[PromptPart] = (),
     ) -> None:
         self.store = store
+        self.parts = parts  # appended to the system prompt, in order
         self.loop = loop
         self.channels = channels
         self.confirmations = confirmations
@@ -133,6 +143,9 @@ class TurnRunner:
     ) -> TurnResult | None:
         user_id, user_name = ctx.user_id, ctx.user_name
         ctx.granted = await self.permissions.granted(ctx.key)
+        for part in self.parts:
+            if text := await part.prompt(conv.channel, conv.chat_id, user_id, conv.is_private):
+                ctx.system = f"{ctx.system}\n\n{text}".strip()
         window, history = await self._history(conv)
         if self.images is not None:
             history = await self.images.for_turn(conv.channel, history)
@@ -291,6 +304,7 @@ class TurnRunner:
             self.notices.file_sender(key),
             max_tool_calls=None if admin else self.settings.tool_calls_per_turn,
             model=chosen.model(key) if chosen is not None else None,
+            is_private=conv.is_private,
         )
 
 

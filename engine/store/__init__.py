@@ -17,7 +17,7 @@ from engine.store._api import (
     GrantStore,
     InboxStore,
     JobStore,
-    NoteStore,
+    MemoryStore,
     OpsStore,
     ScheduleStore,
     Store,
@@ -25,6 +25,7 @@ from engine.store._api import (
 )
 from engine.store._composed import ComposedStore
 from engine.store._db import Db, Dialect
+from engine.store._memory import MemoryItem
 from engine.store._open import open_store
 from engine.store._reports import (
     Adoption,
@@ -95,7 +96,8 @@ __all__ = [
     "JobState",
     "JobStore",
     "JobView",
-    "NoteStore",
+    "MemoryItem",
+    "MemoryStore",
     "OpsStore",
     "PendingPrompt",
     "Pruned",

@@ -22,7 +22,7 @@ from engine.store._api_ops import ClusterStore, OpsStore
 from engine.store._api_tools import (
     ChatSettingsStore,
     GrantStore,
-    NoteStore,
+    MemoryStore,
     ScheduleStore,
     UsageStore,
 )
@@ -36,7 +36,7 @@ __all__ = [
     "GrantStore",
     "InboxStore",
     "JobStore",
-    "NoteStore",
+    "MemoryStore",
     "OpsStore",
     "ScheduleStore",
     "Store",
@@ -51,7 +51,7 @@ class Store(Protocol):
     inbox: InboxStore
     confirmations: ConfirmationStore
     jobs: JobStore
-    notes: NoteStore
+    memory: MemoryStore
     grants: GrantStore
     usage: UsageStore
     schedules: ScheduleStore

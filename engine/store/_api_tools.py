@@ -1,10 +1,12 @@
-"""The store as the tools and the chat settings see it: standing permissions, usage, notes,
+"""The store as the tools and the chat settings see it: standing permissions, usage, memory,
 scheduled tasks and each chat's settings. One protocol per part (see ``_api``)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
+from engine.store._memory import MemoryItem
 from engine.store._rows import ChatPrefs, Grant, ScheduleRow, ScheduleRun, UsageTotals
 from engine.store._states import RunState
 
@@ -41,16 +43,21 @@ class UsageStore(Protocol):
     async def top(self, channel: str, day_prefix: str, limit: int = 5) -> list[UsageTotals]: ...
 
 
-class NoteStore(Protocol):
-    """The notes tools' store (tools.builtins.NotesStore). `owner` is "<channel>:<user id>"."""
+class MemoryStore(Protocol):
+    """Short facts kept about a user or a group (tools.builtins.MemoryBook; engine/store/_memory.py
+    says what an owner is and what "used" means)."""
 
-    async def add_note(self, owner: str, text: str) -> int: ...
+    async def add(self, owner: str, text: str) -> int: ...
 
-    async def list_notes(
-        self, owner: str, query: str | None = None, limit: int = 20
-    ) -> list[tuple[int, str, float]]: ...
+    async def items(
+        self, owner: str, query: str | None = None, limit: int = 50
+    ) -> list[MemoryItem]: ...
 
-    async def delete_note(self, owner: str, note_id: int) -> bool: ...
+    async def touch(self, owner: str, ids: Sequence[int]) -> None: ...
+
+    async def delete(self, owner: str, item_id: int) -> bool: ...
+
+    async def clear(self, owner: str) -> int: ...
 
 
 class ScheduleStore(Protocol):

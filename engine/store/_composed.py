@@ -17,7 +17,7 @@ from engine.store._api import (
     GrantStore,
     InboxStore,
     JobStore,
-    NoteStore,
+    MemoryStore,
     OpsStore,
     ScheduleStore,
     UsageStore,
@@ -30,7 +30,7 @@ from engine.store._db import Db
 from engine.store._grants import Grants, Usage
 from engine.store._inbox import Inbox
 from engine.store._jobs import Jobs
-from engine.store._notes import Notes
+from engine.store._memory import Memory
 from engine.store._ops import Ops
 from engine.store._schedules import Schedules
 
@@ -46,7 +46,7 @@ class ComposedStore:
         self.inbox: InboxStore = Inbox(db, conversations)
         self.confirmations: ConfirmationStore = Confirmations(db)
         self.jobs: JobStore = Jobs(db)
-        self.notes: NoteStore = Notes(db)
+        self.memory: MemoryStore = Memory(db)
         self.grants: GrantStore = Grants(db)
         self.usage: UsageStore = Usage(db)
         self.schedules: ScheduleStore = schedules

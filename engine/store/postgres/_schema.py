@@ -273,4 +273,14 @@ MIGRATIONS: list[str] = [
     ALTER TABLE inbox ADD COLUMN quote TEXT;
     ALTER TABLE messages ADD COLUMN quote TEXT;
     """,
+    # 12: memory (issue 28): the notes become short facts about a user (or a group), put into
+    #     the prompt most recently used first; each note keeps its text and owner, and counts as
+    #     used when it was written
+    """
+    ALTER TABLE notes RENAME TO memory;
+    ALTER TABLE memory ADD COLUMN used_at DOUBLE PRECISION NOT NULL DEFAULT 0;
+    UPDATE memory SET used_at = created_at;
+    DROP INDEX notes_owner;
+    CREATE INDEX memory_owner ON memory(owner, used_at);
+    """,
 ]
