@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import sys
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -18,9 +17,9 @@ from typing import TYPE_CHECKING
 from bot._checks import configured_skills
 from bot._engine import build_engine
 from bot._logging import RedactingFilter
-from bot._models import build_model, endpoint_model, openai_compatible
+from bot._models import build_model, chat_models, context_settings, openai_compatible
 from bot.config import Config
-from engine import Backoff, Channel, Clock, Model, SystemClock
+from engine import Backoff, Channel, Clock, SystemClock
 from engine.chat import (
     DelegateSettings,
     Dispatcher,
@@ -32,7 +31,6 @@ from engine.chat import (
     ScheduleSettings,
     Settings,
 )
-from engine.context import ContextSettings, discover_window
 from engine.metrics import ErrorLog, enable_metrics, set_state, use_error_log
 from engine.models import OpenAITranscriber
 from engine.store import Store, open_store
@@ -120,37 +118,6 @@ async def open_tools(
         for warning in apply_policy(registry, config.tools):
             log.warning("%s", warning)
         yield registry, mcp
-
-
-def chat_models(config: Config, default: Model) -> dict[str, Model]:
-    """`[llm] models_allowed` by name, each on the `[llm]` endpoint and provider."""
-    llm = config.llm
-    return {
-        name: default
-        if name == default.name
-        else endpoint_model(
-            llm.model_copy(update={"model": name}), strict_tools=config.tools.strict_schemas
-        )
-        for name in llm.models_allowed
-    }
-
-
-def context_settings(cfg: Config) -> ContextSettings:
-    """The context budget as configured; a model's window is asked of the server when not set
-    (an OpenAI-compatible one: Anthropic's models are in the table). The chat models of
-    /settings share the endpoint, so they are asked the same way."""
-    llm = cfg.llm
-    probe = llm.provider == "openai"
-    key = llm.resolve_api_key() if probe else ""
-    return ContextSettings(
-        window=cfg.llm.context_window,
-        max_output_tokens=cfg.llm.output_reserve(),
-        budget=cfg.context.budget,
-        keep_recent_turns=cfg.context.keep_recent_turns,
-        tool_result_chars=cfg.context.tool_result_chars,
-        history_limit=cfg.engine.history_limit,
-        discover=functools.partial(discover_window, llm.base_url, key, probe=probe),
-    )
 
 
 class App:

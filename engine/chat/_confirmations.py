@@ -319,3 +319,19 @@ class Confirmations:
         pending = await self.rows.in_state(S.PENDING, key.channel, key.chat_id)
         approved = await self.rows.in_state(S.APPROVED, key.channel, key.chat_id)
         return pending + approved
+
+
+def pending_call(conf: ConfirmationRow) -> PendingCall:
+    """The halted call a stored confirmation resumes."""
+    return PendingCall(
+        conf.id,
+        conf.call_id,
+        conf.tool,
+        conf.args,
+        conf.summary,
+        conf.user_id,
+        conf.expires_at,
+        conf.remaining,
+        conf.iteration,
+        conf.details,
+    )

@@ -19,14 +19,14 @@ from typing import Protocol
 from engine import metrics
 from engine._channel import Channel
 from engine.chat._chat_settings import ChatSettings
-from engine.chat._confirmations import Confirmations
+from engine.chat._confirmations import Confirmations, pending_call
 from engine.chat._limits import today
 from engine.chat._live import LiveReply, typing
 from engine.chat._notices import Notices, apology
 from engine.chat._permissions import Permissions
 from engine.chat._progress import Progress
 from engine.context import RecentImages, Window
-from engine.loop import ConversationKey, PendingCall, ToolLoop, TurnContext, TurnResult
+from engine.loop import ConversationKey, ToolLoop, TurnContext, TurnResult
 from engine.models import Message, Role
 from engine.store import (
     ConfirmationRow,
@@ -169,7 +169,7 @@ class TurnRunner:
 
                     result = await self.loop.resume(
                         history,
-                        _pending(conf),
+                        pending_call(conf),
                         approved,
                         ctx,
                         record=record,
@@ -316,21 +316,6 @@ def _asked_in_last_turn(
     since = history[users[-1] + 1 :] if users else history
     asked = {call.id for m in since for call in m.tool_calls}
     return [c for c in confirmations if c.call_id in asked]
-
-
-def _pending(conf: ConfirmationRow) -> PendingCall:
-    return PendingCall(
-        conf.id,
-        conf.call_id,
-        conf.tool,
-        conf.args,
-        conf.summary,
-        conf.user_id,
-        conf.expires_at,
-        conf.remaining,
-        conf.iteration,
-        conf.details,
-    )
 
 
 def _log_turn(ctx: TurnContext, result: TurnResult, seconds: float) -> None:
