@@ -22,9 +22,11 @@ from engine.chat import (
     Housekeeping,
     Intake,
     Limits,
+    Live,
     LoopOptions,
     MediaIntake,
     Notices,
+    Pairing,
     Parts,
     Permissions,
     Policy,
@@ -54,6 +56,7 @@ def build_engine(
 ) -> Dispatcher:
     """The engine (its dispatcher, as adapters see it) over `store`, `model` and `registry`."""
     s = settings or Settings()
+    live = Live(s)  # what a reload swaps (bot/_reload.py); the parts below read it there
     channels: dict[str, Channel] = {}  # filled as the channels are added
     tasks = Tasks()
     queues = ChatQueues()
@@ -62,10 +65,11 @@ def build_engine(
         name = f"{socket.gethostname()}:{os.getpid()}"
         cluster = Cluster(store.cluster, queues, channels, instance or InstanceSettings(name))
     notices = Notices(channels, cluster.may_send) if cluster is not None else Notices(channels)
-    policy = Policy(s.admins, s.always_ask)
+    policy = Policy(live)
     permissions = Permissions(store, policy)
     limits = Limits(store, s.limits, policy)
-    confirmations = Confirmations(store, channels, queues, tasks, s.allowed, permissions)
+    pairing = Pairing(store, live, policy, channels, notices, tasks)
+    confirmations = Confirmations(store, channels, queues, tasks, pairing.allowed, permissions)
     background = Background(store, registry, queues, notices.sender)
     context = None
     if s.context is not None:
@@ -105,9 +109,7 @@ def build_engine(
     )
     schedules = Schedules(store, queues, turns, s.schedules, clock or SystemClock())
     media = MediaIntake(store, channels, s.media, cache, notices.say, transcriber)
-    intake = Intake(
-        store, queues, notices, tasks, chat_settings, media, limits, s.allowed, s.max_message_chars
-    )
+    intake = Intake(store, queues, notices, tasks, chat_settings, media, limits, pairing, live)
     forget = ForgetMe(store, background.runner, chat_settings, context, cluster)
     housekeeping = Housekeeping(
         store, s.retention, lambda: queues.busy, trimmed=forget.drop_cached_summaries
@@ -122,14 +124,14 @@ def build_engine(
         chat_settings=chat_settings,
         schedules=schedules,
         limits=limits,
-        allowed=s.allowed,
+        pairing=pairing,
         cluster=cluster,
         forget=forget,
     )
     return Dispatcher(
         Parts(
             store=store,
-            settings=s,
+            live=live,
             channels=channels,
             tasks=tasks,
             queues=queues,
@@ -146,6 +148,7 @@ def build_engine(
             forget=forget,
             commands=commands,
             limits=limits,
+            pairing=pairing,
             cluster=cluster,
         )
     )

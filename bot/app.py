@@ -24,6 +24,7 @@ from engine.chat import (
     LimitSettings,
     LoopOptions,
     MediaSettings,
+    PairingSettings,
     Retention,
     ScheduleSettings,
     Settings,
@@ -144,6 +145,40 @@ def context_settings(cfg: Config) -> ContextSettings:
     )
 
 
+def engine_settings(cfg: Config, models: dict[str, Model]) -> Settings:
+    """What the engine is told by `cfg` (at start-up, and by a reload: bot/_reload.py)."""
+    allowed = {
+        "telegram": set(cfg.telegram.allowed_users),
+        "discord": set(cfg.discord.allowed_users),
+        "console": set(cfg.console.allowed_users),
+    }
+    return Settings(
+        system_prompt=cfg.llm.system_prompt,
+        allowed_users=allowed,
+        dm_only=set(cfg.tools.dm_only),
+        history_limit=cfg.engine.history_limit,
+        shutdown_grace_s=cfg.engine.shutdown_grace_s,
+        stream=cfg.llm.stream,
+        max_message_chars=cfg.access.max_message_chars,
+        admins=set(cfg.access.admins),
+        always_ask=set(cfg.tools.always_ask),
+        limits=LimitSettings(
+            messages_per_minute=cfg.limits.messages_per_minute,
+            tokens_per_day=cfg.limits.tokens_per_day,
+        ),
+        tool_calls_per_turn=cfg.limits.tool_calls_per_turn,
+        media=MediaSettings(
+            vision=cfg.llm.vision,
+            **cfg.media.model_dump(exclude={"transcription_model"}),
+        ),
+        schedules=ScheduleSettings(catch_up_s=cfg.schedules.catch_up_s),
+        models=models,
+        context=context_settings(cfg),
+        retention=Retention(cfg.storage.retention_days, cfg.storage.keep_days),
+        pairing=PairingSettings(enabled=cfg.access.pairing),
+    )
+
+
 class App:
     """The daemon: `channels` defaults to the enabled ones in `config`."""
 
@@ -216,39 +251,11 @@ class App:
             confirmation_timeout_s=cfg.tools.confirmation_timeout_s,
             max_parallel_tools=cfg.engine.max_parallel_tools,
         )
-        allowed = {
-            "telegram": set(cfg.telegram.allowed_users),
-            "discord": set(cfg.discord.allowed_users),
-            "console": set(cfg.console.allowed_users),
-        }
         self.dispatcher = build_engine(
             self.store,
             self.model,
             self.registry,
-            Settings(
-                system_prompt=cfg.llm.system_prompt,
-                allowed_users=allowed,
-                dm_only=set(cfg.tools.dm_only),
-                history_limit=cfg.engine.history_limit,
-                shutdown_grace_s=cfg.engine.shutdown_grace_s,
-                stream=cfg.llm.stream,
-                max_message_chars=cfg.access.max_message_chars,
-                admins=set(cfg.access.admins),
-                always_ask=set(cfg.tools.always_ask),
-                limits=LimitSettings(
-                    messages_per_minute=cfg.limits.messages_per_minute,
-                    tokens_per_day=cfg.limits.tokens_per_day,
-                ),
-                tool_calls_per_turn=cfg.limits.tool_calls_per_turn,
-                media=MediaSettings(
-                    vision=cfg.llm.vision,
-                    **cfg.media.model_dump(exclude={"transcription_model"}),
-                ),
-                schedules=ScheduleSettings(catch_up_s=cfg.schedules.catch_up_s),
-                models=models,
-                context=context_settings(cfg),
-                retention=Retention(cfg.storage.retention_days, cfg.storage.keep_days),
-            ),
+            engine_settings(cfg, models),
             loop_options,
             transcriber,
             clock=self.clock,

@@ -53,6 +53,7 @@ class InboundMessage:
     reply_to: str | None = None  # platform id of the message this one replies to
     attachments: tuple[Attachment, ...] = ()
     group_id: str | None = None  # messages sent as one (a Telegram album) share this id
+    username: str | None = None  # the platform handle (Telegram's @name, Discord's name)
 
 
 @dataclass(frozen=True, slots=True)

@@ -68,6 +68,7 @@ class Command(enum.StrEnum):
     SETTINGS = "settings"
     COMPACT = "compact"
     FORGET_ME = "forget_me"
+    USERS = "users"
 
     @property
     def description(self) -> str:
@@ -93,6 +94,7 @@ _COMMAND_HELP = {
     Command.SETTINGS: "This chat's persona, model and reply mode",
     Command.COMPACT: "Condense this conversation into a summary to save tokens",
     Command.FORGET_ME: "Delete everything I have stored about you (asks first)",
+    Command.USERS: "Who may use me; let people in (owners only)",
 }
 
 
