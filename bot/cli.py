@@ -1,5 +1,5 @@
 """The `relaybot` command: run, chat, check-config, tools, doctor, init, migrate-store, status,
-backup, forget."""
+backup, forget, users."""
 
 from __future__ import annotations
 
@@ -66,6 +66,7 @@ def _parser() -> argparse.ArgumentParser:
         ("status", "what the daemon is doing, read from the store (works while it runs)"),
         ("backup", "a consistent copy of the store, made while the daemon runs"),
         ("forget", "delete everything stored about a user (the daemon must be stopped)"),
+        ("users", "who may use the bot and from where; let someone in or out"),
     ):
         sp = commands[name] = sub.add_parser(name, help=text, description=text)
         _options(sp, argparse.SUPPRESS)  # absent here: keep what was given before the command
@@ -75,6 +76,8 @@ def _parser() -> argparse.ArgumentParser:
         "--user", required=True, metavar="[CHANNEL:]ID", help="e.g. telegram:123456789"
     )
     commands["forget"].add_argument("--yes", action="store_true", help="do not ask")
+    commands["users"].add_argument("action", nargs="?", choices=("allow", "revoke"))
+    commands["users"].add_argument("user", nargs="?", metavar="[CHANNEL:]ID")
     text = "copy a SQLite store into an empty PostgreSQL database"
     sp = sub.add_parser("migrate-store", help=text, description=text)
     sp.add_argument("--from", dest="source", required=True, metavar="PATH.db")
@@ -122,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         "status": _operate,
         "backup": _operate,
         "forget": _operate,
+        "users": _users,
     }[args.command]
     try:
         return asyncio.run(command(config, args))
@@ -235,6 +239,12 @@ async def _operate(config: Config, args: argparse.Namespace) -> int:
     if args.command == "backup":
         return await operate.backup(config, args.path)
     return await operate.forget(config, args.user, args.yes)
+
+
+async def _users(config: Config, args: argparse.Namespace) -> int:
+    from bot._users import users
+
+    return await users(config, args.action, args.user)
 
 
 def _lock(config: Config) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 from bot.app import App
 from bot.config import Config
@@ -13,6 +14,7 @@ from engine import Action, Command
 from engine.chat import PairingSettings
 from tests.fakes.openai_server import FakeOpenAI, echo
 from tests.fakes.recording_channel import RecordingChannel, Shown
+from tests.test_cli import finish, relaybot, write_config
 
 OWNERS = {"access": {"admins": ["test:boss", "test:second"]}}
 
@@ -93,7 +95,9 @@ async def test_a_denied_stranger_is_told_once_and_not_asked_about_again(
         assert told[-1].text == "Sorry, the owner said no."
         for _ in range(3):
             await d.handle_inbound(ch.message("please", chat_id="s2", user_id="s2"))
-        start = await d.handle_command(ch.message("/start", chat_id="s2", user_id="s2"), Command.START)
+        start = await d.handle_command(
+            ch.message("/start", chat_id="s2", user_id="s2"), Command.START
+        )
         assert "Your user id is s2" in start.text and "said no" in start.text
         assert len(ch.texts(chat_id="s2")) == 2 and len(ch.texts("private")) == 2
         assert llm.requests == []
@@ -132,3 +136,24 @@ async def test_an_expired_request_cannot_be_allowed_and_pairing_off_keeps_the_ol
         [refused] = await ch.wait_for("send", chat_id="s4")
         assert "not allowed to use this bot. Your user id is s4" in refused.text
         assert ch.texts("private") == []
+
+
+async def test_relaybot_users_lists_allows_and_revokes_through_the_cli(
+    tmp_path: Path, llm: FakeOpenAI
+) -> None:
+    path = write_config(tmp_path, llm)
+    with path.open("a") as f:
+        f.write('\n[telegram]\nallowed_users = ["111"]\n[access]\nadmins = ["telegram:999"]\n')
+    code, out, err = await finish(*await relaybot("-c", str(path), "users", "allow", "telegram:42"))
+    assert code == 0 and "telegram user 42 may use the bot now" in out, err
+    code, out, _ = await finish(*await relaybot("-c", str(path), "users"))
+    assert code == 0
+    assert "telegram 111: config (telegram.allowed_users)" in out
+    assert "telegram 999: owner ([access] admins)" in out
+    assert "telegram 42: approved by cli" in out
+    code, out, _ = await finish(*await relaybot("-c", str(path), "users", "revoke", "telegram:42"))
+    assert code == 0 and "no longer let in" in out
+    code, out, _ = await finish(*await relaybot("-c", str(path), "users", "revoke", "telegram:111"))
+    assert code == 1 and "remove them there" in out
+    code, out, err = await finish(*await relaybot("-c", str(path), "users", "allow", "42"))
+    assert code == 1 and "name the platform too, e.g. telegram:42" in err

@@ -712,6 +712,8 @@ async def test_one_request_pends_per_person_and_an_allow_lets_them_in_once(store
     assert not await store.access.ask(_asking("BBB222"))  # one pending per person
     assert not await store.access.ask(_asking("AAA111", "s2"))  # the code is taken
     assert await store.access.asked_since(999.0) == 1
+    assert [r.code for r in await store.access.waiting(1500.0)] == ["AAA111"]
+    assert await store.access.waiting(1000.0 + 86400) == []  # expired by then
     assert not await store.access.is_approved("t", "s1")
     decided = await store.access.decide("AAA111", True, "t:boss", 2000.0)
     assert decided is not None and decided.state is RequestState.ALLOWED

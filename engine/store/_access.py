@@ -143,6 +143,16 @@ class Access:
         row = await self.db.fetchrow(f"SELECT {_REQUEST} FROM access_requests WHERE code=?", code)
         return None if row is None else _request(row)
 
+    async def waiting(self, now: float) -> list[AccessRequest]:
+        """The requests pending and not expired at `now`, oldest first."""
+        rows = await self.db.fetch(
+            f"SELECT {_REQUEST} FROM access_requests WHERE state=? AND expires_at > ? "
+            "ORDER BY asked_at, code",
+            RequestState.PENDING.value,
+            now,
+        )
+        return [_request(r) for r in rows]
+
     async def asked_since(self, since: float) -> int:
         """How many requests were made since `since` (the owners' notifications are capped)."""
         n = await self.db.fetchval(

@@ -41,6 +41,10 @@ class AccessStore(Protocol):
 
     async def request(self, code: str) -> AccessRequest | None: ...
 
+    async def waiting(self, now: float) -> list[AccessRequest]:
+        """Pending and not expired at `now`, oldest first."""
+        ...
+
     async def asked_since(self, since: float) -> int: ...
 
     async def decide(self, code: str, allow: bool, by: str, now: float) -> AccessRequest | None:
