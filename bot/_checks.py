@@ -58,7 +58,7 @@ def validate(
                 "api_key_env"
             )
     for name, section in channels.items():
-        if section.enabled and not section.allowed_users:
+        if section.enabled and not section.allowed_users and not _pairs(config, name):
             warnings.append(
                 f"{name}.allowed_users is empty, so nobody can use the bot on {name.title()}: "
                 f'add your numeric user id, e.g. allowed_users = ["123456789"] (the bot tells '
@@ -95,3 +95,8 @@ def tool_problems(config: Config) -> ToolReport:
     warnings = apply_policy(registry, config.tools)
     unknown = [w for w in warnings if not any(f"'{prefix}" in w for prefix in servers)]
     return ToolReport(loaded, problems, unknown)
+
+
+def _pairs(config: Config, channel: str) -> bool:
+    """Strangers on `channel` can ask to be let in: pairing is on and an owner can answer."""
+    return config.access.pairing and bool(config.access.admins)
