@@ -1,6 +1,9 @@
 """The composition root: which parts make the engine, built in the order they need each other.
 
 Every part takes what it uses in its constructor, fully built; nothing is injected afterwards.
+The settings live in one :class:`engine.chat.Live`: the parts that hold settings are given it,
+or a function reading their own share of it, so a reload (bot/_reload.py) swaps them all at
+once by replacing the one object.
 The few things that are needed only once the engine runs are given then: the chat queues get
 their handler when they open, the cluster its events when it joins (both by the dispatcher).
 """
@@ -43,6 +46,13 @@ from engine.work import ChatQueues, Cluster, InstanceSettings, Tasks
 from tools.registry import ToolRegistry
 
 
+def turn_settings(s: Settings) -> TurnSettings:
+    """What a turn reads of the settings in force, when it starts."""
+    return TurnSettings(
+        s.system_prompt or "", s.history_limit, s.stream, s.dm_only, s.tool_calls_per_turn
+    )
+
+
 def build_engine(
     store: Store,
     model: Model,
@@ -67,7 +77,7 @@ def build_engine(
     notices = Notices(channels, cluster.may_send) if cluster is not None else Notices(channels)
     policy = Policy(live)
     permissions = Permissions(store, policy)
-    limits = Limits(store, s.limits, policy)
+    limits = Limits(store, lambda: live.settings.limits, policy)
     pairing = Pairing(store, live, policy, channels, notices, tasks)
     confirmations = Confirmations(store, channels, queues, tasks, pairing.allowed, permissions)
     background = Background(store, registry, queues, notices.sender)
@@ -98,9 +108,7 @@ def build_engine(
         channels,
         confirmations,
         permissions,
-        TurnSettings(
-            s.system_prompt or "", s.history_limit, s.stream, set(s.dm_only), s.tool_calls_per_turn
-        ),
+        lambda: turn_settings(live.settings),
         notices,
         images=RecentImages(
             channels, cache, vision=s.media.vision, max_bytes=s.media.max_image_bytes
@@ -108,7 +116,8 @@ def build_engine(
         chat_settings=chat_settings,
     )
     schedules = Schedules(store, queues, turns, s.schedules, clock or SystemClock())
-    media = MediaIntake(store, channels, s.media, cache, notices.say, transcriber)
+    media_settings = lambda: live.settings.media  # noqa: E731
+    media = MediaIntake(store, channels, media_settings, cache, notices.say, transcriber)
     intake = Intake(store, queues, notices, tasks, chat_settings, media, limits, pairing, live)
     forget = ForgetMe(store, background.runner, chat_settings, context, cluster)
     housekeeping = Housekeeping(

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from bot._checks import tool_problems, validate
 from bot._lock import lock_store
 from bot._logging import setup_logging
+from bot._reload import Reloader, record_loaded
 from bot._sdnotify import Notifier, watchdog_interval, watchdog_loop
 from bot._secrets import harden_process, seal_secrets
 from bot.config import Config, find_config, load_config
@@ -189,6 +190,7 @@ async def _chat(config: Config, args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, signals.put_nowait, sig)
     async with app:
+        record_loaded(config, "chat", app.dispatcher.live.loaded_at)
         finished = asyncio.ensure_future(console.finished.wait())
         caught = asyncio.ensure_future(signals.get())
         await asyncio.wait([finished, caught], return_when=asyncio.FIRST_COMPLETED)
@@ -208,17 +210,26 @@ async def _run(config: Config, args: argparse.Namespace) -> int:
     notifier = Notifier.from_env(unset_environment=True)
     watchdog = asyncio.create_task(watchdog_loop(notifier, watchdog_interval()))
     stop = asyncio.Event()
+    reload = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, reload.set)  # systemctl reload: bot/_reload.py
     try:
         app = App(config)
         async with app:
+            reloader = Reloader(app, args.config)
+            reloader.record()
             notifier.ready(app.status())
             log.info("relaybot %s running (%s)", _version(), app.status())
             while not stop.is_set():
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), 15)  # STATUS= refresh period
+                    await asyncio.wait_for(_either(stop, reload), 15)  # STATUS= refresh period
+                if reload.is_set() and not stop.is_set():
+                    reload.clear()
+                    notifier.reloading()
+                    await reloader.reload()
+                    notifier.ready(app.status())
                 notifier.status(app.status())
             log.info("stopping: finishing running turns")
             notifier.stopping("finishing running turns")
@@ -229,6 +240,15 @@ async def _run(config: Config, args: argparse.Namespace) -> int:
         notifier.close()
     log.info("stopped")
     return 0
+
+
+async def _either(*events: asyncio.Event) -> None:
+    waits = [asyncio.ensure_future(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()
 
 
 async def _operate(config: Config, args: argparse.Namespace) -> int:
