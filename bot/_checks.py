@@ -10,6 +10,8 @@ channel nobody may use.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from bot.config import Config
@@ -39,14 +41,7 @@ def validate(
         "discord": config.discord,
     }
     if resolve_secrets:
-        for where, endpoint in config.llm.endpoints():
-            endpoint.resolve_api_key(where)
-        config.search_key()
-        for section in channels.values():
-            if section.enabled:
-                section.resolve_token()
-        if config.telegram.enabled:
-            config.telegram.resolve_webhook_secret()  # webhook mode only
+        _secrets_set(config, channels)
     if need_channel and not any(section.enabled for section in channels.values()):
         raise ConfigError("", NO_CHANNEL)
     warnings = []
@@ -65,6 +60,28 @@ def validate(
                 "you yours when you write to it)"
             )
     return warnings
+
+
+def _secrets_set(config: Config, channels: dict[str, TelegramConfig | DiscordConfig]) -> None:
+    """Every secret the config names is there; else one error naming each one missing."""
+    checks: list[Callable[[], object]] = [
+        functools.partial(endpoint.resolve_api_key, where)
+        for where, endpoint in config.llm.endpoints()
+    ]
+    checks.append(config.search_key)
+    checks += [section.resolve_token for section in channels.values() if section.enabled]
+    if config.telegram.enabled:
+        checks.append(config.telegram.resolve_webhook_secret)  # webhook mode only
+    missing = []
+    for check in checks:
+        try:
+            check()
+        except ConfigError as exc:
+            missing.append(exc)
+    if len(missing) == 1:
+        raise missing[0]
+    if missing:
+        raise ConfigError("", "; ".join(str(exc) for exc in missing))
 
 
 @dataclass(frozen=True, slots=True)
