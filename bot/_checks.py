@@ -23,6 +23,10 @@ from tools.errors import ConfigError
 from tools.plugins import load_plugins
 from tools.registry import ToolRegistry
 
+CHAT_ONLY = (
+    "no channel is enabled: `relaybot chat` works with this config; `relaybot run` needs "
+    "enabled = true under [telegram] or [discord] (and its token_env)"
+)
 NO_CHANNEL = (
     "no channel is enabled, so `relaybot run` has nothing to serve: set enabled = true under "
     "[telegram] or [discord] (and its token_env). `relaybot chat` needs no channel."

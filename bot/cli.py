@@ -8,14 +8,13 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import signal
 import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from bot._checks import tool_problems, validate
+from bot._checks import CHAT_ONLY, tool_problems, validate
 from bot._lock import lock_store
 from bot._logging import setup_logging
 from bot._reload import Reloader, record_loaded
@@ -92,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "init":
         from bot._init import run_init
 
-        return run_init(Path(args.config or os.environ.get("RELAYBOT_CONFIG") or "config.toml"))
+        return run_init(find_config(args.config))  # ./config.toml, else $XDG_CONFIG_HOME's
     if args.command == "migrate-store":  # needs no config: both stores are named
         from bot._migrate import migrate_store
 
@@ -141,13 +140,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 async def _check_config(config: Config, args: argparse.Namespace) -> int:
-    warnings = validate(config)
+    warnings = validate(config, need_channel=False)  # a chat-only config is one: noted below
     tools = await asyncio.to_thread(tool_problems, config)  # imports the plugins
     path = find_config(args.config)
     enabled = [n for n in ("telegram", "discord") if getattr(config, n).enabled]
     print(f"{path}: OK")
     print(f"  model: {config.llm.model} at {config.llm.base_url}")
-    print(f"  channels: {', '.join(enabled)}")
+    print(f"  channels: {', '.join(enabled) or 'none (relaybot chat only)'}")
+    if not enabled:
+        print(f"note: {CHAT_ONLY}")
     print(f"  store: {config.storage.describe()}")
     for warning in [*warnings, *tools.problems, *tools.unknown]:
         print(f"warning: {warning}")

@@ -263,7 +263,9 @@ def load_config(path: str | Path | None = None) -> Config:
         text = file.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(
-            "", f"no config file at {file} (copy config.example.toml there, or pass -c PATH)"
+            "",
+            f"no config file at {file}: run `relaybot init` to write one (it asks for the "
+            "essentials), or copy config.example.toml there, or pass -c PATH",
         ) from None
     except OSError as exc:
         raise ConfigError("", f"cannot read {file}: {exc.strerror}") from None
