@@ -49,7 +49,12 @@ from tools.registry import ToolRegistry
 def turn_settings(s: Settings) -> TurnSettings:
     """What a turn reads of the settings in force, when it starts."""
     return TurnSettings(
-        s.system_prompt or "", s.history_limit, s.stream, s.dm_only, s.tool_calls_per_turn
+        s.system_prompt or "",
+        s.history_limit,
+        s.stream,
+        s.dm_only,
+        s.tool_calls_per_turn,
+        tool_progress=s.tool_progress,
     )
 
 

@@ -203,6 +203,8 @@ class EngineConfig(Section):
     retry_budget: int = Field(3, ge=1)
     max_parallel_tools: int = Field(8, ge=1)
     shutdown_grace_s: float = Field(20.0, ge=0)
+    max_quote_chars: int = Field(1_000, ge=0)  # of a message replied to, shown with it; 0: none
+    tool_progress: bool = True  # a status message with a line per tool step while a turn runs
 
 
 class ContextSection(Section):

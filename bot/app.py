@@ -160,6 +160,8 @@ def engine_settings(cfg: Config, models: dict[str, Model]) -> Settings:
         shutdown_grace_s=cfg.engine.shutdown_grace_s,
         stream=cfg.llm.stream,
         max_message_chars=cfg.access.max_message_chars,
+        max_quote_chars=cfg.engine.max_quote_chars,
+        tool_progress=cfg.engine.tool_progress,
         admins=set(cfg.access.admins),
         always_ask=set(cfg.tools.always_ask),
         limits=LimitSettings(

@@ -65,6 +65,9 @@ class DiscordConfig(BaseModel):
     allowed_users: list[str] = []
     allowed_guilds: list[str] = []  # empty: every guild the bot is in
     respond_in_guilds: Literal["mentions", "all"] = "mentions"
+    # A mention in a server's text channel starts a thread on it and the answer goes there; in
+    # the threads the bot started it answers every message, mentioned or not.
+    reply_in_thread: bool = False
     # Sync slash commands to these guilds only (instant, for trying things out); empty: global.
     command_guilds: list[str] = []
     # Besides members with Manage Server, these roles (ids or names) may change /settings.

@@ -434,6 +434,21 @@ async def test_compact_folds_the_history_and_says_how_much_it_saved(
     assert "(3)" in first["messages"][1]["content"]
 
 
+async def test_compact_says_so_when_the_models_summary_comes_back_cut(
+    make_config: Callable[..., Config], llm: FakeOpenAI
+) -> None:
+    """A summary cut by the length limit (twice) is not stored: /compact must not claim it
+    condensed anything."""
+    llm.summarizer = lambda body: text("summary " * 50, finish_reason="length")
+    async with running(make_config()) as (app, ch):
+        for n in range(1, 4):
+            await say(app, ch, f"Tell me more ({n}).", n)
+        d = app.dispatcher
+        said = (await d.handle_command(ch.message("/compact"), Command.COMPACT)).text
+    assert said.startswith("I could not condense the conversation now")
+    assert len(llm.summary_requests) == 2  # asked again for fewer words, cut again: not stored
+
+
 # -- the estimate, the window, the providers' wordings ------------------------------------
 
 

@@ -176,7 +176,9 @@ async def test_a_reply_to_the_bot_counts_as_a_mention(bot: App, fake: FakeDiscor
 
     await fake.inject_message(CHANNEL, ALICE, "and then?", GUILD, reference=answer.response["id"])
 
-    await fake.wait_for_call("POST", posts(CHANNEL), content("echo: [Alice] and then?"))
+    quoted = "[The user replies to your own earlier message:]\n> echo: [Alice] first\n"
+    expected = f"echo: [Alice] {quoted}[End of the quoted message]\n\nand then?"
+    await fake.wait_for_call("POST", posts(CHANNEL), content(expected))  # with what it replies to
 
 
 async def test_mentioning_the_bots_role_counts_as_a_mention(

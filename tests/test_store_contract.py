@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from engine import Image, InboundMessage, Message, Role, Text, ToolCall, ToolOutput
+from engine import Image, InboundMessage, Message, Quote, Role, Text, ToolCall, ToolOutput
 from engine.store import (
     AccessRequest,
     ChannelError,
@@ -698,6 +698,20 @@ async def test_summaries_covering_what_is_deleted_are_dropped(store: Store) -> N
     assert pruned.messages == 4
     left = [c for c, conv in convs.items() if await store.context.summary(conv.id) is not None]
     assert left == ["g4"]  # the others each covered a message that is gone
+
+
+# -- replies (issue 33) ------------------------------------------------------------------
+
+
+async def test_a_reply_keeps_its_quote_in_the_inbox_and_the_history(store: Store) -> None:
+    msg = InboundMessage("t", "c1", "u1", "Ann", "what?", "m1", quote=Quote("Bo", "hey"))
+    assert await store.inbox.accept(msg, quote="[q] hey")
+    (row,) = await store.inbox.rows(InboxState.QUEUED, "t", "c1")
+    assert row.quote == "[q] hey"
+    conv = await store.conversations.active("t", "c1")
+    await store.inbox.take(conv.id, [(row, Message(Role.USER, [Text("what?")], None, row.quote))])
+    (stored,) = await store.conversations.history(conv.id, 10)
+    assert stored.quote == "[q] hey" and stored.text == "what?"
 
 
 # -- pairing: strangers' requests and approved users -------------------------------------

@@ -199,7 +199,9 @@ async def test_group_answers_mentions_replies_and_commands_only(config, tg, llm)
     asked = [last_user_text(r) for r in llm.requests]
     assert asked == [  # in a group the model is told who speaks, by name
         f"[User7] @{BOT_USERNAME} what time is it?",
-        "[User7] and tomorrow?",
+        "[User7] [The user replies to your own earlier message:]\n"  # a reply quotes (issue 33)
+        f"> echo: [User7] @{BOT_USERNAME} what time is it?\n[End of the quoted message]\n\n"
+        "and tomorrow?",
     ]
     # The photo whose caption mentions the bot is addressed: without vision it is told so.
     assert "cannot see images" in sent_to(tg, GROUP)[2]["text"]

@@ -35,6 +35,7 @@ from channels.discord._guilds import Guilds
 from channels.discord._handlers import CHANNEL, Handlers
 from channels.discord._media import download
 from channels.discord._outbox import LIMIT, Outbox
+from channels.discord._threads import Threads
 from engine import (
     Attachment,
     Backoff,
@@ -87,10 +88,11 @@ class DiscordChannel(Channel):
         self._receive.set()
         self._gateway: asyncio.Task[None] | None = None
         self._logged_in = asyncio.Event()
-        self._outbox = Outbox(self._running)
+        self._threads = Threads(self._running)
+        self._outbox = Outbox(self._running, self._threads)
         self._guilds = Guilds(config, self._running)
         self._handlers = Handlers(
-            config, self._require_engine, self._running, self._guilds, ack_budget_s
+            config, self._require_engine, self._running, self._guilds, self._threads, ack_budget_s
         )
 
     # ---- lifecycle
@@ -259,6 +261,9 @@ class DiscordChannel(Channel):
 
     async def typing(self, chat_id: str) -> None:
         await self._outbox.typing(chat_id)
+
+    async def delete(self, ref: MessageRef) -> None:
+        await self._outbox.delete_part(ref.chat_id, ref.message_id)  # already gone: fine
 
     async def show_confirmation(self, prompt: ConfirmationPrompt) -> MessageRef:
         return await self._outbox.show_confirmation(prompt)

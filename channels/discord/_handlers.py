@@ -19,6 +19,7 @@ from channels.discord._client import Client
 from channels.discord._guilds import Guilds
 from channels.discord._inbound import guild_allowed, inbound
 from channels.discord._interactions import too_late_to_answer, within_ack_budget
+from channels.discord._threads import Threads
 from engine import Action, Choice, Command, Engine, InboundMessage, Press
 
 log = logging.getLogger("channels.discord")
@@ -36,6 +37,7 @@ class Handlers:
         engine: Callable[[], Engine],
         client: Callable[[], Client | None],
         guilds: Guilds,
+        threads: Threads,
         ack_budget_s: float = 2.0,
     ) -> None:
         self._config = config
@@ -43,6 +45,7 @@ class Handlers:
         self._engine = engine
         self._client = client
         self._guilds = guilds
+        self._threads = threads
 
     async def on_message(self, message: discord.Message, me: discord.ClientUser) -> None:
         engine = self._engine()
@@ -55,9 +58,14 @@ class Handlers:
         def listens(chat_id: str) -> bool:
             return engine.listens(CHANNEL, chat_id)
 
-        msg = inbound(message, me, self._config, listens, bot_roles)
-        if msg is not None:
-            await engine.handle_inbound(msg)
+        in_thread = self._config.reply_in_thread
+        own_thread = in_thread and self._threads.own(message, me)
+        msg = inbound(message, me, self._config, listens, bot_roles, own_thread=own_thread)
+        if msg is None:
+            return
+        if in_thread and not own_thread:
+            msg = await self._threads.start_for(message, msg)
+        await engine.handle_inbound(msg)
 
     async def on_command(
         self, interaction: discord.Interaction, command: Command, text: str = ""

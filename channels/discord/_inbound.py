@@ -17,7 +17,7 @@ import discord
 
 from channels._config import DiscordConfig
 from channels.discord._media import attachments_of
-from engine import DECISION_PATTERN, InboundMessage
+from engine import DECISION_PATTERN, InboundMessage, Quote
 
 log = logging.getLogger("channels.discord")
 
@@ -30,10 +30,14 @@ def inbound(
     config: DiscordConfig,
     listens: Callable[[str], bool] = lambda chat_id: False,
     bot_roles: Collection[int] = (),
+    *,
+    own_thread: bool = False,
 ) -> InboundMessage | None:
     """The engine's view of ``message``, or None when it is not for the bot. `listens(chat)`
     says whether a channel asked for every message (/settings reply mode all); `bot_roles`
-    are the bot's own roles in a server discord.py has not cached (see DiscordChannel)."""
+    are the bot's own roles in a server discord.py has not cached (see DiscordChannel);
+    `own_thread`: the message is in a thread the bot started, so it is for the bot (see
+    ``_threads``)."""
     if message.author.bot or message.author.id == me.id or message.webhook_id is not None:
         return None
     if message.type not in (discord.MessageType.default, discord.MessageType.reply):
@@ -48,6 +52,7 @@ def inbound(
     my_roles = [r.id for r in message.role_mentions if r.tags and r.tags.bot_id == me.id]
     my_roles += [r for r in message.raw_role_mentions if r in bot_roles and r not in my_roles]
     mentioned = replied_to_me or bool(my_roles) or any(u.id == me.id for u in message.mentions)
+    mentioned = mentioned or own_thread
     if (
         guild_id is not None
         and not mentioned
@@ -72,6 +77,15 @@ def inbound(
         mentioned=mentioned,
         reply_to=str(message.reference.message_id) if message.reference else None,
         attachments=attachments,
+        quote=quote_of(resolved, me) if isinstance(resolved, discord.Message) else None,
+    )
+
+
+def quote_of(replied: discord.Message, me: discord.ClientUser) -> Quote:
+    """What a message replies to, as Discord resolved it: its author, text and attachments."""
+    kinds = tuple(a.kind for a in attachments_of(replied))
+    return Quote(
+        replied.author.display_name, replied.content, kinds, by_bot=replied.author.id == me.id
     )
 
 

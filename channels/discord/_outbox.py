@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -21,7 +22,10 @@ from channels._shown import ShownMessages
 from channels._split import split_text
 from channels.discord._buttons import DecisionButton, menu
 from channels.discord._media import batches
+from channels.discord._threads import GONE_NOTE, Threads, gone
 from engine import ConfirmationPrompt, MessageRef, OutgoingFile, Reply
+
+log = logging.getLogger("channels.discord")
 
 LIMIT = 2000
 _EDIT_MEMORY = 256  # messages whose last text (and overflow parts) we remember for edits
@@ -30,8 +34,9 @@ _EDIT_MEMORY = 256  # messages whose last text (and overflow parts) we remember 
 class Outbox:
     """Sends and edits through the client `client()` gives (None: the channel is not running)."""
 
-    def __init__(self, client: Callable[[], discord.Client | None]) -> None:
+    def __init__(self, client: Callable[[], discord.Client | None], threads: Threads) -> None:
         self._client = client
+        self._threads = threads
         self.shown = ShownMessages[str](self, _EDIT_MEMORY)
 
     async def typing(self, chat_id: str) -> None:
@@ -58,10 +63,11 @@ class Outbox:
         attached: dict[str, Any] = {}
         if message.attachment is not None:
             attached["file"] = discord.File(io.BytesIO(message.attachment), ATTACHMENT_NAME)
-        sent = await self._messageable(prompt.chat_id).send(
+        sent = await self._send(
+            prompt.chat_id,
             message.text,
             view=view,
-            reference=_reference(prompt.chat_id, prompt.reply_to),  # type: ignore[arg-type]
+            reference=_reference(prompt.chat_id, prompt.reply_to),
             **attached,
         )
         return MessageRef(prompt.chat_id, str(sent.id))
@@ -69,7 +75,7 @@ class Outbox:
     async def resolve_confirmation(self, ref: MessageRef, text: str) -> None:
         """The final text in place of the prompt's, the buttons removed; an attached action
         stays, as the record of what was answered."""
-        message = self._messageable(ref.chat_id).get_partial_message(int(ref.message_id))
+        message = self._message(ref.chat_id, ref.message_id)
         await message.edit(content=self.render(text, True)[0], view=None)
 
     async def send_private(self, user_id: str, reply: Reply) -> MessageRef:
@@ -87,11 +93,10 @@ class Outbox:
         self, chat_id: str, files: Sequence[OutgoingFile], *, reply_to: str | None = None
     ) -> MessageRef:
         """Uploads, up to ten files to a message, in order."""
-        messageable = self._messageable(chat_id)
         sent_id = ""
         for batch in batches(files):
             reference = _reference(chat_id, reply_to)
-            sent = await messageable.send(files=batch, reference=reference)  # type: ignore[arg-type]
+            sent = await self._send(chat_id, files=batch, reference=reference)
             sent_id = str(sent.id)
         return MessageRef(chat_id, sent_id)
 
@@ -105,15 +110,37 @@ class Outbox:
 
     async def send_part(self, chat_id: str, part: str, reply_to: str | None) -> str:
         reference = _reference(chat_id, reply_to)
-        sent = await self._messageable(chat_id).send(part, reference=reference)  # type: ignore[arg-type]
+        sent = await self._send(chat_id, part, reference=reference)
         return str(sent.id)
 
     async def edit_part(self, chat_id: str, message_id: str, part: str) -> None:
-        await self._messageable(chat_id).get_partial_message(int(message_id)).edit(content=part)
+        await self._message(chat_id, message_id).edit(content=part)
 
     async def delete_part(self, chat_id: str, message_id: str) -> None:
         with contextlib.suppress(discord.NotFound):  # already gone
-            await self._messageable(chat_id).get_partial_message(int(message_id)).delete()
+            await self._message(chat_id, message_id).delete()
+
+    async def _send(self, chat_id: str, *args: Any, **kwargs: Any) -> discord.Message:
+        """Post to `chat_id`; when it is a thread that was locked or deleted meanwhile, to the
+        thread's channel, which is told why first (once; see ``_threads``)."""
+        try:
+            return await self._messageable(chat_id).send(*args, **kwargs)
+        except discord.HTTPException as exc:
+            if not gone(exc) or (parent := await self._threads.parent_of(chat_id)) is None:
+                raise
+        log.warning("discord: thread %s is closed or deleted; answering in its channel", chat_id)
+        channel = self._messageable(str(parent))
+        kwargs.pop("reference", None)  # the message replied to is in the thread
+        if self._threads.first_move(chat_id):
+            await channel.send(GONE_NOTE)
+        sent = await channel.send(*args, **kwargs)
+        self._threads.note_moved(str(sent.id), parent)
+        return sent
+
+    def _message(self, chat_id: str, message_id: str) -> discord.PartialMessage:
+        """A message the bot sent for `chat_id`, in the channel it really is in."""
+        where = self._threads.moved_to(chat_id, message_id)
+        return self._messageable(where).get_partial_message(int(message_id))
 
     def _messageable(self, chat_id: str) -> discord.PartialMessageable:
         client = self._client()

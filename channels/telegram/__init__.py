@@ -5,7 +5,8 @@ Inside (private): ``_channel`` the adapter's lifecycle and the engine's calls; `
 updates handed to the engine; ``_updates`` matching an update (pure); ``_polling`` and
 ``_webhook`` the two ways updates arrive; ``_outbox`` sends and edits; ``_markup`` confirmation
 prompts and command menus with their buttons; ``_format`` and ``_markdown`` Telegram HTML;
-``_media`` files; ``_http`` the Bot API requests over aiohttp.
+``_media`` files; ``_topics`` forum topics as conversations; ``_http`` the Bot API requests
+over aiohttp.
 """
 
 from channels._config import TelegramConfig

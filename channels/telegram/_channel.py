@@ -36,6 +36,7 @@ from channels.telegram._markup import answer_buttons, menu, prompt_message
 from channels.telegram._media import download
 from channels.telegram._outbox import Outbox
 from channels.telegram._polling import Poller
+from channels.telegram._topics import place
 from channels.telegram._updates import TOKEN_REJECTED
 from engine import (
     Attachment,
@@ -213,7 +214,9 @@ class TelegramChannel(Channel):
 
     async def is_chat_admin(self, chat_id: str, user_id: str) -> bool:
         """getChatMember: the group's creator and its administrators."""
-        member = await self._app.bot.get_chat_member(int(chat_id), int(user_id))
+        member = await self._app.bot.get_chat_member(
+            place(chat_id)[0], int(user_id)
+        )  # a topic's group
         return member.status in (ChatMemberStatus.OWNER, ChatMemberStatus.ADMINISTRATOR)
 
     async def send(
@@ -232,6 +235,9 @@ class TelegramChannel(Channel):
     async def send_private(self, user_id: str, reply: Reply) -> MessageRef:
         """A user's private chat with the bot has their user id (they must have started it)."""
         return await self._outbox.send_menu(user_id, reply.text, None, menu(reply))
+
+    async def delete(self, ref: MessageRef) -> None:
+        await self._outbox.delete_part(ref.chat_id, ref.message_id)  # gone or too old: it stays
 
     async def show_confirmation(self, prompt: ConfirmationPrompt) -> MessageRef:
         """One message with the buttons: the summary, the action as a code block and who may

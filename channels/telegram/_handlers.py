@@ -28,6 +28,7 @@ from telegram.ext import (
 from channels.telegram._markup import menu
 from channels.telegram._media import MEDIA
 from channels.telegram._outbox import Outbox
+from channels.telegram._topics import chat_key, topic_of
 from channels.telegram._updates import ADDRESSED, Listening, inbound_message
 from engine import Action, Command, Engine, Press, parse_action, parse_decision
 from tools.errors import StoreUnavailable
@@ -118,7 +119,7 @@ class Handlers:
             self._reply(update, query.answer(STALE_BUTTON))
             return
         message = query.message
-        chat_id = str(message.chat.id) if message is not None else ""
+        chat_id = chat_key(message.chat.id, topic_of(message)) if message is not None else ""
         press = Press(CHANNEL, chat_id, str(query.from_user.id), parsed[0], parsed[1])
         try:
             decision = await self._engine().handle_press(press)
@@ -136,7 +137,7 @@ class Handlers:
         if message is None:
             self._reply(update, query.answer(STALE_BUTTON))
             return
-        chat_id = str(message.chat.id)
+        chat_id = chat_key(message.chat.id, topic_of(message))
         private = message.chat.type == ChatType.PRIVATE
         pressed = Action(CHANNEL, chat_id, str(query.from_user.id), action, private)
         reply = await self._engine().handle_action(pressed)

@@ -27,6 +27,7 @@ from channels._prompt import ATTACHMENT_NAME, PromptMessage
 from channels._shown import ShownMessages
 from channels.telegram._format import CAPTION_LIMIT, html_to_plain, plain_parts, render
 from channels.telegram._http import not_sent
+from channels.telegram._topics import place
 from engine import Backoff, MessageRef, OutgoingFile
 from engine.metrics import api_retry
 
@@ -76,7 +77,10 @@ class Outbox:
 
         async def call(as_photo: bool) -> Any:
             send = self.bot.send_photo if as_photo else self.bot.send_document
-            return await send(_chat(chat_id), upload, reply_parameters=_reply(reply_to))
+            chat, topic = place(chat_id)
+            return await send(
+                chat, upload, reply_parameters=_reply(reply_to), message_thread_id=topic
+            )
 
         as_photo = file.mime_type in _PHOTO_TYPES and len(file.data) <= _PHOTO_MAX
         try:
@@ -101,11 +105,13 @@ class Outbox:
             message_id = await self.send_part(chat_id, Part(prompt.text, True), reply_to, markup)
             return MessageRef(chat_id, message_id)
         document = InputFile(prompt.attachment, filename=ATTACHMENT_NAME)
+        chat, topic = place(chat_id)
 
         async def call(caption: str, mode: str | None) -> Any:
             return await self.bot.send_document(
-                _chat(chat_id),
+                chat,
                 document,
+                message_thread_id=topic,
                 caption=caption,
                 parse_mode=mode,
                 reply_parameters=_reply(reply_to),
@@ -172,7 +178,8 @@ class Outbox:
         if not self._open.is_set():
             return  # no point queueing an indicator
         try:
-            await self.bot.send_chat_action(_chat(chat_id), ChatAction.TYPING)
+            chat, topic = place(chat_id)
+            await self.bot.send_chat_action(chat, ChatAction.TYPING, message_thread_id=topic)
         except TelegramError as exc:
             log.debug("typing indicator failed: %s", exc)
 
@@ -190,10 +197,13 @@ class Outbox:
         reply_to: str | None,
         markup: InlineKeyboardMarkup | None = None,
     ) -> str:
+        chat, topic = place(chat_id)
+
         async def call(body: str, mode: str | None) -> Any:
             return await self.bot.send_message(
-                _chat(chat_id),
+                chat,
                 body,
+                message_thread_id=topic,
                 parse_mode=mode,
                 reply_parameters=_reply(reply_to),
                 reply_markup=markup,
@@ -207,7 +217,7 @@ class Outbox:
 
     async def delete_part(self, chat_id: str, message_id: str) -> None:
         with contextlib.suppress(TelegramError):  # already gone, or too old: it stays
-            await self.bot.delete_message(_chat(chat_id), int(message_id))
+            await self.bot.delete_message(place(chat_id)[0], int(message_id))
 
     # -- requests ------------------------------------------------------------------------------
 
@@ -222,7 +232,7 @@ class Outbox:
     ) -> None:
         """Edit one message's text (or caption); Telegram's "not modified" is success."""
 
-        chat, mid = _chat(chat_id), int(message_id)
+        chat, mid = place(chat_id)[0], int(message_id)  # a message id is the chat's, topic or not
 
         async def call(body: str, mode: str | None) -> Any:
             if caption:
@@ -281,7 +291,3 @@ def _reply(reply_to: str | None) -> ReplyParameters | None:
     if not reply_to:
         return None
     return ReplyParameters(int(reply_to), allow_sending_without_reply=True)
-
-
-def _chat(chat_id: str) -> int | str:
-    return int(chat_id) if chat_id.lstrip("-").isdigit() else chat_id

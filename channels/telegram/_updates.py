@@ -13,7 +13,8 @@ from telegram.constants import ChatType
 from telegram.ext import filters
 
 from channels.telegram._media import attachments_of
-from engine import InboundMessage
+from channels.telegram._topics import key_of, replied_to
+from engine import InboundMessage, Quote
 
 log = logging.getLogger("channels.telegram")
 
@@ -29,10 +30,10 @@ def inbound_message(message: Message | None) -> InboundMessage | None:
     if message is None or message.from_user is None:
         return None
     user = message.from_user
-    reply = message.reply_to_message
+    reply = replied_to(message)
     return InboundMessage(
         channel="telegram",
-        chat_id=str(message.chat_id),
+        chat_id=key_of(message),
         user_id=str(user.id),
         user_name=user.full_name or user.username or str(user.id),
         username=user.username,
@@ -43,13 +44,31 @@ def inbound_message(message: Message | None) -> InboundMessage | None:
         reply_to=str(reply.message_id) if reply is not None else None,
         attachments=attachments_of(message),
         group_id=message.media_group_id,
+        quote=quote_of(message, reply),
     )
+
+
+def quote_of(message: Message, reply: Message | None) -> Quote | None:
+    """What `message` replies to: the part the user quoted (Telegram's reply quote), else the
+    replied message's text or caption, with the kinds of what it carried."""
+    if reply is None:
+        return None
+    sender = reply.from_user
+    if sender is not None:
+        author = sender.full_name or sender.username or "someone"
+    else:
+        author = reply.sender_chat.title if reply.sender_chat and reply.sender_chat.title else ""
+    by_bot = sender is not None and sender.id == message.get_bot().id
+    picked = message.quote.text if message.quote is not None else None
+    text = picked or reply.text or reply.caption or ""
+    kinds = tuple(a.kind for a in attachments_of(reply))
+    return Quote(author or "someone", text, kinds, by_bot=by_bot)
 
 
 def addressed_to_bot(message: Message) -> bool:
     """True when `message` @mentions the bot (text or caption) or replies to its message."""
     bot = message.get_bot()
-    reply = message.reply_to_message
+    reply = replied_to(message)  # in a topic the bot opened, not every message is a reply
     if reply is not None and reply.from_user is not None and reply.from_user.id == bot.id:
         return True
     handle = f"@{bot.username}".lower()
@@ -81,7 +100,7 @@ class Listening(filters.MessageFilter):
         self._listens = listens
 
     def filter(self, message: Message) -> bool:
-        return self._listens(str(message.chat_id))
+        return self._listens(key_of(message))
 
 
 def parse_update(raw: object, bot: Bot) -> Update | None:

@@ -20,6 +20,8 @@ from engine._channel._messages import (
     MediaKind,
     MessageRef,
     OutgoingFile,
+    Quote,
+    chat_of,
 )
 from engine._channel._prompts import (
     ACTION_PATTERN,
@@ -59,8 +61,10 @@ __all__ = [
     "MessageRef",
     "OutgoingFile",
     "Press",
+    "Quote",
     "Receiver",
     "Reply",
+    "chat_of",
     "encode_action",
     "encode_decision",
     "parse_action",

@@ -133,6 +133,11 @@ class Channel(abc.ABC):
     ) -> MessageRef:
         """Send `files` in order, natively (pictures as pictures); returns the last one's ref."""
 
+    async def delete(self, ref: MessageRef) -> None:
+        """Delete a message the bot sent that is done with (a turn's progress line). A platform
+        that cannot keeps this default, which leaves it."""
+        return None
+
     async def download(self, attachment: Attachment, *, max_bytes: int) -> bytes:
         """The content of an attachment of an inbound message, through the platform's file API.
 

@@ -39,11 +39,32 @@ class OutgoingFile:
 
 
 @dataclass(frozen=True, slots=True)
+class Quote:
+    """The message a user replied to, as the platform shows it: who wrote it, its text (or a
+    caption) and the kinds of what it carried. The engine bounds and marks it for the model."""
+
+    author: str  # a display name, never an id
+    text: str
+    attachments: tuple[MediaKind, ...] = ()
+    by_bot: bool = False  # the bot's own message
+
+
+PLACE_SEP = "/"  # a place inside a chat: "<chat>/<place>" (a Telegram forum topic)
+
+
+def chat_of(chat_id: str) -> str:
+    """The chat a conversation's chat id is in: itself, or for a place inside a chat (a
+    Telegram topic, ``"<chat>/<topic>"``) the chat's own id. Such a place is a conversation of
+    its own everywhere; it falls back on its chat only for the chat's /settings."""
+    return chat_id.partition(PLACE_SEP)[0]
+
+
+@dataclass(frozen=True, slots=True)
 class InboundMessage:
     """One user message, normalised across platforms."""
 
     channel: str  # "telegram", "discord", "console"
-    chat_id: str  # the conversation: a Telegram chat, a Discord channel/thread/DM
+    chat_id: str  # the conversation: a Telegram chat (or "<chat>/<topic>"), a Discord channel/DM
     user_id: str
     user_name: str
     text: str
@@ -53,6 +74,7 @@ class InboundMessage:
     reply_to: str | None = None  # platform id of the message this one replies to
     attachments: tuple[Attachment, ...] = ()
     group_id: str | None = None  # messages sent as one (a Telegram album) share this id
+    quote: Quote | None = None  # the message this one replies to, when the platform shows it
     username: str | None = None  # the platform handle (Telegram's @name, Discord's name)
 
 

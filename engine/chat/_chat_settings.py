@@ -9,6 +9,9 @@ terminal and scripts need no buttons.
 In a group only its admins may change them: relaybot's `[access] admins`, or whom the platform
 calls an admin of that chat (:meth:`engine.Channel.is_chat_admin`). Anyone allowed may look.
 
+A place inside a chat (a Telegram topic, :func:`engine.chat_of`) has the settings of its chat
+until /settings there gives it its own.
+
 The settings of every chat that has any are kept in memory (loaded at start-up, written through
 to the store), because two of them are read on hot paths: the reply mode for every group message
 an adapter sees (:meth:`ChatSettings.listens`, synchronous), and the persona and model for every
@@ -21,7 +24,7 @@ import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
-from engine._channel import Action, Button, Channel, InboundMessage, Reply
+from engine._channel import Action, Button, Channel, InboundMessage, Reply, chat_of
 from engine.chat._permissions import Policy
 from engine.loop import ConversationKey
 from engine.store import ChatPrefs, ReplyMode, Store
@@ -77,7 +80,16 @@ class ChatSettings:
     # -- read on hot paths ----------------------------------------------------------------
 
     def of(self, key: ConversationKey) -> ChatPrefs:
-        return self._prefs.get(key) or ChatPrefs(key.channel, key.chat_id)
+        own = self._prefs.get(key)
+        if own is not None:
+            return own
+        chat = chat_of(key.chat_id)
+        inherited = (
+            self._prefs.get(ConversationKey(key.channel, chat)) if chat != key.chat_id else None
+        )
+        if inherited is not None:  # a topic without settings of its own: its group's
+            return dataclasses.replace(inherited, chat_id=key.chat_id)
+        return ChatPrefs(key.channel, key.chat_id)
 
     def model(self, key: ConversationKey) -> str | None:
         """The model this chat's turns use (None: the default), if it is still allowed."""
@@ -86,15 +98,17 @@ class ChatSettings:
 
     def listens(self, channel: str, chat_id: str) -> bool:
         """True when the chat asked for every group message (an adapter then delivers them)."""
-        return bool(self._all) and ConversationKey(channel, chat_id) in self._all
+        if not self._all:
+            return False
+        key = ConversationKey(channel, chat_id)
+        return key in self._all or self.of(key).reply_mode is ReplyMode.ALL
 
     def drops(self, msg: InboundMessage) -> bool:
         """True for a group message not addressed to the bot, in a chat set to mentions only
         (the adapter delivered it because its own config answers every message)."""
         if msg.is_private or msg.mentioned or not self._prefs:
             return False
-        prefs = self._prefs.get(ConversationKey(msg.channel, msg.chat_id))
-        return prefs is not None and prefs.reply_mode is ReplyMode.MENTIONS
+        return self.of(ConversationKey(msg.channel, msg.chat_id)).reply_mode is ReplyMode.MENTIONS
 
     # -- /settings ------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from engine.chat._chat_settings import ChatSettings
 from engine.chat._confirmations import Confirmations
 from engine.chat._forget import ForgetMe
 from engine.chat._limits import Limits
+from engine.chat._notices import apology
 from engine.chat._pairing import Pairing
 from engine.chat._permissions import Permissions
 from engine.chat._schedules import Schedules
@@ -20,6 +21,7 @@ from engine.chat._turns import TurnRunner
 from engine.loop import ConversationKey
 from engine.store import Store
 from engine.work import ChatQueues, Cluster, Compact, Rewind
+from tools.errors import LLMError
 from tools.registry import ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -171,10 +173,33 @@ class Commands:
     async def compact(self, key: ConversationKey, item: Compact) -> None:
         """/compact, in the chat's order."""
         try:
-            item.done.set_result(await self.turns.compact(key))
+            item.done.set_result(await self._compacted(key))
         finally:
             if not item.done.done():  # stopped or failed
                 item.done.set_result("Stopped: the conversation was not condensed.")
+
+    async def _compacted(self, key: ConversationKey) -> str:
+        """/compact: fold the chat's finished turns into its summary now, and say what it saved."""
+        if self.turns.loop.context is None:
+            return "This bot sends whole conversations; there is nothing to condense."
+        conv = await self.store.conversations.active(key.channel, key.chat_id)
+        try:
+            done = await self.turns.loop.context.compact(conv.id)
+        except LLMError as exc:
+            log.error("/compact failed in %s: %s", key, exc)
+            return apology(exc)
+        if done.messages == 0 and done.tried:
+            return (
+                "I could not condense the conversation now: the model's summary came back cut "
+                "off, so nothing was replaced. Try /compact again later."
+            )
+        if done.messages == 0:
+            return "Nothing to condense yet: the conversation is already as short as it gets."
+        return (
+            f"Condensed {done.messages} messages into a summary: each request now carries about "
+            f"{done.after:,} tokens of conversation instead of {done.before:,} "
+            f"({done.before - done.after:,} saved). The full history stays stored."
+        )
 
     def _help(self) -> str:
         lines = []

@@ -19,6 +19,7 @@ from engine.chat._limits import Limits
 from engine.chat._media import MediaIntake
 from engine.chat._notices import Notices
 from engine.chat._pairing import Pairing
+from engine.chat._quotes import quoted
 from engine.chat._settings import Live
 from engine.loop import ConversationKey
 from engine.store import Store
@@ -85,7 +86,8 @@ class Intake:
         if admission.refuse:
             metrics.refused(msg.channel, "rate_limit")
             return
-        if not await self.store.inbox.accept(msg, hold_until=admission.hold_until):
+        quote = quoted(msg.quote, self.live.settings.max_quote_chars)
+        if not await self.store.inbox.accept(msg, hold_until=admission.hold_until, quote=quote):
             log.info("duplicate delivery of %s message %s ignored", msg.channel, msg.message_id)
             return
         metrics.received(msg.channel)

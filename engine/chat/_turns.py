@@ -23,6 +23,7 @@ from engine.chat._limits import today
 from engine.chat._live import LiveReply, typing
 from engine.chat._notices import Notices, apology
 from engine.chat._permissions import Permissions
+from engine.chat._progress import Progress
 from engine.context import RecentImages, Window
 from engine.loop import ConversationKey, PendingCall, ToolLoop, TurnContext, TurnResult
 from engine.models import Message, Role
@@ -52,6 +53,7 @@ class TurnSettings:
     stream: bool = False
     dm_only: set[str] = field(default_factory=set)  # tools never offered in group chats
     tool_calls_per_turn: int | None = 25  # admins are exempt
+    tool_progress: bool = True  # a status line per tool step while the turn runs (_progress)
 
 
 class TurnRunner:
@@ -109,6 +111,31 @@ class TurnRunner:
         streaming = self.settings.stream and channel.capabilities.edits
         live = LiveReply(channel, conv.chat_id, reply_to) if streaming else None
         ctx = self._context(conv, user_id, user_name, live)
+        progress = None
+        if self.settings.tool_progress and channel.capabilities.edits:
+            progress = Progress(channel, conv.chat_id, reply_to)
+            ctx.on_step = progress.step
+        try:
+            return await self._run(
+                conv, ctx, channel, live, reply_to, answering, resume, failed, started
+            )
+        finally:
+            if progress is not None:
+                await progress.close()  # after the answer: it never waits for this
+
+    async def _run(
+        self,
+        conv: Conversation,
+        ctx: TurnContext,
+        channel: Channel,
+        live: LiveReply | None,
+        reply_to: str | None,
+        answering: Sequence[InboxRow],
+        resume: tuple[ConfirmationRow, bool, str | None] | None,
+        failed: Callable[[LLMError], str],
+        started: float,
+    ) -> TurnResult | None:
+        user_id, user_name = ctx.user_id, ctx.user_name
         ctx.granted = await self.permissions.granted(ctx.key)
         window, history = await self._history(conv)
         if self.images is not None:
@@ -180,24 +207,6 @@ class TurnRunner:
         if self.loop.context is not None:
             return await self.loop.context.load(conv.id)
         return None, await self.store.conversations.history(conv.id, self.settings.history_limit)
-
-    async def compact(self, key: ConversationKey) -> str:
-        """/compact: fold the chat's finished turns into its summary now, and say what it saved."""
-        if self.loop.context is None:
-            return "This bot sends whole conversations; there is nothing to condense."
-        conv = await self.store.conversations.active(key.channel, key.chat_id)
-        try:
-            done = await self.loop.context.compact(conv.id)
-        except LLMError as exc:
-            log.error("/compact failed in %s: %s", key, exc)
-            return apology(exc)
-        if done.messages == 0:
-            return "Nothing to condense yet: the conversation is already as short as it gets."
-        return (
-            f"Condensed {done.messages} messages into a summary: each request now carries about "
-            f"{done.after:,} tokens of conversation instead of {done.before:,} "
-            f"({done.before - done.after:,} saved). The full history stays stored."
-        )
 
     async def deliver(
         self,

@@ -25,12 +25,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 
 from engine.context._compaction import cut_result, turn_starts, with_summary
 from engine.context._folding import MIN_RESULT_CHARS, Folder, Window
 from engine.context._prompt import for_model
+from engine.context._sizes import Compacted, ContextSettings, Fitted, budget_for, output_for
 from engine.context._tokens import (
     Ratios,
     SpecTokens,
@@ -43,63 +43,11 @@ from engine.models import Message, Model, ModelRequest, Role, ToolSpec, Usage
 from engine.store import ContextStore, Summary
 from tools.errors import ContextOverflow, PromptTooLarge
 
-__all__ = [
-    "Compacted",
-    "ContextBudget",
-    "ContextSettings",
-    "Fitted",
-    "Window",
-    "budget_for",
-    "output_for",
-]
-
 log = logging.getLogger(__name__)
 
 HARDER = 0.8  # the share of the budget a retry after an overflow plans with
 RESULT_SHARE = 60  # an older turn's tool result takes at most 1/60 of the budget
 _SUMMARIES_KEPT = 10_000  # conversations whose summary is kept in memory
-
-
-@dataclass(frozen=True, slots=True)
-class ContextSettings:
-    window: int | None = None  # [llm] context_window; None: ask `discover`
-    max_output_tokens: int | None = None  # None: 1,024, or an eighth of a smaller window
-    budget: int | None = None  # None: the window less the output and a margin
-    keep_recent_turns: int = 6
-    tool_result_chars: int = 2_000
-    history_limit: int = 200
-    discover: Callable[[str], Awaitable[WindowInfo]] | None = None  # the window of a model
-
-
-def output_for(window: int, settings: ContextSettings) -> int:
-    """Tokens kept for the answer: as configured, else 1,024, or an eighth of a smaller window
-    (512 of 4,096: a small model on a CPU writes a few tokens a second)."""
-    if settings.max_output_tokens is not None:
-        return settings.max_output_tokens
-    return min(1_024, window // 8)
-
-
-def budget_for(window: int, settings: ContextSettings) -> int:
-    """Prompt tokens a request may use: the window less the answer's room and a 5 % margin."""
-    room = max(window - output_for(window, settings) - window // 20, window // 4)
-    return room if settings.budget is None else min(settings.budget, room)
-
-
-@dataclass(frozen=True, slots=True)
-class Fitted:
-    request: ModelRequest
-    estimate: int  # relaybot's estimate of its prompt, before the ratio
-    model: str  # the name of the model it was fitted for
-    spent: Usage = field(default_factory=Usage)  # what summary requests to fit it cost
-
-
-@dataclass(frozen=True, slots=True)
-class Compacted:
-    """What /compact did: messages folded, and the tokens of history sent before and after."""
-
-    messages: int
-    before: int
-    after: int
 
 
 class ContextBudget:
@@ -347,10 +295,11 @@ class ContextBudget:
         before = self._arrange(window, history, 0, keep, limit)[1]
         starts = [s for s in turn_starts(history) if s <= len(window.ids)]
         end = starts[-1] if starts else 0
+        loaded = len(history)
         if end > 0:
             await self.folder.fold(self.model, window, history, end, limit)
         after = self._arrange(window, history, 0, keep, limit)[1]
-        return Compacted(end, round(before * ratio), round(after * ratio))
+        return Compacted(loaded - len(history), round(before * ratio), round(after * ratio), end)
 
     def _warn_tools(self, tools: Sequence[ToolSpec], size: int, limit: float) -> None:
         names = frozenset(t.name for t in tools)

@@ -96,7 +96,7 @@ class RecentImages:
                     data = await self._bytes(channel, part) if i >= recent else None
                     part = dataclasses.replace(part, data=data) if data else Text(marker(part))
                 parts.append(part)
-            out.append(Message(msg.role, parts, msg.speaker))
+            out.append(Message(msg.role, parts, msg.speaker, msg.quote))
         return out
 
     async def _bytes(self, channel_name: str, image: Image) -> bytes | None:

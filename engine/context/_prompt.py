@@ -1,7 +1,8 @@
 """What a turn sends the model: the system prompt, the history as the model should see it.
 
-The history is shaped here (pairing repaired, group speakers named) before every request; what
-of it fits the model's window is decided first by the context budget (engine/context/_budget.py).
+The history is shaped here (pairing repaired, the quotes of the messages being answered shown,
+group speakers named) before every request; what of it fits the model's window is decided first
+by the context budget (engine/context/_budget.py).
 """
 
 from __future__ import annotations
@@ -22,13 +23,35 @@ CUT_NOTE = "\n\n[…cut off by the length limit: say “continue” for the rest
 
 
 def for_model(history: Sequence[Message]) -> list[Message]:
-    """The history as sent: pairing repaired, each group message prefixed with its speaker,
-    the note under a cut answer left out."""
+    """The history as sent: pairing repaired, the messages being answered with what they reply
+    to, each group message prefixed with its speaker, the note under a cut answer left out."""
     out = ensure_pairing(list(history))
+    out = _quotes_of_this_turn(out)
     if any(m.speaker for m in out):
         out = [_named(m) if m.speaker else m for m in out]
     if any(m.role is Role.ASSISTANT and (m.text or "").endswith(CUT_NOTE) for m in out):
         out = [_uncut(m) for m in out]
+    return out
+
+
+def _quotes_of_this_turn(history: list[Message]) -> list[Message]:
+    """The user messages after the last answer (those this turn answers) with their quote
+    before their text; earlier quotes are not sent again (engine/chat/_quotes.py)."""
+    start = next((i + 1 for i in range(len(history) - 1, -1, -1) if history[i].is_answer), 0)
+    if not any(m.quote for m in history[start:]):
+        return history
+    out = history[:start]
+    for msg in history[start:]:
+        if msg.quote and msg.role is Role.USER:
+            parts = list(msg.parts)
+            for i, part in enumerate(parts):
+                if isinstance(part, Text):
+                    parts[i] = Text(f"{msg.quote}\n\n{part.text}")
+                    break
+            else:
+                parts.insert(0, Text(msg.quote))
+            msg = Message(msg.role, parts, msg.speaker)
+        out.append(msg)
     return out
 
 

@@ -138,6 +138,7 @@ class ToolCalls:
             return prepared
         state.called.append(prepared.tool.name)
         if prepared.tool.background:
+            _step(state, prepared)
             job = Job(
                 id=secrets.token_hex(6),
                 key=state.ctx.key,
@@ -156,6 +157,7 @@ class ToolCalls:
         prepared: PreparedCall,
         starting: Starting | None = None,
     ) -> ToolResult:
+        _step(state, prepared)
         callback = None
         if isinstance(prepared.tool, AsyncTool):
             job_id = f"call_{call.id}"
@@ -239,3 +241,12 @@ def _details(prepared: PreparedCall) -> str:
 
 def _clip(text: str, n: int) -> str:
     return text if len(text) <= n else text[:n] + "…"
+
+
+def _step(state: TurnState, prepared: PreparedCall) -> None:
+    """Tell the turn's watcher (its progress line) that a call starts; it never waits."""
+    if state.ctx.on_step is not None:
+        try:
+            state.ctx.on_step(prepared.tool.name, prepared.json_args)
+        except Exception:
+            log.exception("the progress of a turn failed")

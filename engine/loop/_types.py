@@ -13,6 +13,7 @@ from tools.registry import no_send as _no_send
 
 Record = Callable[[Message], Awaitable[None]]
 SendFiles = Callable[[Sequence[File]], Awaitable[str]]  # returns a note for the model
+Step = Callable[[str, dict[str, Any]], None]  # a tool call starts: its tool and arguments
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +40,7 @@ class TurnContext:
     granted: frozenset[str] = frozenset()  # destructive tools that run here without asking
     max_tool_calls: int | None = None  # tool calls this turn may make (None: no limit)
     model: str | None = None  # the model this chat chose (/settings); None: the default
+    on_step: Step | None = None  # told of each tool call as it starts (never waits)
 
 
 @dataclass(slots=True)

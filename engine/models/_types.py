@@ -70,11 +70,14 @@ Part = Text | Image | ToolCall | ToolOutput
 
 @dataclass(slots=True)
 class Message:
-    """One message of a conversation. `speaker` names who wrote a user message in a group."""
+    """One message of a conversation. `speaker` names who wrote a user message in a group;
+    `quote` is the message a user message replied to, as the model is shown it in the turn that
+    answers it (engine/context/_prompt.py), and only then."""
 
     role: Role
     parts: list[Part] = field(default_factory=list)
     speaker: str | None = None
+    quote: str | None = None
 
     @classmethod
     def user(

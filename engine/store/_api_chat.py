@@ -72,9 +72,12 @@ class ConversationStore(Protocol):
 
 
 class InboxStore(Protocol):
-    async def accept(self, msg: InboundMessage, *, hold_until: float | None = None) -> bool:
+    async def accept(
+        self, msg: InboundMessage, *, hold_until: float | None = None, quote: str | None = None
+    ) -> bool:
         """Record an inbound message once; False when it was delivered before. A message held
-        (`hold_until`, unix time) is not taken before then."""
+        (`hold_until`, unix time) is not taken before then; `quote` is what it replies to, as
+        the model is shown it with the message."""
         ...
 
     async def take_queued(self, channel: str, chat_id: str) -> list[InboxRow]:

@@ -174,11 +174,11 @@ class Conversations:
 
 
 _ACTIVE = "SELECT id, is_private FROM conversations WHERE channel=? AND chat_id=? AND active = TRUE"
-MESSAGE_COLS = "role, content, tool_calls, tool_call_id, is_error, speaker, media"
+MESSAGE_COLS = "role, content, tool_calls, tool_call_id, is_error, speaker, media, quote"
 
 _INSERT_MESSAGE = (
     "INSERT INTO messages(conversation_id, role, content, tool_calls, tool_call_id, is_error, "
-    "speaker, media, created_at, user_id) VALUES (?,?,?,?,?,?,?,?,?,?)"
+    "speaker, media, created_at, user_id, quote) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
 )
 # An answer's delivery, to be made (`message`: how the statement names the message's id)
 _DELIVERY = (
@@ -206,6 +206,7 @@ def _message_params(conversation_id: int, msg: Message, user_id: str | None) -> 
         json.dumps(images) if images else None,
         time.time(),
         user_id,
+        msg.quote,
     )
 
 
@@ -232,4 +233,4 @@ def message_from_row(r: Row) -> Message:
             )
         if r["tool_calls"]:
             parts.extend(ToolCall(*c) for c in json.loads(r["tool_calls"]))
-    return Message(role, parts, r["speaker"])
+    return Message(role, parts, r["speaker"], r["quote"])

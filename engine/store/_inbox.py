@@ -23,7 +23,7 @@ from engine.store._states import InboxState
 
 _COLS = (
     "id, channel, chat_id, message_id, user_id, user_name, text, is_private, state, hold_until, "
-    "media"
+    "media, quote"
 )
 
 
@@ -32,10 +32,14 @@ class Inbox:
         self.db = db
         self.conversations = conversations
 
-    async def accept(self, msg: InboundMessage, *, hold_until: float | None = None) -> bool:
+    async def accept(
+        self, msg: InboundMessage, *, hold_until: float | None = None, quote: str | None = None
+    ) -> bool:
+        """Keep `msg` (once: a redelivery is refused); `quote` is what it replies to, as the
+        model is to be shown it."""
         added = await self.db.execute(
             "INSERT INTO inbox(channel, chat_id, message_id, user_id, user_name, text, "
-            "is_private, media, received_at, hold_until) VALUES (?,?,?,?,?,?,?,?,?,?) "
+            "is_private, media, received_at, hold_until, quote) VALUES (?,?,?,?,?,?,?,?,?,?,?) "
             "ON CONFLICT (channel, chat_id, message_id) DO NOTHING",
             msg.channel,
             msg.chat_id,
@@ -47,6 +51,7 @@ class Inbox:
             _dump(msg.attachments),
             time.time(),
             hold_until,
+            quote,
         )
         return added == 1
 
@@ -61,9 +66,7 @@ class Inbox:
         if not rows:
             return rows
         conv = await self.conversations.active(channel, chat_id, is_private=rows[-1].is_private)
-        await self.take(
-            conv.id, [(row, Message.user(row.text, speaker=row.speaker)) for row in rows]
-        )
+        await self.take(conv.id, [(row, _message(row)) for row in rows])
         return rows
 
     async def take(self, conversation_id: int, taken: Sequence[tuple[InboxRow, Message]]) -> None:
@@ -140,7 +143,14 @@ def _row(r: Row) -> InboxRow:
         InboxState(r["state"]),
         hold_until=r["hold_until"],
         attachments=_load(r["media"]),
+        quote=r["quote"],
     )
+
+
+def _message(row: InboxRow) -> Message:
+    msg = Message.user(row.text, speaker=row.speaker)
+    msg.quote = row.quote
+    return msg
 
 
 def _dump(attachments: Sequence[Attachment]) -> str | None:

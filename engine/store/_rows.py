@@ -40,6 +40,7 @@ class InboxRow:
     state: InboxState
     hold_until: float | None = None  # held back by the rate limit until then
     attachments: tuple[Attachment, ...] = ()  # references only, never the bytes
+    quote: str | None = None  # what it replies to, as the model is shown it (chat/_quotes.py)
 
     @property
     def speaker(self) -> str | None:

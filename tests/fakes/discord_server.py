@@ -34,6 +34,14 @@ every websocket the client opened), ``messages`` (every message as it is now, ed
 file name)`` (a file uploaded with a message, read back), ``add_role`` and ``member_roles``
 (what GET /guilds/{id}/members/{id} answers).
 
+Threads, as Discord has them: ``POST /channels/{id}/messages/{id}/threads`` starts a public
+thread on a message (its id is the message's; a second start answers 400 with code 160004; a name
+must be 1 to 100 characters), announced by THREAD_CREATE; ``create_thread(channel, guild, name,
+owner)`` is one a user starts. A thread is a channel: messages are posted to and injected in it
+by its id. ``archive_thread(id, locked=)`` archives one: posting unarchives it (THREAD_UPDATE),
+unless it is locked (400, code 50083); ``delete_thread(id)`` deletes one (THREAD_DELETE; then 404,
+code 10003, for everything sent there). ``threads`` holds each thread's channel JSON.
+
 Files users send: ``upload(content, filename, content_type)`` (``duration=`` makes a voice
 message) keeps the bytes and returns the attachment JSON for ``inject_message(attachments=...)``.
 Every attachment URL (a user's or the bot's) is served by ``GET /attachments/...``, as Discord's
@@ -147,6 +155,8 @@ class FakeDiscord:
         self.interactions: dict[int, Interaction] = {}
         self.commands: dict[int | None, list[Json]] = {}  # guild id (None = global) -> synced
         self.dm_channels: dict[int, int] = {}  # user id -> DM channel id
+        self.threads: dict[int, Json] = {}  # thread id -> its channel JSON (see Threads above)
+        self.deleted_threads: set[int] = set()
         self._originals: dict[str, int] = {}  # interaction token -> its response message id
         self._attachments: dict[tuple[int, str], bytes] = {}  # (message id, file name) -> content
         self._cdn: dict[str, bytes] = {}  # attachment URL path -> content
@@ -268,6 +278,83 @@ class FakeDiscord:
         self.messages[int(msg["id"])] = msg
         await self._dispatch("MESSAGE_CREATE", msg, guild_id)
         return msg
+
+    async def create_thread(
+        self, channel_id: int, guild_id: int, name: str, owner_id: int, *, on: int | None = None
+    ) -> int:
+        """A user starts a thread in `channel_id` (on message `on`, else a standalone one)."""
+        thread_id = on if on is not None else self._snowflake()
+        thread = self._thread(thread_id, channel_id, guild_id, name, owner_id)
+        await self._dispatch("THREAD_CREATE", thread | {"newly_created": True}, guild_id)
+        return thread_id
+
+    async def archive_thread(self, thread_id: int, *, locked: bool = False) -> None:
+        thread = self.threads[thread_id]
+        thread["thread_metadata"] |= {"archived": True, "locked": locked}
+        await self._dispatch("THREAD_UPDATE", thread, int(thread["guild_id"]))
+
+    async def delete_thread(self, thread_id: int) -> None:
+        thread = self.threads.pop(thread_id)
+        self.deleted_threads.add(thread_id)
+        gone = {k: thread[k] for k in ("id", "guild_id", "parent_id", "type")}
+        await self._dispatch("THREAD_DELETE", gone, int(thread["guild_id"]))
+
+    def _thread(self, thread_id: int, parent: int, guild_id: int, name: str, owner: int) -> Json:
+        thread: Json = {
+            "id": str(thread_id),
+            "type": 11,  # a public thread
+            "guild_id": str(guild_id),
+            "parent_id": str(parent),
+            "owner_id": str(owner),
+            "name": name,
+            "last_message_id": None,
+            "rate_limit_per_user": 0,
+            "message_count": 0,
+            "member_count": 1,
+            "flags": 0,
+            "thread_metadata": {
+                "archived": False,
+                "auto_archive_duration": 1440,
+                "archive_timestamp": _now(),
+                "locked": False,
+            },
+        }
+        self.threads[thread_id] = thread
+        return thread
+
+    async def _start_thread(self, call: Call, channel_id: str, message_id: str) -> web.Response:
+        body = call.json or {}
+        name = str(body.get("name") or "")
+        source = self.messages.get(int(message_id))
+        if source is None or source["channel_id"] != channel_id:
+            return _error(404, "Unknown Message", 10008)
+        if int(message_id) in self.threads or int(message_id) in self.deleted_threads:
+            return _error(400, "A thread has already been created for this message", 160004)
+        if not 1 <= len(name) <= 100:
+            return _error(400, "Invalid Form Body: name must be 1 to 100 characters", 50035)
+        guild_id = int(source["guild_id"])
+        thread = self._thread(int(message_id), int(channel_id), guild_id, name, self.bot_id)
+        await self._dispatch("THREAD_CREATE", thread | {"newly_created": True}, guild_id)
+        return _json(thread, 201)
+
+    def _guild_of(self, channel_id: int) -> int | None:
+        if channel_id in self.threads:
+            return int(self.threads[channel_id]["guild_id"])
+        return next((g for g, cs in self.guilds.items() if channel_id in cs), None)
+
+    async def _thread_refuses(self, channel_id: int) -> web.Response | None:
+        """Discord's answer to a post in a deleted or locked archived thread (None: it takes it;
+        an archived one that is not locked is unarchived by the post)."""
+        if channel_id in self.deleted_threads:
+            return _error(404, "Unknown Channel", 10003)
+        thread = self.threads.get(channel_id)
+        if thread is None or not thread["thread_metadata"]["archived"]:
+            return None
+        if thread["thread_metadata"]["locked"]:
+            return _error(400, "Thread is locked", 50083)
+        thread["thread_metadata"]["archived"] = False
+        await self._dispatch("THREAD_UPDATE", thread, int(thread["guild_id"]))
+        return None
 
     async def inject_button(
         self, custom_id: str, user_id: int, channel_id: int, message_id: int
@@ -659,7 +746,9 @@ class FakeDiscord:
 
     async def _post_message(self, call: Call, channel_id: str) -> web.Response:
         body = call.json or {}
-        guild_id = next((g for g, cs in self.guilds.items() if int(channel_id) in cs), None)
+        if (refused := await self._thread_refuses(int(channel_id))) is not None:
+            return refused
+        guild_id = self._guild_of(int(channel_id))
         msg = self._message(
             int(channel_id),
             self._bot_user(),
@@ -722,9 +811,13 @@ class FakeDiscord:
         return web.Response(status=204)
 
     async def _typing(self, call: Call, channel_id: str) -> web.Response:
+        if int(channel_id) in self.deleted_threads:
+            return _error(404, "Unknown Channel", 10003)
         return web.Response(status=204)
 
     async def _get_channel(self, call: Call, channel_id: str) -> web.Response:
+        if int(channel_id) in self.threads:
+            return _json(self.threads[int(channel_id)])
         guild = next((g for g, chans in self.guilds.items() if int(channel_id) in chans), None)
         if guild is None:
             return _error(404, "Unknown Channel", 10003)
@@ -833,6 +926,7 @@ class FakeDiscord:
         ("GET", r"/gateway/bot", _get_gateway),
         ("GET", r"/gateway", _get_gateway),
         ("POST", r"/channels/(\d+)/messages", _post_message),
+        ("POST", r"/channels/(\d+)/messages/(\d+)/threads", _start_thread),
         ("PATCH", r"/channels/(\d+)/messages/(\d+)", _patch_message),
         ("DELETE", r"/channels/(\d+)/messages/(\d+)", _delete_message),
         ("POST", r"/channels/(\d+)/typing", _typing),

@@ -566,6 +566,7 @@ class FakeOpenAI:
         self.prompt_counts: list[int] = []
         self.refused = 0
         self.summary_requests: list[dict[str, Any]] = []
+        self.summarizer: ReplyLike = summarize  # how summary requests are answered
         self.default: ReplyLike = default
         self.delay_s = delay_s
         self.api_key = api_key
@@ -856,7 +857,7 @@ class FakeOpenAI:
             picked = fault
         elif is_summary_request(body):
             self.summary_requests.append(body)
-            picked = summarize
+            picked = self.summarizer
         else:
             picked = self._queue.popleft() if self._queue else self.default
         if self.delay_s:

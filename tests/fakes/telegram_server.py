@@ -27,6 +27,17 @@ getFile answers with a file_path (and refuses files over 20 MB, as Telegram does
 `GET /file/bot<token>/<file_path>` serves the bytes; `downloads` lists the file_ids fetched.
 getChatMember answers "administrator" for the users in `chat_admins[chat]`, else "member".
 
+Topics, as the Bot API has them: `open_topic(chat, name)` makes the chat a forum (a supergroup
+with ``is_forum``, or a private chat with topics) and opens a topic there; its id is that of its
+opening service message (``forum_topic_created``). `inject_message(..., topic=id)` sends a user's
+message in it: ``message_thread_id`` and ``is_topic_message`` set, and, when it replies to nothing,
+the opening message as its ``reply_to_message``, as Telegram does. Sends (sendMessage,
+sendDocument, sendPhoto, sendChatAction) take ``message_thread_id``: in a chat without topics, or
+naming no open topic, Telegram answers "message thread not found"; a message sent without one
+goes to General. `topic_texts(chat, topic)` is what the bot shows in a topic (None: General).
+Replies: `inject_message(..., reply_to_message=id)` carries the message replied to (the bot's, or
+a user's injected earlier) as Telegram does, and `quote="..."` the part of it the user picked.
+
 Webhooks: setWebhook / deleteWebhook / getWebhookInfo, and while a webhook is set the queued
 updates are POSTed to it as Telegram does (getUpdates then answers 409); `webhook` controls and
 records that side (tests/fakes/telegram_webhook.py).
@@ -218,6 +229,8 @@ class FakeTelegram:
         self._waiters: list[_Waiter] = []
         self._runner: web.AppRunner | None = None
         self.webhook = FakeWebhook(lambda: self._updates)  # see telegram_webhook.py
+        self.topics: dict[int, dict[int, str]] = {}  # forum chat → its open topics (id → name)
+        self.sent_by_users: dict[tuple[int, int], dict[str, Any]] = {}  # what replies can quote
 
     # lifecycle -------------------------------------------------------------------------------
     async def __aenter__(self) -> FakeTelegram:
@@ -254,6 +267,33 @@ class FakeTelegram:
         """Answer the next call of `method` with an error (429 carries `retry_after`)."""
         self._faults.setdefault(method, []).append((status, retry_after))
 
+    def open_topic(
+        self, chat_id: int, name: str = "Topic", *, chat_type: str = "supergroup"
+    ) -> int:
+        """Open a topic in `chat_id` (which becomes a forum); returns its message_thread_id."""
+        topics = self.topics.setdefault(chat_id, {})
+        opening = {
+            "message_id": next(self._message_ids),
+            "date": int(time.time()),
+            "chat": self._chat(chat_id, chat_type, None),
+            "from": self._user(1, None, "Admin"),
+            "forum_topic_created": {"name": name, "icon_color": 7322096},
+            "is_topic_message": True,
+        }
+        opening["message_thread_id"] = opening["message_id"]
+        topics[opening["message_id"]] = name
+        self.sent_by_users[(chat_id, opening["message_id"])] = opening
+        return int(opening["message_id"])
+
+    def topic_texts(self, chat_id: int, topic: int | None) -> list[str]:
+        """Visible text (or caption) of every message the bot sent in a topic of `chat_id` (None:
+        General, or a chat without topics), in order."""
+        return [
+            m.get("text", m.get("caption", ""))
+            for (c, _), m in sorted(self.messages.items())
+            if c == chat_id and m["from"]["id"] == BOT_ID and m.get("message_thread_id") == topic
+        ]
+
     def inject_raw(self, update: dict[str, Any]) -> dict[str, Any]:
         """Queue `update` as is (its update_id is assigned when missing)."""
         update.setdefault("update_id", next(self._update_ids))
@@ -281,6 +321,8 @@ class FakeTelegram:
         document: dict[str, Any] | None = None,
         voice: dict[str, Any] | None = None,
         media_group_id: str | None = None,
+        topic: int | None = None,
+        quote: str | None = None,
     ) -> dict[str, Any]:
         """Queue a user's message; returns the update. Mention and command entities are added
         the way Telegram does when `entities` is not given."""
@@ -317,12 +359,26 @@ class FakeTelegram:
                 "is_animated": False,
                 "is_video": False,
             }
+        if topic is not None:
+            if topic not in self.topics.get(chat_id, {}):
+                raise ValueError(f"no topic {topic} in chat {chat_id}: open_topic first")
+            msg["message_thread_id"] = topic
+            msg["is_topic_message"] = True
+            if reply_to_message is None:  # Telegram: the topic's opening message
+                msg["reply_to_message"] = self.sent_by_users[(chat_id, topic)]
         if reply_to_message is not None:
-            msg["reply_to_message"] = self.messages.get((chat_id, reply_to_message)) or {
+            replied = self.messages.get((chat_id, reply_to_message))
+            replied = replied or self.sent_by_users.get((chat_id, reply_to_message))
+            if replied is not None:  # Telegram does not nest replies
+                replied = {k: v for k, v in replied.items() if k != "reply_to_message"}
+            msg["reply_to_message"] = replied or {
                 "message_id": reply_to_message,
                 "date": msg["date"],
                 "chat": msg["chat"],
             }
+            if quote is not None:  # the part of it the user picked
+                msg["quote"] = {"text": quote, "position": 0}
+        self.sent_by_users[(chat_id, msg["message_id"])] = msg  # a later reply may quote it
         return self.inject_raw({"edited_message" if edited else "message": msg})
 
     def inject_callback(
@@ -495,6 +551,7 @@ class FakeTelegram:
             "can_join_groups": True,
             "can_read_all_group_messages": False,
             "supports_inline_queries": False,
+            "has_topics_enabled": any(chat > 0 for chat in self.topics),  # in private chats
         }
 
     async def _api_getUpdates(self, params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -525,13 +582,7 @@ class FakeTelegram:
 
     async def _api_sendMessage(self, params: dict[str, Any]) -> dict[str, Any]:
         chat_id = int(params["chat_id"])
-        msg = {
-            "message_id": next(self._message_ids),
-            "date": int(time.time()),
-            "chat": self._chat(chat_id, "private" if chat_id > 0 else "group", None),
-            "from": {"id": BOT_ID, "is_bot": True, "first_name": "Relay", "username": BOT_USERNAME},
-            "text": self._visible(params),
-        }
+        msg = self._new_message(chat_id, params) | {"text": self._visible(params)}
         if markup := params.get("reply_markup"):
             msg["reply_markup"] = markup
         self.messages[(chat_id, msg["message_id"])] = msg
@@ -563,7 +614,8 @@ class FakeTelegram:
     async def _api_answerCallbackQuery(self, _: dict[str, Any]) -> bool:
         return True
 
-    async def _api_sendChatAction(self, _: dict[str, Any]) -> bool:
+    async def _api_sendChatAction(self, params: dict[str, Any]) -> bool:
+        self._topic(int(params["chat_id"]), params)
         return True
 
     async def _api_setMyCommands(self, params: dict[str, Any]) -> bool:
@@ -667,12 +719,7 @@ class FakeTelegram:
         content = upload.file.read()
         n = len(self._documents) + 1
         kept = {"file_id": f"doc{n}", "file_unique_id": f"udoc{n}", "file_size": len(content)}
-        msg = {
-            "message_id": next(self._message_ids),
-            "date": int(time.time()),
-            "chat": self._chat(chat_id, "private" if chat_id > 0 else "group", None),
-            "from": {"id": BOT_ID, "is_bot": True, "first_name": "Relay", "username": BOT_USERNAME},
-        }
+        msg = self._new_message(chat_id, params)
         if field == "photo":
             msg["photo"] = [kept | {"width": 90, "height": 60}]
         else:
@@ -707,6 +754,29 @@ class FakeTelegram:
         return caption
 
     # helpers ---------------------------------------------------------------------------------
+    def _new_message(self, chat_id: int, params: dict[str, Any]) -> dict[str, Any]:
+        """A message the bot sends to `chat_id`, in the topic its params name (if any)."""
+        topic = self._topic(chat_id, params)
+        kind = "private" if chat_id > 0 else "supergroup" if chat_id in self.topics else "group"
+        msg: dict[str, Any] = {
+            "message_id": next(self._message_ids),
+            "date": int(time.time()),
+            "chat": self._chat(chat_id, kind, None),
+            "from": {"id": BOT_ID, "is_bot": True, "first_name": "Relay", "username": BOT_USERNAME},
+        }
+        if topic is not None:
+            msg |= {"message_thread_id": topic, "is_topic_message": True}
+        return msg
+
+    def _topic(self, chat_id: int, params: dict[str, Any]) -> int | None:
+        """The topic a send names; Telegram refuses one the chat does not have."""
+        topic = params.get("message_thread_id")
+        if topic is None:
+            return None
+        if int(topic) not in self.topics.get(chat_id, {}):
+            raise ApiError(400, "Bad Request: message thread not found")
+        return int(topic)
+
     def _visible(self, params: dict[str, Any]) -> str:
         text = str(params.get("text", ""))
         if str(params.get("parse_mode", "")).upper() == "HTML":
@@ -726,11 +796,13 @@ class FakeTelegram:
             raise ApiError(400, "Bad Request: message to edit not found")
         return self.messages[key]
 
-    @staticmethod
-    def _chat(chat_id: int, chat_type: str, first_name: str | None) -> dict[str, Any]:
+    def _chat(self, chat_id: int, chat_type: str, first_name: str | None) -> dict[str, Any]:
         if chat_type == "private":
             return {"id": chat_id, "type": "private", "first_name": first_name or f"U{chat_id}"}
-        return {"id": chat_id, "type": chat_type, "title": f"Group {chat_id}"}
+        chat = {"id": chat_id, "type": chat_type, "title": f"Group {chat_id}"}
+        if chat_id in self.topics:
+            chat |= {"type": "supergroup", "is_forum": True}
+        return chat
 
     @staticmethod
     def _user(user_id: int, username: str | None, first_name: str | None) -> dict[str, Any]:

@@ -266,7 +266,14 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE receivers ADD COLUMN resume TEXT;
     """,
-    # 11: pairing: strangers' requests to use the bot (at most one pending per person) and the
+    # 11: replies: the message a user replied to, as the model is shown it with theirs (bounded,
+    #     marked as a quote); kept with the inbox message (a turn after a restart has it too) and
+    #     with the user message, whose quote is sent only in the turn that answers it
+    """
+    ALTER TABLE inbox ADD COLUMN quote TEXT;
+    ALTER TABLE messages ADD COLUMN quote TEXT;
+    """,
+    # 12: pairing: strangers' requests to use the bot (at most one pending per person) and the
     #     people an owner let in, per platform (issue 29)
     """
     CREATE TABLE access_requests (
