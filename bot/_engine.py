@@ -1,6 +1,9 @@
 """The composition root: which parts make the engine, built in the order they need each other.
 
 Every part takes what it uses in its constructor, fully built; nothing is injected afterwards.
+The settings live in one :class:`engine.chat.Live`: the parts that hold settings are given it,
+or a function reading their own share of it, so a reload (bot/_reload.py) swaps them all at
+once by replacing the one object.
 The few things that are needed only once the engine runs are given then: the chat queues get
 their handler when they open, the cluster its events when it joins (both by the dispatcher).
 """
@@ -24,9 +27,11 @@ from engine.chat import (
     Housekeeping,
     Intake,
     Limits,
+    Live,
     LoopOptions,
     MediaIntake,
     Notices,
+    Pairing,
     Parts,
     Permissions,
     Policy,
@@ -45,6 +50,18 @@ from engine.work import ChatQueues, Cluster, InstanceSettings, Tasks
 from tools.registry import ToolRegistry
 
 
+def turn_settings(s: Settings) -> TurnSettings:
+    """What a turn reads of the settings in force, when it starts."""
+    return TurnSettings(
+        s.system_prompt or "",
+        s.history_limit,
+        s.stream,
+        s.dm_only,
+        s.tool_calls_per_turn,
+        tool_progress=s.tool_progress,
+    )
+
+
 def build_engine(
     store: Store,
     model: Model,
@@ -60,6 +77,7 @@ def build_engine(
     """The engine (its dispatcher, as adapters see it) over `store`, `model` and `registry`;
     `parts` add to each turn's system prompt after what is remembered (the skills offered)."""
     s = settings or Settings()
+    live = Live(s)  # what a reload swaps (bot/_reload.py); the parts below read it there
     channels: dict[str, Channel] = {}  # filled as the channels are added
     tasks = Tasks()
     queues = ChatQueues()
@@ -68,10 +86,11 @@ def build_engine(
         name = f"{socket.gethostname()}:{os.getpid()}"
         cluster = Cluster(store.cluster, queues, channels, instance or InstanceSettings(name))
     notices = Notices(channels, cluster.may_send) if cluster is not None else Notices(channels)
-    policy = Policy(s.admins, s.always_ask)
+    policy = Policy(live)
     permissions = Permissions(store, policy)
-    limits = Limits(store, s.limits, policy)
-    confirmations = Confirmations(store, channels, queues, tasks, s.allowed, permissions)
+    limits = Limits(store, lambda: live.settings.limits, policy)
+    pairing = Pairing(store, live, policy, channels, notices, tasks)
+    confirmations = Confirmations(store, channels, queues, tasks, pairing.allowed, permissions)
     background = Background(store, registry, queues, notices.sender)
     options = loop_options or LoopOptions()
     if s.delegate is not None:
@@ -115,14 +134,7 @@ def build_engine(
         channels,
         confirmations,
         permissions,
-        TurnSettings(
-            s.system_prompt or "",
-            s.history_limit,
-            s.stream,
-            set(s.dm_only),
-            s.tool_calls_per_turn,
-            tool_progress=s.tool_progress,
-        ),
+        lambda: turn_settings(live.settings),
         notices,
         images=RecentImages(
             channels, cache, vision=s.media.vision, max_bytes=s.media.max_image_bytes
@@ -131,19 +143,9 @@ def build_engine(
         parts=(remembered, *parts),
     )
     schedules = Schedules(store, queues, turns, s.schedules, clock or SystemClock())
-    media = MediaIntake(store, channels, s.media, cache, notices.say, transcriber)
-    intake = Intake(
-        store,
-        queues,
-        notices,
-        tasks,
-        chat_settings,
-        media,
-        limits,
-        s.allowed,
-        s.max_message_chars,
-        s.max_quote_chars,
-    )
+    media_settings = lambda: live.settings.media  # noqa: E731
+    media = MediaIntake(store, channels, media_settings, cache, notices.say, transcriber)
+    intake = Intake(store, queues, notices, tasks, chat_settings, media, limits, pairing, live)
     forget = ForgetMe(store, background.runner, chat_settings, context, cluster)
     housekeeping = Housekeeping(
         store, s.retention, lambda: queues.busy, trimmed=forget.drop_cached_summaries
@@ -158,7 +160,7 @@ def build_engine(
         chat_settings=chat_settings,
         schedules=schedules,
         limits=limits,
-        allowed=s.allowed,
+        pairing=pairing,
         cluster=cluster,
         forget=forget,
         memory=remembered,
@@ -166,7 +168,7 @@ def build_engine(
     return Dispatcher(
         Parts(
             store=store,
-            settings=s,
+            live=live,
             channels=channels,
             tasks=tasks,
             queues=queues,
@@ -183,6 +185,7 @@ def build_engine(
             forget=forget,
             commands=commands,
             limits=limits,
+            pairing=pairing,
             cluster=cluster,
         )
     )

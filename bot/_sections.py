@@ -218,6 +218,7 @@ class ContextSection(Section):
 class AccessConfig(Section):
     max_message_chars: int = Field(8_000, ge=100)  # longer messages get a short reply instead
     admins: list[str] = []  # owners: "telegram:123456789", "discord:80351110224678912"
+    pairing: bool = True  # a stranger may ask; each admin gets Allow / Deny (needs admins)
 
     @field_validator("admins")
     @classmethod

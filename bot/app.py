@@ -17,19 +17,13 @@ from typing import TYPE_CHECKING
 from bot._checks import configured_skills
 from bot._engine import build_engine
 from bot._logging import RedactingFilter
-from bot._models import build_model, chat_models, context_settings, openai_compatible
+from bot._models import build_model, chat_models, openai_compatible
+from bot._settings import engine_settings
 from bot.config import Config
 from engine import Backoff, Channel, Clock, SystemClock
 from engine.chat import (
-    DelegateSettings,
     Dispatcher,
-    LimitSettings,
     LoopOptions,
-    MediaSettings,
-    MemorySettings,
-    Retention,
-    ScheduleSettings,
-    Settings,
 )
 from engine.metrics import ErrorLog, enable_metrics, set_state, use_error_log
 from engine.models import OpenAITranscriber
@@ -196,47 +190,11 @@ class App:
             confirmation_timeout_s=cfg.tools.confirmation_timeout_s,
             max_parallel_tools=cfg.engine.max_parallel_tools,
         )
-        allowed = {
-            "telegram": set(cfg.telegram.allowed_users),
-            "discord": set(cfg.discord.allowed_users),
-            "console": set(cfg.console.allowed_users),
-        }
         self.dispatcher = build_engine(
             self.store,
             self.model,
             self.registry,
-            Settings(
-                system_prompt=cfg.llm.system_prompt,
-                allowed_users=allowed,
-                dm_only=set(cfg.tools.dm_only),
-                history_limit=cfg.engine.history_limit,
-                shutdown_grace_s=cfg.engine.shutdown_grace_s,
-                stream=cfg.llm.stream,
-                max_message_chars=cfg.access.max_message_chars,
-                max_quote_chars=cfg.engine.max_quote_chars,
-                tool_progress=cfg.engine.tool_progress,
-                admins=set(cfg.access.admins),
-                always_ask=set(cfg.tools.always_ask),
-                limits=LimitSettings(
-                    messages_per_minute=cfg.limits.messages_per_minute,
-                    tokens_per_day=cfg.limits.tokens_per_day,
-                ),
-                tool_calls_per_turn=cfg.limits.tool_calls_per_turn,
-                media=MediaSettings(
-                    vision=cfg.llm.vision,
-                    **cfg.media.model_dump(exclude={"transcription_model"}),
-                ),
-                schedules=ScheduleSettings(catch_up_s=cfg.schedules.catch_up_s),
-                models=models,
-                context=context_settings(cfg),
-                retention=Retention(cfg.storage.retention_days, cfg.storage.keep_days),
-                memory=MemorySettings(cfg.memory.max_tokens),
-                delegate=DelegateSettings(
-                    cfg.tools.delegate_max_iterations, cfg.tools.delegate_max_tokens
-                )
-                if "delegate" in cfg.tools.builtins
-                else None,
-            ),
+            engine_settings(cfg, models),
             loop_options,
             transcriber,
             clock=self.clock,

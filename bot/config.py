@@ -194,7 +194,61 @@ def _not_an_id(channel: str, user: str) -> str:
     )
 
 
+_VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SECRET_SHAPES = (
+    ("a Telegram bot token", re.compile(r"^\d{5,}:[A-Za-z0-9_-]{20,}$")),
+    (
+        "a Discord bot token",
+        re.compile(r"^[A-Za-z0-9_-]{20,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{20,}$"),
+    ),
+    ("an API key", re.compile(r"^(sk|gsk|xai|pk|rk|ghp|gho|hf|tvly|BSA)[-_][A-Za-z0-9_-]{12,}$")),
+    ("an API key", re.compile(r"^AIza[A-Za-z0-9_-]{20,}$")),
+)
+_EXAMPLE_NAMES = {
+    "token_env": "TELEGRAM_BOT_TOKEN",
+    "api_key_env": "OPENAI_API_KEY",
+    "url_env": "RELAYBOT_DATABASE_URL",
+    "webhook_secret_env": "TELEGRAM_WEBHOOK_SECRET",
+}
+
+
+def _pasted_secret(data: Any, loc: tuple[str, ...] = ()) -> ConfigError | None:
+    """A `*_env` key whose value is a secret itself (a token pasted where its variable's name
+    goes): the error names the key and what it looks like, never the value."""
+    items = (
+        enumerate(data)
+        if isinstance(data, list)
+        else data.items()
+        if isinstance(data, dict)
+        else ()
+    )
+    for key, value in items:
+        where = (*loc, str(key))
+        if isinstance(value, dict | list):
+            if (found := _pasted_secret(value, where)) is not None:
+                return found
+            continue
+        if not (isinstance(key, str) and key.endswith("_env") and isinstance(value, str)):
+            continue
+        shape = next((what for what, rx in _SECRET_SHAPES if rx.match(value.strip())), None)
+        if shape is None and (_VARIABLE.match(value.strip()) or len(value) < 16):
+            continue
+        name = _EXAMPLE_NAMES.get(key, "MY_SECRET")
+        return ConfigError(
+            ".".join(where),
+            f"holds what looks like {shape or 'a secret'} itself (not shown here), where the "
+            f"name of the environment variable that holds it goes. Put the value in the "
+            f"environment (e.g. {name}=… in deploy/relaybot.env, or export {name}=…) and write "
+            f'{key} = "{name}"; and since it was written into a file, consider it seen and make '
+            "a new one",
+        )
+    return None
+
+
 def parse_config(data: dict[str, Any]) -> Config:
+    pasted = _pasted_secret(data)
+    if pasted is not None:
+        raise pasted
     loose = loose_boolean(Config, data)
     if loose is not None:
         key = ".".join(loose)
@@ -229,7 +283,9 @@ def load_config(path: str | Path | None = None) -> Config:
         text = file.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(
-            "", f"no config file at {file} (copy config.example.toml there, or pass -c PATH)"
+            "",
+            f"no config file at {file}: run `relaybot init` to write one (it asks for the "
+            "essentials), or copy config.example.toml there, or pass -c PATH",
         ) from None
     except OSError as exc:
         raise ConfigError("", f"cannot read {file}: {exc.strerror}") from None

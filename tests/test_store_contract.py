@@ -17,6 +17,7 @@ import pytest
 
 from engine import Image, InboundMessage, Message, Quote, Role, Text, ToolCall, ToolOutput
 from engine.store import (
+    AccessRequest,
     ChannelError,
     ChatPrefs,
     ConfirmationRow,
@@ -25,6 +26,7 @@ from engine.store import (
     InboxState,
     JobState,
     ReplyMode,
+    RequestState,
     RunState,
     ScheduleRun,
     SqliteStore,
@@ -725,3 +727,49 @@ async def test_a_reply_keeps_its_quote_in_the_inbox_and_the_history(store: Store
     await store.inbox.take(conv.id, [(row, Message(Role.USER, [Text("what?")], None, row.quote))])
     (stored,) = await store.conversations.history(conv.id, 10)
     assert stored.quote == "[q] hey" and stored.text == "what?"
+
+
+# -- pairing: strangers' requests and approved users -------------------------------------
+
+
+def _asking(code: str, user_id: str = "s1", at: float = 1000.0) -> AccessRequest:
+    return AccessRequest(code, "t", user_id, "Stranger", "stranger", "c9", at, at + 86400)
+
+
+async def test_one_request_pends_per_person_and_an_allow_lets_them_in_once(store: Store) -> None:
+    assert await store.access.ask(_asking("AAA111"))
+    assert not await store.access.ask(_asking("BBB222"))  # one pending per person
+    assert not await store.access.ask(_asking("AAA111", "s2"))  # the code is taken
+    assert await store.access.asked_since(999.0) == 1
+    assert [r.code for r in await store.access.waiting(1500.0)] == ["AAA111"]
+    assert await store.access.waiting(1000.0 + 86400) == []  # expired by then
+    assert not await store.access.is_approved("t", "s1")
+    decided = await store.access.decide("AAA111", True, "t:boss", 2000.0)
+    assert decided is not None and decided.state is RequestState.ALLOWED
+    assert decided.decided_by == "t:boss" and decided.username == "stranger"
+    assert await store.access.decide("AAA111", False, "t:boss", 2001.0) is None  # answered
+    assert await store.access.is_approved("t", "s1")
+    assert not await store.access.is_approved("other", "s1")  # on that platform only
+    [who] = await store.access.approved()
+    assert (who.channel, who.user_id, who.approved_by) == ("t", "s1", "t:boss")
+    assert await store.access.revoke("t", "s1")
+    assert not await store.access.revoke("t", "s1")
+    assert not await store.access.is_approved("t", "s1")
+
+
+async def test_an_expired_request_cannot_be_answered_and_makes_room_for_a_new_one(
+    store: Store,
+) -> None:
+    assert await store.access.ask(_asking("AAA111", at=1000.0))
+    assert await store.access.decide("AAA111", True, "t:boss", 1000.0 + 86400) is None
+    assert not await store.access.is_approved("t", "s1")
+    assert await store.access.ask(_asking("BBB222", at=1000.0 + 86400))  # the old one expired
+    old = await store.access.request("AAA111")
+    assert old is not None and old.state is RequestState.EXPIRED
+    latest = await store.access.latest("t", "s1")
+    assert latest is not None and latest.code == "BBB222"
+    denied = await store.access.decide("BBB222", False, "t:boss", 1000.0 + 86401)
+    assert denied is not None and denied.state is RequestState.DENIED
+    assert not await store.access.is_approved("t", "s1")
+    assert await store.access.approve("t", "s3", "Cli", "cli")
+    assert not await store.access.approve("t", "s3", "Cli", "cli")

@@ -47,6 +47,7 @@ from engine import (
     MessageRef,
     OutgoingFile,
     Receiver,
+    Reply,
 )
 from engine.metrics import api_retry
 
@@ -266,6 +267,9 @@ class DiscordChannel(Channel):
 
     async def show_confirmation(self, prompt: ConfirmationPrompt) -> MessageRef:
         return await self._outbox.show_confirmation(prompt)
+
+    async def send_private(self, user_id: str, reply: Reply) -> MessageRef:
+        return await self._outbox.send_private(user_id, reply)
 
     async def resolve_confirmation(self, ref: MessageRef, text: str) -> None:
         await self._outbox.resolve_confirmation(ref, text)

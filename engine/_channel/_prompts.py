@@ -69,6 +69,7 @@ class Command(enum.StrEnum):
     COMPACT = "compact"
     FORGET_ME = "forget_me"
     MEMORY = "memory"
+    USERS = "users"
 
     @property
     def description(self) -> str:
@@ -95,6 +96,7 @@ _COMMAND_HELP = {
     Command.COMPACT: "Condense this conversation into a summary to save tokens",
     Command.FORGET_ME: "Delete everything I have stored about you (asks first)",
     Command.MEMORY: "What I remember about you; delete any of it",
+    Command.USERS: "Who may use me; let people in (owners only)",
 }
 
 

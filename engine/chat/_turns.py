@@ -72,7 +72,7 @@ class TurnRunner:
         channels: Mapping[str, Channel],
         confirmations: Confirmations,
         permissions: Permissions,
-        settings: TurnSettings,
+        settings: Callable[[], TurnSettings],
         notices: Notices,
         images: RecentImages | None = None,
         chat_settings: ChatSettings | None = None,
@@ -84,10 +84,14 @@ class TurnRunner:
         self.channels = channels
         self.confirmations = confirmations
         self.permissions = permissions
-        self.settings = settings
+        self._settings = settings  # those in force when a turn starts (a reload changes them)
         self.images = images  # pictures in the history: bytes for recent turns, else markers
         self.chat_settings = chat_settings  # a chat's persona and model (/settings)
         self.notices = notices
+
+    @property
+    def settings(self) -> TurnSettings:
+        return self._settings()
 
     async def user_turn(self, key: ConversationKey, rows: Sequence[InboxRow]) -> None:
         last = rows[-1]

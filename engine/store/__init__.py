@@ -8,7 +8,9 @@ when a configuration asks for PostgreSQL).
 SQLite file.
 """
 
+from engine.store._access import AccessRequest, ApprovedUser, RequestState
 from engine.store._api import (
+    AccessStore,
     ChatSettingsStore,
     ClusterStore,
     ConfirmationStore,
@@ -69,7 +71,10 @@ from engine.store.sqlite import MIGRATIONS, BackupMade, SqliteStore, backup_sqli
 
 __all__ = [
     "MIGRATIONS",
+    "AccessRequest",
+    "AccessStore",
     "Adoption",
+    "ApprovedUser",
     "BackupMade",
     "ChannelError",
     "ChatPrefs",
@@ -103,6 +108,7 @@ __all__ = [
     "Pruned",
     "QueuedChat",
     "ReplyMode",
+    "RequestState",
     "RunState",
     "Running",
     "ScheduleRow",

@@ -20,6 +20,7 @@ from engine.store._api_chat import (
 )
 from engine.store._api_ops import ClusterStore, OpsStore
 from engine.store._api_tools import (
+    AccessStore,
     ChatSettingsStore,
     GrantStore,
     MemoryStore,
@@ -28,6 +29,7 @@ from engine.store._api_tools import (
 )
 
 __all__ = [
+    "AccessStore",
     "ChatSettingsStore",
     "ClusterStore",
     "ConfirmationStore",
@@ -59,6 +61,7 @@ class Store(Protocol):
     ops: OpsStore
     cluster: ClusterStore | None  # None: one process at a time (SQLite)
     context: ContextStore
+    access: AccessStore
 
     def transaction(self) -> contextlib.AbstractAsyncContextManager[None]:
         """Writes of every part inside the block commit together, or not at all."""

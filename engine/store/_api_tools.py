@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from engine.store._access import AccessRequest, ApprovedUser
 from engine.store._memory import MemoryItem
 from engine.store._rows import ChatPrefs, Grant, ScheduleRow, ScheduleRun, UsageTotals
 from engine.store._states import RunState
@@ -21,6 +22,36 @@ class GrantStore(Protocol):
     async def in_chat(self, channel: str, chat_id: str) -> list[Grant]: ...
 
     async def revoke(self, channel: str, chat_id: str, tool: str | None = None) -> int: ...
+
+
+class AccessStore(Protocol):
+    """Pairing: strangers' requests and the people owners let in (engine/store/_access.py)."""
+
+    async def is_approved(self, channel: str, user_id: str) -> bool: ...
+
+    async def approved(self) -> list[ApprovedUser]: ...
+
+    async def approve(self, channel: str, user_id: str, user_name: str, by: str) -> bool: ...
+
+    async def revoke(self, channel: str, user_id: str) -> bool: ...
+
+    async def ask(self, request: AccessRequest) -> bool:
+        """Record a pending request; False when the person has one pending already."""
+        ...
+
+    async def latest(self, channel: str, user_id: str) -> AccessRequest | None: ...
+
+    async def request(self, code: str) -> AccessRequest | None: ...
+
+    async def waiting(self, now: float) -> list[AccessRequest]:
+        """Pending and not expired at `now`, oldest first."""
+        ...
+
+    async def asked_since(self, since: float) -> int: ...
+
+    async def decide(self, code: str, allow: bool, by: str, now: float) -> AccessRequest | None:
+        """Answer a pending request (allowing approves the person); None if not pending."""
+        ...
 
 
 class UsageStore(Protocol):

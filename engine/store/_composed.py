@@ -8,7 +8,9 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Self
 
+from engine.store._access import Access
 from engine.store._api import (
+    AccessStore,
     ChatSettingsStore,
     ClusterStore,
     ConfirmationStore,
@@ -52,6 +54,7 @@ class ComposedStore:
         self.schedules: ScheduleStore = schedules
         self.chat_settings: ChatSettingsStore = ChatSettings(db)
         self.context: ContextStore = Context(db)
+        self.access: AccessStore = Access(db)
         self.ops: OpsStore = Ops(db, schedules)
         self.cluster: ClusterStore | None = None  # a backend several processes share sets it
 

@@ -283,4 +283,32 @@ MIGRATIONS: list[str] = [
     DROP INDEX notes_owner;
     CREATE INDEX memory_owner ON memory(owner, used_at);
     """,
+    # 13: pairing: strangers' requests to use the bot (at most one pending per person) and the
+    #     people an owner let in, per platform (issue 29)
+    """
+    CREATE TABLE access_requests (
+        code TEXT PRIMARY KEY,
+        channel TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        user_name TEXT NOT NULL,
+        username TEXT NOT NULL,
+        chat_id TEXT NOT NULL,
+        asked_at DOUBLE PRECISION NOT NULL,
+        expires_at DOUBLE PRECISION NOT NULL,
+        state TEXT NOT NULL,
+        decided_by TEXT,
+        decided_at DOUBLE PRECISION
+    );
+    CREATE UNIQUE INDEX access_requests_pending ON access_requests(channel, user_id)
+        WHERE state = 'pending';
+    CREATE INDEX access_requests_asked ON access_requests(asked_at);
+    CREATE TABLE approved_users (
+        channel TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        user_name TEXT NOT NULL,
+        approved_by TEXT NOT NULL,
+        approved_at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (channel, user_id)
+    );
+    """,
 ]
