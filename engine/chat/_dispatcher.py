@@ -30,6 +30,7 @@ from engine.chat._media import MediaIntake
 from engine.chat._notices import Notices
 from engine.chat._schedules import Schedules
 from engine.chat._settings import Settings
+from engine.chat._stalled import Stalled
 from engine.chat._turns import TurnRunner
 from engine.loop import ConversationKey, ToolLoop
 from engine.store import Adoption, InboxState, Store
@@ -106,6 +107,7 @@ class Dispatcher:
         self.commands = parts.commands
         self.limits = parts.limits
         self.cluster = parts.cluster
+        self.stalled = Stalled(self.queues, self.tasks)  # chats whose work the store refused
 
     # -- the cluster's events (engine.work.ClusterEvents) ---------------------------------
 
@@ -221,6 +223,14 @@ class Dispatcher:
     # -- the chat's queue -----------------------------------------------------------------
 
     async def _handle(self, key: ConversationKey, item: WorkItem) -> None:
+        try:
+            await self._run_item(key, item)
+        except StoreUnavailable:  # the store says why, once; the chat is tried again
+            self.stalled.refused(key, item)
+        else:
+            self.stalled.done(key)
+
+    async def _run_item(self, key: ConversationKey, item: WorkItem) -> None:
         match item:
             case Inbound():
                 queued = await self.store.inbox.rows(InboxState.QUEUED, key.channel, key.chat_id)

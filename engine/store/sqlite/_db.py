@@ -37,8 +37,9 @@ import aiosqlite
 
 from engine import metrics
 from engine.store._db import SQLITE, Db, Row
+from engine.store.sqlite._faults import Episodes, unavailable
 from engine.store.sqlite._schema import MIGRATIONS
-from tools.errors import StoreError
+from tools.errors import StoreError, StoreUnavailable
 
 log = logging.getLogger("engine.store")
 
@@ -64,6 +65,7 @@ class SqliteDb(Db):
         self._begin = False  # a transaction is open whose BEGIN has not been sent yet
         self._later: list[tuple[str, Sequence[Any]]] = []  # execute_later
         self._owned: contextlib.ExitStack | None = None
+        self.episodes = Episodes(self.path)  # the machine refusing writes, said once
 
     @property
     def db(self) -> aiosqlite.Connection:
@@ -108,8 +110,13 @@ class SqliteDb(Db):
             ):
                 await self._db.execute(f"PRAGMA {pragma}")
             await self._migrate()
+        except StoreUnavailable:
+            await self.close()
+            raise
         except (OSError, sqlite3.Error) as exc:
             await self.close()
+            if (refused := unavailable(self.path, exc)) is not None:
+                raise refused from exc  # a full disk, say: worth waiting for
             raise StoreError(f"cannot open the store at {self.path}: {exc}") from exc
 
     async def close(self) -> None:
@@ -134,7 +141,7 @@ class SqliteDb(Db):
                 yield
                 if not self._begin or self._later:  # something was written (or read) inside
                     started = time.perf_counter()
-                    await self._run(lambda conn: conn.execute("COMMIT"))  # with what is left
+                    await self._run(lambda conn: conn.execute("COMMIT"), write=True)
                     metrics.store_call("commit", started)
             except BaseException:
                 # Also on cancellation: the BEGIN or COMMIT may still be queued in the db
@@ -151,10 +158,12 @@ class SqliteDb(Db):
     def _in_transaction(self) -> bool:
         return self._tx_owner is not None and self._tx_owner is asyncio.current_task()
 
-    async def _run(self, fn: Callable[[sqlite3.Connection], Any]) -> Any:
+    async def _run(self, fn: Callable[[sqlite3.Connection], Any], *, write: bool = False) -> Any:
         """`fn(connection)` in the db thread: after the BEGIN, when this is the first statement
         of a transaction, and after the transaction's statements written "later". (aiosqlite's
-        ``_execute`` and ``_conn``: private, pinned below its next minor release.)"""
+        ``_execute`` and ``_conn``: private, pinned below its next minor release.) A statement
+        the machine refuses (a full disk, a read-only file) raises :class:`StoreUnavailable`
+        (engine/store/sqlite/_faults.py); `write` says a success proves writing works again."""
         begin, later = False, list[tuple[str, Sequence[Any]]]()
         if self._in_transaction():
             begin, self._begin = self._begin, False  # sent with this statement
@@ -168,14 +177,24 @@ class SqliteDb(Db):
                 conn.execute(sql, params)
             return fn(conn)
 
-        return await self.db._execute(call)
+        try:
+            result = await self.db._execute(call)
+        except sqlite3.Error as exc:
+            refused = unavailable(self.path, exc)
+            if refused is None:
+                raise
+            self.episodes.refusal(refused)
+            raise refused from exc
+        if write and self.episodes.failing:
+            self.episodes.written()
+        return result
 
     async def _write(self, fn: Callable[[sqlite3.Connection], Any]) -> Any:
         """`fn` as a write: outside a transaction it waits until an open one commits."""
         if self._in_transaction():
             return await self._run(fn)
         async with self._tx_lock:
-            return await self._run(fn)
+            return await self._run(fn, write=True)
 
     async def execute(self, sql: str, *params: Any) -> int:
         started = time.perf_counter()
