@@ -13,6 +13,7 @@ import signal
 import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from bot._checks import tool_problems, validate
@@ -22,6 +23,9 @@ from bot._sdnotify import Notifier, watchdog_interval, watchdog_loop
 from bot._secrets import harden_process, seal_secrets
 from bot.config import Config, find_config, load_config
 from tools.errors import ConfigError, RelaybotError
+
+if TYPE_CHECKING:
+    from bot.app import App
 
 log = logging.getLogger("relaybot")
 
@@ -184,7 +188,11 @@ async def _chat(config: Config, args: argparse.Namespace) -> int:
     signals: asyncio.Queue[signal.Signals] = asyncio.Queue()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, signals.put_nowait, sig)
-    async with app:
+    caught = asyncio.ensure_future(signals.get())
+    if not await _started(app, caught, config.engine.shutdown_grace_s):
+        return 0  # stopped while starting (the store unreachable, say)
+    async with contextlib.AsyncExitStack() as started:
+        started.push_async_exit(app.__aexit__)
         finished = asyncio.ensure_future(console.finished.wait())
         caught = asyncio.ensure_future(signals.get())
         await asyncio.wait([finished, caught], return_when=asyncio.FIRST_COMPLETED)
@@ -209,7 +217,11 @@ async def _run(config: Config, args: argparse.Namespace) -> int:
         loop.add_signal_handler(sig, stop.set)
     try:
         app = App(config)
-        async with app:
+        waiting = asyncio.ensure_future(stop.wait())
+        if not await _started(app, waiting, config.engine.shutdown_grace_s):
+            return 0  # stopped while starting (the store unreachable, say)
+        async with contextlib.AsyncExitStack() as started:
+            started.push_async_exit(app.__aexit__)
             notifier.ready(app.status())
             log.info("relaybot %s running (%s)", _version(), app.status())
             while not stop.is_set():
@@ -235,6 +247,27 @@ async def _operate(config: Config, args: argparse.Namespace) -> int:
     if args.command == "backup":
         return await operate.backup(config, args.path)
     return await operate.forget(config, args.user, args.yes)
+
+
+async def _started(app: App, stop: asyncio.Future[Any], grace_s: float) -> bool:
+    """Start `app` (``__aenter__``) unless `stop` comes first: True once it runs (the caller
+    exits it), False when the stop came first. Start-up may wait for a long time (a PostgreSQL
+    server that is down is waited for), and a stop must still stop: start-up is then cancelled,
+    and what it opened is closed within `grace_s`."""
+    starting = asyncio.ensure_future(app.__aenter__())
+    try:
+        await asyncio.wait({starting, stop}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stop.cancel()  # when it is not done: either way nobody waits for it any more
+    if starting.done():
+        starting.result()  # a start-up that failed raises here
+        return True
+    log.info("stopping while starting up")
+    starting.cancel()
+    await asyncio.wait({starting}, timeout=grace_s)
+    if starting.done() and not starting.cancelled() and starting.exception() is None:
+        await app.__aexit__(None, None, None)  # it had just finished starting
+    return False
 
 
 def _lock(config: Config) -> None:
