@@ -1,5 +1,5 @@
 """The `relaybot` command: run, chat, check-config, tools, doctor, init, migrate-store, status,
-backup, forget."""
+backup, forget, migrate."""
 
 from __future__ import annotations
 
@@ -70,6 +70,7 @@ def _parser() -> argparse.ArgumentParser:
         ("status", "what the daemon is doing, read from the store (works while it runs)"),
         ("backup", "a consistent copy of the store, made while the daemon runs"),
         ("forget", "delete everything stored about a user (the daemon must be stopped)"),
+        ("migrate", "upgrade the store to this version's schema (the daemon must be stopped)"),
     ):
         sp = commands[name] = sub.add_parser(name, help=text, description=text)
         _options(sp, argparse.SUPPRESS)  # absent here: keep what was given before the command
@@ -79,6 +80,9 @@ def _parser() -> argparse.ArgumentParser:
         "--user", required=True, metavar="[CHANNEL:]ID", help="e.g. telegram:123456789"
     )
     commands["forget"].add_argument("--yes", action="store_true", help="do not ask")
+    commands["migrate"].add_argument(
+        "--check", action="store_true", help="only say what an upgrade would do; change nothing"
+    )
     text = "copy a SQLite store into an empty PostgreSQL database"
     sp = sub.add_parser("migrate-store", help=text, description=text)
     sp.add_argument("--from", dest="source", required=True, metavar="PATH.db")
@@ -126,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         "status": _operate,
         "backup": _operate,
         "forget": _operate,
+        "migrate": _migrate,
     }[args.command]
     try:
         return asyncio.run(command(config, args))
@@ -268,6 +273,12 @@ async def _started(app: App, stop: asyncio.Future[Any], grace_s: float) -> bool:
     if starting.done() and not starting.cancelled() and starting.exception() is None:
         await app.__aexit__(None, None, None)  # it had just finished starting
     return False
+
+
+async def _migrate(config: Config, args: argparse.Namespace) -> int:
+    from bot._upgrade import migrate
+
+    return await migrate(config, args.check)
 
 
 def _lock(config: Config) -> None:

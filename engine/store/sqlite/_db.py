@@ -37,6 +37,7 @@ import aiosqlite
 
 from engine import metrics
 from engine.store._db import SQLITE, Db, Row
+from engine.store._upgrade import statements
 from engine.store.sqlite._faults import Episodes, unavailable
 from engine.store.sqlite._schema import MIGRATIONS
 from tools.errors import StoreError, StoreUnavailable
@@ -53,10 +54,17 @@ class SqliteDb(Db):
     dialect = SQLITE
 
     def __init__(
-        self, path: str | Path, *, readonly: bool = False, wal_limit_bytes: int = WAL_LIMIT_BYTES
+        self,
+        path: str | Path,
+        *,
+        readonly: bool = False,
+        wal_limit_bytes: int = WAL_LIMIT_BYTES,
+        migrations: Sequence[str] = MIGRATIONS,
     ) -> None:
         super().__init__()
         self.path = Path(path)
+        self.migrations = migrations  # this relaybot's schema (a test may give another)
+        self.upgrade_backup: Path | None = None  # the copy made before this open upgraded it
         self.readonly = readonly
         self.wal_limit_bytes = wal_limit_bytes
         self._db: aiosqlite.Connection | None = None
@@ -251,32 +259,76 @@ class SqliteDb(Db):
 
     async def _refuse_newer(self) -> None:
         version = await self.schema_version()
-        if version > len(MIGRATIONS):
+        if version > len(self.migrations):
             raise StoreError(
                 f"the store at {self.path} has schema version {version}, newer than this "
-                f"relaybot knows ({len(MIGRATIONS)}): it was written by a newer relaybot. "
+                f"relaybot knows ({len(self.migrations)}): it was written by a newer relaybot. "
                 "Upgrade relaybot, or restore a backup made by this version; the file was "
                 "left untouched."
             )
 
     async def _refuse_older(self) -> None:
         version = await self.schema_version()
-        if version < len(MIGRATIONS):
+        if version < len(self.migrations):
             raise StoreError(
                 f"the store at {self.path} has schema version {version}, older than this "
-                f"relaybot's ({len(MIGRATIONS)}): start the daemon of this version once to "
-                "upgrade it, then try again"
+                f"relaybot's ({len(self.migrations)}): start the daemon of this version once to "
+                "upgrade it (`relaybot migrate --check` says what that does), then try again"
             )
 
     async def _migrate(self) -> None:
+        """Every migration the store lacks, in one transaction: a failure leaves it as it was.
+        A store that holds anything is first copied next to itself (engine/store/sqlite/
+        _upgrade.py)."""
         version = await self.schema_version()
-        for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
-            statements = [s for s in script.split(";") if s.strip()]
+        newest = len(self.migrations)
+        if version == newest:
+            return
+        if version > 0:
+            from engine.store.sqlite._upgrade import back_up_before_upgrade  # it needs this module
+
+            copy = await asyncio.to_thread(back_up_before_upgrade, self.path, version)
+            self.upgrade_backup = copy
+            log.info(
+                "upgrading the store from schema version %d to %d; a copy of it is at %s",
+                version,
+                newest,
+                self.upgrade_backup,
+            )
+        number = version  # the migration being applied
+        try:
             async with self.transaction():
-                for stmt in statements:
-                    await self.execute(stmt)
-                await self.execute(f"PRAGMA user_version = {number}")
-            log.info("store migrated to schema version %d", number)
+                for script in self.migrations[version:]:
+                    number += 1
+                    for stmt in statements(script):
+                        await self.execute(stmt)
+                await self.execute(f"PRAGMA user_version = {newest}")
+        except StoreUnavailable as exc:  # a full disk, say: worth waiting for
+            raise StoreUnavailable(self._failed(version, number, exc)) from exc
+        except sqlite3.Error as exc:
+            raise StoreError(self._failed(version, number, exc)) from exc
+        log.info("store migrated from schema version %d to %d", version, newest)
+
+    def _failed(self, version: int, number: int, exc: BaseException) -> str:
+        back = (
+            f"; the copy made before trying is at {self.upgrade_backup}"
+            if self.upgrade_backup is not None
+            else ""
+        )
+        return (
+            f"upgrading the store at {self.path} from schema version {version} to "
+            f"{len(self.migrations)} failed at migration {number} ({exc}). The store was left "
+            f"as it was, at version {version}{back}. To go back, install the relaybot you ran "
+            "before and start it: it runs on the store as it is. Report this failure with the "
+            "line above."
+        )
+
+    async def settled(self) -> None:
+        """The daemon runs on this store: the copy an earlier upgrade made is not needed."""
+        from engine.store.sqlite._upgrade import settle  # it needs this module
+
+        if not self.readonly:
+            await asyncio.to_thread(settle, self.path, self.upgrade_backup)
 
 
 @contextlib.contextmanager
