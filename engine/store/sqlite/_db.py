@@ -74,6 +74,7 @@ class SqliteDb(Db):
         self._later: list[tuple[str, Sequence[Any]]] = []  # execute_later
         self._owned: contextlib.ExitStack | None = None
         self.episodes = Episodes(self.path)  # the machine refusing writes, said once
+        self._opened = False  # open() finished
 
     @property
     def db(self) -> aiosqlite.Connection:
@@ -118,6 +119,7 @@ class SqliteDb(Db):
             ):
                 await self._db.execute(f"PRAGMA {pragma}")
             await self._migrate()
+            self._opened = True
         except StoreUnavailable:
             await self.close()
             raise
@@ -191,7 +193,8 @@ class SqliteDb(Db):
             refused = unavailable(self.path, exc)
             if refused is None:
                 raise
-            self.episodes.refusal(refused)
+            if self._opened:  # at start-up the caller says it, once a minute
+                self.episodes.refusal(refused)
             raise refused from exc
         if write and self.episodes.failing:
             self.episodes.written()

@@ -32,7 +32,8 @@ _REASONS = {
     sqlite3.SQLITE_BUSY: "another program holds a lock on it",
     sqlite3.SQLITE_LOCKED: "another program holds a lock on it",
     sqlite3.SQLITE_IOERR: "the disk reported an I/O error",
-    sqlite3.SQLITE_CANTOPEN: "it cannot be opened (removed, or its directory is not writable)",
+    sqlite3.SQLITE_CANTOPEN: "it cannot be opened for writing (a read-only file system, a "
+    "directory relaybot may not write to, or the file removed)",
     sqlite3.SQLITE_PROTOCOL: "another program holds a lock on it",
 }
 

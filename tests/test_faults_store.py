@@ -1,6 +1,8 @@
-"""The disk under a SQLite store fills up mid-burst (issue 34), through the real daemon:
-`relaybot run` as a subprocess with its store on a small tmpfs, the fake Bot API, the crash
-rig's scripted model whose answers name the messages they answer.
+"""The machine under a SQLite store fails (issue 34), through the real daemon: `relaybot run`
+as a subprocess with its store on a small tmpfs, the fake Bot API and the fake Discord, the
+crash rig's scripted model whose answers name the messages they answer. The disk fills up
+mid-burst; the file system is read-only when the daemon starts; another program holds the
+store's lock.
 
 The file system is filled with a ballast file while turns are in flight, more messages arrive,
 the turns' answers come back from the model, then the ballast is removed. Wanted: every message
@@ -14,11 +16,13 @@ refused.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import itertools
 import json
 import os
+import sqlite3
 import subprocess
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
@@ -43,6 +47,7 @@ WAIT_S = 30.0
 CHATS = tuple(range(6001, 6007))
 DMS = {3301: 4301, 3302: 4302}  # Discord DM channel → its user
 STORE_REFUSED = "cannot be written: the disk is full"
+READ_ONLY = "cannot be opened for writing (a read-only file system"
 
 
 @contextlib.contextmanager
@@ -62,6 +67,11 @@ def small_fs(where: Path, size: str = "4m") -> Iterator[Path]:
         yield where
     finally:
         subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def remount(where: Path, mode: str) -> None:
+    """Make the file system at `where` read-only ("ro") or writable again ("rw")."""
+    subprocess.run(["mount", "-o", f"remount,{mode}", str(where)], check=True)
 
 
 def fill(path: Path) -> int:
@@ -246,3 +256,52 @@ async def test_discord_messages_the_full_disk_refused_are_held_and_answered_once
     assert not [r for r in records if "exc" in r], "no traceback: " + rig.daemon.log_tail()
     sent = sum(len(t) for t in rig.said.values())
     print(f"disk full, Discord: {sent} sent, {sent} answered once, 0 twice")
+
+
+async def test_a_read_only_file_system_at_start_up_is_waited_for(rig: Rig) -> None:
+    """The file system is read-only when the daemon starts (a disk remounted read-only after
+    errors): start-up waits for it, saying why once, and Telegram keeps what is sent meanwhile."""
+    await rig.daemon.start()
+    rig.say(CHATS[0])
+    await rig.until_answered()
+    assert await rig.daemon.terminate() == 0
+    remount(rig.store.parent, "ro")
+    starting = asyncio.ensure_future(rig.daemon.start())
+    try:
+        await wait_for_log(rig.files.log, READ_ONLY, WAIT_S)
+        for chat in CHATS[:3] * 2:
+            rig.say(chat)
+        remount(rig.store.parent, "rw")
+        await starting
+    finally:
+        starting.cancel()
+    await rig.until_answered()
+    assert await rig.daemon.terminate() == 0, rig.daemon.log_tail()
+    rig.assert_each_answered_once_in_order()
+    records = log_records(rig.files.log)
+    assert len([r for r in records if READ_ONLY in str(r["msg"])]) == 1
+    assert not [r for r in records if "exc" in r], "no traceback: " + rig.daemon.log_tail()
+
+
+async def test_a_lock_another_program_holds_loses_nothing(rig: Rig) -> None:
+    """Another program holds the store's write lock past the busy timeout (5 s): writes are
+    refused as for a full disk, and everything is answered once it lets go."""
+    await rig.daemon.start()
+    rig.say(CHATS[0])
+    await rig.until_answered()
+    other = sqlite3.connect(rig.store, timeout=30, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")  # the write lock; readers go on (WAL)
+        for chat in CHATS[:3] * 2:
+            rig.say(chat)
+        await wait_for_log(rig.files.log, "another program holds a lock on it", WAIT_S)
+        other.execute("COMMIT")
+    finally:
+        other.close()
+    await rig.until_answered()
+    assert await rig.daemon.terminate() == 0, rig.daemon.log_tail()
+    assert len(rig.daemon.lives) == 1
+    rig.assert_each_answered_once_in_order()
+    records = log_records(rig.files.log)
+    assert len([r for r in records if "holds a lock" in str(r["msg"])]) == 1
+    assert not [r for r in records if "exc" in r], "no traceback: " + rig.daemon.log_tail()
