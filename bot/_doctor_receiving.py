@@ -1,7 +1,8 @@
 """`relaybot doctor`'s checks of how updates reach this instance: Telegram's webhook (or long
 polling) as getWebhookInfo reports it, and the Discord shard layout against the count Discord
-recommends (``GET /gateway/bot``). Kept apart from bot/doctor.py, which calls them; each asks the
-platform once and warns about what starts but will not receive as meant."""
+recommends (``GET /gateway/bot``). Kept apart from bot/doctor.py, which calls them (both share
+bot/_doctor_base.py); each asks the platform once and warns about what starts but will not
+receive as meant."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from typing import Any
 
 import httpx
 
+from bot._doctor_base import Check, Status, get
 from bot.config import Config
-from bot.doctor import Check, Status, _get
 from channels import shard_layout
 from tools.errors import RelaybotError
 
@@ -56,7 +57,7 @@ async def check_telegram_receiving(config: Config) -> Check:
         )
     try:
         token = cfg.resolve_token()
-        resp = await _get(f"{cfg.api_base_url}{token}/getWebhookInfo")
+        resp = await get(f"{cfg.api_base_url}{token}/getWebhookInfo")
     except (RelaybotError, httpx.HTTPError):
         return Check(_NAME_TG, Status.WARNING, "not checked: the Bot API did not answer (above)")
     if resp.status_code != 200:
@@ -102,7 +103,7 @@ async def check_discord_shards(config: Config) -> Check:
     cfg = config.discord
     try:
         token = cfg.resolve_token()
-        resp = await _get(f"{cfg.api_base_url}/gateway/bot", {"Authorization": f"Bot {token}"})
+        resp = await get(f"{cfg.api_base_url}/gateway/bot", {"Authorization": f"Bot {token}"})
     except (RelaybotError, httpx.HTTPError):
         return Check(_NAME_DC, Status.WARNING, "not checked: Discord did not answer (above)")
     if resp.status_code != 200:

@@ -3,10 +3,11 @@
 It asks only what relaybot cannot guess: the model endpoint, the model, the name of the
 environment variable holding the key, and which channels to use (each with its token
 variable and the user id allowed to use it). Every other key keeps its default and is
-documented in config.example.toml. The answers come from standard input, one per line; an
-empty line or the end of input takes the default shown, so `relaybot init </dev/null` writes
-a config with the defaults. The text is checked by the same parser `run` uses before it is
-written, and an existing file is never overwritten.
+documented in config.example.toml. A model server on this machine (llama.cpp, Ollama, ...) gets
+no key, a longer request timeout and a small tool set. The answers come from standard input,
+one per line; an empty line or the end of input takes the default shown, so
+`relaybot init </dev/null` writes a config with the defaults. The text is checked by the same
+parser `run` uses before it is written, and an existing file is never overwritten.
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ from tools.errors import ConfigError
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _LOCAL = ("localhost", "127.", "[::1]", "0.0.0.0")
+# What a local model is offered: each tool definition is sent with every request, and all the
+# default built-ins take ~1,900 tokens, most of a 4k window; small models also pick better
+# among few tools.
+LOCAL_TOOLS = ("current_time", "remind_me")
 
 
 @dataclass(slots=True)
@@ -38,6 +43,11 @@ class Answers:
     model: str = "gpt-4o-mini"
     api_key_env: str = "OPENAI_API_KEY"
     channels: list[_Channel] = field(default_factory=list)
+
+    @property
+    def local(self) -> bool:
+        """A model server on this machine (llama.cpp, Ollama, vLLM, LM Studio)."""
+        return any(host in self.base_url for host in _LOCAL)
 
 
 class _Input:
@@ -94,10 +104,9 @@ def ask(term: _Input) -> Answers:
     print("relaybot init: a few questions; Enter keeps the value in brackets.")
     a.base_url = term.ask("Model endpoint (any OpenAI-compatible URL)", a.base_url)
     a.model = term.ask("Model", a.model)
-    local = any(host in a.base_url for host in _LOCAL)
     a.api_key_env = term.env_name(
         "Environment variable holding the API key (empty: none needed)",
-        "" if local else a.api_key_env,
+        "" if a.local else a.api_key_env,
         optional=True,
     )
     for name, default_env in (("telegram", "TELEGRAM_BOT_TOKEN"), ("discord", "DISCORD_BOT_TOKEN")):
@@ -121,6 +130,17 @@ def render(a: Answers) -> str:
     ]
     if a.api_key_env:
         lines.append(f"api_key_env = {_quote(a.api_key_env)}   # the key stays in the environment")
+    if a.local:
+        tools = ", ".join(_quote(t) for t in LOCAL_TOOLS)
+        lines += [
+            "request_timeout_s = 120   # a local model on a CPU may take a while",
+            "",
+            "[tools]",
+            "# A small tool set for a local model: every tool definition is sent with each",
+            "# request (all the default built-ins take ~1,900 tokens, most of a 4k window).",
+            "# More in config.example.toml; README: Local models.",
+            f"builtins = [{tools}]",
+        ]
     for ch in a.channels:
         users = f"[{_quote(ch.user_id)}]" if ch.user_id else "[]"
         lines += [

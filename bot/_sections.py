@@ -83,7 +83,7 @@ class LLMConfig(ModelEndpoint):
 
     def output_reserve(self) -> int | None:
         """Tokens kept free for the answer: max_output_tokens, else max_tokens, else None
-        (1,024, or a quarter of a smaller window)."""
+        (1,024, or an eighth of a smaller window)."""
         return self.max_output_tokens or self.max_tokens
 
     def endpoints(self) -> list[tuple[str, ModelEndpoint]]:

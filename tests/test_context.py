@@ -249,7 +249,7 @@ async def test_a_turn_of_ten_large_tool_results_is_cut_to_fit_rather_than_refuse
 async def test_tool_definitions_over_half_the_budget_are_named_in_a_warning(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    @tool(description="Look things up. " + prose(6_000))
+    @tool(description="Look things up. " + prose(7_500))
     async def huge_lookup(q: str) -> str:
         return q
 
@@ -434,6 +434,21 @@ async def test_compact_folds_the_history_and_says_how_much_it_saved(
     assert "(3)" in first["messages"][1]["content"]
 
 
+async def test_compact_says_so_when_the_models_summary_comes_back_cut(
+    make_config: Callable[..., Config], llm: FakeOpenAI
+) -> None:
+    """A summary cut by the length limit (twice) is not stored: /compact must not claim it
+    condensed anything."""
+    llm.summarizer = lambda body: text("summary " * 50, finish_reason="length")
+    async with running(make_config()) as (app, ch):
+        for n in range(1, 4):
+            await say(app, ch, f"Tell me more ({n}).", n)
+        d = app.dispatcher
+        said = (await d.handle_command(ch.message("/compact"), Command.COMPACT)).text
+    assert said.startswith("I could not condense the conversation now")
+    assert len(llm.summary_requests) == 2  # asked again for fewer words, cut again: not stored
+
+
 # -- the estimate, the window, the providers' wordings ------------------------------------
 
 
@@ -507,7 +522,7 @@ def test_anthropics_overflow_wording_gives_its_numbers_too() -> None:
 async def test_doctor_says_which_window_and_why(
     tmp_path: Path, make_config: Callable[..., Config], llm: FakeOpenAI
 ) -> None:
-    from bot.doctor import _check_context
+    from bot._doctor_llm import check_context as _check_context
 
     llm.server_kind, llm.context_window = "vllm", 8_192
     check = await _check_context(make_config())

@@ -59,6 +59,8 @@ def start(fake: FakeDiscord, make_config: MakeConfig) -> Callable[..., Any]:
         tools: list[Tool] | None = None,
         llm: dict[str, Any] | None = None,
         tools_config: dict[str, Any] | None = None,
+        retry_initial_s: float = 1.0,
+        ack_budget_s: float = 2.0,
         **discord: Any,
     ) -> AsyncIterator[App]:
         section = {
@@ -68,7 +70,10 @@ def start(fake: FakeDiscord, make_config: MakeConfig) -> Callable[..., Any]:
             "allowed_users": [ALICE, BOB],
         }
         config = make_config(discord=section | discord, llm=llm or {}, tools=tools_config or {})
-        async with App(config, extra_tools=tools or ()) as app:
+        channel = DiscordChannel(
+            config.discord, retry_initial_s=retry_initial_s, ack_budget_s=ack_budget_s
+        )
+        async with App(config, channels=[channel], extra_tools=tools or ()) as app:
             yield app
 
     return run
@@ -560,8 +565,7 @@ async def test_a_slow_engine_still_gets_interactions_acknowledged_in_time(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # With no budget every answer counts as late: the adapter defers, then follows up.
-    monkeypatch.setattr("channels.discord._interactions._ACK_BUDGET_S", 0.0)
-    async with start(tools=[delete_file]):
+    async with start(tools=[delete_file], ack_budget_s=0.0):
         prompt_id, buttons = await ask_to_delete(fake, llm)
         press = await fake.inject_button(buttons["Allow once"], BOB, CHANNEL, prompt_id)
         slash = await fake.inject_slash("stop", ALICE, CHANNEL, GUILD)
@@ -707,10 +711,9 @@ async def test_an_unreachable_discord_at_start_up_is_retried(
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(DiscordChannel, "retry_initial_s", 0.01)  # not 1 s
     fake.unavailable_logins = 1
     with caplog.at_level(logging.WARNING, logger="channels.discord"):
-        async with start():
+        async with start(retry_initial_s=0.01):
             await fake.inject_message(DM, ALICE, "are you up?")
             await fake.wait_for_call("POST", posts(DM), content("echo: are you up?"))
     assert "cannot log in" in caplog.text and "retrying" in caplog.text

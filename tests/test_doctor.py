@@ -10,10 +10,13 @@ from typing import Any
 
 import pytest
 
+from bot import _doctor_llm
+from bot._doctor_base import Status
 from bot._lock import StoreLock
+from bot.config import ModelEndpoint
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.discord_server import FakeDiscord
-from tests.fakes.openai_server import FakeOpenAI, Reply, error, text, tool_call
+from tests.fakes.openai_server import FakeOpenAI, Reply, error, hold, text, tool_call
 from tests.fakes.telegram_server import FakeTelegram
 
 
@@ -195,3 +198,30 @@ model = "fake-model"
         code, out = await doctor(cfg, tg.token, dc.token)
         assert code == 0 and "llm: WARNING - model fake-model answered but did not call" in out
         assert "llm.fallback.0: OK" in out
+
+
+async def test_doctor_tells_slow_from_down(
+    llm: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_doctor_llm, "PING_TIMEOUT_S", 0.5)
+    endpoint = ModelEndpoint(base_url=llm.base_url, model="fake-model", max_retries=2)
+    check = await _doctor_llm.check_llm("llm", endpoint)
+    assert check.status is Status.OK
+    assert llm.requests[-1]["max_tokens"] == _doctor_llm.PING_TOKENS  # capped: no rambling
+
+    llm.script(hold(asyncio.Event(), text("never")))  # lists its models, never answers
+    slow = await _doctor_llm.check_llm("llm", endpoint)
+    assert slow.status is Status.WARNING and slow.detail.startswith("slow, not down: ")
+    assert "request_timeout_s" in slow.fix
+
+    gone = ModelEndpoint(base_url="http://127.0.0.1:9/v1", model="fake-model")
+    down = await _doctor_llm.check_llm("llm", gone)
+    assert down.status is Status.FAILED and "Connect call failed" in down.detail
+    assert "is the server running?" in down.fix
+
+    llm.script(error(500, "CUDA error: out of memory"))
+    failing = await _doctor_llm.check_llm("llm", endpoint)
+    assert failing.status is Status.FAILED and "(server error)" in failing.detail
+    llm.script(error(400, "Jinja Exception: Conversation roles must alternate user/assistant/..."))
+    template = await _doctor_llm.check_llm("llm", endpoint)
+    assert template.status is Status.FAILED and "--jinja" in template.fix

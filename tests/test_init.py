@@ -41,6 +41,8 @@ async def test_init_asks_the_essentials_and_writes_a_config(
     written = cfg.read_text()
     assert "sk-123-pasted-key" not in written
     assert f'base_url = "{llm.base_url}"' in written and 'model = "fake-model"' in written
+    # a local URL: a small tool set (the ten default built-ins take ~1,900 tokens of a window)
+    assert 'builtins = ["current_time", "remind_me"]' in written
     assert (
         'allowed_users = ["123456789"]' in written and 'token_env = "TELEGRAM_BOT_TOKEN"' in written
     )

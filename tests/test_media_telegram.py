@@ -183,7 +183,7 @@ async def test_an_album_is_one_turn(config, tg: FakeTelegram, llm: FakeOpenAI) -
         await tg.wait_for_call("sendMessage", to(DM), count=2)
     album, thanks = llm.requests
     assert images_in(album) == [("image/png", first), ("image/png", second)]
-    assert [m["role"] for m in album["messages"]] == ["system", "user", "user"]
+    assert [m["role"] for m in album["messages"]] == ["system", "user"]  # one turn, one message
     assert len(images_in(thanks)) == 2  # still recent: sent again as pictures
 
 
@@ -238,4 +238,5 @@ async def test_a_static_sticker_is_a_picture_and_an_animated_one_is_not_read(
         await tg.wait_for_call("sendMessage", to(DM), count=2)
     refused, answered = texts_to(tg, DM)
     assert "I can't read sticker (application/x-tgsticker)" in refused
-    assert answered == "echo:" and images_in(llm.requests[0]) == [("image/webp", webp)]
+    assert answered == "echo: (empty message)"  # a picture alone is sent with a text part
+    assert images_in(llm.requests[0]) == [("image/webp", webp)]

@@ -291,5 +291,5 @@ async def test_a_run_moves_the_conversation_on_like_a_message(
         assert "ancel" in resolved.text
         sent = await ch.wait_for("send", 2, chat_id="a")
     assert sent[-1].text == "It is noon." and written == []
-    tool_result = scheduled(llm)[0]["messages"][-2]
+    tool_result = scheduled(llm)[0]["messages"][-3]  # then a placeholder answer, then the run
     assert tool_result["role"] == "tool" and "scheduled task ran" in tool_result["content"]

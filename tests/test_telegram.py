@@ -96,8 +96,12 @@ def config(make_config: Callable[..., Config], tg: FakeTelegram) -> Callable[...
 
 
 @asynccontextmanager
-async def daemon(config: Config) -> AsyncIterator[App]:
-    async with App(config, extra_tools=(delete_file, run_command, slow_report)) as app:
+async def daemon(config: Config, **pace: float) -> AsyncIterator[App]:
+    """relaybot on the fakes; `pace` sets the adapter's timings (e.g. a short retry_initial_s)."""
+    channels = [TelegramChannel(config.telegram, **pace)] if pace else None
+    async with App(
+        config, channels=channels, extra_tools=(delete_file, run_command, slow_report)
+    ) as app:
         yield app
 
 
@@ -625,11 +629,10 @@ async def test_429_is_waited_out_with_its_retry_after(config, tg, llm) -> None:
 
 
 async def test_bot_api_down_at_start_up_then_reachable(config, tg, llm, monkeypatch) -> None:
-    monkeypatch.setattr(TelegramChannel, "retry_initial_s", 0.05)
     tg.down = True
     async with log_waiter("Telegram Bot API unreachable, retrying in") as waiter:
         started = time.monotonic()
-        async with daemon(config()):
+        async with daemon(config(), retry_initial_s=0.05):
             assert time.monotonic() - started < 2  # start-up does not wait for Telegram
             await asyncio.wait_for(waiter.seen.wait(), 5)
             tg.down = False
@@ -642,14 +645,13 @@ async def test_bot_api_down_at_start_up_then_reachable(config, tg, llm, monkeypa
 async def test_nothing_listening_at_start_up_then_the_api_appears(
     make_config, llm, monkeypatch
 ) -> None:
-    monkeypatch.setattr(TelegramChannel, "retry_initial_s", 0.05)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     tg = FakeTelegram(port=port)  # not listening yet: connections are refused
     try:
         async with log_waiter("Telegram Bot API unreachable") as waiter:
-            async with daemon(telegram_config(make_config, tg)):
+            async with daemon(telegram_config(make_config, tg), retry_initial_s=0.05):
                 await asyncio.wait_for(waiter.seen.wait(), 5)
                 await tg.__aenter__()
                 tg.inject_message(DM, DM, "hello?")
@@ -660,8 +662,7 @@ async def test_nothing_listening_at_start_up_then_the_api_appears(
 
 
 async def test_bot_api_down_while_running(config, tg, llm, monkeypatch) -> None:
-    monkeypatch.setattr(TelegramChannel, "retry_initial_s", 0.05)
-    async with daemon(config()):
+    async with daemon(config(), retry_initial_s=0.05):
         await tg.wait_for_call("getUpdates")
         tg.down = True
         tg.inject_message(DM, DM, "still there?")  # the poll in flight brings it in
@@ -703,9 +704,8 @@ async def test_an_unreadable_update_is_skipped_and_the_channel_goes_on(
 async def test_a_401_while_polling_is_retried_with_one_actionable_hint(
     config, tg, llm, monkeypatch, caplog
 ) -> None:
-    monkeypatch.setattr(TelegramChannel, "retry_initial_s", 0.05)
     caplog.set_level(logging.INFO, logger="channels.telegram")
-    async with daemon(config()):
+    async with daemon(config(), retry_initial_s=0.05):
         await tg.wait_for_call("getUpdates")
         for _ in range(3):
             tg.fail_next("getUpdates", status=401, retry_after=None)
@@ -723,11 +723,10 @@ async def test_a_401_while_polling_is_retried_with_one_actionable_hint(
 async def test_a_409_conflict_is_reported_as_another_poller(
     config, tg, llm, monkeypatch, caplog
 ) -> None:
-    monkeypatch.setattr(TelegramChannel, "retry_initial_s", 0.05)
     caplog.set_level(logging.INFO, logger="channels.telegram")
     tg.fail_next("getUpdates", status=409, retry_after=None)
     tg.fail_next("getUpdates", status=409, retry_after=None)
-    async with daemon(config()):
+    async with daemon(config(), retry_initial_s=0.05):
         tg.inject_message(DM, DM, "hello")
         await tg.wait_for_call("sendMessage", to(DM))
     assert "another relaybot or program is polling this bot token" in caplog.text

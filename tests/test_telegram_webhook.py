@@ -19,10 +19,9 @@ from typing import Any
 import aiohttp
 import pytest
 
-import channels.telegram._webhook as webhook_module
 from bot._checks import validate
 from bot.config import Config
-from channels.telegram import TelegramChannel
+from channels.telegram._webhook import MAX_BODY
 from engine import parse_decision
 from tests.fakes.openai_server import text, tool_call
 from tests.fakes.telegram_server import FakeTelegram
@@ -261,13 +260,15 @@ def inbox_rows(db: sqlite3.Connection) -> list[Any]:
 async def test_an_update_that_never_can_be_handled_is_dropped_in_the_end(
     config, tg, llm, monkeypatch
 ) -> None:
-    monkeypatch.setattr(webhook_module, "GIVE_UP_S", 0.0)  # at the first failure, for the test
 
     async def poison() -> None:
         raise RuntimeError("poison")
 
     patch_text_handler(monkeypatch, lambda t: poison() if t == "poison" else None)
-    async with log_waiter("answered 200 and dropped") as dropped, daemon(config()):
+    async with (
+        log_waiter("answered 200 and dropped") as dropped,
+        daemon(config(), webhook_give_up_s=0.0),
+    ):
         await webhook_set(tg)
         bad = tg.inject_message(DM, DM, "poison")
         tg.inject_message(DM, DM, "after it")
@@ -289,7 +290,7 @@ async def test_an_unreadable_update_is_logged_without_its_text_and_passed_over(
         async with aiohttp.ClientSession() as http:
             url = f"http://127.0.0.1:{port}{PATH}"
             secret = {SECRET_HEADER: SECRET}
-            big = b'{"update_id": 1, "pad": "' + b"x" * (webhook_module.MAX_BODY + 1) + b'"}'
+            big = b'{"update_id": 1, "pad": "' + b"x" * (MAX_BODY + 1) + b'"}'
             async with http.post(url, data=big, headers=secret) as resp:
                 assert resp.status == 413
             async with http.post(url, data=b"not json", headers=secret) as resp:
@@ -323,12 +324,14 @@ async def test_switching_back_to_polling_deletes_the_webhook(config, tg, llm) ->
 async def test_a_busy_port_and_a_refused_url_are_reported_and_retried(
     config, tg, llm, port, monkeypatch
 ) -> None:
-    monkeypatch.setattr(TelegramChannel, "retry_initial_s", 0.05)
     blocker = socket.socket()
     blocker.bind(("127.0.0.1", port))
     blocker.listen()
     try:
-        async with log_waiter(f"cannot listen on 127.0.0.1:{port}") as busy, daemon(config()):
+        async with (
+            log_waiter(f"cannot listen on 127.0.0.1:{port}") as busy,
+            daemon(config(), retry_initial_s=0.05),
+        ):
             await asyncio.wait_for(busy.seen.wait(), 5)
             assert tg.calls_of("setWebhook") == []  # not before it listens
             blocker.close()

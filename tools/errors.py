@@ -6,8 +6,13 @@ RelaybotError                 base of everything relaybot raises on purpose
 ├── ToolRetry                 raised by a tool: its message goes back to the model to retry
 ├── LLMError                  the model endpoint failed after the SDK's retries
 │   ├── ModelUnavailable      unreachable, timed out, 5xx or overloaded: worth trying elsewhere
+│   │   ├── ModelUnreachable  no connection (refused, no route, unknown host)
+│   │   ├── ModelTimedOut     connected, but no answer in time
+│   │   └── ModelServerError  5xx or overloaded: the server failed, retry later
 │   ├── ModelRateLimited      429 past the SDK's retries
 │   ├── ModelAuthError        the key was rejected (401/403)
+│   ├── ModelRefused          4xx: the request itself was refused (model name, chat template,
+│   │                         size): not retried, not failed over
 │   └── ContextOverflow       the request is longer than the model's window
 │       └── PromptTooLarge    even the system prompt and tool definitions do not fit it
 ├── StoreError                the store cannot be opened, migrated or written
@@ -48,6 +53,29 @@ class LLMError(RelaybotError):
 
 class ModelUnavailable(LLMError):
     """The model endpoint is unreachable, timed out, or answered 5xx / overloaded."""
+
+
+class ModelUnreachable(ModelUnavailable):
+    """No connection to the model endpoint: refused, no route, unknown host."""
+
+
+class ModelTimedOut(ModelUnavailable):
+    """The model endpoint took the request but did not answer within the timeout."""
+
+
+class ModelServerError(ModelUnavailable):
+    """The model endpoint failed on the request (5xx, overloaded): worth trying again later."""
+
+
+class ModelRefused(LLMError):
+    """The model endpoint refused the request itself (4xx): the same request fails again, so it
+    is neither retried nor failed over. `kind` says what to fix: "model" (the server does not
+    know the model), "template" (the chat template refused the conversation), "request"
+    (anything else about the request)."""
+
+    def __init__(self, message: str, kind: str = "request") -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 class ModelRateLimited(LLMError):

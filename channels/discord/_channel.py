@@ -66,10 +66,14 @@ class DiscordChannel(Channel):
         edit_interval_s=1.5,  # Discord allows about 5 edits per 5 s per channel
         typing_interval_s=8.0,  # the indicator lasts about 10 s
     )
-    retry_initial_s = 1.0  # first pause while Discord cannot be reached at start-up
 
-    def __init__(self, config: DiscordConfig) -> None:
+    def __init__(
+        self, config: DiscordConfig, *, retry_initial_s: float = 1.0, ack_budget_s: float = 2.0
+    ) -> None:
+        """`retry_initial_s`: the first pause while Discord cannot be reached at start-up;
+        `ack_budget_s`: how long an interaction waits for the engine before it is deferred."""
         self.config = config
+        self.retry_initial_s = retry_initial_s
         self.connected = asyncio.Event()  # set when a gateway session starts
         self._engine: Engine | None = None
         self._client: Client | None = None
@@ -84,7 +88,9 @@ class DiscordChannel(Channel):
         self._logged_in = asyncio.Event()
         self._outbox = Outbox(self._running)
         self._guilds = Guilds(config, self._running)
-        self._handlers = Handlers(config, self._require_engine, self._running, self._guilds)
+        self._handlers = Handlers(
+            config, self._require_engine, self._running, self._guilds, ack_budget_s
+        )
 
     # ---- lifecycle
 

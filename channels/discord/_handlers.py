@@ -38,8 +38,10 @@ class Handlers:
         engine: Callable[[], Engine],
         client: Callable[[], Client | None],
         guilds: Guilds,
+        ack_budget_s: float = 2.0,
     ) -> None:
         self._config = config
+        self._ack_budget_s = ack_budget_s
         self._engine = engine
         self._client = client
         self._guilds = guilds
@@ -81,7 +83,9 @@ class Handlers:
         )
         ephemeral = command is Command.HELP
         work = self._engine().handle_command(msg, command)
-        reply = await within_ack_budget(interaction, work, thinking=True, ephemeral=ephemeral)
+        reply = await within_ack_budget(
+            interaction, work, thinking=True, ephemeral=ephemeral, budget_s=self._ack_budget_s
+        )
         text, view = reply.text or "Done.", menu(reply)
         if interaction.response.is_done():
             if view is None:
@@ -109,7 +113,9 @@ class Handlers:
             interaction.guild_id is None,
         )
         work = self._engine().handle_action(pressed)
-        reply = await within_ack_budget(interaction, work, thinking=False, ephemeral=True)
+        reply = await within_ack_budget(
+            interaction, work, thinking=False, ephemeral=True, budget_s=self._ack_budget_s
+        )
         if interaction.response.is_done():
             await interaction.edit_original_response(content=reply.text, view=menu(reply))
         else:
@@ -134,7 +140,9 @@ class Handlers:
             choice,
         )
         work = self._engine().handle_press(press)
-        decision = await within_ack_budget(interaction, work, thinking=False, ephemeral=True)
+        decision = await within_ack_budget(
+            interaction, work, thinking=False, ephemeral=True, budget_s=self._ack_budget_s
+        )
         if decision.accepted:  # the engine edits the prompt itself (resolve_confirmation)
             if not interaction.response.is_done():
                 await interaction.response.defer()  # "deferred update": no visible reply

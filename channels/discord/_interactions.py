@@ -16,7 +16,6 @@ log = logging.getLogger("channels.discord")
 T = TypeVar("T")
 
 _TOO_LATE = {10062, 40060}  # Discord's codes: unknown interaction, already acknowledged
-_ACK_BUDGET_S = 2.0  # answer an interaction at once if the engine decides within this, else defer
 
 
 async def within_ack_budget(
@@ -25,12 +24,13 @@ async def within_ack_budget(
     *,
     thinking: bool,
     ephemeral: bool,
+    budget_s: float,
 ) -> T:
     """Await ``work``; if it outlasts the ack budget, defer the interaction meanwhile so Discord's
     three seconds are always met."""
     task = asyncio.ensure_future(work)
     try:
-        return await asyncio.wait_for(asyncio.shield(task), _ACK_BUDGET_S)
+        return await asyncio.wait_for(asyncio.shield(task), budget_s)
     except TimeoutError:
         await interaction.response.defer(thinking=thinking, ephemeral=ephemeral)
         return await task

@@ -67,10 +67,19 @@ class TelegramChannel(Channel):
         edit_interval_s=1.0,
         typing_interval_s=4.0,
     )
-    retry_initial_s = 1.0  # first back-off while the Bot API is unreachable at start-up
 
-    def __init__(self, config: TelegramConfig) -> None:
+    def __init__(
+        self,
+        config: TelegramConfig,
+        *,
+        retry_initial_s: float = 1.0,
+        webhook_give_up_s: float = 600.0,
+    ) -> None:
+        """`retry_initial_s`: the first back-off while the Bot API is unreachable;
+        `webhook_give_up_s`: how long a webhook update that keeps failing is asked for again."""
         self._config = config
+        self.retry_initial_s = retry_initial_s
+        self._give_up_s = webhook_give_up_s
         self._engine: Engine | None = None
         self._task: asyncio.Task[None] | None = None  # connect, then poll
         self._receive = asyncio.Event()  # polling wanted (set_receiving)
@@ -181,6 +190,7 @@ class TelegramChannel(Channel):
                 listen=cfg.listen_address(),
                 secret=self._webhook_secret,
                 retry_initial_s=self.retry_initial_s,
+                give_up_s=self._give_up_s,
             )
         log.info("Telegram: polling as @%s", self._app.bot.username)
         return Poller(

@@ -13,7 +13,7 @@ answered 401 before its body is read, never handled, and logged once per source.
 1 MiB gets 413, one that does not arrive within 10 s 408. The update is read by the poller's
 ``parse_update``: one PTB cannot read is logged without its text and answered 200, since sending
 it again would not help. An update whose handling failed (the store unreachable, say) is answered
-500 so that it comes again, until it has failed for ``GIVE_UP_S``; then it is answered 200 and
+500 so that it comes again, until it has failed for ``give_up_s``; then it is answered 200 and
 logged as dropped, so one update that can never be handled does not hold up the rest for good.
 Handling that outlasts 30 s is answered 503 and goes on (its redelivery is answered once).
 
@@ -44,7 +44,6 @@ log = logging.getLogger("channels.telegram")
 
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 MAX_BODY = 1 << 20  # an update is a few KB; Telegram sends no files in it
-GIVE_UP_S = 600.0  # how long a failing update is answered 500 (sent again) before it is dropped
 _READ_S = 10.0  # for the body to arrive
 _HANDLE_S = 30.0  # for the update to be handled (stored) before the answer is 503
 _FINISH_S = 10.0  # on stop: for requests being handled to finish
@@ -64,6 +63,7 @@ class Webhook:
         listen: tuple[str, int],
         secret: str,
         retry_initial_s: float,
+        give_up_s: float = 600.0,  # a failing update is answered 500 this long, then dropped
     ) -> None:
         self._app = app
         self._process = process
@@ -71,6 +71,7 @@ class Webhook:
         self._listen = listen
         self._secret = secret.encode()
         self._retry_initial_s = retry_initial_s
+        self._give_up_s = give_up_s
         self._refused: set[str] = set()  # sources whose refusal was logged
         self._failing: set[int] = set()  # updates whose handler raised, while being handled
         self._failures: OrderedDict[int, float] = OrderedDict()  # update id → first failure
@@ -182,12 +183,12 @@ class Webhook:
         return self._failed(uid)
 
     def _failed(self, uid: int) -> web.Response:
-        """500 (Telegram sends it again) until the update has failed for GIVE_UP_S."""
+        """500 (Telegram sends it again) until the update has failed for give_up_s."""
         now = asyncio.get_running_loop().time()
         first = self._failures.setdefault(uid, now)
         while len(self._failures) > _FAILURES_KEPT:
             self._failures.popitem(last=False)
-        if now - first < GIVE_UP_S:
+        if now - first < self._give_up_s:
             return web.Response(status=500)
         del self._failures[uid]
         log.error(

@@ -20,6 +20,9 @@ from tools.errors import (
     LLMError,
     ModelAuthError,
     ModelRateLimited,
+    ModelRefused,
+    ModelServerError,
+    ModelTimedOut,
     PromptTooLarge,
     StoreUnavailable,
 )
@@ -69,6 +72,23 @@ class Notices:
         return send
 
 
+_REFUSED = {
+    "model": (
+        "⚠️ The language model's server does not know the model this bot is set to use, so I "
+        "cannot answer. The bot's owner needs to check [llm] model. Your message is saved."
+    ),
+    "template": (
+        "⚠️ The language model's server refused this conversation's format (its chat "
+        "template). Your message is saved; the bot's owner can see why in the log, and /reset "
+        "starts a fresh conversation."
+    ),
+    "request": (
+        "⚠️ The language model's server refused this request as invalid. Your message is "
+        "saved; the bot's owner can see why in the log (a model option, or the request's size)."
+    ),
+}
+
+
 def apology(exc: LLMError) -> str:
     """What the user reads when the model failed: relaybot's own words, no provider detail."""
     if isinstance(exc, PromptTooLarge):
@@ -93,6 +113,18 @@ def apology(exc: LLMError) -> str:
         return (
             "⚠️ The language model is busy right now (rate limited). Your message is saved; "
             "please try again in a minute."
+        )
+    if isinstance(exc, ModelRefused):
+        return _REFUSED.get(exc.kind, _REFUSED["request"])
+    if isinstance(exc, ModelServerError):
+        return (
+            "⚠️ The language model's server failed on this request (a server error). Your "
+            "message is saved; please try again later."
+        )
+    if isinstance(exc, ModelTimedOut):
+        return (
+            "⚠️ The language model took too long to answer. Your message is saved; please try "
+            "again, or ask for something shorter."
         )
     return (
         "⚠️ I can't reach the language model right now. Your message is saved; please try "

@@ -187,6 +187,11 @@ class TurnRunner:
         except LLMError as exc:
             log.error("/compact failed in %s: %s", key, exc)
             return apology(exc)
+        if done.messages == 0 and done.tried:
+            return (
+                "I could not condense the conversation now: the model's summary came back cut "
+                "off, so nothing was replaced. Try /compact again later."
+            )
         if done.messages == 0:
             return "Nothing to condense yet: the conversation is already as short as it gets."
         return (

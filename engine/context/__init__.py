@@ -1,7 +1,7 @@
 """What a request holds: the system prompt and history as the model should see them, fitted to
-the model's window (``_budget``), old turns folded into a summary (``_compaction``), token counts
-estimated and calibrated (``_tokens``), the window learned (``_window``), and which pictures of
-the history are sent again (``_media_history``).
+the model's window (``_budget``), old turns folded into a summary (``_folding``, in the words of
+``_compaction``), token counts estimated and calibrated (``_tokens``), the window learned
+(``_window``), and which pictures of the history are sent again (``_media_history``).
 """
 
 from __future__ import annotations
@@ -20,12 +20,14 @@ from engine.context._media_history import (
     human_size,
 )
 from engine.context._prompt import (
+    CUT_NOTE,
     ensure_pairing,
     for_model,
 )
 from engine.context._window import WindowInfo, WindowSource, discover_window
 
 __all__ = [
+    "CUT_NOTE",
     "DOWNLOAD_TIMEOUT_S",
     "ContextBudget",
     "ContextSettings",

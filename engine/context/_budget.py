@@ -5,18 +5,19 @@ the tool definitions and the running summary count first; then the turns, newest
 last ``keep_recent_turns`` whole, older ones with their tool results cut to
 ``tool_result_chars``, or to a sixtieth of the budget when that is less (in a small window an
 older result at 2,000 characters would fill it in a few turns and make every other turn a
-fold). When that is over the budget (or the loaded history is at
-``history_limit``), the oldest turns are folded into the summary (context/_compaction.py) until
-what is left takes at most :data:`LOW_WATER` of the budget, so a fold buys room for many turns
-instead of one. A turn whose own tool results outgrow the budget has its earlier results cut,
-the oldest first. Before anything is folded, the recent turns' results are cut too: cutting
-costs nothing, a fold costs a request. Only what is sent changes: every message stays in the
-store.
+fold). When that is over the budget (or the loaded history is at ``history_limit``), the oldest
+turns are folded into the summary (context/_folding.py). A turn whose own tool results outgrow
+the budget has its earlier results cut, the oldest first. Before anything is folded, the recent
+turns' results are cut too: cutting costs nothing, a fold costs a request. Only what is sent
+changes: every message stays in the store. The request carries the room kept for the answer
+(``output_room``), the cap of a model configured without one.
 
-Sizes are estimates (engine/context/_tokens.py) times the ratio learned for the model, compared with
-the budget in the provider's tokens. When the provider still refuses a request as too long, the
-loop calls :meth:`ContextBudget.overflowed` (learn what the error says) and fits again with
-``harder=True`` (a smaller budget, no recent turns spared), once.
+Sizes are estimates (engine/context/_tokens.py) times the ratio learned for the model from the
+provider's own counts, compared with the budget in the provider's tokens. When the provider
+still refuses a request as too long, the loop calls :meth:`ContextBudget.overflowed` (take the
+count and window its error states) and fits again with ``harder=True`` (a smaller budget, no
+recent turns spared), once. A window that could not be asked at start-up (the server was down)
+is asked again once the server answers.
 """
 
 from __future__ import annotations
@@ -27,28 +28,34 @@ import math
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from engine.context._compaction import (
-    SUMMARY_PROMPT,
-    chunks,
-    cut,
-    cut_result,
-    summarise,
-    transcript,
-    turn_starts,
-    with_summary,
-)
+from engine.context._compaction import cut_result, turn_starts, with_summary
+from engine.context._folding import MIN_RESULT_CHARS, Folder, Window
 from engine.context._prompt import for_model
-from engine.context._tokens import Ratios, SpecTokens, message_tokens, text_tokens
+from engine.context._tokens import (
+    Ratios,
+    SpecTokens,
+    message_tokens,
+    overflow_facts,
+    text_tokens,
+)
 from engine.context._window import DEFAULT_WINDOW, WindowInfo, WindowSource
 from engine.models import Message, Model, ModelRequest, Role, ToolSpec, Usage
 from engine.store import ContextStore, Summary
 from tools.errors import ContextOverflow, PromptTooLarge
 
+__all__ = [
+    "Compacted",
+    "ContextBudget",
+    "ContextSettings",
+    "Fitted",
+    "Window",
+    "budget_for",
+    "output_for",
+]
+
 log = logging.getLogger(__name__)
 
-LOW_WATER = 0.6  # a fold leaves at most this share of the budget in use
 HARDER = 0.8  # the share of the budget a retry after an overflow plans with
-MIN_RESULT_CHARS = 200  # how far a result of the current turn may be cut
 RESULT_SHARE = 60  # an older turn's tool result takes at most 1/60 of the budget
 _SUMMARIES_KEPT = 10_000  # conversations whose summary is kept in memory
 
@@ -56,7 +63,7 @@ _SUMMARIES_KEPT = 10_000  # conversations whose summary is kept in memory
 @dataclass(frozen=True, slots=True)
 class ContextSettings:
     window: int | None = None  # [llm] context_window; None: ask `discover`
-    max_output_tokens: int | None = None  # None: 1,024, or a quarter of a smaller window
+    max_output_tokens: int | None = None  # None: 1,024, or an eighth of a smaller window
     budget: int | None = None  # None: the window less the output and a margin
     keep_recent_turns: int = 6
     tool_result_chars: int = 2_000
@@ -64,24 +71,18 @@ class ContextSettings:
     discover: Callable[[str], Awaitable[WindowInfo]] | None = None  # the window of a model
 
 
+def output_for(window: int, settings: ContextSettings) -> int:
+    """Tokens kept for the answer: as configured, else 1,024, or an eighth of a smaller window
+    (512 of 4,096: a small model on a CPU writes a few tokens a second)."""
+    if settings.max_output_tokens is not None:
+        return settings.max_output_tokens
+    return min(1_024, window // 8)
+
+
 def budget_for(window: int, settings: ContextSettings) -> int:
     """Prompt tokens a request may use: the window less the answer's room and a 5 % margin."""
-    output = settings.max_output_tokens
-    if output is None:
-        output = min(1_024, window // 4)
-    room = max(window - output - window // 20, window // 4)
+    room = max(window - output_for(window, settings) - window // 20, window // 4)
     return room if settings.budget is None else min(settings.budget, room)
-
-
-@dataclass(slots=True)
-class Window:
-    """A conversation as one turn sees it: its summary, and the store ids of the messages loaded
-    with it (the first ``len(ids)`` of the turn's history). ``conversation_id`` None: nothing is
-    stored (a loop used without a store)."""
-
-    conversation_id: int | None = None
-    summary: Summary | None = None
-    ids: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,11 +95,13 @@ class Fitted:
 
 @dataclass(frozen=True, slots=True)
 class Compacted:
-    """What /compact did: messages folded, and the tokens of history sent before and after."""
+    """What /compact did: messages folded (of those it tried to fold), and the tokens of
+    history sent before and after."""
 
     messages: int
     before: int
     after: int
+    tried: int = 0  # messages it meant to fold (more than `messages`: a summary was not stored)
 
 
 class ContextBudget:
@@ -115,13 +118,28 @@ class ContextBudget:
         self.settings = settings
         self.ratios = Ratios(store)
         self.specs = SpecTokens()
-        self.summary_requests = 0
+        self.folder = Folder(
+            store,
+            self.ratios,
+            tool_result_chars=settings.tool_result_chars,
+            history_limit=settings.history_limit,
+            remember=self._remember,
+        )
         self._windows: dict[str, asyncio.Future[WindowInfo]] = {}
         # Each conversation's summary as last read or written, when this process owns the store
         # (`shared`: other instances write summaries too, so they are read each time).
         self._summaries: dict[int, Summary | None] = {}
         self._cache = not shared
         self._warned: set[frozenset[str]] = set()
+        self._counted: set[str] = set()  # models whose last overflow stated its count
+
+    @property
+    def summary_requests(self) -> int:
+        return self.folder.summary_requests
+
+    def _remember(self, conversation_id: int, summary: Summary) -> None:
+        if self._cache:
+            self._summaries[conversation_id] = summary
 
     def drop_cached(self) -> None:
         """Forget the summaries read so far: some were deleted (a user forgotten, history
@@ -158,11 +176,22 @@ class ContextBudget:
         )
         return info
 
+    def _server_back(self, model: str) -> None:
+        """The server answered: a window it could not be asked for is asked again."""
+        found = self._windows.get(model)
+        if found is not None and found.done() and not found.cancelled():
+            if found.exception() is None and not found.result().reached:
+                log.info("the model endpoint answers again: asking it for %s's window", model)
+                del self._windows[model]
+
+    async def _tokens(self, model: str) -> int:
+        """The window planned with: discovered, or the smaller one an overflow revealed."""
+        info = await self.window(model)
+        learned = (await self.ratios.get(model)).window
+        return min(info.tokens, learned or info.tokens)
+
     async def budget(self, model: str | None = None) -> int:
-        name = model or self.model.name
-        info = await self.window(name)
-        learned = (await self.ratios.get(name)).window
-        return budget_for(min(info.tokens, learned or info.tokens), self.settings)
+        return budget_for(await self._tokens(model or self.model.name), self.settings)
 
     # -- loading, fitting, learning -------------------------------------------------------
 
@@ -198,8 +227,9 @@ class ContextBudget:
         old turns into the summary when needed (with `model`'s help): `history` and `window`
         then lose the folded messages (they stay in the store)."""
         model = model or self.model
-        budget = await self.budget(model.name)
-        if harder:
+        window_tokens = await self._tokens(model.name)
+        budget = budget_for(window_tokens, self.settings)
+        if harder and model.name not in self._counted:  # an error that stated its count: exact
             budget = int(budget * HARDER)
         ratio = (await self.ratios.get(model.name)).ratio
         limit = budget / ratio  # the budget in estimated tokens
@@ -215,7 +245,7 @@ class ContextBudget:
         shown, size = self._arrange(window, history, fixed, keep, limit)
         spent = Usage()
         if size > limit or len(history) > self.settings.history_limit:
-            spent = await self._fold_for(model, window, history, shown, fixed, limit)
+            spent = await self.folder.fold_for(model, window, history, shown, fixed, limit)
             shown, size = self._arrange(window, history, fixed, keep, limit)
         if size > limit:
             size = self._cut_current(shown, size, limit)
@@ -225,16 +255,30 @@ class ContextBudget:
                 f"tokens even cut down, more than the budget of {budget:,}"
             )
         summary = window.summary.text if window.summary else None
-        request = ModelRequest(with_summary(system, summary), for_model(shown), tools, stream)
+        request = ModelRequest(
+            with_summary(system, summary),
+            for_model(shown),
+            tools,
+            stream,
+            output_room=output_for(window_tokens, self.settings),
+        )
         return Fitted(request, size, model.name, spent)
 
     async def learn(self, fitted: Fitted, usage: Usage) -> None:
         """A reply's usage: the provider's count of what we estimated."""
+        self._server_back(fitted.model)
         if usage.prompt_tokens > 0:
             await self.ratios.learn(fitted.model, fitted.estimate, usage.prompt_tokens)
 
     async def overflowed(self, fitted: Fitted, exc: ContextOverflow) -> None:
+        """The provider refused `fitted` as too long: learn what its error states. When it
+        states its count, the ratio is exact and the retry plans with the whole budget."""
+        self._server_back(fitted.model)
         await self.ratios.overflowed(fitted.model, fitted.estimate, str(exc))
+        if overflow_facts(str(exc)).prompt_tokens:
+            self._counted.add(fitted.model)
+        else:
+            self._counted.discard(fitted.model)
 
     # -- what is sent ---------------------------------------------------------------------
 
@@ -295,98 +339,6 @@ class ContextBudget:
         shown[i] = msg
         return message_tokens(msg) - before
 
-    # -- folding --------------------------------------------------------------------------
-
-    async def _fold_for(
-        self,
-        model: Model,
-        window: Window,
-        history: list[Message],
-        shown: Sequence[Message],
-        fixed: int,
-        limit: float,
-    ) -> Usage:
-        """Fold the oldest turns until what is left takes at most LOW_WATER of the budget."""
-        starts = turn_starts(history)
-        if not starts:  # no user message: all of it is the current turn
-            return Usage()
-        foldable = len(history) if window.conversation_id is None else len(window.ids)
-        bounds = [b for b in starts if 0 < b <= foldable]
-        if not bounds:
-            return Usage()
-        cap = self._summary_cap(limit)
-        target = LOW_WATER * limit - fixed - cap
-        count_target = LOW_WATER * self.settings.history_limit
-        sizes = [message_tokens(m) for m in shown]
-        rest = sum(sizes)
-        end = 0
-        for bound in bounds:
-            if end and rest <= target and len(history) - end <= count_target:
-                break
-            rest -= sum(sizes[end:bound])
-            end = bound
-        return await self._fold(model, window, history, end, limit)
-
-    def _summary_cap(self, limit: float) -> int:
-        """The summary's size in estimated tokens: an eighth of the budget, within bounds."""
-        return int(min(1_500, max(150, limit / 8)))
-
-    async def _fold(
-        self, model: Model, window: Window, history: list[Message], n: int, limit: float
-    ) -> Usage:
-        """Fold history[:n] (whole turns) into the summary, one request per chunk that fits;
-        returns what the summary requests cost."""
-        cap = self._summary_cap(limit)
-        chunk_chars = int(max(2_000, (limit - text_tokens(SUMMARY_PROMPT) - 2 * cap) * 4))
-        result_chars = max(MIN_RESULT_CHARS, self.settings.tool_result_chars // 2)
-        ids = window.ids
-        folded = 0
-        spent = Usage()
-        try:
-            for start, end in chunks(history[:n], chunk_chars, result_chars):
-                part = cut(transcript(history[start:end], result_chars), chunk_chars)
-                text, usage = await self._summarise(model, window, part, cap)
-                spent += usage
-                first = window.summary.first_id if window.summary else _id(ids, start)
-                summary = Summary(window.conversation_id or 0, text, first, _id(ids, end - 1))
-                if self.store is not None and window.conversation_id is not None:
-                    await self.store.save_summary(summary)
-                    if self._cache:
-                        self._summaries[window.conversation_id] = summary
-                window.summary = summary
-                folded = end
-        finally:  # what was folded leaves the turn's history, even if a later chunk failed
-            del history[:folded]
-            del ids[:folded]
-            if folded:
-                log.info(
-                    "folded %d messages of conversation %s into its summary",
-                    folded,
-                    window.conversation_id,
-                )
-        return spent
-
-    async def _summarise(
-        self, model: Model, window: Window, part: str, cap: int
-    ) -> tuple[str, Usage]:
-        previous = window.summary.text if window.summary else None
-        words, chars = int(cap * 0.6), cap * 4
-        try:
-            text, request, reply = await summarise(
-                model, previous, part, words=words, max_chars=chars
-            )
-        except ContextOverflow as exc:  # our estimate of the part was short: learn, halve it
-            estimate = text_tokens(part) + text_tokens(SUMMARY_PROMPT)
-            await self.ratios.overflowed(model.name, estimate, str(exc))
-            half = cut(part, len(part) // 2)
-            text, request, reply = await summarise(
-                model, previous, half, words=words, max_chars=chars
-            )
-        self.summary_requests += 1
-        estimate = text_tokens(request.system) + sum(message_tokens(m) for m in request.messages)
-        await self.learn(Fitted(request, estimate, model.name), reply.usage)
-        return text, reply.usage
-
     async def compact(self, conversation_id: int) -> Compacted:
         """Fold every turn but the last into the summary now (/compact). The last stays whole,
         so /retry and /undo still act on it. The sizes are of the history as it is sent."""
@@ -397,10 +349,11 @@ class ContextBudget:
         before = self._arrange(window, history, 0, keep, limit)[1]
         starts = [s for s in turn_starts(history) if s <= len(window.ids)]
         end = starts[-1] if starts else 0
+        loaded = len(history)
         if end > 0:
-            await self._fold(self.model, window, history, end, limit)
+            await self.folder.fold(self.model, window, history, end, limit)
         after = self._arrange(window, history, 0, keep, limit)[1]
-        return Compacted(end, round(before * ratio), round(after * ratio))
+        return Compacted(loaded - len(history), round(before * ratio), round(after * ratio), end)
 
     def _warn_tools(self, tools: Sequence[ToolSpec], size: int, limit: float) -> None:
         names = frozenset(t.name for t in tools)
@@ -415,8 +368,3 @@ class ContextBudget:
             len(tools),
             ", ".join(f"{t.name} (~{self.specs(t):,} tokens)" for t in biggest),
         )
-
-
-def _id(ids: list[int], i: int) -> int:
-    """The store id of the i-th loaded message (0 for one the store does not have)."""
-    return ids[i] if 0 <= i < len(ids) else 0

@@ -74,16 +74,28 @@ def transcript(messages: Sequence[Message], result_chars: int) -> str:
     return "\n".join(lines)
 
 
-def summary_request(previous: str | None, part: str, words: int) -> ModelRequest:
+def summary_request(
+    previous: str | None, part: str, words: int, max_tokens: int | None = None
+) -> ModelRequest:
+    """The request for a new summary; `max_tokens` is its own output budget (the model's
+    configured cap is for answers)."""
     ask = f"Summary so far:\n{previous or _NONE_YET}\n\nNext part of the conversation:\n{part}"
-    return ModelRequest(SUMMARY_PROMPT.format(words=words), [Message.user(ask)])
+    system = SUMMARY_PROMPT.format(words=words)
+    return ModelRequest(system, [Message.user(ask)], max_output_tokens=max_tokens)
 
 
 async def summarise(
-    model: Model, previous: str | None, part: str, *, words: int, max_chars: int
+    model: Model,
+    previous: str | None,
+    part: str,
+    *,
+    words: int,
+    max_chars: int,
+    max_tokens: int | None = None,
 ) -> tuple[str, ModelRequest, ModelResponse]:
-    """The new summary (cut to `max_chars`), the request that asked for it and its reply."""
-    request = summary_request(previous, part, words)
+    """The new summary (cut to `max_chars`), the request that asked for it and its reply (whose
+    finish reason says whether the length limit cut it)."""
+    request = summary_request(previous, part, words, max_tokens)
     reply = await metrics.model_request(model, request)
     text = (reply.text or "").strip()
     if not text:  # a model that answers nothing keeps what there was

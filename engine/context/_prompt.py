@@ -16,12 +16,25 @@ log = logging.getLogger(__name__)
 NO_RESULT = "No result was recorded for this call."
 
 
+# What the user reads under an answer the length limit cut (engine/loop adds it). It is stored
+# with the answer but not sent back: a model shown it imitates it.
+CUT_NOTE = "\n\n[…cut off by the length limit: say “continue” for the rest]"
+
+
 def for_model(history: Sequence[Message]) -> list[Message]:
-    """The history as sent: pairing repaired, each group message prefixed with its speaker."""
+    """The history as sent: pairing repaired, each group message prefixed with its speaker,
+    the note under a cut answer left out."""
     out = ensure_pairing(list(history))
     if any(m.speaker for m in out):
         out = [_named(m) if m.speaker else m for m in out]
+    if any(m.role is Role.ASSISTANT and (m.text or "").endswith(CUT_NOTE) for m in out):
+        out = [_uncut(m) for m in out]
     return out
+
+
+def _uncut(msg: Message) -> Message:
+    parts = [Text(p.text.removesuffix(CUT_NOTE)) if isinstance(p, Text) else p for p in msg.parts]
+    return Message(msg.role, parts, msg.speaker) if msg.role is Role.ASSISTANT else msg
 
 
 def _named(msg: Message) -> Message:

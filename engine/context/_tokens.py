@@ -127,13 +127,15 @@ class Ratios:
         return updated
 
     async def overflowed(self, model: str, estimate: int, message: str) -> TokenRatio:
-        """The provider refused a prompt we thought fitted: take what its error says, or assume
-        our estimate was a fifth short."""
+        """The provider refused a prompt we thought fitted: take what its error says (its count
+        of this prompt gives the ratio exactly: inflating it further would refuse prompts that
+        fit), or, when it states no count, assume our estimate was a fifth short."""
         current = await self.get(model)
         facts = overflow_facts(message)
-        ratio = current.ratio * 1.2
         if facts.prompt_tokens and estimate > 0:
-            ratio = max(ratio, facts.prompt_tokens / estimate)
+            ratio = facts.prompt_tokens / estimate
+        else:
+            ratio = current.ratio * 1.2
         window = current.window
         if facts.window and (window is None or facts.window < window):
             window = facts.window

@@ -40,6 +40,7 @@ class WindowInfo:
     tokens: int
     source: WindowSource
     why: str  # in words, for doctor and the log
+    reached: bool = True  # False: the server did not answer, so it may yet say (asked again)
 
 
 # Well-known model families, matched against the lower-cased name without its organisation
@@ -85,40 +86,54 @@ async def discover_window(
     `probe` False: an API that is not OpenAI-compatible, where only the table can tell."""
     if configured is not None:
         return WindowInfo(configured, WindowSource.CONFIG, "set in [llm] context_window")
-    found = None
+    found: WindowInfo | None = None
+    reached = not probe
     if probe:
         try:
             # aiohttp, as the SDKs here use: an httpx client would load a stack of its own.
             headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
             timeout = aiohttp.ClientTimeout(total=_TIMEOUT_S)
             async with aiohttp.ClientSession(timeout=timeout, headers=headers) as client:
-                found = await _ask_server(client, base_url, model)
+                found, reached = await _ask_server(client, base_url, model)
         except Exception as exc:  # a probe must never stop a turn
             log.debug("context window probe failed: %s", exc)
     if found is not None:
         return found
+    down = "" if reached else "the server did not answer (asked again once it does); "
     tokens = known_window(model)
     if tokens is not None:
-        return WindowInfo(
-            tokens, WindowSource.TABLE, f"the server does not say; {model} is known to take it"
-        )
+        why = f"{down or 'the server does not say; '}{model} is known to take it"
+        return WindowInfo(tokens, WindowSource.TABLE, why, reached)
     return WindowInfo(
         DEFAULT_WINDOW,
         WindowSource.DEFAULT,
-        f"neither the server nor relaybot's table knows {model}; set [llm] context_window",
+        f"{down}neither the server nor relaybot's table knows {model}; set [llm] context_window",
+        reached,
     )
 
 
 async def _ask_server(
     client: aiohttp.ClientSession, base_url: str, model: str
-) -> WindowInfo | None:
+) -> tuple[WindowInfo | None, bool]:
+    """The window the server states, and whether it answered at all."""
     base = base_url.rstrip("/")
     root = _root(base)
-    vllm, llama, ollama = await asyncio.gather(
+    answers = await asyncio.gather(
         _json(client.get(f"{base}/models")),
         _json(client.get(f"{root}/props")),
         _json(client.post(f"{root}/api/show", json={"model": model})),
     )
+    reached = any(answer is not _NO_ANSWER for answer in answers)
+    vllm, llama, ollama = (a if isinstance(a, dict) else None for a in answers)
+    return _stated(vllm, llama, ollama, model), reached
+
+
+def _stated(
+    vllm: dict[str, Any] | None,
+    llama: dict[str, Any] | None,
+    ollama: dict[str, Any] | None,
+    model: str,
+) -> WindowInfo | None:
     for entry in (vllm or {}).get("data") or ():
         if isinstance(entry, dict) and entry.get("id") == model:
             if isinstance(entry.get("max_model_len"), int):
@@ -155,13 +170,19 @@ def _ollama(show: dict[str, Any]) -> WindowInfo | None:
     return WindowInfo(tokens, WindowSource.SERVER, why)
 
 
-async def _json(request: Awaitable[aiohttp.ClientResponse]) -> dict[str, Any] | None:
+_NO_ANSWER = object()  # no HTTP answer at all (refused, timed out): the server may be down
+
+
+async def _json(request: Awaitable[aiohttp.ClientResponse]) -> dict[str, Any] | object | None:
+    """The JSON object answered; None for any other answer; _NO_ANSWER without one."""
     try:
         async with await request as resp:
             if resp.status != 200:
                 return None
             data = await resp.json(content_type=None)
-    except (aiohttp.ClientError, TimeoutError, ValueError):
+    except (aiohttp.ClientError, TimeoutError):
+        return _NO_ANSWER
+    except ValueError:
         return None
     return data if isinstance(data, dict) else None
 

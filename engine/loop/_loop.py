@@ -15,7 +15,7 @@ import logging
 from collections.abc import Mapping
 
 from engine import metrics
-from engine.context import ContextBudget, Fitted, Window, for_model
+from engine.context import CUT_NOTE, ContextBudget, Fitted, Window, for_model
 from engine.loop._calls import Starting, ToolCalls, TurnState
 from engine.loop._jobs import JobRunner
 from engine.loop._types import PendingCall, Record, TurnContext, TurnResult
@@ -45,6 +45,14 @@ TRUNCATED = (
     "Try again with a shorter reply or smaller arguments."
 )
 DECLINED = "The user declined this action; it was not run."
+
+
+def answer_text(reply: ModelResponse) -> str:
+    """What the user reads of a final reply: a reply cut by the length limit says so."""
+    text = reply.text or FALLBACK_TEXT
+    if reply.finish_reason is FinishReason.LENGTH and reply.text:
+        return text.rstrip() + CUT_NOTE
+    return text
 
 
 class ToolLoop:
@@ -135,7 +143,7 @@ class ToolLoop:
             state.iteration += 1
             reply = await self._request(state, self._tool_specs(state.ctx))
             if not reply.tool_calls:
-                return await self._finish(state, reply.text or FALLBACK_TEXT)
+                return await self._finish(state, answer_text(reply))
             calls = reply.tool_calls
             await state.add(Message.assistant(reply.text, [sanitised(c) for c in calls]))
             if reply.finish_reason is FinishReason.LENGTH:
@@ -150,7 +158,7 @@ class ToolLoop:
             if state.stop_text is not None:
                 return await self._finish(state, state.stop_text)
         reply = await self._request(state, [], extra=SUM_UP)
-        return await self._finish(state, reply.text or FALLBACK_TEXT)
+        return await self._finish(state, answer_text(reply))
 
     async def _finish(self, state: TurnState, text: str) -> TurnResult:
         await state.add(Message.assistant(text))

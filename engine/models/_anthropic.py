@@ -22,8 +22,11 @@ Everything Anthropic-shaped lives here. The translation of a neutral request:
 
 And back: text blocks joined, ``tool_use`` blocks as calls, ``stop_reason`` as a
 :class:`FinishReason`, usage with cache reads and writes. Errors map by the API's error type
-(also for one sent inside a stream): overloaded and api errors → ModelUnavailable, rate limits
-→ ModelRateLimited, authentication → ModelAuthError, "prompt is too long" → ContextOverflow.
+(also for one sent inside a stream): overloaded and api errors → ModelServerError, rate limits
+→ ModelRateLimited, authentication → ModelAuthError, "prompt is too long" → ContextOverflow,
+any other refusal → ModelRefused; no answer at all → ModelUnreachable or ModelTimedOut
+(engine/models/_failures.py). The messages are first shaped as every template accepts them
+(engine/models/_alternate.py), then merged into turns as below.
 
 The SDK is an optional extra (``pip install 'relaybot[anthropic]'``); it is imported on first
 use, in a thread (:meth:`AnthropicModel.warm_up`), because importing it takes seconds.
@@ -41,6 +44,8 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from engine.models._alternate import alternating
+from engine.models._failures import connection_failure, status_failure
 from engine.models._stream import emit
 from engine.models._types import (
     FinishReason,
@@ -145,7 +150,7 @@ class AnthropicModel:
     async def complete(self, request: ModelRequest, on_text: OnText | None = None) -> ModelResponse:
         body = {
             "model": self.name,
-            "max_tokens": self.max_tokens,
+            "max_tokens": request.max_output_tokens or self.max_tokens,
             **to_anthropic(request, cache=self.cache),
         }
         if self.options:
@@ -159,12 +164,8 @@ class AnthropicModel:
                 reply = _response(await self.sdk.messages.create(**body))
         except sdk.APIStatusError as exc:
             raise _status_error(exc) from exc
-        except sdk.APITimeoutError as exc:
-            raise ModelUnavailable("the model endpoint timed out") from exc
-        except sdk.APIConnectionError as exc:
-            raise ModelUnavailable(
-                f"the model endpoint is unreachable ({exc.__cause__ or exc})"
-            ) from exc
+        except sdk.APIConnectionError as exc:  # timeouts too: the cause says which
+            raise connection_failure(exc) from exc
         except sdk.AnthropicError as exc:
             raise LLMError(f"the model request failed: {exc}") from exc
         u = reply.usage
@@ -200,7 +201,9 @@ class AnthropicModel:
 
 def to_anthropic(request: ModelRequest, *, cache: bool = True) -> dict[str, Any]:
     """The Messages API fields for `request`: system, messages and tools (with tool_choice)."""
-    out: dict[str, Any] = {"messages": _turns(request.messages)}
+    out: dict[str, Any] = {
+        "messages": _turns(alternating(request.messages, reply_after_tools=False))
+    }
     if request.system:
         block: dict[str, Any] = {"type": "text", "text": request.system}
         out["system"] = [{**block, "cache_control": CACHE}] if cache else [block]
@@ -316,9 +319,9 @@ def _status_error(exc: Any) -> LLMError:
         return ModelAuthError(detail)
     if status == 429 or kind == "rate_limit_error":
         return ModelRateLimited(detail)
-    if status >= 500 or kind in ("api_error", "overloaded_error"):
-        return ModelUnavailable(detail)
-    return LLMError(detail)
+    if kind in ("api_error", "overloaded_error"):
+        return status_failure(max(status, 500), detail)
+    return status_failure(status, detail)
 
 
 def _error_body(exc: Any) -> tuple[str | None, str]:

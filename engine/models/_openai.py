@@ -20,6 +20,8 @@ import logging
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from engine.models._alternate import alternating
+from engine.models._failures import connection_failure, status_failure
 from engine.models._stream import CallAccumulator, emit
 from engine.models._types import (
     FinishReason,
@@ -34,13 +36,7 @@ from engine.models._types import (
     ToolSpec,
     Usage,
 )
-from tools.errors import (
-    ContextOverflow,
-    LLMError,
-    ModelAuthError,
-    ModelRateLimited,
-    ModelUnavailable,
-)
+from tools.errors import ContextOverflow, LLMError, ModelAuthError, ModelRateLimited
 
 if TYPE_CHECKING:
     import openai
@@ -65,13 +61,19 @@ _TOO_LONG = (
     "exceeds the available context",
     "input is too long",
 )
+_CAPS = ("max_tokens", "max_completion_tokens")
 
 
 class OpenAIModel:
     """A :class:`engine.Model` over an OpenAI-compatible endpoint.
 
     `timeout_s` and `max_retries` are explicit (the SDK's 600 s default is far too long for a
-    chat); `options` (temperature, max_tokens, ...) go into every request.
+    chat); `options` (temperature, max_tokens, ...) go into every request. A request's own
+    `max_output_tokens` (a summary's) replaces a configured max_tokens; without one configured,
+    an answer is capped by the request's `output_room`, since a local server would otherwise
+    write until its window is full. OpenAI's own API is left to its models' limits unless a cap
+    is configured (its reasoning models count their thinking in the cap) and gets the cap as
+    max_completion_tokens (they refuse max_tokens); other servers get max_tokens.
     """
 
     def __init__(
@@ -98,6 +100,9 @@ class OpenAIModel:
             "http_client": http_client,
         }
         self._sdk: openai.AsyncOpenAI | None = None
+        self._capped = any(k in self.options for k in _CAPS)
+        self._hosted = base_url is None or "api.openai.com" in base_url
+        self._cap_field = "max_completion_tokens" if self._hosted else "max_tokens"
 
     @property
     def sdk(self) -> openai.AsyncOpenAI:
@@ -126,6 +131,10 @@ class OpenAIModel:
             "model": self.name,
             "messages": to_openai(request.system, request.messages),
         }
+        if (cap := self._cap(request)) is not None:
+            for key in _CAPS:
+                body.pop(key, None)
+            body[self._cap_field] = cap
         if request.tools:
             body["tools"] = [self._tool(t) for t in request.tools]
         await self.warm_up()
@@ -136,14 +145,18 @@ class OpenAIModel:
             return await self._stream(body, on_text)
         except openai.APIStatusError as exc:
             raise _status_error(exc) from exc
-        except openai.APITimeoutError as exc:
-            raise ModelUnavailable("the model endpoint timed out") from exc
-        except openai.APIConnectionError as exc:
-            raise ModelUnavailable(
-                f"the model endpoint is unreachable ({exc.__cause__ or exc})"
-            ) from exc
+        except openai.APIConnectionError as exc:  # timeouts too: the cause says which
+            raise connection_failure(exc) from exc
         except openai.OpenAIError as exc:
             raise LLMError(f"the model request failed: {exc}") from exc
+
+    def _cap(self, request: ModelRequest) -> int | None:
+        """The answer cap to send in place of the configured one; None: as configured."""
+        if self._hosted and not self._capped:
+            return None
+        if request.max_output_tokens is not None:
+            return request.max_output_tokens
+        return None if self._capped else request.output_room
 
     def _tool(self, spec: ToolSpec) -> dict[str, Any]:
         fn: dict[str, Any] = {"name": spec.name, "description": spec.description}
@@ -219,9 +232,10 @@ class OpenAIModel:
 
 
 def to_openai(system: str, messages: Any) -> list[dict[str, Any]]:
-    """Neutral messages as the chat-completions `messages` list."""
+    """Neutral messages as the chat-completions `messages` list: the system prompt once, first,
+    then messages as strict chat templates accept them (engine/models/_alternate.py)."""
     out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
-    for m in messages:
+    for m in alternating(messages):
         out.append(_message(m))
     return out
 
@@ -285,9 +299,7 @@ def _status_error(exc: openai.APIStatusError) -> LLMError:
         return ModelAuthError(detail)
     if exc.status_code == 429:
         return ModelRateLimited(detail)
-    if exc.status_code >= 500:
-        return ModelUnavailable(detail)
-    return LLMError(detail)
+    return status_failure(exc.status_code, detail)
 
 
 def _code(exc: openai.APIStatusError) -> str | None:

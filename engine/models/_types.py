@@ -123,10 +123,17 @@ ToolSpec = ToolDefinition
 
 @dataclass(frozen=True, slots=True)
 class ModelRequest:
+    """One request. `max_output_tokens` caps this answer whatever the model is configured with
+    (a summary asks for its own room); `output_room` is the room the context budget left for
+    the answer, the cap of a model configured without one (a local server would otherwise write
+    until its window is full)."""
+
     system: str
     messages: Sequence[Message]
     tools: Sequence[ToolSpec] = ()
     stream: bool = False
+    max_output_tokens: int | None = None
+    output_room: int | None = None
 
 
 class FinishReason(enum.StrEnum):

@@ -64,6 +64,14 @@ server of ``server_kind`` refuses it: OpenAI's 400 ``context_length_exceeded`` b
 says where the window is told: ``max_model_len`` in ``/v1/models`` (vllm), ``/props`` (llama.cpp),
 ``/api/show`` with ``num_ctx`` (ollama); the others answer 404 there.
 
+Strict chat templates (``strict_template=True``): a request is refused the way llama.cpp's server
+refuses what Gemma's, Mistral's and other strict jinja templates reject (:func:`template_error`):
+roles that do not alternate user/assistant after the optional system message (a tool result
+counts as a user turn, as llama.cpp renders it for a template without tools; consecutive results
+as one), a system message anywhere but first, a message with empty content and no tool calls.
+The status is ``template_status`` (400, as llama.cpp answers), the body llama.cpp's;
+``llm.template_refusals`` counts them.
+
 A request without tools whose system message opens by asking for a summary is answered by
 :func:`summarize` (it does not consume the script) and recorded in ``llm.summary_requests``
 as well as ``llm.requests``.
@@ -114,6 +122,7 @@ __all__ = [
     "hold",
     "images_in",
     "summarize",
+    "template_error",
     "text",
     "tool_call",
     "tool_calls",
@@ -332,6 +341,43 @@ def _check_content(messages: list[Any], vision: bool) -> str | None:
     return None
 
 
+ALTERNATE = "Jinja Exception: Conversation roles must alternate user/assistant/user/assistant/..."
+SYSTEM_FIRST = "Jinja Exception: System message must be at the beginning."
+NO_CONTENT = (
+    "Expected 'content' or 'tool_calls' (ref: https://github.com/ggml-org/llama.cpp/issues/8367 "
+    "& https://github.com/ggml-org/llama.cpp/issues/12279)"
+)
+
+
+def template_error(messages: list[Any]) -> str | None:
+    """What a strict chat template (as llama.cpp runs it) says of `messages`; None: accepted."""
+    expected = "user"
+    previous = None
+    for i, msg in enumerate(messages):
+        role = msg.get("role") if isinstance(msg, dict) else None
+        content = msg.get("content") if isinstance(msg, dict) else None
+        blank = content is None or (isinstance(content, str) and not content.strip())
+        if isinstance(content, list):
+            blank = not any(
+                isinstance(p, dict) and (p.get("type") != "text" or str(p.get("text", "")).strip())
+                for p in content
+            )
+        if blank and not (role == "assistant" and msg.get("tool_calls")):
+            return NO_CONTENT
+        if role == "system":
+            if i != 0:
+                return SYSTEM_FIRST
+            continue
+        turn = "user" if role in ("user", "tool") else role
+        if role == "tool" and previous == "tool":
+            continue  # parallel results: one turn
+        if turn != expected:
+            return ALTERNATE
+        expected = "assistant" if turn == "user" else "user"
+        previous = role
+    return None
+
+
 def echo(body: dict[str, Any]) -> TextReply:
     """Default reply: ``text("echo: <content of the last user message>")``."""
     for msg in reversed(body.get("messages") or ()):
@@ -508,14 +554,19 @@ class FakeOpenAI:
         port: int = 0,
         context_window: int | None = None,
         server_kind: str = "openai",
+        strict_template: bool = False,
     ) -> None:
         self.models: list[str] = list(models)
+        self.strict_template = strict_template  # refuse what strict chat templates refuse
+        self.template_status = 400
+        self.template_refusals = 0
         # refuse prompts longer than this (by count_tokens), as `server_kind` words it
         self.context_window = context_window
         self.server_kind = server_kind  # "openai", "vllm", "llama.cpp" or "ollama"
         self.prompt_counts: list[int] = []
         self.refused = 0
         self.summary_requests: list[dict[str, Any]] = []
+        self.summarizer: ReplyLike = summarize  # how summary requests are answered
         self.default: ReplyLike = default
         self.delay_s = delay_s
         self.api_key = api_key
@@ -779,6 +830,14 @@ class FakeOpenAI:
         if cond is not None:
             async with cond:
                 cond.notify_all()
+        if self.strict_template and (problem := template_error(body["messages"])) is not None:
+            self.template_refusals += 1
+            err = {
+                "code": self.template_status,
+                "message": problem,
+                "type": "invalid_request_error",
+            }
+            return web.json_response({"error": err}, status=self.template_status)
         if (refused := _check_content(body["messages"], self.vision)) is not None:
             return _error_response(400, refused, "invalid_request_error", None, "messages")
 
@@ -798,7 +857,7 @@ class FakeOpenAI:
             picked = fault
         elif is_summary_request(body):
             self.summary_requests.append(body)
-            picked = summarize
+            picked = self.summarizer
         else:
             picked = self._queue.popleft() if self._queue else self.default
         if self.delay_s:
@@ -973,9 +1032,16 @@ _MODES: dict[str, ReplyLike] = {
 }
 
 
-async def _serve(port: int, delay_s: float, mode: str, window: int | None, kind: str) -> None:
+async def _serve(
+    port: int, delay_s: float, mode: str, window: int | None, kind: str, strict: bool = False
+) -> None:
     llm = FakeOpenAI(
-        port=port, delay_s=delay_s, default=_MODES[mode], context_window=window, server_kind=kind
+        port=port,
+        delay_s=delay_s,
+        default=_MODES[mode],
+        context_window=window,
+        server_kind=kind,
+        strict_template=strict,
     )
     async with llm:
         print(f"fake OpenAI listening on {llm.base_url}", flush=True)
@@ -1006,9 +1072,21 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--context-window", type=int, help="refuse longer prompts (tokens)")
     parser.add_argument("--kind", default="openai", choices=["openai", "vllm", "llama.cpp"])
+    parser.add_argument(
+        "--strict-template", action="store_true", help="refuse what strict chat templates refuse"
+    )
     args = parser.parse_args(argv)
     try:
-        asyncio.run(_serve(args.port, args.delay, args.mode, args.context_window, args.kind))
+        asyncio.run(
+            _serve(
+                args.port,
+                args.delay,
+                args.mode,
+                args.context_window,
+                args.kind,
+                args.strict_template,
+            )
+        )
     except KeyboardInterrupt:
         pass
 
