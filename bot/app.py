@@ -223,6 +223,7 @@ class App:
             host, port = cfg.metrics.address()
             await stack.enter_async_context(metrics_server(host, port, self._metrics_state))
         await self.model.warm_up()  # in a thread; the channels are already listening
+        await self.store.settled()  # a successful start: an upgrade's copy is not needed now
 
     def is_admin(self, channel: str, user_id: str) -> bool:
         """One of `[access] admins` (who may change a group's memory)."""

@@ -1,5 +1,5 @@
 """The `relaybot` command: run, chat, check-config, tools, skills, doctor, init, migrate-store,
-status, backup, forget, users."""
+migrate, status, backup, forget, users."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import signal
 import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from bot._checks import CHAT_ONLY, tool_problems, validate
@@ -22,6 +23,9 @@ from bot._sdnotify import Notifier, watchdog_interval, watchdog_loop
 from bot._secrets import harden_process, seal_secrets
 from bot.config import Config, find_config, load_config
 from tools.errors import ConfigError, RelaybotError
+
+if TYPE_CHECKING:
+    from bot.app import App
 
 log = logging.getLogger("relaybot")
 
@@ -68,6 +72,7 @@ def _parser() -> argparse.ArgumentParser:
         ("backup", "a consistent copy of the store, made while the daemon runs"),
         ("forget", "delete everything stored about a user (the daemon must be stopped)"),
         ("users", "who may use the bot and from where; let someone in or out"),
+        ("migrate", "upgrade the store to this version's schema (the daemon must be stopped)"),
     ):
         sp = commands[name] = sub.add_parser(name, help=text, description=text)
         _options(sp, argparse.SUPPRESS)  # absent here: keep what was given before the command
@@ -79,6 +84,9 @@ def _parser() -> argparse.ArgumentParser:
     commands["forget"].add_argument("--yes", action="store_true", help="do not ask")
     commands["users"].add_argument("action", nargs="?", choices=("allow", "revoke"))
     commands["users"].add_argument("user", nargs="?", metavar="[CHANNEL:]ID")
+    commands["migrate"].add_argument(
+        "--check", action="store_true", help="only say what an upgrade would do; change nothing"
+    )
     text = "copy a SQLite store into an empty PostgreSQL database"
     sp = sub.add_parser("migrate-store", help=text, description=text)
     sp.add_argument("--from", dest="source", required=True, metavar="PATH.db")
@@ -128,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         "backup": _operate,
         "forget": _operate,
         "users": _users,
+        "migrate": _migrate,
     }[args.command]
     try:
         return asyncio.run(command(config, args))
@@ -208,7 +217,11 @@ async def _chat(config: Config, args: argparse.Namespace) -> int:
     signals: asyncio.Queue[signal.Signals] = asyncio.Queue()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, signals.put_nowait, sig)
-    async with app:
+    caught = asyncio.ensure_future(signals.get())
+    if not await _started(app, caught, config.engine.shutdown_grace_s):
+        return 0  # stopped while starting (the store unreachable, say)
+    async with contextlib.AsyncExitStack() as started:
+        started.push_async_exit(app.__aexit__)
         record_loaded(config, "chat", app.dispatcher.live.loaded_at)
         finished = asyncio.ensure_future(console.finished.wait())
         caught = asyncio.ensure_future(signals.get())
@@ -236,7 +249,11 @@ async def _run(config: Config, args: argparse.Namespace) -> int:
     loop.add_signal_handler(signal.SIGHUP, reload.set)  # systemctl reload: bot/_reload.py
     try:
         app = App(config)
-        async with app:
+        waiting = asyncio.ensure_future(stop.wait())
+        if not await _started(app, waiting, config.engine.shutdown_grace_s):
+            return 0  # stopped while starting (the store unreachable, say)
+        async with contextlib.AsyncExitStack() as started:
+            started.push_async_exit(app.__aexit__)
             reloader = Reloader(app, args.config)
             reloader.record()
             notifier.ready(app.status())
@@ -284,6 +301,33 @@ async def _users(config: Config, args: argparse.Namespace) -> int:
     from bot._users import users
 
     return await users(config, args.action, args.user)
+
+
+async def _started(app: App, stop: asyncio.Future[Any], grace_s: float) -> bool:
+    """Start `app` (``__aenter__``) unless `stop` comes first: True once it runs (the caller
+    exits it), False when the stop came first. Start-up may wait for a long time (a PostgreSQL
+    server that is down is waited for), and a stop must still stop: start-up is then cancelled,
+    and what it opened is closed within `grace_s`."""
+    starting = asyncio.ensure_future(app.__aenter__())
+    try:
+        await asyncio.wait({starting, stop}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stop.cancel()  # when it is not done: either way nobody waits for it any more
+    if starting.done():
+        starting.result()  # a start-up that failed raises here
+        return True
+    log.info("stopping while starting up")
+    starting.cancel()
+    await asyncio.wait({starting}, timeout=grace_s)
+    if starting.done() and not starting.cancelled() and starting.exception() is None:
+        await app.__aexit__(None, None, None)  # it had just finished starting
+    return False
+
+
+async def _migrate(config: Config, args: argparse.Namespace) -> int:
+    from bot._upgrade import migrate
+
+    return await migrate(config, args.check)
 
 
 def _lock(config: Config) -> None:

@@ -121,6 +121,15 @@ class Cluster:
         )
 
 
+async def wait_session_recorded(pg: PostgresServer, database: str) -> None:
+    """The Discord gateway session is in the store for the next holder to resume (recorded a
+    tick after it is opened: a kill before that leaves nothing to resume from)."""
+    recorded = "SELECT count(*) FROM receivers WHERE channel LIKE 'discord%' AND resume IS NOT NULL"
+    async with asyncio.timeout(WAIT_S):
+        while await asyncio.to_thread(pg.psql, recorded, database) == "0":  # noqa: ASYNC110
+            await asyncio.sleep(0.05)  # another process writes it: no event to wait on
+
+
 async def wait_recorded(pg: PostgresServer, database: str, *, quiet: bool = False) -> None:
     """Every answer sent has its delivery recorded (`quiet`: and every message is answered,
     every prompt shown is recorded as shown)."""
@@ -325,8 +334,9 @@ async def test_two_instances_answer_telegram_and_discord_and_hand_the_gateway_ov
     postgres: PostgresServer, tmp_path: Path
 ) -> None:
     """Two instances with both channels: one holds the Telegram polling and the Discord
-    gateway, both answer; when that one is killed, the other resumes its gateway session within
-    10 s, so a message written while nobody received is answered too, once."""
+    gateway, both answer; when that one is killed (once its gateway session is recorded), the
+    other resumes that session, so a message written while nobody received is answered too,
+    once."""
     url = postgres.new_database()
     async with (
         FakeTelegram() as tg,

@@ -168,6 +168,7 @@ class DiscordChannel(Channel):
         return {i for i in ids if i is not None}
 
     async def stop(self) -> None:
+        await self._handlers.held.aclose()
         if self._client is not None:
             await self._client.close()
         if self._runner is not None:

@@ -31,6 +31,7 @@ from engine.chat._notices import Notices
 from engine.chat._pairing import Pairing
 from engine.chat._schedules import Schedules
 from engine.chat._settings import Live, Settings
+from engine.chat._stalled import Stalled
 from engine.chat._turns import TurnRunner
 from engine.loop import ConversationKey, ToolLoop
 from engine.store import Adoption, InboxState, Store
@@ -109,6 +110,7 @@ class Dispatcher:
         self.limits = parts.limits
         self.pairing = parts.pairing
         self.cluster = parts.cluster
+        self.stalled = Stalled(self.queues, self.tasks)  # chats whose work the store refused
 
     @property
     def settings(self) -> Settings:
@@ -230,6 +232,14 @@ class Dispatcher:
     # -- the chat's queue -----------------------------------------------------------------
 
     async def _handle(self, key: ConversationKey, item: WorkItem) -> None:
+        try:
+            await self._run_item(key, item)
+        except StoreUnavailable:  # the store says why, once; the chat is tried again
+            self.stalled.refused(key, item)
+        else:
+            self.stalled.done(key)
+
+    async def _run_item(self, key: ConversationKey, item: WorkItem) -> None:
         match item:
             case Inbound():
                 queued = await self.store.inbox.rows(InboxState.QUEUED, key.channel, key.chat_id)

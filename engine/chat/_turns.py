@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from engine import metrics
+from engine import Backoff, metrics
 from engine._channel import Channel
 from engine.chat._chat_settings import ChatSettings
 from engine.chat._confirmations import Confirmations, pending_call
@@ -36,7 +36,7 @@ from engine.store import (
     InboxState,
     Store,
 )
-from tools.errors import LLMError
+from tools.errors import LLMError, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -249,9 +249,18 @@ class TurnRunner:
         await self._delivered(message_id, ref.message_id, answering)
 
     async def _delivered(self, message_id: int, ref: str, answering: Sequence[InboxRow]) -> None:
-        async with self.store.transaction():
-            await self.store.conversations.delivered(message_id, ref)
-            await self.store.inbox.answered([r.id for r in answering])
+        """Record that the platform has the answer. The user has it already: while the store
+        refuses the record (its disk full, say), it is tried again here, or a recovery would
+        send the answer a second time (only a stop in the meantime leaves that to a restart)."""
+        backoff = Backoff(1.0, max_s=5.0)
+        while True:
+            try:
+                async with self.store.transaction():
+                    await self.store.conversations.delivered(message_id, ref)
+                    await self.store.inbox.answered([r.id for r in answering])
+                return
+            except StoreUnavailable:  # the store says why, once
+                await backoff.sleep()
 
     async def recover(self, key: ConversationKey) -> None:
         """Settle what a crash left in the chat, before anything new is taken."""

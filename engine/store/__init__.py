@@ -66,6 +66,7 @@ from engine.store._states import (
     RunState,
     ScheduleState,
 )
+from engine.store._upgrade import plan as upgrade_plan
 from engine.store._urls import is_postgres, redact
 from engine.store.sqlite import MIGRATIONS, BackupMade, SqliteStore, backup_sqlite
 
@@ -129,4 +130,5 @@ __all__ = [
     "is_postgres",
     "open_store",
     "redact",
+    "upgrade_plan",
 ]

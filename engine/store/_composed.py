@@ -66,6 +66,9 @@ class ComposedStore:
     async def schema_version(self) -> int:
         return await self.db.schema_version()
 
+    async def settled(self) -> None:
+        await self.db.settled()
+
     async def open(self) -> None:
         await self.db.open()
 
