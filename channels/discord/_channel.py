@@ -49,6 +49,7 @@ from engine import (
     OutgoingFile,
     Reaction,
     Receiver,
+    Reply,
 )
 from engine.metrics import api_retry
 
@@ -169,6 +170,7 @@ class DiscordChannel(Channel):
         return {i for i in ids if i is not None}
 
     async def stop(self) -> None:
+        await self._handlers.held.aclose()
         if self._client is not None:
             await self._client.close()
         if self._runner is not None:
@@ -276,6 +278,9 @@ class DiscordChannel(Channel):
 
     async def show_confirmation(self, prompt: ConfirmationPrompt) -> MessageRef:
         return await self._outbox.show_confirmation(prompt)
+
+    async def send_private(self, user_id: str, reply: Reply) -> MessageRef:
+        return await self._outbox.send_private(user_id, reply)
 
     async def resolve_confirmation(self, ref: MessageRef, text: str) -> None:
         await self._outbox.resolve_confirmation(ref, text)

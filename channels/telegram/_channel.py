@@ -33,7 +33,7 @@ from channels._config import TelegramConfig
 from channels.telegram._drafts import Drafts
 from channels.telegram._handlers import CHANNEL, Handlers
 from channels.telegram._http import AiohttpRequest
-from channels.telegram._markup import answer_buttons, prompt_message
+from channels.telegram._markup import answer_buttons, menu, prompt_message
 from channels.telegram._media import download
 from channels.telegram._outbox import Outbox
 from channels.telegram._polling import Poller
@@ -52,6 +52,7 @@ from engine import (
     OutgoingFile,
     Reaction,
     Receiver,
+    Reply,
 )
 from engine.metrics import api_retry
 
@@ -234,6 +235,10 @@ class TelegramChannel(Channel):
 
     async def typing(self, chat_id: str) -> None:
         await self._outbox.typing(chat_id)
+
+    async def send_private(self, user_id: str, reply: Reply) -> MessageRef:
+        """A user's private chat with the bot has their user id (they must have started it)."""
+        return await self._outbox.send_menu(user_id, reply.text, None, menu(reply))
 
     async def delete(self, ref: MessageRef) -> None:
         await self._outbox.delete_part(ref.chat_id, ref.message_id)  # gone or too old: it stays

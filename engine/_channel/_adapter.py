@@ -162,6 +162,12 @@ class Channel(abc.ABC):
         """
         raise DownloadError(f"the {self.name} channel receives no files")
 
+    async def send_private(self, user_id: str, reply: Reply) -> MessageRef | None:
+        """Write to `user_id` in private: `reply`'s text with its buttons, whose presses come
+        back as :class:`Action` like those of a command's reply (an owner asked to let someone
+        in). None: this platform cannot (the default)."""
+        return None
+
     async def is_chat_admin(self, chat_id: str, user_id: str) -> bool:
         """True when the platform says `user_id` administers the group `chat_id` (then they
         may change its /settings). A platform without groups keeps this default."""

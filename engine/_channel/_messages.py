@@ -76,6 +76,7 @@ class InboundMessage:
     attachments: tuple[Attachment, ...] = ()
     group_id: str | None = None  # messages sent as one (a Telegram album) share this id
     quote: Quote | None = None  # the message this one replies to, when the platform shows it
+    username: str | None = None  # the platform handle (Telegram's @name, Discord's name)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from engine._channel import InboundMessage, Reply
@@ -43,10 +44,14 @@ def today(now: float | None = None) -> str:
 
 
 class Limits:
-    def __init__(self, store: Store, settings: LimitSettings, policy: Policy) -> None:
+    def __init__(self, store: Store, settings: Callable[[], LimitSettings], policy: Policy) -> None:
         self.store = store
-        self.settings = settings
+        self._settings = settings  # those in force (a reload changes them)
         self.policy = policy
+
+    @property
+    def settings(self) -> LimitSettings:
+        return self._settings()
 
     async def admit(self, msg: InboundMessage) -> Admission:
         if self.policy.is_admin(msg.channel, msg.user_id):

@@ -155,17 +155,21 @@ class MediaIntake:
         self,
         store: Store,
         channels: Mapping[str, Channel],
-        settings: MediaSettings,
+        settings: Callable[[], MediaSettings],
         cache: ImageCache,
         say: Say,
         transcriber: Transcriber | None = None,
     ) -> None:
         self.store = store
         self.channels = channels
-        self.settings = settings
+        self._settings = settings  # those in force (a reload changes them)
         self.cache = cache
         self.say = say
         self.transcriber = transcriber
+
+    @property
+    def settings(self) -> MediaSettings:
+        return self._settings()
 
     def refusal(self, msg: InboundMessage) -> str | None:
         return refusal(self.settings, msg.attachments, self.transcriber is not None)

@@ -127,7 +127,7 @@ class Forgotten:
     messages: int = 0
     conversations: int = 0
     inbox: int = 0
-    notes: int = 0
+    memory: int = 0  # facts remembered about them
     grants: int = 0
     usage: int = 0
     schedules: int = 0
@@ -142,7 +142,7 @@ class Forgotten:
         """The counts in words, the empty ones left out."""
         words = [
             (self.messages, "message", "messages"),
-            (self.notes, "note", "notes"),
+            (self.memory, "remembered fact", "remembered facts"),
             (self.schedules, "scheduled task", "scheduled tasks"),
             (self.jobs, "background job or reminder", "background jobs and reminders"),
             (self.confirmations, "confirmation", "confirmations"),
