@@ -633,6 +633,11 @@ async def _life_of(store: Store, user: str) -> None:
     )
     await store.chat_settings.save(ChatPrefs("t", dm, persona=f"{user}'s pirate"), user)
     await store.grants.grant("t", "g1", f"tool_{user}", user, user)
+    asked = time.time()
+    await store.access.ask(
+        AccessRequest(f"R-{user}", "t", user, user, user, dm, asked, asked + 86_400)
+    )
+    await store.access.approve("t", user, user, "t:owner")
 
 
 async def _group_turn(store: Store, *said: tuple[str, str], answer: str) -> None:
@@ -663,6 +668,8 @@ async def _about(store: Store, user: str) -> list[Any]:
         [p for p in await store.chat_settings.all() if p.chat_id == dm],
         [g.tool for g in await store.grants.in_chat("t", "g1") if g.granted_by == user],
         await store.inbox.sent_since("t", user, 0),
+        await store.access.is_approved("t", user),
+        await store.access.latest("t", user),
     ]
 
 
@@ -682,6 +689,7 @@ async def test_forgetting_a_user_removes_exactly_their_rows(store: Store) -> Non
     )
     assert done.job_ids == ("job-u1",) and done.private_chats == (("t", "d-u1"),)
     assert (done.memory, done.usage, done.schedules, done.grants) == (1, 1, 1, 1)
+    assert done.access == 2  # the request and the approval: they ask again to come back
 
     assert await _about(store, "u1") == await _about(store, "nobody")
     assert await _about(store, "u2") == u2_before
