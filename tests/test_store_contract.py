@@ -781,3 +781,16 @@ async def test_an_expired_request_cannot_be_answered_and_makes_room_for_a_new_on
     assert not await store.access.is_approved("t", "s1")
     assert await store.access.approve("t", "s3", "Cli", "cli")
     assert not await store.access.approve("t", "s3", "Cli", "cli")
+
+
+async def test_a_job_knows_whether_its_chat_is_private(store: Store) -> None:
+    """A job resumed after a restart acts for a private chat or a group as it did before (a
+    member's memory and private-only tools depend on it)."""
+    dm = await store.conversations.active("t", "d1")
+    group = await store.conversations.active("t", "g1", is_private=False)
+    await store.jobs.add(dm, "job-dm", "u1", "remind_me", {}, resumable=True)
+    await store.jobs.add(group, "job-group", "u1", "remind_me", {}, resumable=True)
+    running = {j.id: j.is_private for j in await store.jobs.in_state(JobState.RUNNING)}
+    assert running == {"job-dm": True, "job-group": False}
+    got = await store.jobs.get("job-dm")
+    assert got is not None and got.is_private
