@@ -633,6 +633,11 @@ async def _life_of(store: Store, user: str) -> None:
     )
     await store.chat_settings.save(ChatPrefs("t", dm, persona=f"{user}'s pirate"), user)
     await store.grants.grant("t", "g1", f"tool_{user}", user, user)
+    asked = time.time()
+    await store.access.ask(
+        AccessRequest(f"R-{user}", "t", user, user, user, dm, asked, asked + 86_400)
+    )
+    await store.access.approve("t", user, user, "t:owner")
 
 
 async def _group_turn(store: Store, *said: tuple[str, str], answer: str) -> None:
@@ -663,6 +668,8 @@ async def _about(store: Store, user: str) -> list[Any]:
         [p for p in await store.chat_settings.all() if p.chat_id == dm],
         [g.tool for g in await store.grants.in_chat("t", "g1") if g.granted_by == user],
         await store.inbox.sent_since("t", user, 0),
+        await store.access.is_approved("t", user),
+        await store.access.latest("t", user),
     ]
 
 
@@ -682,6 +689,7 @@ async def test_forgetting_a_user_removes_exactly_their_rows(store: Store) -> Non
     )
     assert done.job_ids == ("job-u1",) and done.private_chats == (("t", "d-u1"),)
     assert (done.memory, done.usage, done.schedules, done.grants) == (1, 1, 1, 1)
+    assert done.access == 2  # the request and the approval: they ask again to come back
 
     assert await _about(store, "u1") == await _about(store, "nobody")
     assert await _about(store, "u2") == u2_before
@@ -773,3 +781,16 @@ async def test_an_expired_request_cannot_be_answered_and_makes_room_for_a_new_on
     assert not await store.access.is_approved("t", "s1")
     assert await store.access.approve("t", "s3", "Cli", "cli")
     assert not await store.access.approve("t", "s3", "Cli", "cli")
+
+
+async def test_a_job_knows_whether_its_chat_is_private(store: Store) -> None:
+    """A job resumed after a restart acts for a private chat or a group as it did before (a
+    member's memory and private-only tools depend on it)."""
+    dm = await store.conversations.active("t", "d1")
+    group = await store.conversations.active("t", "g1", is_private=False)
+    await store.jobs.add(dm, "job-dm", "u1", "remind_me", {}, resumable=True)
+    await store.jobs.add(group, "job-group", "u1", "remind_me", {}, resumable=True)
+    running = {j.id: j.is_private for j in await store.jobs.in_state(JobState.RUNNING)}
+    assert running == {"job-dm": True, "job-group": False}
+    got = await store.jobs.get("job-dm")
+    assert got is not None and got.is_private
