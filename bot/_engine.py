@@ -24,6 +24,7 @@ from engine.chat import (
     Limits,
     LoopOptions,
     MediaIntake,
+    Meter,
     Notices,
     Parts,
     Permissions,
@@ -32,10 +33,11 @@ from engine.chat import (
     Settings,
     TurnRunner,
     TurnSettings,
+    VoiceAnswers,
 )
 from engine.context import ContextBudget, ImageCache, RecentImages
 from engine.loop import ToolLoop
-from engine.models import Transcriber
+from engine.models import Speaker, Transcriber
 from engine.store import Store
 from engine.work import ChatQueues, Cluster, InstanceSettings, Tasks
 from tools.registry import ToolRegistry
@@ -51,6 +53,7 @@ def build_engine(
     *,
     clock: Clock | None = None,
     instance: InstanceSettings | None = None,
+    speaker: Speaker | None = None,
 ) -> Dispatcher:
     """The engine (its dispatcher, as adapters see it) over `store`, `model` and `registry`."""
     s = settings or Settings()
@@ -65,6 +68,7 @@ def build_engine(
     policy = Policy(s.admins, s.always_ask)
     permissions = Permissions(store, policy)
     limits = Limits(store, s.limits, policy)
+    meter = Meter(store, s.prices)
     confirmations = Confirmations(store, channels, queues, tasks, s.allowed, permissions)
     background = Background(store, registry, queues, notices.sender)
     context = None
@@ -86,7 +90,11 @@ def build_engine(
         list(s.models),
         model.name,
         changed=cluster.settings_changed if cluster is not None else None,
+        speaks=speaker is not None,
     )
+    voice = None
+    if speaker is not None:
+        voice = VoiceAnswers(speaker, s.media.max_speech_chars, chat_settings)
     cache = ImageCache()
     turns = TurnRunner(
         store,
@@ -107,9 +115,11 @@ def build_engine(
             channels, cache, vision=s.media.vision, max_bytes=s.media.max_image_bytes
         ),
         chat_settings=chat_settings,
+        meter=meter,
+        voice=voice,
     )
     schedules = Schedules(store, queues, turns, s.schedules, clock or SystemClock())
-    media = MediaIntake(store, channels, s.media, cache, notices.say, transcriber)
+    media = MediaIntake(store, channels, s.media, cache, notices.say, transcriber, meter)
     intake = Intake(
         store,
         queues,

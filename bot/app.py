@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from bot._engine import build_engine
 from bot._logging import RedactingFilter
-from bot._models import build_model, endpoint_model, openai_compatible
+from bot._media import media_parts, prices
+from bot._models import build_model, endpoint_model
 from bot.config import Config
 from engine import Backoff, Channel, Clock, Model, SystemClock
 from engine.chat import (
@@ -30,7 +31,6 @@ from engine.chat import (
 )
 from engine.context import ContextSettings, discover_window
 from engine.metrics import ErrorLog, enable_metrics, set_state, use_error_log
-from engine.models import OpenAITranscriber
 from engine.store import Store, open_store
 from engine.work import InstanceSettings
 from tools import Tool
@@ -44,6 +44,9 @@ if TYPE_CHECKING:
     from tools.mcp import McpManager
 
 log = logging.getLogger(__name__)
+
+# [media] keys that choose models, not MediaSettings
+MEDIA_MODELS = {"transcription_model", "speech_model", "speech_voice", "image_model", "image_size"}
 
 
 @contextlib.contextmanager
@@ -183,6 +186,10 @@ class App:
         self.store = await _opened(cfg)
         stack.push_async_callback(self.store.__aexit__, None, None, None)
         stack.callback(use_error_log(ErrorLog(RedactingFilter(cfg.secrets()).redact)))
+        self.model = build_model(cfg)
+        stack.push_async_callback(self.model.aclose)
+        media = media_parts(cfg, self.model, self.store)
+        pictures = (media.picture_tool,) if media.picture_tool is not None else ()
         self.registry, self.mcp = await stack.enter_async_context(
             open_tools(
                 cfg,
@@ -193,18 +200,10 @@ class App:
                     cfg.schedules.min_interval_s,
                     self.clock.now,
                 ),
-                extra=self.extra_tools,
+                extra=(*self.extra_tools, *pictures),
                 clock=self.clock,
             )
         )
-        self.model = build_model(cfg)
-        stack.push_async_callback(self.model.aclose)
-        transcriber = None
-        speech = openai_compatible(self.model)
-        if cfg.media.transcription_model and speech is not None:
-            transcriber = OpenAITranscriber(lambda: speech.sdk, cfg.media.transcription_model)
-        elif cfg.media.transcription_model:
-            log.warning("transcription needs an OpenAI-compatible [llm] endpoint; voice stays off")
         models = chat_models(cfg, self.model)
         for other in models.values():
             if other is not self.model:
@@ -240,19 +239,23 @@ class App:
                 limits=LimitSettings(
                     messages_per_minute=cfg.limits.messages_per_minute,
                     tokens_per_day=cfg.limits.tokens_per_day,
+                    usd_per_day=cfg.limits.usd_per_day,
+                    images_per_day=cfg.limits.images_per_day,
                 ),
                 tool_calls_per_turn=cfg.limits.tool_calls_per_turn,
                 media=MediaSettings(
                     vision=cfg.llm.vision,
-                    **cfg.media.model_dump(exclude={"transcription_model"}),
+                    **cfg.media.model_dump(exclude=MEDIA_MODELS),
                 ),
                 schedules=ScheduleSettings(catch_up_s=cfg.schedules.catch_up_s),
                 models=models,
                 context=context_settings(cfg),
                 retention=Retention(cfg.storage.retention_days, cfg.storage.keep_days),
+                prices=prices(cfg),
             ),
             loop_options,
-            transcriber,
+            media.transcriber,
+            speaker=media.speaker,
             clock=self.clock,
             instance=InstanceSettings(cfg.instance.name(), cfg.instance.lease_s),
         )

@@ -31,6 +31,7 @@ from bot._sections import (
     MediaConfig,
     MetricsConfig,
     ModelEndpoint,
+    PriceConfig,
     SchedulesConfig,
     Section,
     StorageConfig,
@@ -53,6 +54,7 @@ __all__ = [
     "MediaConfig",
     "MetricsConfig",
     "ModelEndpoint",
+    "PriceConfig",
     "SchedulesConfig",
     "StorageConfig",
     "default_state_dir",
@@ -75,6 +77,7 @@ class Config(Section):
     access: AccessConfig = AccessConfig()
     limits: LimitsConfig = LimitsConfig()
     media: MediaConfig = MediaConfig()
+    pricing: dict[str, PriceConfig] = {}  # [pricing."MODEL"], over the built-in prices
     schedules: SchedulesConfig = SchedulesConfig()
     telegram: TelegramConfig = TelegramConfig()
     discord: DiscordConfig = DiscordConfig()

@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from engine.models import NANO, Amount, spend
 from engine.store import ChannelError
 from tools.errors import LLMError
 
@@ -107,6 +108,14 @@ class _Metrics:
             Counter(
                 "relaybot_llm_prompt_tokens",
                 "Tokens sent to the model, as the provider counts them",
+                ["model"],
+            )
+        )
+        self.cost = _Children(
+            Counter(
+                "relaybot_cost_usd",
+                "What requests cost in US dollars, by the model's price (chat, summary, "
+                "transcription, speech and picture requests)",
                 ["model"],
             )
         )
@@ -214,7 +223,8 @@ async def model_request(
     model: Model, request: ModelRequest, on_text: OnText | None = None
 ) -> ModelResponse:
     """`model.complete(request, on_text)`, timed and counted (a turn's requests and the
-    context budget's summary requests alike)."""
+    context budget's summary requests alike), and charged to whoever the task is charged to
+    (engine.models.spend)."""
     started = time.monotonic()
     try:
         reply = await model.complete(request, on_text)
@@ -223,7 +233,14 @@ async def model_request(
         raise
     u = reply.usage
     llm_replied(model.name, time.monotonic() - started, u.prompt_tokens, u.completion_tokens)
+    await spend(reply.answered_by or model.name, Amount(u))
     return reply
+
+
+def cost_added(model: str, nano_usd: int) -> None:
+    """A request of `model` cost `nano_usd` (counted in dollars)."""
+    if _m is not None and nano_usd:
+        _m.cost[model].inc(nano_usd / NANO)
 
 
 def tool_called(tool: str, ok: bool) -> None:

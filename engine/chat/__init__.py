@@ -19,6 +19,8 @@ from engine.chat._notices import Notices
 from engine.chat._permissions import Permissions, Policy
 from engine.chat._schedules import Schedules, ScheduleSettings
 from engine.chat._settings import LoopOptions, Settings
+from engine.chat._speech import VoiceAnswers
+from engine.chat._spend import DailyPictures, Meter, Payer, charged
 from engine.chat._turns import TurnRunner, TurnSettings
 
 __all__ = [
@@ -26,6 +28,7 @@ __all__ = [
     "ChatSettings",
     "Commands",
     "Confirmations",
+    "DailyPictures",
     "Dispatcher",
     "ForgetMe",
     "Housekeeping",
@@ -35,8 +38,10 @@ __all__ = [
     "LoopOptions",
     "MediaIntake",
     "MediaSettings",
+    "Meter",
     "Notices",
     "Parts",
+    "Payer",
     "Permissions",
     "Policy",
     "Retention",
@@ -45,4 +50,6 @@ __all__ = [
     "Settings",
     "TurnRunner",
     "TurnSettings",
+    "VoiceAnswers",
+    "charged",
 ]

@@ -6,6 +6,7 @@ a work item and answer when it has run."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 
@@ -116,7 +117,8 @@ class Commands:
             return "Started a fresh conversation."
         if command is Command.COMPACT:
             done = asyncio.get_running_loop().create_future()
-            return await self._queued(key, Compact(done), done)  # after what the chat has queued
+            # after what the chat has queued
+            return await self._queued(key, Compact(done, msg.user_id), done)
         return "Unknown command."
 
     async def _queued(
@@ -162,8 +164,15 @@ class Commands:
 
     async def compact(self, key: ConversationKey, item: Compact) -> None:
         """/compact, in the chat's order."""
+        meter = self.turns.meter
+        charging = (
+            meter.charging(key.channel, key.chat_id, item.user_id)
+            if meter is not None
+            else contextlib.nullcontext()
+        )
         try:
-            item.done.set_result(await self._compacted(key))
+            with charging:
+                item.done.set_result(await self._compacted(key))
         finally:
             if not item.done.done():  # stopped or failed
                 item.done.set_result("Stopped: the conversation was not condensed.")

@@ -10,7 +10,7 @@ from engine.chat._limits import LimitSettings
 from engine.chat._media import MediaSettings
 from engine.chat._schedules import ScheduleSettings
 from engine.context import ContextSettings
-from engine.models import Model
+from engine.models import Model, Prices
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +45,7 @@ class Settings:
     models: dict[str, Model] = field(default_factory=dict)  # what /settings may choose, by name
     context: ContextSettings | None = None  # None: whole histories are sent, no budget
     retention: Retention = field(default_factory=Retention)  # [storage] keep_days, retention_days
+    prices: Prices = field(default_factory=Prices)  # the built-in table and [pricing]
 
     def allowed(self, channel: str, user_id: str) -> bool:
         users = self.allowed_users.get(channel, set())

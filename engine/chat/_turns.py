@@ -10,6 +10,7 @@ crash between the platform accepting a message and that commit (measured in benc
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -24,6 +25,8 @@ from engine.chat._live import LiveReply, typing
 from engine.chat._notices import Notices, apology
 from engine.chat._permissions import Permissions
 from engine.chat._progress import Progress
+from engine.chat._speech import VoiceAnswers
+from engine.chat._spend import Meter
 from engine.context import RecentImages, Window
 from engine.loop import ConversationKey, PendingCall, ToolLoop, TurnContext, TurnResult
 from engine.models import Message, Role
@@ -68,6 +71,8 @@ class TurnRunner:
         notices: Notices,
         images: RecentImages | None = None,
         chat_settings: ChatSettings | None = None,
+        meter: Meter | None = None,
+        voice: VoiceAnswers | None = None,
     ) -> None:
         self.store = store
         self.loop = loop
@@ -78,6 +83,8 @@ class TurnRunner:
         self.images = images  # pictures in the history: bytes for recent turns, else markers
         self.chat_settings = chat_settings  # a chat's persona and model (/settings)
         self.notices = notices
+        self.meter = meter  # what the turn's requests cost, charged to its user
+        self.voice = voice  # answers spoken too ([media] speech_model)
 
     async def user_turn(self, key: ConversationKey, rows: Sequence[InboxRow]) -> None:
         last = rows[-1]
@@ -111,10 +118,16 @@ class TurnRunner:
         if self.settings.tool_progress and channel.capabilities.edits:
             progress = Progress(channel, conv.chat_id, reply_to)
             ctx.on_step = progress.step
+        charging = (
+            self.meter.charging(conv.channel, conv.chat_id, user_id)
+            if self.meter is not None
+            else contextlib.nullcontext()
+        )
         try:
-            return await self._run(
-                conv, ctx, channel, live, reply_to, answering, resume, failed, started
-            )
+            with charging:
+                return await self._run(
+                    conv, ctx, channel, live, reply_to, answering, resume, failed, started
+                )
         finally:
             if progress is not None:
                 await progress.close()  # after the answer: it never waits for this
@@ -183,6 +196,8 @@ class TurnRunner:
                 await self._delivered(answer[-1], live.ref.message_id, answering)
             else:
                 await self.deliver(answer[-1], conv, result.text, reply_to, answering)
+            if self.voice is not None:
+                await self.voice.answer(channel, ctx.key, answering, result.text, reply_to)
         seconds = time.monotonic() - started
         _log_turn(ctx, result, seconds)
         outcome = "confirmation" if result.pending is not None else "answered"

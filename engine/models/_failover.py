@@ -16,6 +16,7 @@ answers again; a model still failing when its cool-down ends stays quiet.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -90,7 +91,7 @@ class FailoverModel:
                 entry.failing = False
                 log.info("model %s answers again", entry.model.name)
             entry.down_until = 0.0
-            return reply
+            return dataclasses.replace(reply, answered_by=entry.model.name)
         raise AssertionError("unreachable")
 
     def _set_aside(self, entry: _Entry, exc: Exception, next_model: Model | None) -> None:

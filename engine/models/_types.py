@@ -178,6 +178,7 @@ class ModelResponse:
     finish_reason: FinishReason
     usage: Usage = Usage()
     model: str = ""
+    answered_by: str = ""  # the configured name of the model that answered (a failover's)
 
 
 class Model(Protocol):

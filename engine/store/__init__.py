@@ -20,6 +20,7 @@ from engine.store._api import (
     NoteStore,
     OpsStore,
     ScheduleStore,
+    SpendStore,
     Store,
     UsageStore,
 )
@@ -50,6 +51,7 @@ from engine.store._rows import (
     JobRow,
     ScheduleRow,
     ScheduleRun,
+    Spent,
     Summary,
     TokenRatio,
     UsageTotals,
@@ -62,6 +64,7 @@ from engine.store._states import (
     ReplyMode,
     RunState,
     ScheduleState,
+    VoiceReplies,
 )
 from engine.store._urls import is_postgres, redact
 from engine.store.sqlite import MIGRATIONS, BackupMade, SqliteStore, backup_sqlite
@@ -108,6 +111,8 @@ __all__ = [
     "ScheduleState",
     "ScheduleStore",
     "ServerInfo",
+    "SpendStore",
+    "Spent",
     "SqliteStore",
     "StatusSnapshot",
     "Store",
@@ -117,6 +122,7 @@ __all__ = [
     "UpcomingRun",
     "UsageStore",
     "UsageTotals",
+    "VoiceReplies",
     "backup_sqlite",
     "is_postgres",
     "open_store",

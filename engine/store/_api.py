@@ -24,6 +24,7 @@ from engine.store._api_tools import (
     GrantStore,
     NoteStore,
     ScheduleStore,
+    SpendStore,
     UsageStore,
 )
 
@@ -39,6 +40,7 @@ __all__ = [
     "NoteStore",
     "OpsStore",
     "ScheduleStore",
+    "SpendStore",
     "Store",
     "UsageStore",
 ]
@@ -54,6 +56,7 @@ class Store(Protocol):
     notes: NoteStore
     grants: GrantStore
     usage: UsageStore
+    spend: SpendStore
     schedules: ScheduleStore
     chat_settings: ChatSettingsStore
     ops: OpsStore

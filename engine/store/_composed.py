@@ -20,6 +20,7 @@ from engine.store._api import (
     NoteStore,
     OpsStore,
     ScheduleStore,
+    SpendStore,
     UsageStore,
 )
 from engine.store._chat_settings import ChatSettings
@@ -33,6 +34,7 @@ from engine.store._jobs import Jobs
 from engine.store._notes import Notes
 from engine.store._ops import Ops
 from engine.store._schedules import Schedules
+from engine.store._spend import Spend
 
 
 class ComposedStore:
@@ -49,6 +51,7 @@ class ComposedStore:
         self.notes: NoteStore = Notes(db)
         self.grants: GrantStore = Grants(db)
         self.usage: UsageStore = Usage(db)
+        self.spend: SpendStore = Spend(db)
         self.schedules: ScheduleStore = schedules
         self.chat_settings: ChatSettingsStore = ChatSettings(db)
         self.context: ContextStore = Context(db)

@@ -17,6 +17,7 @@ from tools._base import Tool
 from tools.builtins._chat import send_message
 from tools.builtins._command import RunCommand
 from tools.builtins._fetch import FetchUrl
+from tools.builtins._images import GenerateImage, Painter, PictureRefused
 from tools.builtins._netguard import refusal
 from tools.builtins._notes import NotesStore, notes_tools
 from tools.builtins._recurrence import Recurrence
@@ -97,7 +98,10 @@ __all__ = [
     "NOTES_TOOLS",
     "WORKSPACE_TOOLS",
     "FetchUrl",
+    "GenerateImage",
     "NotesStore",
+    "Painter",
+    "PictureRefused",
     "Recurrence",
     "RemindMe",
     "RunCommand",
