@@ -5,8 +5,8 @@ parse the entities the same part goes again as plain text. Which messages show w
 editing only what changed, is ``_shown.ShownMessages``; this module is its Telegram surface.
 A confirmation prompt is one message: text, or a document (the complete action) whose caption
 is the text, with the buttons on it. A file goes as a photo when Telegram can show it as one,
-Ogg/Opus audio as a voice note, else as a document. While the Bot API is unreachable a request is retried with
-backoff, but only when it surely was not delivered.
+Ogg/Opus audio as a voice note, else as a document. While the Bot API is unreachable a request
+is retried with backoff, but only when it surely was not delivered.
 """
 
 from __future__ import annotations
