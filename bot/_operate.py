@@ -153,16 +153,22 @@ def render(
     total = sum(m.nano_usd for m in spent)
     section(
         f"spent today (UTC), {dollars(total)} in all; models",
-        [
-            f"{m.of}  {dollars(m.nano_usd)}: {_n(m.requests, 'request')}, "
-            f"{m.prompt_tokens:,} tokens in, {m.completion_tokens:,} out"
-            + (f", {_n(m.images, 'picture')}" if m.images else "")
-            + (f", {m.chars:,} characters spoken" if m.chars else "")
-            + (f", {m.seconds:.0f} s heard" if m.seconds else "")
-            for m in spent
-        ],
+        [f"{m.of}  {dollars(m.nano_usd)}: {_spent(m)}" for m in spent],
     )
     return "\n".join(lines) + "\n"
+
+
+def _spent(m: Spent) -> str:
+    figures = [_n(m.requests, "request")]
+    if m.prompt_tokens or m.completion_tokens:
+        figures.append(f"{m.prompt_tokens:,} tokens in, {m.completion_tokens:,} out")
+    if m.images:
+        figures.append(_n(m.images, "picture"))
+    if m.chars:
+        figures.append(f"{m.chars:,} characters spoken")
+    if m.seconds:
+        figures.append(f"{m.seconds:.0f} s heard")
+    return ", ".join(figures)
 
 
 PG_DUMP_HINT = """\

@@ -136,7 +136,8 @@ def _prices(config: Config) -> list[Check]:
     names = [e.model for _, e in llm.endpoints()] + list(llm.models_allowed)
     names += [m for m in (media.transcription_model, media.speech_model, media.image_model) if m]
     table = prices(config)
-    priced, unpriced = [], []
+    priced: list[str] = []
+    unpriced: list[str] = []
     for name in dict.fromkeys(names):
         (priced if table.of(name) is not None else unpriced).append(name)
     checks = [
