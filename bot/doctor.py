@@ -140,12 +140,15 @@ def _prices(config: Config) -> list[Check]:
     unpriced: list[str] = []
     for name in dict.fromkeys(names):
         (priced if table.of(name) is not None else unpriced).append(name)
+    # Without a price the bot works, counting tokens only; usd_per_day then misses requests.
+    status = Status.WARNING if config.limits.usd_per_day else Status.OK
     checks = [
         Check(
             "pricing",
-            Status.WARNING,
-            f"{name} has no price: its requests are counted in tokens only, and [limits] "
-            "usd_per_day does not see them",
+            status,
+            f"{name} has no price: its requests are counted in tokens only"
+            + (", and [limits] usd_per_day does not see them" if config.limits.usd_per_day else "")
+            + f' (set [pricing."{name}"] to see its cost)',
             f'add [pricing."{name}"] with input_per_mtok and output_per_mtok (0 for a free '
             "local model)",
         )

@@ -193,8 +193,12 @@ def test_doctor_says_which_models_have_no_price(make_config: Callable[..., Confi
     config = make_config(media={"speech_model": "tts-1", "image_model": "my-painter"})
     checks = {c.detail.split()[0]: c for c in _prices(config)}
     assert checks["priced:"].detail == "priced: tts-1"
-    assert checks["fake-model"].status.name == "WARNING"
+    assert checks["fake-model"].status.name == "OK"  # it works, counting tokens
     assert "counted in tokens only" in checks["my-painter"].detail
+    limited = make_config(limits={"usd_per_day": 1})
+    checks = {c.detail.split()[0]: c for c in _prices(limited)}
+    assert checks["fake-model"].status.name == "WARNING"
+    assert "usd_per_day does not see them" in checks["fake-model"].detail
     assert '[pricing."fake-model"]' in (checks["fake-model"].fix or "")
     priced = make_config(pricing={"fake-model": PRICE, "my-painter": {"per_image": 0.01}})
     assert [c.detail for c in _prices(priced)] == ["priced: fake-model"]
