@@ -39,7 +39,8 @@ TOKEN = re.compile(r"\bq\d{6}\b")
 PLUGIN = "crash_rig_tools"
 APOLOGY = re.compile(
     r"(can.?t|cannot|could ?n.?t|unable to) reach the (language )?model"
-    r"|language model is busy|language model refused",
+    r"|language model is busy|language model refused|language model took too long"
+    r"|language model's server failed",
     re.I,
 )
 # "it may or may not have completed", "it may have completed partly or fully": a report that does

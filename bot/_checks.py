@@ -10,6 +10,8 @@ channel nobody may use.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from bot.config import Config
@@ -20,7 +22,12 @@ from tools.config import DEFAULT_BUILTINS, apply_policy, check_tools
 from tools.errors import ConfigError
 from tools.plugins import load_plugins
 from tools.registry import ToolRegistry
+from tools.skills import Skills, load_skills
 
+CHAT_ONLY = (
+    "no channel is enabled: `relaybot chat` works with this config; `relaybot run` needs "
+    "enabled = true under [telegram] or [discord] (and its token_env)"
+)
 NO_CHANNEL = (
     "no channel is enabled, so `relaybot run` has nothing to serve: set enabled = true under "
     "[telegram] or [discord] (and its token_env). `relaybot chat` needs no channel."
@@ -39,14 +46,7 @@ def validate(
         "discord": config.discord,
     }
     if resolve_secrets:
-        for where, endpoint in config.llm.endpoints():
-            endpoint.resolve_api_key(where)
-        config.search_key()
-        for section in channels.values():
-            if section.enabled:
-                section.resolve_token()
-        if config.telegram.enabled:
-            config.telegram.resolve_webhook_secret()  # webhook mode only
+        _secrets_set(config, channels)
     if need_channel and not any(section.enabled for section in channels.values()):
         raise ConfigError("", NO_CHANNEL)
     warnings = []
@@ -58,13 +58,35 @@ def validate(
                 "api_key_env"
             )
     for name, section in channels.items():
-        if section.enabled and not section.allowed_users:
+        if section.enabled and not section.allowed_users and not _pairs(config, name):
             warnings.append(
                 f"{name}.allowed_users is empty, so nobody can use the bot on {name.title()}: "
                 f'add your numeric user id, e.g. allowed_users = ["123456789"] (the bot tells '
                 "you yours when you write to it)"
             )
     return warnings
+
+
+def _secrets_set(config: Config, channels: dict[str, TelegramConfig | DiscordConfig]) -> None:
+    """Every secret the config names is there; else one error naming each one missing."""
+    checks: list[Callable[[], object]] = [
+        functools.partial(endpoint.resolve_api_key, where)
+        for where, endpoint in config.llm.endpoints()
+    ]
+    checks.append(config.search_key)
+    checks += [section.resolve_token for section in channels.values() if section.enabled]
+    if config.telegram.enabled:
+        checks.append(config.telegram.resolve_webhook_secret)  # webhook mode only
+    missing = []
+    for check in checks:
+        try:
+            check()
+        except ConfigError as exc:
+            missing.append(exc)
+    if len(missing) == 1:
+        raise missing[0]
+    if missing:
+        raise ConfigError("", "; ".join(str(exc) for exc in missing))
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +100,7 @@ def tool_problems(config: Config) -> ToolReport:
     """What loading the tools would report, without starting MCP servers: a name of an MCP
     server's tool (`<server>__<tool>`) in `confirm` or `dm_only` is taken on trust."""
     registry = ToolRegistry()
-    for tool in builtin_tools(config.tools, notes=None):
+    for tool in builtin_tools(config.tools, memory=None):
         registry.register(tool)
     plugin_tools, problems = load_plugins(
         config.tools.plugins, plugin_dirs=config.plugin_dirs(), log_problems=False
@@ -95,3 +117,19 @@ def tool_problems(config: Config) -> ToolReport:
     warnings = apply_policy(registry, config.tools)
     unknown = [w for w in warnings if not any(f"'{prefix}" in w for prefix in servers)]
     return ToolReport(loaded, problems, unknown)
+
+
+def configured_skills(config: Config) -> Skills:
+    """The skills `[skills]` names, with their problems (reads files: call it in a thread)."""
+    dirs, required = config.skill_dirs()
+    return load_skills(
+        dirs,
+        only_in=config.skills.only_in,
+        required=required,
+        max_file_bytes=config.skills.max_file_kb * 1024,
+    )
+
+
+def _pairs(config: Config, channel: str) -> bool:
+    """Strangers on `channel` can ask to be let in: pairing is on and an owner can answer."""
+    return config.access.pairing and bool(config.access.admins)

@@ -1,6 +1,9 @@
 """The composition root: which parts make the engine, built in the order they need each other.
 
 Every part takes what it uses in its constructor, fully built; nothing is injected afterwards.
+The settings live in one :class:`engine.chat.Live`: the parts that hold settings are given it,
+or a function reading their own share of it, so a reload (bot/_reload.py) swaps them all at
+once by replacing the one object.
 The few things that are needed only once the engine runs are given then: the chat queues get
 their handler when they open, the cluster its events when it joins (both by the dispatcher).
 """
@@ -10,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import socket
+from collections.abc import Sequence
 
 from engine import Channel, Clock, Model, SystemClock
 from engine.chat import (
@@ -17,18 +21,23 @@ from engine.chat import (
     ChatSettings,
     Commands,
     Confirmations,
+    Delegate,
     Dispatcher,
     ForgetMe,
     Housekeeping,
     Intake,
     Limits,
+    Live,
     LoopOptions,
     MediaIntake,
     Meter,
     Notices,
+    Pairing,
     Parts,
     Permissions,
     Policy,
+    PromptPart,
+    Remembered,
     Schedules,
     Settings,
     TurnRunner,
@@ -43,6 +52,18 @@ from engine.work import ChatQueues, Cluster, InstanceSettings, Tasks
 from tools.registry import ToolRegistry
 
 
+def turn_settings(s: Settings) -> TurnSettings:
+    """What a turn reads of the settings in force, when it starts."""
+    return TurnSettings(
+        s.system_prompt or "",
+        s.history_limit,
+        s.stream,
+        s.dm_only,
+        s.tool_calls_per_turn,
+        tool_progress=s.tool_progress,
+    )
+
+
 def build_engine(
     store: Store,
     model: Model,
@@ -53,10 +74,13 @@ def build_engine(
     *,
     clock: Clock | None = None,
     instance: InstanceSettings | None = None,
+    parts: Sequence[PromptPart] = (),
     speaker: Speaker | None = None,
 ) -> Dispatcher:
-    """The engine (its dispatcher, as adapters see it) over `store`, `model` and `registry`."""
+    """The engine (its dispatcher, as adapters see it) over `store`, `model` and `registry`;
+    `parts` add to each turn's system prompt after what is remembered (the skills offered)."""
     s = settings or Settings()
+    live = Live(s)  # what a reload swaps (bot/_reload.py); the parts below read it there
     channels: dict[str, Channel] = {}  # filled as the channels are added
     tasks = Tasks()
     queues = ChatQueues()
@@ -65,12 +89,27 @@ def build_engine(
         name = f"{socket.gethostname()}:{os.getpid()}"
         cluster = Cluster(store.cluster, queues, channels, instance or InstanceSettings(name))
     notices = Notices(channels, cluster.may_send) if cluster is not None else Notices(channels)
-    policy = Policy(s.admins, s.always_ask)
+    policy = Policy(live)
     permissions = Permissions(store, policy)
-    limits = Limits(store, s.limits, policy)
-    meter = Meter(store, s.prices)
-    confirmations = Confirmations(store, channels, queues, tasks, s.allowed, permissions)
+    limits = Limits(store, lambda: live.settings.limits, policy)
+    pairing = Pairing(store, live, policy, channels, notices, tasks)
+    confirmations = Confirmations(store, channels, queues, tasks, pairing.allowed, permissions)
+    meter = Meter(store, lambda: live.settings.prices)
     background = Background(store, registry, queues, notices.sender)
+    options = loop_options or LoopOptions()
+    if s.delegate is not None:
+        registry.register(
+            Delegate(
+                model,
+                registry,
+                store,
+                confirmations,
+                permissions,
+                s.delegate,
+                dm_only=s.dm_only,
+                confirmation_timeout_s=options.confirmation_timeout_s,
+            )
+        )
     context = None
     if s.context is not None:
         context = ContextBudget(model, store.context, s.context, shared=cluster is not None)
@@ -81,7 +120,7 @@ def build_engine(
         stream=s.stream,
         models=s.models,
         context=context,
-        **dataclasses.asdict(loop_options or LoopOptions()),
+        **dataclasses.asdict(options),
     )
     chat_settings = ChatSettings(
         store,
@@ -96,20 +135,14 @@ def build_engine(
     if speaker is not None:
         voice = VoiceAnswers(speaker, s.media.max_speech_chars, chat_settings)
     cache = ImageCache()
+    remembered = Remembered(store.memory, policy, s.memory)
     turns = TurnRunner(
         store,
         loop,
         channels,
         confirmations,
         permissions,
-        TurnSettings(
-            s.system_prompt or "",
-            s.history_limit,
-            s.stream,
-            set(s.dm_only),
-            s.tool_calls_per_turn,
-            tool_progress=s.tool_progress,
-        ),
+        lambda: turn_settings(live.settings),
         notices,
         images=RecentImages(
             channels, cache, vision=s.media.vision, max_bytes=s.media.max_image_bytes
@@ -117,21 +150,13 @@ def build_engine(
         chat_settings=chat_settings,
         meter=meter,
         voice=voice,
+        parts=(remembered, *parts),
+        tasks=tasks,
     )
     schedules = Schedules(store, queues, turns, s.schedules, clock or SystemClock())
-    media = MediaIntake(store, channels, s.media, cache, notices.say, transcriber, meter)
-    intake = Intake(
-        store,
-        queues,
-        notices,
-        tasks,
-        chat_settings,
-        media,
-        limits,
-        s.allowed,
-        s.max_message_chars,
-        s.max_quote_chars,
-    )
+    media_settings = lambda: live.settings.media  # noqa: E731
+    media = MediaIntake(store, channels, media_settings, cache, notices.say, transcriber, meter)
+    intake = Intake(store, queues, notices, tasks, chat_settings, media, limits, pairing, live)
     forget = ForgetMe(store, background.runner, chat_settings, context, cluster)
     housekeeping = Housekeeping(
         store, s.retention, lambda: queues.busy, trimmed=forget.drop_cached_summaries
@@ -146,14 +171,15 @@ def build_engine(
         chat_settings=chat_settings,
         schedules=schedules,
         limits=limits,
-        allowed=s.allowed,
+        pairing=pairing,
         cluster=cluster,
         forget=forget,
+        memory=remembered,
     )
     return Dispatcher(
         Parts(
             store=store,
-            settings=s,
+            live=live,
             channels=channels,
             tasks=tasks,
             queues=queues,
@@ -170,6 +196,7 @@ def build_engine(
             forget=forget,
             commands=commands,
             limits=limits,
+            pairing=pairing,
             cluster=cluster,
         )
     )

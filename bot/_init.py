@@ -19,7 +19,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bot.config import parse_config
+from bot.config import find_config, parse_config
 from tools.errors import ConfigError
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -169,7 +169,7 @@ def next_steps(a: Answers, path: Path) -> list[str]:
             )
     # as it was started: `.venv/bin/relaybot` from `make run`, else the name on PATH
     prog = sys.argv[0] if sys.argv[0].endswith("/relaybot") else "relaybot"
-    flag = "" if path == Path("config.toml") else f" -c {path}"
+    flag = "" if path == find_config() else f" -c {path}"
     steps.append((f"{prog} doctor{flag}", "checks the key, the model and the tokens"))
     if a.channels:
         steps.append((f"{prog} run{flag}", "the daemon"))
@@ -188,7 +188,11 @@ def run_init(path: Path) -> int:
     if path.exists():
         print(f"relaybot: {path} already exists; edit it, or move it away to start over.")
         return 1
-    answers = ask(_Input())
+    try:
+        answers = ask(_Input())
+    except (KeyboardInterrupt, EOFError):  # Ctrl-C, Ctrl-D: leave as asked, no traceback
+        print(f"\nrelaybot: init stopped; nothing written to {path}.", file=sys.stderr)
+        return 130
     text = render(answers)
     try:
         parse_config(tomllib.loads(text))

@@ -13,6 +13,7 @@ or redo it. `relaybot doctor` only reads the lock, to say who holds it.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 from pathlib import Path
@@ -45,11 +46,18 @@ class StoreLock:
 
     def __init__(self, store: Path) -> None:
         self.path = lock_path(store)
+        writable = True
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         except OSError as exc:
-            raise StoreError(f"cannot create the lock file {self.path}: {exc.strerror}") from None
+            # A file system remounted read-only: the lock still works on the file as it is
+            # (the store then waits until it can write, see engine/store/sqlite/_faults.py).
+            if exc.errno != errno.EROFS or not self.path.exists():
+                raise StoreError(
+                    f"cannot create the lock file {self.path}: {exc.strerror}"
+                ) from None
+            fd, writable = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC), False
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -60,8 +68,9 @@ class StoreLock:
                 "(systemctl stop relaybot, or Ctrl-C in its terminal), or give this one its own "
                 "store with [storage] path in its config."
             ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        if writable:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self._fd: int | None = fd
 
     def release(self) -> None:

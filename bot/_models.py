@@ -7,8 +7,11 @@ is missing stops start-up instead of failing the first time the primary is down.
 
 from __future__ import annotations
 
+import functools
+
 from bot.config import Config, ModelEndpoint
 from engine import Model
+from engine.context import ContextSettings, discover_window
 from engine.models import DEFAULT_MAX_TOKENS, AnthropicModel, FailoverModel, OpenAIModel
 
 
@@ -55,3 +58,34 @@ def openai_compatible(model: Model) -> OpenAIModel | None:
     SDK client also serves `/audio/transcriptions`; None when every model is Anthropic's."""
     candidates = model.models if isinstance(model, FailoverModel) else [model]
     return next((m for m in candidates if isinstance(m, OpenAIModel)), None)
+
+
+def chat_models(config: Config, default: Model) -> dict[str, Model]:
+    """`[llm] models_allowed` by name, each on the `[llm]` endpoint and provider."""
+    llm = config.llm
+    return {
+        name: default
+        if name == default.name
+        else endpoint_model(
+            llm.model_copy(update={"model": name}), strict_tools=config.tools.strict_schemas
+        )
+        for name in llm.models_allowed
+    }
+
+
+def context_settings(cfg: Config) -> ContextSettings:
+    """The context budget as configured; a model's window is asked of the server when not set
+    (an OpenAI-compatible one: Anthropic's models are in the table). The chat models of
+    /settings share the endpoint, so they are asked the same way."""
+    llm = cfg.llm
+    probe = llm.provider == "openai"
+    key = llm.resolve_api_key() if probe else ""
+    return ContextSettings(
+        window=cfg.llm.context_window,
+        max_output_tokens=cfg.llm.output_reserve(),
+        budget=cfg.context.budget,
+        keep_recent_turns=cfg.context.keep_recent_turns,
+        tool_result_chars=cfg.context.tool_result_chars,
+        history_limit=cfg.engine.history_limit,
+        discover=functools.partial(discover_window, llm.base_url, key, probe=probe),
+    )

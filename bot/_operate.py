@@ -27,6 +27,7 @@ from typing import TextIO
 from urllib.parse import urlsplit
 
 from bot._lock import holder, lock_store
+from bot._reload import read_loaded
 from bot.config import Config
 from engine.models import dollars
 from engine.store import Spent, SqliteStore, StatusSnapshot, Store, backup_sqlite
@@ -65,6 +66,14 @@ async def status(config: Config, as_json: bool, out: TextIO = sys.stdout) -> int
         found["daemon_pid"] = pid
         alive = pid is not None
         daemon = f"daemon: {f'running (pid {pid})' if pid else 'not running'}"
+        loaded = read_loaded(config)
+        if pid and loaded is not None and loaded.get("pid") == pid:
+            what = "relaybot chat" if loaded.get("command") == "chat" else "daemon"
+            at = float(loaded.get("loaded_at") or 0)
+            found["config_loaded_at"] = at
+            found["command"] = loaded.get("command")
+            when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))
+            daemon = f"{what}: running (pid {pid}); config loaded {when} ({_ago(time.time(), at)})"
     now = time.time()
     if as_json:
         spend = {"spent_today": [dataclasses.asdict(s) for s in spent]}

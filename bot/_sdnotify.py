@@ -15,6 +15,7 @@ import asyncio
 import logging
 import os
 import socket
+import time
 
 __all__ = ["Notifier", "watchdog_interval", "watchdog_loop"]
 
@@ -83,6 +84,11 @@ class Notifier:
 
     def status(self, text: str) -> bool:
         return self.notify(STATUS=text)
+
+    def reloading(self) -> bool:
+        """A reload began (SIGHUP): systemd waits for the next READY=1 to call it done."""
+        usec = time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000
+        return self.notify(RELOADING=1, MONOTONIC_USEC=usec)
 
     def watchdog(self) -> bool:
         return self.notify(WATCHDOG=1)

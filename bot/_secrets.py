@@ -40,6 +40,7 @@ from channels import read_secret
 log = logging.getLogger(__name__)
 
 _PR_SET_DUMPABLE = 4
+_sealed: dict[str, str] = {}  # what was sealed, by variable: a reload's config names them again
 
 
 def seal_secrets(config: Config) -> list[str]:
@@ -52,8 +53,9 @@ def seal_secrets(config: Config) -> list[str]:
     sources.append((config.tools.web_search, "api_key", "api_key_env"))
     for section, value_attr, name_attr in sources:
         name = getattr(section, name_attr)
-        value = read_secret(name) if name else None
+        value = (read_secret(name) or _sealed.get(name)) if name else None
         if name and value:
+            _sealed[name] = value
             setattr(section, value_attr, SecretStr(value))
             setattr(section, name_attr, None)
             sealed.append(name)

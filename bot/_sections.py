@@ -218,6 +218,7 @@ class ContextSection(Section):
 class AccessConfig(Section):
     max_message_chars: int = Field(8_000, ge=100)  # longer messages get a short reply instead
     admins: list[str] = []  # owners: "telegram:123456789", "discord:80351110224678912"
+    pairing: bool = True  # a stranger may ask; each admin gets Allow / Deny (needs admins)
 
     @field_validator("admins")
     @classmethod
@@ -271,6 +272,34 @@ class SchedulesConfig(Section):
     catch_up_s: float = Field(3600, ge=0)  # a run missed while down is run once if this late
     max_per_chat: int = Field(10, ge=1)
     min_interval_s: float = Field(300, ge=1)  # the shortest time between two runs
+
+
+class MemoryConfig(Section):
+    """What the bot remembers about its users (engine/chat/_memory.py)."""
+
+    max_tokens: int = Field(600, ge=0, le=20_000)  # of each private prompt; 0: never put in
+
+
+class SkillsConfig(Section):
+    """Skills in the SKILL.md format (tools/skills/)."""
+
+    # folders of skill folders; default: $XDG_CONFIG_HOME/relaybot/skills and skills/ next to
+    # the config file (a relative path is taken from the config file's folder)
+    dirs: list[Path] | None = None
+    only_in: dict[str, list[str]] = {}  # a skill's name -> the chats it is offered in
+    max_file_kb: int = Field(256, ge=1, le=10_240)  # of a skill's file use_skill reads
+
+    @field_validator("only_in")
+    @classmethod
+    def _chats(cls, only_in: dict[str, list[str]]) -> dict[str, list[str]]:
+        for name, chats in only_in.items():
+            for chat in chats:
+                if chat.count(":") < 1 or not chat.split(":", 1)[1]:
+                    raise ValueError(
+                        f"{name}: {chat!r} is not a chat; write '<platform>:<chat id>', "
+                        'e.g. "telegram:-1001234567890"'
+                    )
+        return only_in
 
 
 class LogConfig(Section):

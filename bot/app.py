@@ -7,46 +7,40 @@ async with App(config) as app:   # store open, tools loaded, channels connected
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import functools
 import logging
 import sys
 from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from bot._checks import configured_skills
 from bot._engine import build_engine
 from bot._logging import RedactingFilter
-from bot._media import media_parts, prices
-from bot._models import build_model, endpoint_model
+from bot._media import media_parts
+from bot._models import build_model, chat_models
+from bot._settings import engine_settings
 from bot.config import Config
-from engine import Backoff, Channel, Clock, Model, SystemClock
+from engine import Backoff, Channel, Clock, SystemClock
 from engine.chat import (
     Dispatcher,
-    LimitSettings,
     LoopOptions,
-    MediaSettings,
-    Retention,
-    ScheduleSettings,
-    Settings,
 )
-from engine.context import ContextSettings, discover_window
 from engine.metrics import ErrorLog, enable_metrics, set_state, use_error_log
 from engine.store import Store, open_store
 from engine.work import InstanceSettings
 from tools import Tool
-from tools.builtins import ScheduleAccess, WallClock, builtin_tools
+from tools.builtins import MemoryAccess, ScheduleAccess, WallClock, builtin_tools
 from tools.config import apply_policy
 from tools.errors import StoreUnavailable
 from tools.plugins import load_plugins
 from tools.registry import ToolRegistry
+from tools.skills import Skills, use_skill_tool
 
 if TYPE_CHECKING:
     from tools.mcp import McpManager
 
 log = logging.getLogger(__name__)
-
-# [media] keys that choose models, not MediaSettings
-MEDIA_MODELS = {"transcription_model", "speech_model", "speech_voice", "image_model", "image_size"}
 
 
 @contextlib.contextmanager
@@ -85,18 +79,22 @@ def enabled_channels(config: Config) -> list[Channel]:
 async def open_tools(
     config: Config,
     *,
-    notes: Any = None,
+    memory: MemoryAccess | None = None,
     schedules: ScheduleAccess | None = None,
     extra: Sequence[Tool] = (),
     clock: WallClock | None = None,
+    skills: Skills | None = None,
 ) -> AsyncIterator[tuple[ToolRegistry, McpManager | None]]:
-    """The registry with built-ins, plugins, `extra` tools and MCP servers' tools."""
+    """The registry with built-ins, plugins, `extra` tools and MCP servers' tools (and
+    use_skill when there are `skills`)."""
     registry = ToolRegistry(default_timeout_s=config.tools.default_timeout_s)
     search_key = config.search_key()
     for tool in builtin_tools(
-        config.tools, notes=notes, schedules=schedules, search_key=search_key, clock=clock
+        config.tools, memory=memory, schedules=schedules, search_key=search_key, clock=clock
     ):
         registry.register(tool)
+    if skills:
+        registry.register(use_skill_tool(skills))
     plugin_tools, _problems = load_plugins(  # each problem already logged
         config.tools.plugins, plugin_dirs=config.plugin_dirs()
     )
@@ -114,37 +112,6 @@ async def open_tools(
         for warning in apply_policy(registry, config.tools):
             log.warning("%s", warning)
         yield registry, mcp
-
-
-def chat_models(config: Config, default: Model) -> dict[str, Model]:
-    """`[llm] models_allowed` by name, each on the `[llm]` endpoint and provider."""
-    llm = config.llm
-    return {
-        name: default
-        if name == default.name
-        else endpoint_model(
-            llm.model_copy(update={"model": name}), strict_tools=config.tools.strict_schemas
-        )
-        for name in llm.models_allowed
-    }
-
-
-def context_settings(cfg: Config) -> ContextSettings:
-    """The context budget as configured; a model's window is asked of the server when not set
-    (an OpenAI-compatible one: Anthropic's models are in the table). The chat models of
-    /settings share the endpoint, so they are asked the same way."""
-    llm = cfg.llm
-    probe = llm.provider == "openai"
-    key = llm.resolve_api_key() if probe else ""
-    return ContextSettings(
-        window=cfg.llm.context_window,
-        max_output_tokens=cfg.llm.output_reserve(),
-        budget=cfg.context.budget,
-        keep_recent_turns=cfg.context.keep_recent_turns,
-        tool_result_chars=cfg.context.tool_result_chars,
-        history_limit=cfg.engine.history_limit,
-        discover=functools.partial(discover_window, llm.base_url, key, probe=probe),
-    )
 
 
 class App:
@@ -190,10 +157,13 @@ class App:
         stack.push_async_callback(self.model.aclose)
         media = media_parts(cfg, self.model, self.store)
         pictures = (media.picture_tool,) if media.picture_tool is not None else ()
+        self.skills = await asyncio.to_thread(configured_skills, cfg)
+        for problem in self.skills.problems:
+            log.warning("skill %s", problem)
         self.registry, self.mcp = await stack.enter_async_context(
             open_tools(
                 cfg,
-                notes=self.store.notes,
+                memory=MemoryAccess(self.store.memory, self.is_admin),
                 schedules=ScheduleAccess(
                     self.store.schedules,
                     cfg.schedules.max_per_chat,
@@ -202,6 +172,7 @@ class App:
                 ),
                 extra=(*self.extra_tools, *pictures),
                 clock=self.clock,
+                skills=self.skills,
             )
         )
         models = chat_models(cfg, self.model)
@@ -215,49 +186,17 @@ class App:
             confirmation_timeout_s=cfg.tools.confirmation_timeout_s,
             max_parallel_tools=cfg.engine.max_parallel_tools,
         )
-        allowed = {
-            "telegram": set(cfg.telegram.allowed_users),
-            "discord": set(cfg.discord.allowed_users),
-            "console": set(cfg.console.allowed_users),
-        }
         self.dispatcher = build_engine(
             self.store,
             self.model,
             self.registry,
-            Settings(
-                system_prompt=cfg.llm.system_prompt,
-                allowed_users=allowed,
-                dm_only=set(cfg.tools.dm_only),
-                history_limit=cfg.engine.history_limit,
-                shutdown_grace_s=cfg.engine.shutdown_grace_s,
-                stream=cfg.llm.stream,
-                max_message_chars=cfg.access.max_message_chars,
-                max_quote_chars=cfg.engine.max_quote_chars,
-                tool_progress=cfg.engine.tool_progress,
-                admins=set(cfg.access.admins),
-                always_ask=set(cfg.tools.always_ask),
-                limits=LimitSettings(
-                    messages_per_minute=cfg.limits.messages_per_minute,
-                    tokens_per_day=cfg.limits.tokens_per_day,
-                    usd_per_day=cfg.limits.usd_per_day,
-                    images_per_day=cfg.limits.images_per_day,
-                ),
-                tool_calls_per_turn=cfg.limits.tool_calls_per_turn,
-                media=MediaSettings(
-                    vision=cfg.llm.vision,
-                    **cfg.media.model_dump(exclude=MEDIA_MODELS),
-                ),
-                schedules=ScheduleSettings(catch_up_s=cfg.schedules.catch_up_s),
-                models=models,
-                context=context_settings(cfg),
-                retention=Retention(cfg.storage.retention_days, cfg.storage.keep_days),
-                prices=prices(cfg),
-            ),
+            engine_settings(cfg, models),
             loop_options,
             media.transcriber,
             speaker=media.speaker,
             clock=self.clock,
             instance=InstanceSettings(cfg.instance.name(), cfg.instance.lease_s),
+            parts=[self.skills] if self.skills else [],
         )
         # Exit order (reverse): the dispatcher finishes running turns while the channels can
         # still deliver their answers; then the channels stop.
@@ -281,6 +220,11 @@ class App:
             host, port = cfg.metrics.address()
             await stack.enter_async_context(metrics_server(host, port, self._metrics_state))
         await self.model.warm_up()  # in a thread; the channels are already listening
+        await self.store.settled()  # a successful start: an upgrade's copy is not needed now
+
+    def is_admin(self, channel: str, user_id: str) -> bool:
+        """One of `[access] admins` (who may change a group's memory)."""
+        return f"{channel}:{user_id}" in self.config.access.admins
 
     async def _metrics_state(self) -> None:
         c = await self.store.ops.counts()

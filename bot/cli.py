@@ -1,5 +1,5 @@
-"""The `relaybot` command: run, chat, check-config, tools, doctor, init, migrate-store, status,
-backup, forget."""
+"""The `relaybot` command: run, chat, check-config, tools, skills, doctor, init, migrate-store,
+migrate, status, backup, forget, users."""
 
 from __future__ import annotations
 
@@ -8,20 +8,24 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import signal
 import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from bot._checks import tool_problems, validate
+from bot._checks import CHAT_ONLY, tool_problems, validate
 from bot._lock import lock_store
 from bot._logging import setup_logging
+from bot._reload import Reloader, record_loaded
 from bot._sdnotify import Notifier, watchdog_interval, watchdog_loop
 from bot._secrets import harden_process, seal_secrets
 from bot.config import Config, find_config, load_config
 from tools.errors import ConfigError, RelaybotError
+
+if TYPE_CHECKING:
+    from bot.app import App
 
 log = logging.getLogger("relaybot")
 
@@ -61,11 +65,14 @@ def _parser() -> argparse.ArgumentParser:
         ("chat", "talk to the bot in this terminal"),
         ("check-config", "validate the config and say what is wrong"),
         ("tools", "list every tool with its tier and schema"),
+        ("skills", "list the skills (SKILL.md folders) found, and what is wrong with any"),
         ("doctor", "check config, store, LLM endpoint, plugins and channel tokens"),
         ("init", "ask for the essentials and write a config file"),
         ("status", "what the daemon is doing, read from the store (works while it runs)"),
         ("backup", "a consistent copy of the store, made while the daemon runs"),
         ("forget", "delete everything stored about a user (the daemon must be stopped)"),
+        ("users", "who may use the bot and from where; let someone in or out"),
+        ("migrate", "upgrade the store to this version's schema (the daemon must be stopped)"),
     ):
         sp = commands[name] = sub.add_parser(name, help=text, description=text)
         _options(sp, argparse.SUPPRESS)  # absent here: keep what was given before the command
@@ -75,6 +82,11 @@ def _parser() -> argparse.ArgumentParser:
         "--user", required=True, metavar="[CHANNEL:]ID", help="e.g. telegram:123456789"
     )
     commands["forget"].add_argument("--yes", action="store_true", help="do not ask")
+    commands["users"].add_argument("action", nargs="?", choices=("allow", "revoke"))
+    commands["users"].add_argument("user", nargs="?", metavar="[CHANNEL:]ID")
+    commands["migrate"].add_argument(
+        "--check", action="store_true", help="only say what an upgrade would do; change nothing"
+    )
     text = "copy a SQLite store into an empty PostgreSQL database"
     sp = sub.add_parser("migrate-store", help=text, description=text)
     sp.add_argument("--from", dest="source", required=True, metavar="PATH.db")
@@ -88,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "init":
         from bot._init import run_init
 
-        return run_init(Path(args.config or os.environ.get("RELAYBOT_CONFIG") or "config.toml"))
+        return run_init(find_config(args.config))  # ./config.toml, else $XDG_CONFIG_HOME's
     if args.command == "migrate-store":  # needs no config: both stores are named
         from bot._migrate import migrate_store
 
@@ -118,10 +130,13 @@ def main(argv: list[str] | None = None) -> int:
         "chat": _chat,
         "check-config": _check_config,
         "tools": _tools,
+        "skills": _skills,
         "doctor": _doctor,
         "status": _operate,
         "backup": _operate,
         "forget": _operate,
+        "users": _users,
+        "migrate": _migrate,
     }[args.command]
     try:
         return asyncio.run(command(config, args))
@@ -136,13 +151,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 async def _check_config(config: Config, args: argparse.Namespace) -> int:
-    warnings = validate(config)
+    warnings = validate(config, need_channel=False)  # a chat-only config is one: noted below
     tools = await asyncio.to_thread(tool_problems, config)  # imports the plugins
     path = find_config(args.config)
     enabled = [n for n in ("telegram", "discord") if getattr(config, n).enabled]
     print(f"{path}: OK")
     print(f"  model: {config.llm.model} at {config.llm.base_url}")
-    print(f"  channels: {', '.join(enabled)}")
+    print(f"  channels: {', '.join(enabled) or 'none (relaybot chat only)'}")
+    if not enabled:
+        print(f"note: {CHAT_ONLY}")
     print(f"  store: {config.storage.describe()}")
     for warning in [*warnings, *tools.problems, *tools.unknown]:
         print(f"warning: {warning}")
@@ -162,6 +179,22 @@ async def _tools(config: Config, args: argparse.Namespace) -> int:
                 print(f"    {first[0]}")
             print(f"    schema: {json.dumps(spec.parameters, separators=(',', ':'))}")
     return 0
+
+
+async def _skills(config: Config, args: argparse.Namespace) -> int:
+    from bot._checks import configured_skills
+
+    found = await asyncio.to_thread(configured_skills, config)
+    for skill in found.skills.values():
+        print(f"{skill.name}  ({skill.folder})")
+        print(f"    {skill.description}")
+        if skill.chats:
+            print(f"    only in: {', '.join(sorted(skill.chats))}")
+    if not found:
+        print(f"no skills in {', '.join(map(str, config.skill_dirs()[0]))}")
+    for problem in found.problems:
+        print(f"problem: {problem}")
+    return 1 if found.problems else 0
 
 
 async def _chat(config: Config, args: argparse.Namespace) -> int:
@@ -184,7 +217,12 @@ async def _chat(config: Config, args: argparse.Namespace) -> int:
     signals: asyncio.Queue[signal.Signals] = asyncio.Queue()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, signals.put_nowait, sig)
-    async with app:
+    caught = asyncio.ensure_future(signals.get())
+    if not await _started(app, caught, config.engine.shutdown_grace_s):
+        return 0  # stopped while starting (the store unreachable, say)
+    async with contextlib.AsyncExitStack() as started:
+        started.push_async_exit(app.__aexit__)
+        record_loaded(config, "chat", app.dispatcher.live.loaded_at)
         finished = asyncio.ensure_future(console.finished.wait())
         caught = asyncio.ensure_future(signals.get())
         await asyncio.wait([finished, caught], return_when=asyncio.FIRST_COMPLETED)
@@ -204,17 +242,30 @@ async def _run(config: Config, args: argparse.Namespace) -> int:
     notifier = Notifier.from_env(unset_environment=True)
     watchdog = asyncio.create_task(watchdog_loop(notifier, watchdog_interval()))
     stop = asyncio.Event()
+    reload = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, reload.set)  # systemctl reload: bot/_reload.py
     try:
         app = App(config)
-        async with app:
+        waiting = asyncio.ensure_future(stop.wait())
+        if not await _started(app, waiting, config.engine.shutdown_grace_s):
+            return 0  # stopped while starting (the store unreachable, say)
+        async with contextlib.AsyncExitStack() as started:
+            started.push_async_exit(app.__aexit__)
+            reloader = Reloader(app, args.config)
+            reloader.record()
             notifier.ready(app.status())
             log.info("relaybot %s running (%s)", _version(), app.status())
             while not stop.is_set():
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), 15)  # STATUS= refresh period
+                    await asyncio.wait_for(_either(stop, reload), 15)  # STATUS= refresh period
+                if reload.is_set() and not stop.is_set():
+                    reload.clear()
+                    notifier.reloading()
+                    await reloader.reload()
+                    notifier.ready(app.status())
                 notifier.status(app.status())
             log.info("stopping: finishing running turns")
             notifier.stopping("finishing running turns")
@@ -227,6 +278,15 @@ async def _run(config: Config, args: argparse.Namespace) -> int:
     return 0
 
 
+async def _either(*events: asyncio.Event) -> None:
+    waits = [asyncio.ensure_future(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()
+
+
 async def _operate(config: Config, args: argparse.Namespace) -> int:
     from bot import _operate as operate
 
@@ -235,6 +295,39 @@ async def _operate(config: Config, args: argparse.Namespace) -> int:
     if args.command == "backup":
         return await operate.backup(config, args.path)
     return await operate.forget(config, args.user, args.yes)
+
+
+async def _users(config: Config, args: argparse.Namespace) -> int:
+    from bot._users import users
+
+    return await users(config, args.action, args.user)
+
+
+async def _started(app: App, stop: asyncio.Future[Any], grace_s: float) -> bool:
+    """Start `app` (``__aenter__``) unless `stop` comes first: True once it runs (the caller
+    exits it), False when the stop came first. Start-up may wait for a long time (a PostgreSQL
+    server that is down is waited for), and a stop must still stop: start-up is then cancelled,
+    and what it opened is closed within `grace_s`."""
+    starting = asyncio.ensure_future(app.__aenter__())
+    try:
+        await asyncio.wait({starting, stop}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stop.cancel()  # when it is not done: either way nobody waits for it any more
+    if starting.done():
+        starting.result()  # a start-up that failed raises here
+        return True
+    log.info("stopping while starting up")
+    starting.cancel()
+    await asyncio.wait({starting}, timeout=grace_s)
+    if starting.done() and not starting.cancelled() and starting.exception() is None:
+        await app.__aexit__(None, None, None)  # it had just finished starting
+    return False
+
+
+async def _migrate(config: Config, args: argparse.Namespace) -> int:
+    from bot._upgrade import migrate
+
+    return await migrate(config, args.check)
 
 
 def _lock(config: Config) -> None:

@@ -29,11 +29,13 @@ from bot._sections import (
     LLMConfig,
     LogConfig,
     MediaConfig,
+    MemoryConfig,
     MetricsConfig,
     ModelEndpoint,
     PriceConfig,
     SchedulesConfig,
     Section,
+    SkillsConfig,
     StorageConfig,
     default_state_dir,
 )
@@ -52,10 +54,12 @@ __all__ = [
     "LimitsConfig",
     "LogConfig",
     "MediaConfig",
+    "MemoryConfig",
     "MetricsConfig",
     "ModelEndpoint",
     "PriceConfig",
     "SchedulesConfig",
+    "SkillsConfig",
     "StorageConfig",
     "default_state_dir",
     "find_config",
@@ -79,6 +83,8 @@ class Config(Section):
     media: MediaConfig = MediaConfig()
     pricing: dict[str, PriceConfig] = {}  # [pricing."MODEL"], over the built-in prices
     schedules: SchedulesConfig = SchedulesConfig()
+    memory: MemoryConfig = MemoryConfig()
+    skills: SkillsConfig = SkillsConfig()
     telegram: TelegramConfig = TelegramConfig()
     discord: DiscordConfig = DiscordConfig()
     console: ConsoleConfig = ConsoleConfig()
@@ -153,6 +159,20 @@ class Config(Section):
         directory (none for a config not loaded from a file)."""
         return [] if self._path is None else [self._path.parent]
 
+    def skill_dirs(self) -> tuple[list[Path], list[Path]]:
+        """Where skills are looked for, and those of them that must exist (the ones named in
+        `[skills] dirs`; the default folders may be absent)."""
+        here = None if self._path is None else self._path.parent
+        if self.skills.dirs is not None:
+            named = [d.expanduser() for d in self.skills.dirs]
+            dirs = [d if d.is_absolute() or here is None else here / d for d in named]
+            return dirs, dirs
+        xdg = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+        found = [Path(xdg) / "relaybot" / "skills"]
+        if here is not None:
+            found.append(here / "skills")
+        return list(dict.fromkeys(found)), []
+
     def search_key(self) -> str:
         """web_search's API key (Brave, Tavily; "" for SearXNG or no backend)."""
         search = self.tools.web_search
@@ -177,7 +197,61 @@ def _not_an_id(channel: str, user: str) -> str:
     )
 
 
+_VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SECRET_SHAPES = (
+    ("a Telegram bot token", re.compile(r"^\d{5,}:[A-Za-z0-9_-]{20,}$")),
+    (
+        "a Discord bot token",
+        re.compile(r"^[A-Za-z0-9_-]{20,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{20,}$"),
+    ),
+    ("an API key", re.compile(r"^(sk|gsk|xai|pk|rk|ghp|gho|hf|tvly|BSA)[-_][A-Za-z0-9_-]{12,}$")),
+    ("an API key", re.compile(r"^AIza[A-Za-z0-9_-]{20,}$")),
+)
+_EXAMPLE_NAMES = {
+    "token_env": "TELEGRAM_BOT_TOKEN",
+    "api_key_env": "OPENAI_API_KEY",
+    "url_env": "RELAYBOT_DATABASE_URL",
+    "webhook_secret_env": "TELEGRAM_WEBHOOK_SECRET",
+}
+
+
+def _pasted_secret(data: Any, loc: tuple[str, ...] = ()) -> ConfigError | None:
+    """A `*_env` key whose value is a secret itself (a token pasted where its variable's name
+    goes): the error names the key and what it looks like, never the value."""
+    items = (
+        enumerate(data)
+        if isinstance(data, list)
+        else data.items()
+        if isinstance(data, dict)
+        else ()
+    )
+    for key, value in items:
+        where = (*loc, str(key))
+        if isinstance(value, dict | list):
+            if (found := _pasted_secret(value, where)) is not None:
+                return found
+            continue
+        if not (isinstance(key, str) and key.endswith("_env") and isinstance(value, str)):
+            continue
+        shape = next((what for what, rx in _SECRET_SHAPES if rx.match(value.strip())), None)
+        if shape is None and (_VARIABLE.match(value.strip()) or len(value) < 16):
+            continue
+        name = _EXAMPLE_NAMES.get(key, "MY_SECRET")
+        return ConfigError(
+            ".".join(where),
+            f"holds what looks like {shape or 'a secret'} itself (not shown here), where the "
+            f"name of the environment variable that holds it goes. Put the value in the "
+            f"environment (e.g. {name}=… in deploy/relaybot.env, or export {name}=…) and write "
+            f'{key} = "{name}"; and since it was written into a file, consider it seen and make '
+            "a new one",
+        )
+    return None
+
+
 def parse_config(data: dict[str, Any]) -> Config:
+    pasted = _pasted_secret(data)
+    if pasted is not None:
+        raise pasted
     loose = loose_boolean(Config, data)
     if loose is not None:
         key = ".".join(loose)
@@ -212,7 +286,9 @@ def load_config(path: str | Path | None = None) -> Config:
         text = file.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(
-            "", f"no config file at {file} (copy config.example.toml there, or pass -c PATH)"
+            "",
+            f"no config file at {file}: run `relaybot init` to write one (it asks for the "
+            "essentials), or copy config.example.toml there, or pass -c PATH",
         ) from None
     except OSError as exc:
         raise ConfigError("", f"cannot read {file}: {exc.strerror}") from None

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 
 import httpx
 
-from bot._checks import tool_problems, validate
+from bot._checks import CHAT_ONLY, configured_skills, tool_problems, validate
 from bot._doctor_base import Check, Status, get
 from bot._doctor_llm import check_context, check_models
 from bot._doctor_receiving import check_discord_shards, check_telegram_receiving
@@ -30,13 +30,19 @@ from tools.errors import ConfigError, RelaybotError
 
 def _config(config: Config) -> list[Check]:
     try:
-        warnings = validate(config, resolve_secrets=False)  # the llm and channel checks do those
+        # the llm and channel checks resolve the secrets; a chat-only config is one (noted)
+        warnings = validate(config, need_channel=False, resolve_secrets=False)
     except ConfigError as exc:
         return [Check("config", Status.FAILED, str(exc))]  # the message says what to change
+    chat_only = not (config.telegram.enabled or config.discord.enabled)
     return [
         Check("config", Status.OK, "valid"),
+        *([Check("config", Status.OK, CHAT_ONLY)] if chat_only else []),
         *(Check("config", Status.WARNING, w) for w in warnings),
     ]
+
+
+_SKILL_FIX = "correct the SKILL.md, or move the folder away; `relaybot skills` lists them"
 
 
 def _plugins(config: Config) -> list[Check]:
@@ -49,6 +55,10 @@ def _plugins(config: Config) -> list[Check]:
     if report.plugin_tools and not report.problems:
         names = ", ".join(report.plugin_tools)
         checks.insert(0, Check("plugins", Status.OK, f"loaded {names}"))
+    skills = configured_skills(config)
+    checks += [Check("skills", Status.WARNING, str(p), _SKILL_FIX) for p in skills.problems]
+    if skills:
+        checks.append(Check("skills", Status.OK, f"found {', '.join(skills.skills)}"))
     return checks
 
 

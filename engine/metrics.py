@@ -29,7 +29,6 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from engine.models import NANO, Amount, spend
 from engine.store import ChannelError
 from tools.errors import LLMError
 
@@ -111,14 +110,7 @@ class _Metrics:
                 ["model"],
             )
         )
-        self.cost = _Children(
-            Counter(
-                "relaybot_cost_usd",
-                "What requests cost in US dollars, by the model's price (chat, summary, "
-                "transcription, speech and picture requests)",
-                ["model"],
-            )
-        )
+        self.cost = _Children(Counter("relaybot_cost_usd", "Requests' cost by price", ["model"]))
         self.completion = _Children(
             Counter("relaybot_llm_completion_tokens", "Tokens the model produced", ["model"])
         )
@@ -223,8 +215,7 @@ async def model_request(
     model: Model, request: ModelRequest, on_text: OnText | None = None
 ) -> ModelResponse:
     """`model.complete(request, on_text)`, timed and counted (a turn's requests and the
-    context budget's summary requests alike), and charged to whoever the task is charged to
-    (engine.models.spend)."""
+    context budget's summary requests alike)."""
     started = time.monotonic()
     try:
         reply = await model.complete(request, on_text)
@@ -233,14 +224,12 @@ async def model_request(
         raise
     u = reply.usage
     llm_replied(model.name, time.monotonic() - started, u.prompt_tokens, u.completion_tokens)
-    await spend(reply.answered_by or model.name, Amount(u))
     return reply
 
 
-def cost_added(model: str, nano_usd: int) -> None:
-    """A request of `model` cost `nano_usd` (counted in dollars)."""
-    if _m is not None and nano_usd:
-        _m.cost[model].inc(nano_usd / NANO)
+def cost_added(model: str, usd: float) -> None:
+    if _m is not None and usd:
+        _m.cost[model].inc(usd)
 
 
 def tool_called(tool: str, ok: bool) -> None:

@@ -31,7 +31,7 @@ def registry(workspace):
         command_output_max=1_000,
     )
     registry = ToolRegistry()
-    for tool in builtin_tools(config, notes=None):
+    for tool in builtin_tools(config, memory=None):
         registry.register(tool)
     return registry
 
@@ -148,6 +148,6 @@ def test_workspace_root_may_use_a_symlinked_path(tmp_path, workspace):
     alias = tmp_path / "alias"
     alias.symlink_to(workspace)
     config = ToolsConfig(builtins=["read_file"], workspace=alias)
-    tool = builtin_tools(config, notes=None)[0]
+    tool = builtin_tools(config, memory=None)[0]
     assert tool(path="docs/a.txt") == "alpha\n"
     assert os.path.samefile(tmp_path / "ws", alias)

@@ -393,10 +393,8 @@ async def test_store_migrates_an_older_file(tmp_path: Path) -> None:
     async with SqliteStore(path) as store:
         assert await store.schema_version() == len(MIGRATIONS)
         assert (await store.conversations.active("t", "c")).id == 1
-        note = await store.notes.add_note("t:u", "likes tea")
-        assert await store.notes.list_notes("t:u") == [
-            (note, "likes tea", pytest.approx(0, abs=2e9))
-        ]
+        note = await store.memory.add("t:u", "likes tea")
+        assert [(i.id, i.text) for i in await store.memory.items("t:u")] == [(note, "likes tea")]
     async with SqliteStore(tmp_path / "fresh.db") as store:
         assert await store.schema_version() == len(MIGRATIONS)
     with sqlite3.connect(path) as db:

@@ -363,20 +363,20 @@ async def test_forget_me_asks_then_deletes_only_the_asker(
         asked = await d.handle_command(
             channel.message("/forget_me", chat_id="dm-u1"), Command.FORGET_ME
         )
-        assert "2 notes" not in asked.text and "1 note" in asked.text
+        assert "2 remembered facts" not in asked.text and "1 remembered fact" in asked.text
         assert [b.label for b in asked.buttons] == ["Delete everything", "Keep it"]
         yes = asked.buttons[0].action
         other = await d.handle_action(Action("test", "dm-u1", "u2", yes))
         assert other.text.startswith("Only the person who sent /forget_me")
-        assert await app.store.notes.list_notes("test:u1")
+        assert await app.store.memory.items("test:u1")
 
         done = await d.handle_action(Action("test", "dm-u1", "u1", yes))
         assert done.text.startswith("Done: I deleted") and not done.buttons
-        assert await app.store.notes.list_notes("test:u1") == []
+        assert await app.store.memory.items("test:u1") == []
         assert job not in d.background.runner.running  # the reminder or report never comes
         conv = await app.store.conversations.active("test", "dm-u1")
         assert await app.store.conversations.history(conv.id) == []
-        assert [n[1] for n in await app.store.notes.list_notes("test:u2")] == ["u2 likes tea"]
+        assert [n.text for n in await app.store.memory.items("test:u2")] == ["u2 likes tea"]
         again = await d.handle_command(
             channel.message("/forget_me", chat_id="dm-u1"), Command.FORGET_ME
         )
@@ -429,7 +429,7 @@ async def test_forget_from_the_command_line_asks_and_waits_for_the_daemon(
     cli.write_text(f'[llm]\napi_key = "sk-cli-0123456789"\n[storage]\npath = "{db}"\n')
     async with SqliteStore(db) as store:
         for user in ("5", "6"):
-            await store.notes.add_note(f"telegram:{user}", f"{user}'s secret")
+            await store.memory.add(f"telegram:{user}", f"{user}'s secret")
     lock = StoreLock(db)
     try:
         code, _, err = await relaybot("forget", "--user", "telegram:5", "--yes", "-c", str(cli))
@@ -438,10 +438,11 @@ async def test_forget_from_the_command_line_asks_and_waits_for_the_daemon(
     assert code == 1 and f"pid {os.getpid()}" in err and "/forget_me" in err
 
     code, out, _ = await relaybot("forget", "--user", "telegram:5", "-c", str(cli))
-    assert code == 1 and "1 note" in out and "Nothing deleted" in out  # no terminal to ask on
+    assert code == 1 and "1 remembered fact" in out  # no terminal to ask on
+    assert "Nothing deleted" in out
     code, out, err = await relaybot("forget", "--user", "telegram:5", "--yes", "-c", str(cli))
     assert code == 0, err
-    assert "Deleted 1 note" in out
+    assert "Deleted 1 remembered fact" in out
     async with SqliteStore(db) as store:
-        assert await store.notes.list_notes("telegram:5") == []
-        assert [n[1] for n in await store.notes.list_notes("telegram:6")] == ["6's secret"]
+        assert await store.memory.items("telegram:5") == []
+        assert [n.text for n in await store.memory.items("telegram:6")] == ["6's secret"]

@@ -117,7 +117,7 @@ async def test_a_flood_is_stored_answered_once_and_costs_a_bounded_number_of_req
 ) -> None:
     llm.default = echo
     async with running(make_config()) as (app, ch):
-        app.dispatcher.limits.settings = LimitSettings(messages_per_minute=5, window_s=1.0)
+        app.dispatcher.settings.limits = LimitSettings(messages_per_minute=5, window_s=1.0)
         for i in range(100):
             await app.dispatcher.handle_inbound(ch.message(f"spam {i}", user_id="u2"))
         await ch.wait_for("send", 2)  # the polite note and the first answer at least

@@ -60,7 +60,7 @@ async def test_migrate_store_copies_everything_and_refuses_a_non_empty_target(
         await lite.inbox.accept(inbound("hi", "m1"))
         await lite.confirmations.add(confirmation(conv.id))
         await lite.jobs.add(conv, "j1", "u1", "remind_me", {"at": "x"}, resumable=True)
-        await lite.notes.add_note("t:u1", "likes tea")
+        await lite.memory.add("t:u1", "likes tea")
         await lite.schedules.add_schedule("t", "c1", "u1", "hi", "interval", "300", "UTC", 5.0)
     url = postgres.new_database(migrated=False)
     code, out = await relaybot("migrate-store", "--from", str(source), "--to", url)
@@ -76,7 +76,7 @@ async def test_migrate_store_copies_everything_and_refuses_a_non_empty_target(
         assert conf is not None and conf.state is ConfirmationState.PENDING
         job = await pg.jobs.get("j1")
         assert job is not None and job.state is JobState.RUNNING and job.resumable
-        assert [n[1] for n in await pg.notes.list_notes("t:u1")] == ["likes tea"]
+        assert [n.text for n in await pg.memory.items("t:u1")] == ["likes tea"]
         assert len(await pg.schedules.chat_schedules("t", "c1")) == 1
         newer = await pg.conversations.active("t", "c2")  # ids go on after the copied ones
         assert newer.id > again.id

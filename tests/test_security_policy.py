@@ -15,7 +15,7 @@ from tools.registry import ToolRegistry
 
 def registry_for(config: ToolsConfig) -> ToolRegistry:
     registry = ToolRegistry()
-    for tool in builtin_tools(config, notes=None):
+    for tool in builtin_tools(config, memory=None):
         registry.register(tool)
     return registry
 

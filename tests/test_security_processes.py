@@ -29,7 +29,7 @@ def workspace(tmp_path: Path) -> Path:
 def run_command(workspace: Path, timeout_s: float) -> ToolRegistry:
     config = ToolsConfig(builtins=["run_command"], workspace=workspace, command_timeout_s=timeout_s)
     registry = ToolRegistry()
-    for tool in builtin_tools(config, notes=None):
+    for tool in builtin_tools(config, memory=None):
         registry.register(tool)
     return registry
 

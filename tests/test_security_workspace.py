@@ -22,7 +22,7 @@ def workspace(tmp_path):
 def registry(workspace):
     registry = ToolRegistry()
     for tool in builtin_tools(
-        ToolsConfig(builtins=list(WORKSPACE_TOOLS), workspace=workspace), notes=None
+        ToolsConfig(builtins=list(WORKSPACE_TOOLS), workspace=workspace), memory=None
     ):
         registry.register(tool)
     return registry

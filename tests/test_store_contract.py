@@ -17,6 +17,7 @@ import pytest
 
 from engine import Image, InboundMessage, Message, Quote, Role, Text, ToolCall, ToolOutput
 from engine.store import (
+    AccessRequest,
     ChannelError,
     ChatPrefs,
     ConfirmationRow,
@@ -25,6 +26,7 @@ from engine.store import (
     InboxState,
     JobState,
     ReplyMode,
+    RequestState,
     RunState,
     ScheduleRun,
     Spent,
@@ -514,18 +516,33 @@ async def test_spend_adds_up_per_request_and_reads_per_user_chat_and_model(
     assert await store.spend.of_user("t", "u3", "2026-11-24") == dataclasses.replace(big, of="u3")
 
 
-# -- notes and transactions ---------------------------------------------------------------
+# -- memory and transactions ---------------------------------------------------------------
 
 
-async def test_notes_belong_to_their_owner_and_search_literally(store: Store) -> None:
-    a = await store.notes.add_note("t:ann", "likes 100% tea")
-    await store.notes.add_note("t:ann", "likes coffee_beans")
-    await store.notes.add_note("t:bob", "likes tea")
-    assert [n[1] for n in await store.notes.list_notes("t:ann", "100%")] == ["likes 100% tea"]
-    assert [n[1] for n in await store.notes.list_notes("t:ann", "_")] == ["likes coffee_beans"]
-    assert not await store.notes.delete_note("t:bob", a)
-    assert await store.notes.delete_note("t:ann", a)
-    assert len(await store.notes.list_notes("t:ann")) == 1
+async def test_memory_belongs_to_its_owner_and_searches_literally(store: Store) -> None:
+    a = await store.memory.add("t:ann", "likes 100% tea")
+    await store.memory.add("t:ann", "likes coffee_beans")
+    await store.memory.add("t:bob", "likes tea")
+    assert [n.text for n in await store.memory.items("t:ann", "100%")] == ["likes 100% tea"]
+    assert [n.text for n in await store.memory.items("t:ann", "_")] == ["likes coffee_beans"]
+    assert not await store.memory.delete("t:bob", a)
+    assert await store.memory.delete("t:ann", a)
+    assert len(await store.memory.items("t:ann")) == 1
+
+
+async def test_memory_is_most_recently_used_first_and_kept_once(store: Store) -> None:
+    first = await store.memory.add("t:ann", "prefers metric units")
+    second = await store.memory.add("t:ann", "works on project X")
+    assert [n.id for n in await store.memory.items("t:ann")] == [second, first]
+    assert await store.memory.add("t:ann", "Prefers Metric Units") == first  # touched, no copy
+    assert [n.id for n in await store.memory.items("t:ann")] == [first, second]
+    await store.memory.touch("t:ann", [second])
+    await store.memory.touch("t:bob", [first])  # not Bob's: nothing changes
+    assert [n.id for n in await store.memory.items("t:ann", limit=1)] == [second]
+    await store.memory.add("t:bob", "likes tea")
+    assert await store.memory.clear("t:ann") == 2
+    assert await store.memory.items("t:ann") == []
+    assert [n.text for n in await store.memory.items("t:bob")] == ["likes tea"]
 
 
 async def test_a_transaction_spans_the_parts_and_rolls_back_whole(store: Store) -> None:
@@ -637,7 +654,7 @@ async def _life_of(store: Store, user: str) -> None:
     await store.inbox.take_queued("t", dm)
     conv = await store.conversations.active("t", dm)
     await store.conversations.append(conv.id, Message.assistant(f"hi {user}"))
-    await store.notes.add_note(f"t:{user}", f"{user} likes tea")
+    await store.memory.add(f"t:{user}", f"{user} likes tea")
     await store.usage.add("t", user, "2026-11-23", 10, 5, 1)
     await store.spend.add("t", dm, user, "2026-11-23", "m", Spent("", 1, 10, 5, nano_usd=7))
     await store.schedules.set_user_timezone("t", user, "Europe/Paris")
@@ -648,6 +665,11 @@ async def _life_of(store: Store, user: str) -> None:
     )
     await store.chat_settings.save(ChatPrefs("t", dm, persona=f"{user}'s pirate"), user)
     await store.grants.grant("t", "g1", f"tool_{user}", user, user)
+    asked = time.time()
+    await store.access.ask(
+        AccessRequest(f"R-{user}", "t", user, user, user, dm, asked, asked + 86_400)
+    )
+    await store.access.approve("t", user, user, "t:owner")
 
 
 async def _group_turn(store: Store, *said: tuple[str, str], answer: str) -> None:
@@ -669,7 +691,7 @@ async def _about(store: Store, user: str) -> list[Any]:
     conv = await store.conversations.active("t", dm)
     return [
         await store.conversations.history(conv.id),
-        await store.notes.list_notes(f"t:{user}"),
+        await store.memory.items(f"t:{user}"),
         (await store.usage.totals("t", user, "2026")).tokens,
         dataclasses.replace(await store.spend.of_user("t", user, "2026"), of=""),
         await store.schedules.user_timezone("t", user),
@@ -679,6 +701,8 @@ async def _about(store: Store, user: str) -> list[Any]:
         [p for p in await store.chat_settings.all() if p.chat_id == dm],
         [g.tool for g in await store.grants.in_chat("t", "g1") if g.granted_by == user],
         await store.inbox.sent_since("t", user, 0),
+        await store.access.is_approved("t", user),
+        await store.access.latest("t", user),
     ]
 
 
@@ -697,7 +721,8 @@ async def test_forgetting_a_user_removes_exactly_their_rows(store: Store) -> Non
         counted, job_ids=(), private_chats=()
     )
     assert done.job_ids == ("job-u1",) and done.private_chats == (("t", "d-u1"),)
-    assert (done.notes, done.usage, done.schedules, done.grants) == (1, 1, 1, 1)
+    assert (done.memory, done.usage, done.schedules, done.grants) == (1, 1, 1, 1)
+    assert done.access == 2  # the request and the approval: they ask again to come back
 
     assert await _about(store, "u1") == await _about(store, "nobody")
     assert await _about(store, "u2") == u2_before
@@ -743,3 +768,62 @@ async def test_a_reply_keeps_its_quote_in_the_inbox_and_the_history(store: Store
     await store.inbox.take(conv.id, [(row, Message(Role.USER, [Text("what?")], None, row.quote))])
     (stored,) = await store.conversations.history(conv.id, 10)
     assert stored.quote == "[q] hey" and stored.text == "what?"
+
+
+# -- pairing: strangers' requests and approved users -------------------------------------
+
+
+def _asking(code: str, user_id: str = "s1", at: float = 1000.0) -> AccessRequest:
+    return AccessRequest(code, "t", user_id, "Stranger", "stranger", "c9", at, at + 86400)
+
+
+async def test_one_request_pends_per_person_and_an_allow_lets_them_in_once(store: Store) -> None:
+    assert await store.access.ask(_asking("AAA111"))
+    assert not await store.access.ask(_asking("BBB222"))  # one pending per person
+    assert not await store.access.ask(_asking("AAA111", "s2"))  # the code is taken
+    assert await store.access.asked_since(999.0) == 1
+    assert [r.code for r in await store.access.waiting(1500.0)] == ["AAA111"]
+    assert await store.access.waiting(1000.0 + 86400) == []  # expired by then
+    assert not await store.access.is_approved("t", "s1")
+    decided = await store.access.decide("AAA111", True, "t:boss", 2000.0)
+    assert decided is not None and decided.state is RequestState.ALLOWED
+    assert decided.decided_by == "t:boss" and decided.username == "stranger"
+    assert await store.access.decide("AAA111", False, "t:boss", 2001.0) is None  # answered
+    assert await store.access.is_approved("t", "s1")
+    assert not await store.access.is_approved("other", "s1")  # on that platform only
+    [who] = await store.access.approved()
+    assert (who.channel, who.user_id, who.approved_by) == ("t", "s1", "t:boss")
+    assert await store.access.revoke("t", "s1")
+    assert not await store.access.revoke("t", "s1")
+    assert not await store.access.is_approved("t", "s1")
+
+
+async def test_an_expired_request_cannot_be_answered_and_makes_room_for_a_new_one(
+    store: Store,
+) -> None:
+    assert await store.access.ask(_asking("AAA111", at=1000.0))
+    assert await store.access.decide("AAA111", True, "t:boss", 1000.0 + 86400) is None
+    assert not await store.access.is_approved("t", "s1")
+    assert await store.access.ask(_asking("BBB222", at=1000.0 + 86400))  # the old one expired
+    old = await store.access.request("AAA111")
+    assert old is not None and old.state is RequestState.EXPIRED
+    latest = await store.access.latest("t", "s1")
+    assert latest is not None and latest.code == "BBB222"
+    denied = await store.access.decide("BBB222", False, "t:boss", 1000.0 + 86401)
+    assert denied is not None and denied.state is RequestState.DENIED
+    assert not await store.access.is_approved("t", "s1")
+    assert await store.access.approve("t", "s3", "Cli", "cli")
+    assert not await store.access.approve("t", "s3", "Cli", "cli")
+
+
+async def test_a_job_knows_whether_its_chat_is_private(store: Store) -> None:
+    """A job resumed after a restart acts for a private chat or a group as it did before (a
+    member's memory and private-only tools depend on it)."""
+    dm = await store.conversations.active("t", "d1")
+    group = await store.conversations.active("t", "g1", is_private=False)
+    await store.jobs.add(dm, "job-dm", "u1", "remind_me", {}, resumable=True)
+    await store.jobs.add(group, "job-group", "u1", "remind_me", {}, resumable=True)
+    running = {j.id: j.is_private for j in await store.jobs.in_state(JobState.RUNNING)}
+    assert running == {"job-dm": True, "job-group": False}
+    got = await store.jobs.get("job-dm")
+    assert got is not None and got.is_private

@@ -134,8 +134,8 @@ async def check_upgraded(store: Store, version: int) -> None:
     assert conf.args == {"name": "x"} and conf.details == ""
     job = await store.jobs.get("j1")
     assert job is not None and job.state is JobState.RUNNING
-    notes = await store.notes.list_notes("t:u1")
-    assert [n[1] for n in notes] == (["likes tea"] if version >= 2 else [])
+    memory = await store.memory.items("t:u1")
+    assert [(n.text, n.used_at) for n in memory] == ([("likes tea", 0)] if version >= 2 else [])
     if version >= 3:
         group = await store.conversations.active("t", "g1", is_private=False)
         said = await store.conversations.history(group.id)
@@ -255,7 +255,7 @@ async def test_a_postgresql_store_from_a_newer_relaybot_is_refused_untouched(
     assert postgres.psql("SELECT version FROM schema_version", database) == str(len(MIGRATIONS) + 1)
 
 
-_IDENTITIES = ("conversations", "messages", "inbox", "notes", "schedules", "instances")
+_IDENTITIES = ("conversations", "messages", "inbox", "notes", "memory", "schedules", "instances")
 
 
 def write_old_postgres_store(server: PostgresServer, version: int) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import contextvars
+import dataclasses
 import enum
 import json
 from collections.abc import Awaitable, Callable
@@ -31,6 +32,7 @@ class ToolContext:
     user_id: str = ""
     send: Send = no_send
     call_id: str = ""
+    is_private: bool = False  # a private chat with the user; False: a group (or not known)
 
 
 # The context of the call running in the current asyncio task. Every execution runs in its own
@@ -157,7 +159,7 @@ class ContextualTool(Tool):
     def set_context(self, channel: str, chat_id: str) -> None:
         ctx = _current.get(ToolContext())
         _current.set(
-            ToolContext(channel, chat_id, ctx.user_id, ctx.send, ctx.call_id)
+            dataclasses.replace(ctx, channel=channel, chat_id=chat_id)
             if (ctx.channel, ctx.chat_id) != (channel, chat_id)
             else ctx
         )

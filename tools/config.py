@@ -63,6 +63,7 @@ BUILTIN_NAMES = (
     *WORKSPACE_TOOLS,
     *SCHEDULE_TOOLS,
     "web_search",
+    "delegate",  # made by the engine (engine/chat/_delegate.py): it runs a tool loop
 )
 SEARCH_URLS = {  # the public APIs; a SearXNG instance has no default
     "brave": "https://api.search.brave.com/res/v1/web/search",
@@ -137,6 +138,8 @@ class ToolsConfig(BaseModel):
     command_output_max: int = Field(8_000, gt=0)  # characters of run_command output kept
     default_timeout_s: float = Field(60, gt=0)
     strict_schemas: bool = False
+    delegate_max_iterations: int = Field(8, ge=1, le=50)  # model requests of a delegated task
+    delegate_max_tokens: int = Field(60_000, ge=1_000)  # its tokens, counted in the user's usage
     web_search: WebSearchConfig = WebSearchConfig()
 
     @field_validator("workspace")

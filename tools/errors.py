@@ -16,7 +16,7 @@ RelaybotError                 base of everything relaybot raises on purpose
 │   └── ContextOverflow       the request is longer than the model's window
 │       └── PromptTooLarge    even the system prompt and tool definitions do not fit it
 ├── StoreError                the store cannot be opened, migrated or written
-│   └── StoreUnavailable      the database server cannot be reached now: nothing was recorded
+│   └── StoreUnavailable      the store cannot record now (server away, disk full or read-only)
 └── DownloadError             a file a user sent cannot be fetched from the platform
 """
 
@@ -100,7 +100,8 @@ class StoreError(RelaybotError):
 
 
 class StoreUnavailable(StoreError):
-    """The database server cannot be reached (for now): what was being written is not recorded,
+    """The store cannot record (for now): its server cannot be reached, or the machine refuses
+    the write (a SQLite disk full, read-only or locked). What was being written is not recorded,
     so nothing may be acknowledged to a platform or shown as done. Retried with backoff."""
 
 

@@ -35,6 +35,7 @@ from channels.discord._guilds import Guilds
 from channels.discord._handlers import CHANNEL, Handlers
 from channels.discord._media import download
 from channels.discord._outbox import LIMIT, Outbox
+from channels.discord._reactions import set_status
 from channels.discord._threads import Threads
 from engine import (
     Attachment,
@@ -46,7 +47,9 @@ from engine import (
     Engine,
     MessageRef,
     OutgoingFile,
+    Reaction,
     Receiver,
+    Reply,
 )
 from engine.metrics import api_retry
 
@@ -167,6 +170,7 @@ class DiscordChannel(Channel):
         return {i for i in ids if i is not None}
 
     async def stop(self) -> None:
+        await self._handlers.held.aclose()
         if self._client is not None:
             await self._client.close()
         if self._runner is not None:
@@ -264,8 +268,19 @@ class DiscordChannel(Channel):
     async def delete(self, ref: MessageRef) -> None:
         await self._outbox.delete_part(ref.chat_id, ref.message_id)  # already gone: fine
 
+    async def react(self, chat_id: str, message_id: str, reaction: Reaction) -> None:
+        """With ``status_reactions``: 👀 on, 👀 off, or ⚠️ on the message (``_reactions``)."""
+        if not self.config.status_reactions:
+            return
+        if self._client is None:
+            raise RuntimeError("the Discord channel is not running")
+        await set_status(self._client, self._threads, chat_id, message_id, reaction)
+
     async def show_confirmation(self, prompt: ConfirmationPrompt) -> MessageRef:
         return await self._outbox.show_confirmation(prompt)
+
+    async def send_private(self, user_id: str, reply: Reply) -> MessageRef:
+        return await self._outbox.send_private(user_id, reply)
 
     async def resolve_confirmation(self, ref: MessageRef, text: str) -> None:
         await self._outbox.resolve_confirmation(ref, text)

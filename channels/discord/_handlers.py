@@ -3,7 +3,8 @@
 Whether an event is for the bot is decided without side effects (``_inbound``); these handlers
 act on it and answer within Discord's limits (``_interactions``). An interaction from before
 this instance resumed its shard, sent again by the resume, is not acted on (its user was told it
-failed); an interaction from a server not in ``allowed_guilds`` is refused.
+failed); an interaction from a server not in ``allowed_guilds`` is refused. A message the store
+cannot record now is held and handed over again (``_held``): the gateway sends nothing twice.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from channels._config import DiscordConfig
 from channels.discord._buttons import menu
 from channels.discord._client import Client
 from channels.discord._guilds import Guilds
+from channels.discord._held import Held
 from channels.discord._inbound import guild_allowed, inbound
 from channels.discord._interactions import too_late_to_answer, within_ack_budget
 from channels.discord._threads import Threads
@@ -46,6 +48,7 @@ class Handlers:
         self._client = client
         self._guilds = guilds
         self._threads = threads
+        self.held = Held(lambda msg: self._engine().handle_inbound(msg))  # the store refused
 
     async def on_message(self, message: discord.Message, me: discord.ClientUser) -> None:
         engine = self._engine()
@@ -65,7 +68,7 @@ class Handlers:
             return
         if in_thread and not own_thread:
             msg = await self._threads.start_for(message, msg)
-        await engine.handle_inbound(msg)
+        await self.held.hand(msg)  # the gateway sends nothing twice: held while refused
 
     async def on_command(
         self, interaction: discord.Interaction, command: Command, text: str = ""

@@ -70,6 +70,7 @@ def inbound(
         chat_id=str(message.channel.id),
         user_id=str(message.author.id),
         user_name=message.author.display_name,
+        username=message.author.name,
         text=text,
         message_id=str(message.id),
         is_private=guild_id is None,

@@ -20,10 +20,10 @@ import discord
 from channels._prompt import ATTACHED_NOTE, ATTACHMENT_NAME, lay_out, who_and_when
 from channels._shown import ShownMessages
 from channels._split import split_text
-from channels.discord._buttons import DecisionButton
+from channels.discord._buttons import DecisionButton, menu
 from channels.discord._media import batches
 from channels.discord._threads import GONE_NOTE, Threads, gone
-from engine import ConfirmationPrompt, MessageRef, OutgoingFile
+from engine import ConfirmationPrompt, MessageRef, OutgoingFile, Reply
 
 log = logging.getLogger("channels.discord")
 
@@ -77,6 +77,17 @@ class Outbox:
         stays, as the record of what was answered."""
         message = self._message(ref.chat_id, ref.message_id)
         await message.edit(content=self.render(text, True)[0], view=None)
+
+    async def send_private(self, user_id: str, reply: Reply) -> MessageRef:
+        """Open (or find) the DM channel with the user, and send `reply` with its buttons."""
+        client = self._client()
+        if client is None:
+            raise RuntimeError("the Discord channel is not running")
+        dm = await client.create_dm(discord.Object(int(user_id)))
+        view = menu(reply)
+        text = self.render(reply.text, True)[0]
+        sent = await (dm.send(text, view=view) if view is not None else dm.send(text))
+        return MessageRef(str(dm.id), str(sent.id))
 
     async def send_files(
         self, chat_id: str, files: Sequence[OutgoingFile], *, reply_to: str | None = None

@@ -26,6 +26,7 @@ POLLING_CONFLICT = (
 )
 _READ_MARGIN_S = 5.0  # how long past the long poll's own timeout an answer may take
 _FINISH_S = 10.0  # on stop: how long a batch in progress may take to finish, and to confirm it
+_STORE_S = 5.0  # the longest pause before a batch the store refused is fetched again
 
 
 class Poller:
@@ -36,8 +37,9 @@ class Poller:
     loses a confirmed update (the engine's inbox answers a redelivered message once).
 
     An update the store could not record (:class:`tools.StoreUnavailable`: the database is
-    unreachable) holds the batch back: it is not confirmed, its chat's later updates wait, and
-    the batch is fetched again after a pause (the inbox takes each message once).
+    unreachable, its disk full or read-only) holds the batch back: it is not confirmed, its
+    chat's later updates wait, and the batch is fetched again after a pause (the inbox takes
+    each message once).
 
     Nothing wedges it: an update that fails otherwise is logged and passed over; an update PTB
     cannot even parse is skipped (logged once by id and reason, never its text) and confirmed
@@ -110,14 +112,13 @@ class Poller:
                     continue
                 try:
                     await _finish_when_cancelled(self._run_batch(updates, next_offset))
-                except StoreUnavailable as exc:
-                    if unrecorded is None:  # once per episode
+                except StoreUnavailable:
+                    if unrecorded is None:  # once per episode; the store says why
                         log.warning(
-                            "Telegram: updates not recorded, the store is unreachable (%s); "
-                            "Telegram keeps them until they are",
-                            exc,
+                            "Telegram: updates not confirmed while the store cannot record "
+                            "them; Telegram keeps them, fetched again every few seconds"
                         )
-                    unrecorded = unrecorded or Backoff(self._retry_initial_s)
+                    unrecorded = unrecorded or Backoff(self._retry_initial_s, max_s=_STORE_S)
                     await unrecorded.sleep()
                     continue
                 if unrecorded is not None:

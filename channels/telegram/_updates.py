@@ -36,6 +36,7 @@ def inbound_message(message: Message | None) -> InboundMessage | None:
         chat_id=key_of(message),
         user_id=str(user.id),
         user_name=user.full_name or user.username or str(user.id),
+        username=user.username,
         text=message.text or message.caption or "",
         message_id=str(message.message_id),
         is_private=message.chat.type == ChatType.PRIVATE,

@@ -68,6 +68,8 @@ class Command(enum.StrEnum):
     SETTINGS = "settings"
     COMPACT = "compact"
     FORGET_ME = "forget_me"
+    MEMORY = "memory"
+    USERS = "users"
 
     @property
     def description(self) -> str:
@@ -93,6 +95,8 @@ _COMMAND_HELP = {
     Command.SETTINGS: "This chat's persona, model and reply mode",
     Command.COMPACT: "Condense this conversation into a summary to save tokens",
     Command.FORGET_ME: "Delete everything I have stored about you (asks first)",
+    Command.MEMORY: "What I remember about you; delete any of it",
+    Command.USERS: "Who may use me; let people in (owners only)",
 }
 
 

@@ -1,23 +1,24 @@
 """The chat commands (/help, /stop, /reset, /retry, /undo, /compact, /permissions, /settings,
-/schedules, /usage, /forget_me) and the buttons of their menus. A command answers at once, out of
-the chat's order, except those that change the conversation (/retry, /undo, /compact): they queue
-a work item and answer when it has run."""
+/schedules, /usage, /forget_me, /memory, /users) and the buttons of their menus. A command
+answers at once, out of the chat's order, except those that change the conversation (/retry,
+/undo, /compact): they queue a work item and answer when it has run."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import Callable
 
 from engine._channel import Action, Command, InboundMessage, Reply
 from engine.chat._chat_settings import ChatSettings
 from engine.chat._confirmations import Confirmations
 from engine.chat._forget import ForgetMe
 from engine.chat._limits import Limits
+from engine.chat._memory import Remembered
 from engine.chat._notices import apology
+from engine.chat._pairing import Pairing
 from engine.chat._permissions import Permissions
 from engine.chat._schedules import Schedules
+from engine.chat._spend import charging
 from engine.chat._turns import TurnRunner
 from engine.loop import ConversationKey
 from engine.store import Store
@@ -45,9 +46,10 @@ class Commands:
         chat_settings: ChatSettings,
         schedules: Schedules,
         limits: Limits,
-        allowed: Callable[[str, str], bool],
+        pairing: Pairing,
         cluster: Cluster | None,
         forget: ForgetMe,
+        memory: Remembered | None = None,
     ) -> None:
         self.store = store
         self.registry = registry
@@ -58,9 +60,11 @@ class Commands:
         self.chat_settings = chat_settings
         self.schedules = schedules
         self.limits = limits
-        self.allowed = allowed
+        self.pairing = pairing
+        self.allowed = pairing.allowed
         self.cluster = cluster
         self.forget = forget
+        self.memory = memory
 
     async def handle(self, msg: InboundMessage, command: Command) -> Reply:
         result = await self._command(msg, command)
@@ -73,22 +77,32 @@ class Commands:
                 f"Sorry, you are not allowed to use this bot. Your user id is {action.user_id}."
             )
         reply = (
-            await self.permissions.act(action)
+            await self.pairing.act(action)
+            or await self.permissions.act(action)
             or await self.schedules.act(action)
             or await self.chat_settings.act(action)
             or await self.forget.act(action)
+            or (await self.memory.act(action) if self.memory is not None else None)
         )
         return reply or Reply("This button no longer works.")
 
     async def _command(self, msg: InboundMessage, command: Command) -> str | Reply:
         key = ConversationKey(msg.channel, msg.chat_id)
+        allowed = self.allowed(msg.channel, msg.user_id) or await self.pairing.recheck(
+            msg.channel, msg.user_id
+        )
         if command is Command.START:
             greeting = f"Hi {msg.user_name or 'there'}! Your user id is {msg.user_id}."
-            if not self.allowed(msg.channel, msg.user_id):
-                return greeting + " You are not on this bot's allowed_users list yet."
+            if not allowed:
+                asked = await self.pairing.refusal(msg, always=True)
+                return f"{greeting} {asked}"
             return greeting + " Send me a message to start; /help lists what I can do."
-        if not self.allowed(msg.channel, msg.user_id):
-            return f"Sorry, you are not allowed to use this bot. Your user id is {msg.user_id}."
+        if not allowed:
+            return await self.pairing.refusal(msg, always=True) or ""
+        if command is Command.USERS:
+            if not self.pairing.policy.is_admin(msg.channel, msg.user_id):
+                return "Only the bot's owners ([access] admins) can see who may use me."
+            return await self.pairing.menu()
         if command is Command.HELP:
             return self._help()
         if command is Command.STOP:
@@ -110,6 +124,10 @@ class Commands:
             return await self.limits.usage(msg)
         if command is Command.FORGET_ME:
             return await self.forget.ask(msg)
+        if command is Command.MEMORY:
+            if self.memory is None:
+                return "This bot keeps no memory."
+            return await self.memory.menu(msg)
         if command is Command.RESET:
             await self.stop(key)
             await self.confirmations.cancel_pending(key, "cancelled: the conversation was reset.")
@@ -164,14 +182,8 @@ class Commands:
 
     async def compact(self, key: ConversationKey, item: Compact) -> None:
         """/compact, in the chat's order."""
-        meter = self.turns.meter
-        charging = (
-            meter.charging(key.channel, key.chat_id, item.user_id)
-            if meter is not None
-            else contextlib.nullcontext()
-        )
         try:
-            with charging:
+            with charging(self.turns.meter, key.channel, key.chat_id, item.user_id):
                 item.done.set_result(await self._compacted(key))
         finally:
             if not item.done.done():  # stopped or failed

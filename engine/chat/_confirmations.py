@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 
 EXPIRED = "The confirmation expired before the user answered; the action was not run."
 RESTARTING = "I am restarting: nothing was decided. Press again in a moment."
+DELEGATED = "delegated:"  # call ids of a delegated task's calls (engine/chat/_delegate.py)
 STARTED_THEN_CUT = (
     "interrupted: the daemon restarted while this approved action was running; it may have "
     "completed partly or fully. Do not run it again without asking the user."
@@ -59,6 +60,8 @@ class Confirmations:
         self.allowed = allowed
         self.permissions = permissions
         self.ready = asyncio.Event()  # set once the channels run: prompts can be edited
+        # Answers awaited outside the chat's turn (a delegated task's calls), by confirmation id.
+        self.waiting: dict[str, asyncio.Future[str | None]] = {}
 
     # -- asking ---------------------------------------------------------------------------
 
@@ -92,6 +95,31 @@ class Confirmations:
         )
         await self.rows.add(row)
         await self.show(row)
+
+    async def wait_for(
+        self, conv: Conversation, pending: PendingCall, user_name: str
+    ) -> tuple[ConfirmationRow | None, str | None]:
+        """Ask as :meth:`ask` does, for a call made outside the chat's turn (a delegated task,
+        whose call id starts with DELEGATED), and wait for the answer here: (the row, None) once
+        approved, (None, why not) otherwise. The chat's queue never resumes such a call."""
+        waiter: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+        self.waiting[pending.id] = waiter
+        try:
+            await self.ask(conv, pending, user_name, None)
+            await asyncio.wait({waiter}, timeout=max(pending.expires_at - time.time(), 0))
+            if not waiter.done() and (row := await self.rows.get(pending.id)) is not None:
+                await self.expire(row)
+            reason = waiter.result() if waiter.done() else EXPIRED
+        finally:
+            self.waiting.pop(pending.id, None)
+        return (await self.rows.get(pending.id), None) if reason is None else (None, reason)
+
+    def _answered(self, conf: ConfirmationRow, reason: str | None) -> bool:
+        """Hand the answer to whoever waits for it here (True), or leave it to the queue."""
+        waiter = self.waiting.get(conf.id)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(reason)
+        return waiter is not None or conf.call_id.startswith(DELEGATED)
 
     async def show(self, row: ConfirmationRow) -> None:
         """Show the prompt and record where it is (recovery shows a prompt not yet shown)."""
@@ -155,7 +183,8 @@ class Confirmations:
         if channel is not None and channel.capabilities.edits:  # a terminal shows the end only
             mark = "⏳ Running" if approved else "✖️ Cancelled"
             self.tasks.spawn(self.resolve(conf, f"{mark}: {conf.summary}"), "confirmation-edit")
-        self.queues.put(key, Decided(conf.id))
+        if not self._answered(conf, None if approved else "The user declined this action."):
+            self.queues.put(key, Decided(conf.id))
         if approved:
             return Decision(DecisionStatus.APPROVED, "Confirmed.")
         return Decision(DecisionStatus.DECLINED, "Cancelled.")
@@ -163,7 +192,8 @@ class Confirmations:
     async def expire(self, conf: ConfirmationRow) -> None:
         if await self.rows.transition(conf.id, S.PENDING, S.EXPIRED):
             self.tasks.spawn(self.resolve(conf, f"⌛ Expired: {conf.summary}"), "resolve-expired")
-            self.queues.put(ConversationKey(conf.channel, conf.chat_id), Decided(conf.id))
+            if not self._answered(conf, EXPIRED):
+                self.queues.put(ConversationKey(conf.channel, conf.chat_id), Decided(conf.id))
 
     async def expire_due(self) -> None:
         now = time.time()
@@ -176,7 +206,8 @@ class Confirmations:
         cancelled = 0
         for conf in await self.rows.in_state(S.PENDING, key.channel, key.chat_id):
             if await self.rows.transition(conf.id, S.PENDING, S.CANCELLED):
-                await self.store.conversations.close_dangling(conf.conversation_id, reason)
+                if not self._answered(conf, reason):
+                    await self.store.conversations.close_dangling(conf.conversation_id, reason)
                 self.tasks.spawn(self.resolve(conf, f"✖️ Cancelled: {conf.summary}"), "resolve")
                 log.info("confirmation %s (%s) in %s cancelled", conf.id, conf.tool, key)
                 cancelled += 1
@@ -188,7 +219,7 @@ class Confirmations:
         """The decided confirmation to resume: (row, approved, reason for a refusal); None when
         there is nothing to do (cancelled meanwhile, or resumed already)."""
         conf = await self.rows.get(confirmation_id)
-        if conf is None:
+        if conf is None or conf.call_id.startswith(DELEGATED):  # its task asked, and waits
             return None
         if conf.state is S.APPROVED:  # EXECUTING is recorded when the call starts: started()
             return conf, True, None
@@ -288,3 +319,19 @@ class Confirmations:
         pending = await self.rows.in_state(S.PENDING, key.channel, key.chat_id)
         approved = await self.rows.in_state(S.APPROVED, key.channel, key.chat_id)
         return pending + approved
+
+
+def pending_call(conf: ConfirmationRow) -> PendingCall:
+    """The halted call a stored confirmation resumes."""
+    return PendingCall(
+        conf.id,
+        conf.call_id,
+        conf.tool,
+        conf.args,
+        conf.summary,
+        conf.user_id,
+        conf.expires_at,
+        conf.remaining,
+        conf.iteration,
+        conf.details,
+    )

@@ -28,8 +28,10 @@ from engine.chat._intake import Intake
 from engine.chat._limits import Limits
 from engine.chat._media import MediaIntake
 from engine.chat._notices import Notices
+from engine.chat._pairing import Pairing
 from engine.chat._schedules import Schedules
-from engine.chat._settings import Settings
+from engine.chat._settings import Live, Settings
+from engine.chat._stalled import Stalled
 from engine.chat._turns import TurnRunner
 from engine.loop import ConversationKey, ToolLoop
 from engine.store import Adoption, InboxState, Store
@@ -63,7 +65,7 @@ class Parts:
     """What the dispatcher drives, each built with what it uses (by bot/'s wiring)."""
 
     store: Store
-    settings: Settings
+    live: Live  # the settings in force
     channels: dict[str, Channel]  # filled by add_channel; every part shares this mapping
     tasks: Tasks
     queues: ChatQueues
@@ -80,6 +82,7 @@ class Parts:
     forget: ForgetMe
     commands: Commands
     limits: Limits
+    pairing: Pairing
     cluster: Cluster | None = None  # several instances share the store
 
 
@@ -88,7 +91,7 @@ class Dispatcher:
 
     def __init__(self, parts: Parts) -> None:
         self.store = parts.store
-        self.settings = parts.settings
+        self.live = parts.live
         self.channels = parts.channels
         self.tasks = parts.tasks
         self.queues = parts.queues
@@ -105,7 +108,14 @@ class Dispatcher:
         self.forget = parts.forget
         self.commands = parts.commands
         self.limits = parts.limits
+        self.pairing = parts.pairing
         self.cluster = parts.cluster
+        self.stalled = Stalled(self.queues, self.tasks)  # chats whose work the store refused
+
+    @property
+    def settings(self) -> Settings:
+        """The settings in force (a reload swaps them: :meth:`engine.chat.Live.swap`)."""
+        return self.live.settings
 
     # -- the cluster's events (engine.work.ClusterEvents) ---------------------------------
 
@@ -133,6 +143,7 @@ class Dispatcher:
         deliver anything new: it then runs first in each chat's order. (Sharing the store:
         join the other instances, and take what nobody holds.)"""
         await self.chat_settings.load()
+        await self.pairing.load()
         if self.cluster is not None:
             await self.cluster.join(self)
         else:
@@ -197,7 +208,7 @@ class Dispatcher:
     # -- engine.Engine --------------------------------------------------------------------
 
     def allowed(self, channel: str, user_id: str) -> bool:
-        return self.settings.allowed(channel, user_id)
+        return self.pairing.allowed(channel, user_id)
 
     def listens(self, channel: str, chat_id: str) -> bool:
         return self.chat_settings.listens(channel, chat_id)
@@ -221,6 +232,14 @@ class Dispatcher:
     # -- the chat's queue -----------------------------------------------------------------
 
     async def _handle(self, key: ConversationKey, item: WorkItem) -> None:
+        try:
+            await self._run_item(key, item)
+        except StoreUnavailable:  # the store says why, once; the chat is tried again
+            self.stalled.refused(key, item)
+        else:
+            self.stalled.done(key)
+
+    async def _run_item(self, key: ConversationKey, item: WorkItem) -> None:
         match item:
             case Inbound():
                 queued = await self.store.inbox.rows(InboxState.QUEUED, key.channel, key.chat_id)

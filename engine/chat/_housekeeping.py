@@ -13,8 +13,10 @@ One task, woken by a periodic timer every few seconds:
   older than that (`trimmed` is then told, e.g. to drop cached summaries).
 
 With PostgreSQL there is no WAL of relaybot's own (the server checkpoints its log); instances
-sharing the store each prune, which is harmless (a row is deleted once). While the database is
-unreachable a tick is skipped quietly (the cluster reports it).
+sharing the store each prune, which is harmless (a row is deleted once). While the store cannot
+be written (a PostgreSQL server away, a SQLite disk full or read-only) a tick is skipped quietly:
+the store itself says why, once. Any other failure is logged once, not at every tick, until a
+tick succeeds again.
 """
 
 from __future__ import annotations
@@ -68,14 +70,21 @@ class Housekeeping:
         self._next_prune = 0.0  # the first tick prunes
 
     async def run(self) -> None:
+        failing: str | None = None  # the failure reported already (once, not every tick)
         while True:
             await asyncio.sleep(self.tick_s)  # a periodic timer
             try:
                 await self.tick()
             except StoreUnavailable:
-                pass  # the database is away: next time
-            except Exception:
-                log.exception("housekeeping failed; trying again in %g s", self.tick_s)
+                continue  # the store says why, once: next time
+            except Exception as exc:
+                if failing != (why := f"{type(exc).__name__}: {exc}"):
+                    log.exception("housekeeping failed; trying again every %g s", self.tick_s)
+                failing = why
+                continue
+            if failing is not None:
+                log.info("housekeeping works again")
+            failing = None
 
     async def tick(self) -> None:
         await self.flush()

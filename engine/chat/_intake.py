@@ -1,7 +1,8 @@
-"""A new message's way in: checked (the group listens, the user is allowed, the length, the
-media limits, the user's rate and budget), committed to the inbox, and queued for its chat. A
-refusal is answered at once, out of the chat's order. Messages held by the rate limit are queued
-when their hold ends (one timer per chat); an album's parts are queued once its last part is in.
+"""A new message's way in: checked (the group listens, the user is allowed (a stranger may ask to
+be: chat/_pairing.py), the length, the media limits, the user's rate and budget), committed to
+the inbox, and queued for its chat. A refusal is answered at once, out of the chat's order.
+Messages held by the rate limit are queued when their hold ends (one timer per chat); an album's
+parts are queued once its last part is in.
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
 
 from engine import metrics
 from engine._channel import InboundMessage
@@ -18,7 +18,9 @@ from engine.chat._chat_settings import ChatSettings
 from engine.chat._limits import Limits
 from engine.chat._media import MediaIntake
 from engine.chat._notices import Notices
+from engine.chat._pairing import Pairing
 from engine.chat._quotes import quoted
+from engine.chat._settings import Live
 from engine.loop import ConversationKey
 from engine.store import Store
 from engine.work import ChatQueues, Inbound, Tasks
@@ -36,9 +38,8 @@ class Intake:
         chat_settings: ChatSettings,
         media: MediaIntake,
         limits: Limits,
-        allowed: Callable[[str, str], bool],
-        max_message_chars: int,
-        max_quote_chars: int = 1_000,
+        pairing: Pairing,
+        live: Live,
     ) -> None:
         self.store = store
         self.queues = queues
@@ -47,26 +48,21 @@ class Intake:
         self.chat_settings = chat_settings
         self.media = media
         self.limits = limits
-        self.allowed = allowed
-        self.max_message_chars = max_message_chars
-        self.max_quote_chars = max_quote_chars  # of a message replied to (0: none)
+        self.pairing = pairing
+        self.live = live
         self.albums = Albums()
         self._releases: dict[ConversationKey, asyncio.TimerHandle] = {}
 
     async def handle(self, msg: InboundMessage) -> None:
         if self.chat_settings.drops(msg):  # a group set to mentions only
             return
-        if not self.allowed(msg.channel, msg.user_id):
-            log.warning("refused %s user %s (%s)", msg.channel, msg.user_id, msg.user_name)
-            metrics.refused(msg.channel, "not_allowed")
-            if msg.is_private or msg.mentioned:  # no reply to chatter in a group
-                text = (
-                    f"Sorry, you are not allowed to use this bot. Your user id is {msg.user_id}; "
-                    "ask the owner to add it to allowed_users."
-                )
+        if not self.pairing.allowed(msg.channel, msg.user_id) and not await self.pairing.recheck(
+            msg.channel, msg.user_id
+        ):
+            if (text := await self.pairing.refusal(msg)) is not None:
                 self._reply(msg, text)
             return
-        limit = self.max_message_chars
+        limit = self.live.settings.max_message_chars
         if len(msg.text) > limit:
             log.info(
                 "refused a %d-character message in %s:%s", len(msg.text), msg.channel, msg.chat_id
@@ -90,7 +86,7 @@ class Intake:
         if admission.refuse:
             metrics.refused(msg.channel, "rate_limit")
             return
-        quote = quoted(msg.quote, self.max_quote_chars)
+        quote = quoted(msg.quote, self.live.settings.max_quote_chars)
         if not await self.store.inbox.accept(msg, hold_until=admission.hold_until, quote=quote):
             log.info("duplicate delivery of %s message %s ignored", msg.channel, msg.message_id)
             return

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from engine._channel import InboundMessage, Reply
@@ -48,11 +49,15 @@ def today(now: float | None = None) -> str:
 
 
 class Limits:
-    def __init__(self, store: Store, settings: LimitSettings, policy: Policy) -> None:
+    def __init__(self, store: Store, settings: Callable[[], LimitSettings], policy: Policy) -> None:
         self.store = store
-        self.settings = settings
+        self._settings = settings  # those in force (a reload changes them)
         self.policy = policy
         self._told: dict[tuple[str, str], str] = {}  # user -> the day they were told they are over
+
+    @property
+    def settings(self) -> LimitSettings:
+        return self._settings()
 
     async def admit(self, msg: InboundMessage) -> Admission:
         if self.policy.is_admin(msg.channel, msg.user_id):

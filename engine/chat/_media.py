@@ -30,7 +30,7 @@ from pathlib import PurePosixPath
 
 from engine._channel import Attachment, Channel, InboundMessage, MediaKind
 from engine.chat._live import typing
-from engine.chat._spend import Meter
+from engine.chat._spend import Meter, charging
 from engine.context import DOWNLOAD_TIMEOUT_S, ImageCache, human_size
 from engine.loop import ConversationKey
 from engine.models import Image, Message, Part, Role, Text, Transcriber
@@ -157,7 +157,7 @@ class MediaIntake:
         self,
         store: Store,
         channels: Mapping[str, Channel],
-        settings: MediaSettings,
+        settings: Callable[[], MediaSettings],
         cache: ImageCache,
         say: Say,
         transcriber: Transcriber | None = None,
@@ -165,11 +165,15 @@ class MediaIntake:
     ) -> None:
         self.store = store
         self.channels = channels
-        self.settings = settings
+        self._settings = settings  # those in force (a reload changes them)
         self.cache = cache
         self.say = say
         self.transcriber = transcriber
         self.meter = meter  # a transcription is charged to whoever sent the voice note
+
+    @property
+    def settings(self) -> MediaSettings:
+        return self._settings()
 
     def refusal(self, msg: InboundMessage) -> str | None:
         return refusal(self.settings, msg.attachments, self.transcriber is not None)
@@ -202,13 +206,8 @@ class MediaIntake:
         taken: list[tuple[InboxRow, Message]] = []
         heard: list[tuple[InboxRow, str]] = []
         for row in rows:
-            charging = (
-                self.meter.charging(key.channel, key.chat_id, row.user_id)
-                if self.meter is not None
-                else contextlib.nullcontext()
-            )
             try:
-                with charging:
+                with charging(self.meter, key.channel, key.chat_id, row.user_id):
                     msg, transcript = await self._message(key, row)
             except _Refused as exc:
                 await self._refuse(key, [row], str(exc))

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from engine._channel import Action, Button, Choice, Reply
 from engine.loop import ConversationKey
 from engine.store import Store
+
+if TYPE_CHECKING:
+    from engine.chat._settings import Live
 
 log = logging.getLogger(__name__)
 
@@ -23,10 +26,19 @@ _REVOKE = "perm:rv:"
 _REVOKE_ALL = "perm:all"
 
 
-@dataclass(slots=True)
 class Policy:
-    admins: set[str] = field(default_factory=set)  # "<channel>:<user id>"
-    always_ask: set[str] = field(default_factory=set)  # tools that never offer "Always"
+    """The owners and the tools that always ask, as the settings in force say."""
+
+    def __init__(self, live: Live) -> None:
+        self.live = live
+
+    @property
+    def admins(self) -> set[str]:  # "<channel>:<user id>"
+        return self.live.settings.admins
+
+    @property
+    def always_ask(self) -> set[str]:  # tools that never offer "Always"
+        return self.live.settings.always_ask
 
     def is_admin(self, channel: str, user_id: str) -> bool:
         return f"{channel}:{user_id}" in self.admins

@@ -1,13 +1,17 @@
 """What the engine is told by the config: the dispatcher's settings and the tool loop's options
-(bot/app.py builds them from config.toml)."""
+(bot/app.py builds them from config.toml), and :class:`Live`, the settings in force, which a
+reload (bot/_reload.py) swaps whole."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
+from engine.chat._delegate import DelegateSettings
 from engine.chat._housekeeping import Retention
 from engine.chat._limits import LimitSettings
 from engine.chat._media import MediaSettings
+from engine.chat._memory import MemorySettings
 from engine.chat._schedules import ScheduleSettings
 from engine.context import ContextSettings
 from engine.models import Model, Prices
@@ -22,6 +26,15 @@ class LoopOptions:
     retry_budget: int = 3
     confirmation_timeout_s: float = 300.0
     max_parallel_tools: int = 8
+
+
+@dataclass(frozen=True, slots=True)
+class PairingSettings:
+    """Strangers asking the owners to let them in (engine/chat/_pairing.py)."""
+
+    enabled: bool = True
+    expiry_s: float = 86_400.0  # an unanswered request lapses after a day
+    per_hour: int = 10  # requests the owners are told of per hour, from everyone together
 
 
 @dataclass(slots=True)
@@ -45,8 +58,27 @@ class Settings:
     models: dict[str, Model] = field(default_factory=dict)  # what /settings may choose, by name
     context: ContextSettings | None = None  # None: whole histories are sent, no budget
     retention: Retention = field(default_factory=Retention)  # [storage] keep_days, retention_days
+    memory: MemorySettings = field(default_factory=MemorySettings)  # [memory]
+    delegate: DelegateSettings | None = None  # the delegate tool's bounds; None: no such tool
+    pairing: PairingSettings = field(default_factory=PairingSettings)
     prices: Prices = field(default_factory=Prices)  # the built-in table and [pricing]
 
     def allowed(self, channel: str, user_id: str) -> bool:
         users = self.allowed_users.get(channel, set())
         return "*" in users or user_id in users
+
+
+class Live:
+    """The settings in force. The parts that hold settings read them here, where a message, a
+    press or a turn starts; a reload replaces them whole with :meth:`swap` (one assignment,
+    between two steps of the event loop: a turn never sees half of each)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.loaded_at = time.time()
+
+    def swap(self, settings: Settings) -> Settings:
+        """Put `settings` in force; returns the ones they replace."""
+        old, self.settings = self.settings, settings
+        self.loaded_at = time.time()
+        return old

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from engine import metrics
 from engine.chat._limits import today
-from engine.models import CHARGE, Amount, Prices
+from engine.models import CHARGE, NANO, Amount, Prices
 from engine.store import Spent, Store
 from tools.builtins import Painter, PictureRefused
 
@@ -32,9 +32,9 @@ class Payer:
 
 
 class Meter:
-    def __init__(self, store: Store, prices: Prices) -> None:
+    def __init__(self, store: Store, prices: Callable[[], Prices]) -> None:
         self.store = store
-        self.prices = prices
+        self.prices = prices  # those in force (a reload may change [pricing])
         self._unpriced: set[str] = set()
 
     @contextlib.contextmanager
@@ -47,7 +47,7 @@ class Meter:
             CHARGE.reset(token)
 
     async def add(self, payer: Payer, model: str, amount: Amount) -> None:
-        nano = self.prices.cost(model, amount)
+        nano = self.prices().cost(model, amount)
         if nano is None and model not in self._unpriced:
             self._unpriced.add(model)
             log.warning(
@@ -67,13 +67,22 @@ class Meter:
             amount.seconds,
             nano or 0,
         )
-        metrics.cost_added(model, nano or 0)
+        metrics.cost_added(model, (nano or 0) / NANO)
         try:
             await self.store.spend.add(
                 payer.channel, payer.chat_id, payer.user_id, today(), model, spent
             )
         except Exception as exc:  # the answer matters more than its bill
             log.error("could not record what a request of %s cost: %s", model, exc)
+
+
+def charging(
+    meter: Meter | None, channel: str, chat_id: str, user_id: str
+) -> contextlib.AbstractContextManager[None]:
+    """`meter.charging(...)`, or nothing to charge with (no meter)."""
+    if meter is None:
+        return contextlib.nullcontext()
+    return meter.charging(channel, chat_id, user_id)
 
 
 def charged() -> Payer | None:

@@ -10,25 +10,27 @@ crash between the platform accepting a message and that commit (measured in benc
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from engine import metrics
-from engine._channel import Channel
+from engine import Backoff, metrics
+from engine._channel import Channel, Reaction
 from engine.chat._chat_settings import ChatSettings
-from engine.chat._confirmations import Confirmations
+from engine.chat._confirmations import Confirmations, pending_call
 from engine.chat._limits import today
 from engine.chat._live import LiveReply, typing
 from engine.chat._notices import Notices, apology
 from engine.chat._permissions import Permissions
 from engine.chat._progress import Progress
+from engine.chat._reactions import StatusReactions
 from engine.chat._speech import VoiceAnswers
-from engine.chat._spend import Meter
+from engine.chat._spend import Meter, charging
 from engine.context import RecentImages, Window
-from engine.loop import ConversationKey, PendingCall, ToolLoop, TurnContext, TurnResult
+from engine.loop import ConversationKey, ToolLoop, TurnContext, TurnResult
 from engine.models import Message, Role
 from engine.store import (
     ConfirmationRow,
@@ -38,7 +40,8 @@ from engine.store import (
     InboxState,
     Store,
 )
-from tools.errors import LLMError
+from engine.work import Tasks
+from tools.errors import LLMError, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +50,13 @@ GROUP_NOTE = (
     "This is a group chat: each user message starts with the name of the person who wrote it, "
     "in brackets. Address people by name when it helps."
 )
+
+
+class PromptPart(Protocol):
+    """Something a turn's system prompt carries for its chat and user (what is remembered, the
+    skills offered): "" adds nothing, so a request without any stays byte for byte the same."""
+
+    async def prompt(self, channel: str, chat_id: str, user_id: str, is_private: bool) -> str: ...
 
 
 @dataclass(slots=True)
@@ -67,24 +77,32 @@ class TurnRunner:
         channels: Mapping[str, Channel],
         confirmations: Confirmations,
         permissions: Permissions,
-        settings: TurnSettings,
+        settings: Callable[[], TurnSettings],
         notices: Notices,
         images: RecentImages | None = None,
         chat_settings: ChatSettings | None = None,
         meter: Meter | None = None,
         voice: VoiceAnswers | None = None,
+        parts: Sequence[PromptPart] = (),
+        tasks: Tasks | None = None,
     ) -> None:
         self.store = store
+        self.parts = parts  # appended to the system prompt, in order
         self.loop = loop
         self.channels = channels
         self.confirmations = confirmations
         self.permissions = permissions
-        self.settings = settings
+        self._settings = settings  # those in force when a turn starts (a reload changes them)
         self.images = images  # pictures in the history: bytes for recent turns, else markers
         self.chat_settings = chat_settings  # a chat's persona and model (/settings)
         self.notices = notices
         self.meter = meter  # what the turn's requests cost, charged to its user
         self.voice = voice  # answers spoken too ([media] speech_model)
+        self.reactions = StatusReactions(channels, tasks or Tasks())  # on the answered messages
+
+    @property
+    def settings(self) -> TurnSettings:
+        return self._settings()
 
     async def user_turn(self, key: ConversationKey, rows: Sequence[InboxRow]) -> None:
         last = rows[-1]
@@ -118,17 +136,22 @@ class TurnRunner:
         if self.settings.tool_progress and channel.capabilities.edits:
             progress = Progress(channel, conv.chat_id, reply_to)
             ctx.on_step = progress.step
-        charging = (
-            self.meter.charging(conv.channel, conv.chat_id, user_id)
-            if self.meter is not None
-            else contextlib.nullcontext()
-        )
+        answered = [r.message_id for r in answering]
+        self.reactions.show(conv.channel, conv.chat_id, answered, Reaction.WORKING)
+        outcome: Reaction | None = Reaction.FAILED
         try:
-            with charging:
-                return await self._run(
+            with charging(self.meter, conv.channel, conv.chat_id, user_id):
+                result = await self._run(
                     conv, ctx, channel, live, reply_to, answering, resume, failed, started
                 )
+            outcome = Reaction.DONE if result is not None else Reaction.FAILED
+            return result
+        except (asyncio.CancelledError, StoreUnavailable):
+            outcome = None  # cut off: the turn that finishes it (a retry, a restart) says how
+            raise
         finally:
+            if outcome is not None:
+                self.reactions.show(conv.channel, conv.chat_id, answered, outcome)
             if progress is not None:
                 await progress.close()  # after the answer: it never waits for this
 
@@ -146,6 +169,9 @@ class TurnRunner:
     ) -> TurnResult | None:
         user_id, user_name = ctx.user_id, ctx.user_name
         ctx.granted = await self.permissions.granted(ctx.key)
+        for part in self.parts:
+            if text := await part.prompt(conv.channel, conv.chat_id, user_id, conv.is_private):
+                ctx.system = f"{ctx.system}\n\n{text}".strip()
         window, history = await self._history(conv)
         if self.images is not None:
             history = await self.images.for_turn(conv.channel, history)
@@ -169,7 +195,7 @@ class TurnRunner:
 
                     result = await self.loop.resume(
                         history,
-                        _pending(conf),
+                        pending_call(conf),
                         approved,
                         ctx,
                         record=record,
@@ -247,9 +273,18 @@ class TurnRunner:
         await self._delivered(message_id, ref.message_id, answering)
 
     async def _delivered(self, message_id: int, ref: str, answering: Sequence[InboxRow]) -> None:
-        async with self.store.transaction():
-            await self.store.conversations.delivered(message_id, ref)
-            await self.store.inbox.answered([r.id for r in answering])
+        """Record that the platform has the answer. The user has it already: while the store
+        refuses the record (its disk full, say), it is tried again here, or a recovery would
+        send the answer a second time (only a stop in the meantime leaves that to a restart)."""
+        backoff = Backoff(1.0, max_s=5.0)
+        while True:
+            try:
+                async with self.store.transaction():
+                    await self.store.conversations.delivered(message_id, ref)
+                    await self.store.inbox.answered([r.id for r in answering])
+                return
+            except StoreUnavailable:  # the store says why, once
+                await backoff.sleep()
 
     async def recover(self, key: ConversationKey) -> None:
         """Settle what a crash left in the chat, before anything new is taken."""
@@ -306,6 +341,7 @@ class TurnRunner:
             self.notices.file_sender(key),
             max_tool_calls=None if admin else self.settings.tool_calls_per_turn,
             model=chosen.model(key) if chosen is not None else None,
+            is_private=conv.is_private,
         )
 
 
@@ -317,21 +353,6 @@ def _asked_in_last_turn(
     since = history[users[-1] + 1 :] if users else history
     asked = {call.id for m in since for call in m.tool_calls}
     return [c for c in confirmations if c.call_id in asked]
-
-
-def _pending(conf: ConfirmationRow) -> PendingCall:
-    return PendingCall(
-        conf.id,
-        conf.call_id,
-        conf.tool,
-        conf.args,
-        conf.summary,
-        conf.user_id,
-        conf.expires_at,
-        conf.remaining,
-        conf.iteration,
-        conf.details,
-    )
 
 
 def _log_turn(ctx: TurnContext, result: TurnResult, seconds: float) -> None:

@@ -21,6 +21,7 @@ from engine.context._prompt import (
     for_model,
 )
 from engine.context._sizes import Compacted, ContextSettings, Fitted, budget_for
+from engine.context._tokens import text_tokens
 from engine.context._window import WindowInfo, WindowSource, discover_window
 
 __all__ = [
@@ -40,4 +41,5 @@ __all__ = [
     "ensure_pairing",
     "for_model",
     "human_size",
+    "text_tokens",
 ]

@@ -181,7 +181,8 @@ class ToolCalls:
 
     def _tool_context(self, state: TurnState, call: ToolCall) -> ToolContext:
         key = state.ctx.key
-        return ToolContext(key.channel, key.chat_id, state.ctx.user_id, state.ctx.send, call.id)
+        ctx = state.ctx
+        return ToolContext(key.channel, key.chat_id, ctx.user_id, ctx.send, call.id, ctx.is_private)
 
     def _halt(
         self, state: TurnState, call: ToolCall, prepared: PreparedCall, rest: list[ToolCall]

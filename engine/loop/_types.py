@@ -40,6 +40,7 @@ class TurnContext:
     granted: frozenset[str] = frozenset()  # destructive tools that run here without asking
     max_tool_calls: int | None = None  # tool calls this turn may make (None: no limit)
     model: str | None = None  # the model this chat chose (/settings); None: the default
+    is_private: bool = False  # a private chat (tools then act for the user alone)
     on_step: Step | None = None  # told of each tool call as it starts (never waits)
 
 

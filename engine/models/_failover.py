@@ -16,7 +16,6 @@ answers again; a model still failing when its cool-down ends stays quiet.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -91,7 +90,7 @@ class FailoverModel:
                 entry.failing = False
                 log.info("model %s answers again", entry.model.name)
             entry.down_until = 0.0
-            return dataclasses.replace(reply, answered_by=entry.model.name)
+            return reply
         raise AssertionError("unreachable")
 
     def _set_aside(self, entry: _Entry, exc: Exception, next_model: Model | None) -> None:

@@ -178,7 +178,6 @@ class ModelResponse:
     finish_reason: FinishReason
     usage: Usage = Usage()
     model: str = ""
-    answered_by: str = ""  # the configured name of the model that answered (a failover's)
 
 
 class Model(Protocol):

@@ -8,7 +8,9 @@ when a configuration asks for PostgreSQL).
 SQLite file.
 """
 
+from engine.store._access import AccessRequest, ApprovedUser, RequestState
 from engine.store._api import (
+    AccessStore,
     ChatSettingsStore,
     ClusterStore,
     ConfirmationStore,
@@ -17,7 +19,7 @@ from engine.store._api import (
     GrantStore,
     InboxStore,
     JobStore,
-    NoteStore,
+    MemoryStore,
     OpsStore,
     ScheduleStore,
     SpendStore,
@@ -26,6 +28,7 @@ from engine.store._api import (
 )
 from engine.store._composed import ComposedStore
 from engine.store._db import Db, Dialect
+from engine.store._memory import MemoryItem
 from engine.store._open import open_store
 from engine.store._reports import (
     Adoption,
@@ -66,12 +69,16 @@ from engine.store._states import (
     ScheduleState,
     VoiceReplies,
 )
+from engine.store._upgrade import plan as upgrade_plan
 from engine.store._urls import is_postgres, redact
 from engine.store.sqlite import MIGRATIONS, BackupMade, SqliteStore, backup_sqlite
 
 __all__ = [
     "MIGRATIONS",
+    "AccessRequest",
+    "AccessStore",
     "Adoption",
+    "ApprovedUser",
     "BackupMade",
     "ChannelError",
     "ChatPrefs",
@@ -98,12 +105,14 @@ __all__ = [
     "JobState",
     "JobStore",
     "JobView",
-    "NoteStore",
+    "MemoryItem",
+    "MemoryStore",
     "OpsStore",
     "PendingPrompt",
     "Pruned",
     "QueuedChat",
     "ReplyMode",
+    "RequestState",
     "RunState",
     "Running",
     "ScheduleRow",
@@ -127,4 +136,5 @@ __all__ = [
     "is_postgres",
     "open_store",
     "redact",
+    "upgrade_plan",
 ]

@@ -20,15 +20,17 @@ from engine.store._api_chat import (
 )
 from engine.store._api_ops import ClusterStore, OpsStore
 from engine.store._api_tools import (
+    AccessStore,
     ChatSettingsStore,
     GrantStore,
-    NoteStore,
+    MemoryStore,
     ScheduleStore,
     SpendStore,
     UsageStore,
 )
 
 __all__ = [
+    "AccessStore",
     "ChatSettingsStore",
     "ClusterStore",
     "ConfirmationStore",
@@ -37,7 +39,7 @@ __all__ = [
     "GrantStore",
     "InboxStore",
     "JobStore",
-    "NoteStore",
+    "MemoryStore",
     "OpsStore",
     "ScheduleStore",
     "SpendStore",
@@ -53,7 +55,7 @@ class Store(Protocol):
     inbox: InboxStore
     confirmations: ConfirmationStore
     jobs: JobStore
-    notes: NoteStore
+    memory: MemoryStore
     grants: GrantStore
     usage: UsageStore
     spend: SpendStore
@@ -62,12 +64,17 @@ class Store(Protocol):
     ops: OpsStore
     cluster: ClusterStore | None  # None: one process at a time (SQLite)
     context: ContextStore
+    access: AccessStore
 
     def transaction(self) -> contextlib.AbstractAsyncContextManager[None]:
         """Writes of every part inside the block commit together, or not at all."""
         ...
 
     async def schema_version(self) -> int: ...
+
+    async def settled(self) -> None:
+        """The daemon started on this store: the copy an upgrade made before it may go."""
+        ...
 
     async def __aenter__(self) -> Store: ...
 

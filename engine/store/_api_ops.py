@@ -47,7 +47,7 @@ class OpsStore(Protocol):
     ) -> Forgotten:
         """Delete everything stored about a user of `channel` (None: of every channel), in one
         transaction: their private chats whole; in groups their messages and the bot's
-        messages of the exchanges they took part in; their inbox rows, notes, reminders and
+        messages of the exchanges they took part in; their inbox rows, memory, reminders and
         jobs, schedules, confirmations, grants they gave, usage and settings; the summaries
         that cover any of it. `dry_run` counts without deleting."""
         ...

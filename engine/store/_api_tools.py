@@ -1,10 +1,13 @@
-"""The store as the tools and the chat settings see it: standing permissions, usage, notes,
+"""The store as the tools and the chat settings see it: standing permissions, usage, memory,
 scheduled tasks and each chat's settings. One protocol per part (see ``_api``)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
+from engine.store._access import AccessRequest, ApprovedUser
+from engine.store._memory import MemoryItem
 from engine.store._rows import ChatPrefs, Grant, ScheduleRow, ScheduleRun, Spent, UsageTotals
 from engine.store._states import RunState
 
@@ -19,6 +22,36 @@ class GrantStore(Protocol):
     async def in_chat(self, channel: str, chat_id: str) -> list[Grant]: ...
 
     async def revoke(self, channel: str, chat_id: str, tool: str | None = None) -> int: ...
+
+
+class AccessStore(Protocol):
+    """Pairing: strangers' requests and the people owners let in (engine/store/_access.py)."""
+
+    async def is_approved(self, channel: str, user_id: str) -> bool: ...
+
+    async def approved(self) -> list[ApprovedUser]: ...
+
+    async def approve(self, channel: str, user_id: str, user_name: str, by: str) -> bool: ...
+
+    async def revoke(self, channel: str, user_id: str) -> bool: ...
+
+    async def ask(self, request: AccessRequest) -> bool:
+        """Record a pending request; False when the person has one pending already."""
+        ...
+
+    async def latest(self, channel: str, user_id: str) -> AccessRequest | None: ...
+
+    async def request(self, code: str) -> AccessRequest | None: ...
+
+    async def waiting(self, now: float) -> list[AccessRequest]:
+        """Pending and not expired at `now`, oldest first."""
+        ...
+
+    async def asked_since(self, since: float) -> int: ...
+
+    async def decide(self, code: str, allow: bool, by: str, now: float) -> AccessRequest | None:
+        """Answer a pending request (allowing approves the person); None if not pending."""
+        ...
 
 
 class UsageStore(Protocol):
@@ -59,16 +92,21 @@ class SpendStore(Protocol):
         ...
 
 
-class NoteStore(Protocol):
-    """The notes tools' store (tools.builtins.NotesStore). `owner` is "<channel>:<user id>"."""
+class MemoryStore(Protocol):
+    """Short facts kept about a user or a group (tools.builtins.MemoryBook; engine/store/_memory.py
+    says what an owner is and what "used" means)."""
 
-    async def add_note(self, owner: str, text: str) -> int: ...
+    async def add(self, owner: str, text: str) -> int: ...
 
-    async def list_notes(
-        self, owner: str, query: str | None = None, limit: int = 20
-    ) -> list[tuple[int, str, float]]: ...
+    async def items(
+        self, owner: str, query: str | None = None, limit: int = 50
+    ) -> list[MemoryItem]: ...
 
-    async def delete_note(self, owner: str, note_id: int) -> bool: ...
+    async def touch(self, owner: str, ids: Sequence[int]) -> None: ...
+
+    async def delete(self, owner: str, item_id: int) -> bool: ...
+
+    async def clear(self, owner: str) -> int: ...
 
 
 class ScheduleStore(Protocol):

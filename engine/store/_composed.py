@@ -8,7 +8,9 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Self
 
+from engine.store._access import Access
 from engine.store._api import (
+    AccessStore,
     ChatSettingsStore,
     ClusterStore,
     ConfirmationStore,
@@ -17,7 +19,7 @@ from engine.store._api import (
     GrantStore,
     InboxStore,
     JobStore,
-    NoteStore,
+    MemoryStore,
     OpsStore,
     ScheduleStore,
     SpendStore,
@@ -31,7 +33,7 @@ from engine.store._db import Db
 from engine.store._grants import Grants, Usage
 from engine.store._inbox import Inbox
 from engine.store._jobs import Jobs
-from engine.store._notes import Notes
+from engine.store._memory import Memory
 from engine.store._ops import Ops
 from engine.store._schedules import Schedules
 from engine.store._spend import Spend
@@ -48,13 +50,14 @@ class ComposedStore:
         self.inbox: InboxStore = Inbox(db, conversations)
         self.confirmations: ConfirmationStore = Confirmations(db)
         self.jobs: JobStore = Jobs(db)
-        self.notes: NoteStore = Notes(db)
+        self.memory: MemoryStore = Memory(db)
         self.grants: GrantStore = Grants(db)
         self.usage: UsageStore = Usage(db)
         self.spend: SpendStore = Spend(db)
         self.schedules: ScheduleStore = schedules
         self.chat_settings: ChatSettingsStore = ChatSettings(db)
         self.context: ContextStore = Context(db)
+        self.access: AccessStore = Access(db)
         self.ops: OpsStore = Ops(db, schedules)
         self.cluster: ClusterStore | None = None  # a backend several processes share sets it
 
@@ -65,6 +68,9 @@ class ComposedStore:
 
     async def schema_version(self) -> int:
         return await self.db.schema_version()
+
+    async def settled(self) -> None:
+        await self.db.settled()
 
     async def open(self) -> None:
         await self.db.open()

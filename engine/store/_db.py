@@ -148,6 +148,10 @@ class Db(abc.ABC):
     async def size(self) -> tuple[int, int | None]:
         """The store's size in bytes, and its own write-ahead log's (None: it has none)."""
 
+    async def settled(self) -> None:  # noqa: B027 (nothing to do is the usual case)
+        """The daemon started on this store: what an upgrade kept in case it went wrong may go
+        (SQLite: the copy made before it)."""
+
     async def compact(self) -> None:  # noqa: B027 (nothing to do is the usual case)
         """Give space back between bursts (by default nothing: a server keeps its own log)."""
 

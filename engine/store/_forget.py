@@ -9,9 +9,10 @@ What belongs to a user:
   exchange runs from a user message to the next user message after the bot's reply: its tool
   calls and results go together, so what remains keeps every call with its result); other
   people's messages stay;
-- everywhere, the inbox rows of their messages, their notes, confirmations, jobs (and the results
+- everywhere, the inbox rows of their messages, their memory, confirmations, jobs (and the results
   those put into a conversation), schedules and their runs, the grants they gave, their usage and
-  time zone; a group's settings they changed stay, without their id;
+  time zone, their requests to use the bot and an owner's approval of them (they ask again to
+  come back); a group's settings they changed stay, without their id;
 - the running summary (the context budget's) of any conversation that lost a message it covers.
 
 A dry run does all of it and rolls back, so its counts are exact.
@@ -68,7 +69,7 @@ def forgotten(tally: _Tally, chats: Sequence[tuple[str, str]]) -> Forgotten:
         messages=c.get("messages", 0),
         conversations=c.get("conversations", 0),
         inbox=c.get("inbox", 0),
-        notes=c.get("notes", 0),
+        memory=c.get("memory", 0),
         grants=c.get("grants", 0),
         usage=c.get("usage", 0),
         schedules=c.get("schedules", 0),
@@ -76,6 +77,7 @@ def forgotten(tally: _Tally, chats: Sequence[tuple[str, str]]) -> Forgotten:
         confirmations=c.get("confirmations", 0),
         jobs=c.get("jobs", 0),
         summaries=c.get("summaries", 0),
+        access=c.get("access", 0),
         job_ids=tuple(dict.fromkeys(tally.job_ids)),
         private_chats=tuple(chats),
     )
@@ -198,6 +200,8 @@ async def _drop_user_rows(db: Db, tally: _Tally, channel: str | None, user_id: s
     tally.add("schedules", await _delete(db, "schedules", mine, params))
     tally.add("grants", await _delete(db, "grants", f"granted_by=? AND {where}", params))
     tally.add("usage", await _delete(db, "usage", mine, params))
+    tally.add("access", await _delete(db, "access_requests", mine, params))
+    tally.add("access", await _delete(db, "approved_users", mine, params))
     await _delete(db, "spend", mine, params)  # what their requests cost, with their usage
     tally.add("settings", await _delete(db, "user_settings", mine, params))
     await db.execute(
@@ -205,9 +209,9 @@ async def _drop_user_rows(db: Db, tally: _Tally, channel: str | None, user_id: s
     )
     owner = f"substr(owner, {db.dialect.position}(owner, ':') + 1) = ?"
     if channel is None:
-        tally.add("notes", await _delete(db, "notes", owner, (user_id,)))
+        tally.add("memory", await _delete(db, "memory", owner, (user_id,)))
     else:
-        tally.add("notes", await _delete(db, "notes", "owner = ?", (f"{channel}:{user_id}",)))
+        tally.add("memory", await _delete(db, "memory", "owner = ?", (f"{channel}:{user_id}",)))
 
 
 async def _delete(db: Db, table: str, where: str, params: Sequence[Any]) -> int:

@@ -89,6 +89,7 @@ class JobRow:
     result: str | None
     for_user: str | None
     is_error: bool
+    is_private: bool = False  # its conversation is a private chat (False: a group, or gone)
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from engine import (
     Attachment,
+    Button,
     Capabilities,
     Channel,
     ConfirmationPrompt,
@@ -24,6 +25,7 @@ from engine import (
     MediaKind,
     MessageRef,
     OutgoingFile,
+    Reply,
 )
 from tools.errors import DownloadError
 
@@ -39,6 +41,7 @@ class Shown:
     reply_to: str | None = None
     prompt: ConfirmationPrompt | None = None
     file: OutgoingFile | None = None
+    buttons: tuple[Button, ...] = ()  # a private message's ("private": to a user by their id)
 
 
 @dataclass
@@ -143,6 +146,12 @@ class RecordingChannel(Channel):
                 "confirm", prompt.chat_id, prompt.summary, ref.message_id, prompt.reply_to, prompt
             )
         )
+        return ref
+
+    async def send_private(self, user_id: str, reply: Reply) -> MessageRef:
+        ref = MessageRef(user_id, f"s{next(self._ids)}")
+        shown = Shown("private", user_id, reply.text, ref.message_id, buttons=reply.buttons)
+        await self._record(shown)
         return ref
 
     async def resolve_confirmation(self, ref: MessageRef, text: str) -> None:

@@ -1,12 +1,13 @@
 """relaybot's built-in tools, chosen by `[tools] builtins`, and what the daemon gives them.
 
     tools = builtin_tools(
-        config.tools, notes=store, schedules=ScheduleAccess(store.schedules), clock=clock
+        config.tools, memory=MemoryAccess(store.memory, is_admin), schedules=..., clock=clock
     )
 
 Besides the assembly, the names the engine and the store meet the built-ins by: the stores the
-tools read and write (NotesStore, ScheduleBook, ScheduleView), how a stored schedule is put in
-words (describe_schedule, recurrence_of), and the clock remind_me tells the time by (WallClock).
+tools read and write (MemoryBook, ScheduleBook, ScheduleView), whose memory a chat reads
+(user_owner, group_owner), how a stored schedule is put in words (describe_schedule,
+recurrence_of), and the clock remind_me tells the time by (WallClock).
 """
 
 from __future__ import annotations
@@ -18,8 +19,14 @@ from tools.builtins._chat import send_message
 from tools.builtins._command import RunCommand
 from tools.builtins._fetch import FetchUrl
 from tools.builtins._images import GenerateImage, Painter, PictureRefused
+from tools.builtins._memory import (
+    MemoryAccess,
+    MemoryBook,
+    group_owner,
+    memory_tools,
+    user_owner,
+)
 from tools.builtins._netguard import refusal
-from tools.builtins._notes import NotesStore, notes_tools
 from tools.builtins._recurrence import Recurrence
 from tools.builtins._reminders import RemindMe, SystemWallClock, WallClock
 from tools.builtins._sandbox import landlock_abi
@@ -47,14 +54,14 @@ from tools.config import (
 def builtin_tools(
     config: ToolsConfig,
     *,
-    notes: NotesStore | None,
+    memory: MemoryAccess | MemoryBook | None,
     schedules: ScheduleAccess | None = None,
     search_key: str = "",
     clock: WallClock | None = None,
 ) -> list[Tool]:
     """The built-ins named in `config.builtins`, in that order, as fresh instances.
 
-    `notes` backs remember/recall/forget and `schedules` the schedule tools (None only to list
+    `memory` backs remember/recall/forget and `schedules` the schedule tools (None only to list
     tools: their calls then fail). web_search is left out while `[tools.web_search]` names no
     backend; `search_key` is its API key (Brave, Tavily). `clock` is what remind_me waits by
     (the system clock when not given).
@@ -76,7 +83,7 @@ def builtin_tools(
         ),
     }
     if any(n in NOTES_TOOLS for n in wanted):
-        made.update((t.name, t) for t in notes_tools(notes))
+        made.update((t.name, t) for t in memory_tools(memory))
     if any(n in SCHEDULE_TOOLS for n in wanted):
         made.update((t.name, t) for t in schedule_tools(schedules))
     if config.web_search.backend is not None:
@@ -99,7 +106,8 @@ __all__ = [
     "WORKSPACE_TOOLS",
     "FetchUrl",
     "GenerateImage",
-    "NotesStore",
+    "MemoryAccess",
+    "MemoryBook",
     "Painter",
     "PictureRefused",
     "Recurrence",
@@ -115,10 +123,12 @@ __all__ = [
     "Workspace",
     "builtin_tools",
     "describe_schedule",
+    "group_owner",
     "landlock_abi",
-    "notes_tools",
+    "memory_tools",
     "recurrence_of",
     "refusal",
     "schedule_tools",
+    "user_owner",
     "workspace_tools",
 ]

@@ -27,7 +27,7 @@ _ORDER = (
     "inbox",
     "confirmations",
     "jobs",
-    "notes",
+    "memory",
     "grants",
     "usage",
     "schedules",

@@ -7,18 +7,15 @@ every statement of the current task goes to the one connection the block holds, 
 writes commit together. Nested use joins the open block; a task spawned inside it does not (its
 statements are its own), as in the SQLite backend.
 
-A server that cannot be reached is :class:`tools.StoreUnavailable`: the statement's effect is
-unknown to nobody, it was not committed, and callers must not acknowledge or show anything that
-depended on it. The pool drops broken connections and connects again on the next statement.
+A server that cannot be reached is :class:`tools.StoreUnavailable`: nothing was committed, and
+callers must not acknowledge what depended on it. Broken connections are replaced.
 
 Migrations (``_schema.MIGRATIONS``) run at open in one transaction under a transaction-level
 advisory lock: instances starting together apply each entry once, the later ones wait and find
 the schema current. A database written by a newer relaybot is refused before anything is
 written. URLs are shown without their password.
 
-`readonly` (`relaybot status`) opens read-only connections and migrates nothing: the schema must
-be this relaybot's. Each statement and commit is timed for the metrics (engine/metrics.py), as
-in the SQLite backend.
+`readonly` (`relaybot status`) migrates nothing. Statements are timed for engine/metrics.py.
 """
 
 from __future__ import annotations
@@ -68,8 +65,11 @@ class PgDb(Db):
 
     dialect = POSTGRES
 
-    def __init__(self, url: str, *, max_connections: int = 10, readonly: bool = False) -> None:
+    def __init__(
+        self, url: str, *, max_connections: int = 10, readonly: bool = False, check: bool = True
+    ) -> None:
         super().__init__()
+        self.check = check  # read-only: refuse a store of another schema version
         self.url = url
         self.max_connections = max_connections
         self.readonly = readonly
@@ -103,7 +103,8 @@ class PgDb(Db):
                 server_settings={"default_transaction_read_only": "on"} if self.readonly else None,
             )
             if self.readonly:
-                await self._refuse_other_versions()
+                if self.check:
+                    await self._refuse_other_versions()
             else:
                 await self._migrate()
         except StoreError:
@@ -205,10 +206,14 @@ class PgDb(Db):
     async def schema_version(self) -> int:
         return int(await self.fetchval("SELECT version FROM schema_version") or 0)
 
+    async def stored_version(self) -> int:
+        """The schema version, 0 for a database relaybot never migrated (read-only)."""
+        exists = await self.fetchval("SELECT to_regclass('schema_version') IS NOT NULL")
+        return await self.schema_version() if exists else 0
+
     async def _refuse_other_versions(self) -> None:
         """A read-only look needs this relaybot's schema: nothing is migrated here."""
-        exists = await self.fetchval("SELECT to_regclass('schema_version') IS NOT NULL")
-        version = await self.schema_version() if exists else 0
+        version = await self.stored_version()
         if version > len(MIGRATIONS):
             raise StoreError(
                 f"the store at {self.where} has schema version {version}, newer than this "
@@ -218,7 +223,7 @@ class PgDb(Db):
             raise StoreError(
                 f"the store at {self.where} has schema version {version}, older than this "
                 f"relaybot's ({len(MIGRATIONS)}): start the daemon of this version once to "
-                "upgrade it, then try again"
+                "upgrade it (`relaybot migrate --check` says what that does), then try again"
             )
 
     async def _migrate(self) -> None:
@@ -236,7 +241,16 @@ class PgDb(Db):
                     "Upgrade relaybot (every instance); the database was left untouched."
                 )
             for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
-                await conn.execute(script)
+                try:
+                    await conn.execute(script)
+                except asyncpg.PostgresError as exc:  # the transaction is rolled back: all of it
+                    raise StoreError(
+                        f"upgrading the store at {self.where} from schema version {version} to "
+                        f"{len(MIGRATIONS)} failed at migration {number} ({_reason(exc)}). The "
+                        f"database was left as it was, at version {version}: the upgrade is one "
+                        "transaction. To go back, run the relaybot you ran before (every "
+                        "instance): it runs on the database as it is."
+                    ) from exc
                 await conn.execute("UPDATE schema_version SET version = $1", number)
                 log.info("store migrated to schema version %d", number)
 

@@ -273,7 +273,45 @@ MIGRATIONS: list[str] = [
     ALTER TABLE inbox ADD COLUMN quote TEXT;
     ALTER TABLE messages ADD COLUMN quote TEXT;
     """,
-    # 12: what requests cost: per chat, user, day and model, in nano-dollars; a chat's choice of
+    # 12: memory (issue 28): the notes become short facts about a user (or a group), put into
+    #     the prompt most recently used first; each note keeps its text and owner, and counts as
+    #     used when it was written
+    """
+    ALTER TABLE notes RENAME TO memory;
+    ALTER TABLE memory ADD COLUMN used_at DOUBLE PRECISION NOT NULL DEFAULT 0;
+    UPDATE memory SET used_at = created_at;
+    DROP INDEX notes_owner;
+    CREATE INDEX memory_owner ON memory(owner, used_at);
+    """,
+    # 13: pairing: strangers' requests to use the bot (at most one pending per person) and the
+    #     people an owner let in, per platform (issue 29)
+    """
+    CREATE TABLE access_requests (
+        code TEXT PRIMARY KEY,
+        channel TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        user_name TEXT NOT NULL,
+        username TEXT NOT NULL,
+        chat_id TEXT NOT NULL,
+        asked_at DOUBLE PRECISION NOT NULL,
+        expires_at DOUBLE PRECISION NOT NULL,
+        state TEXT NOT NULL,
+        decided_by TEXT,
+        decided_at DOUBLE PRECISION
+    );
+    CREATE UNIQUE INDEX access_requests_pending ON access_requests(channel, user_id)
+        WHERE state = 'pending';
+    CREATE INDEX access_requests_asked ON access_requests(asked_at);
+    CREATE TABLE approved_users (
+        channel TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        user_name TEXT NOT NULL,
+        approved_by TEXT NOT NULL,
+        approved_at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (channel, user_id)
+    );
+    """,
+    # 14: what requests cost: per chat, user, day and model, in nano-dollars; a chat's choice of
     #     voice replies
     """
     CREATE TABLE spend (

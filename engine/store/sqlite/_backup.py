@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-from engine.store.sqlite._db import owned_like_store
+from engine.store.sqlite._files import owned_like_store
 from tools.errors import StoreError
 
 

@@ -25,10 +25,9 @@ import asyncio
 import contextlib
 import functools
 import logging
-import os
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -37,8 +36,11 @@ import aiosqlite
 
 from engine import metrics
 from engine.store._db import SQLITE, Db, Row
+from engine.store._upgrade import statements
+from engine.store.sqlite._faults import Episodes, unavailable
+from engine.store.sqlite._files import owned_like_store
 from engine.store.sqlite._schema import MIGRATIONS
-from tools.errors import StoreError
+from tools.errors import StoreError, StoreUnavailable
 
 log = logging.getLogger("engine.store")
 
@@ -52,10 +54,17 @@ class SqliteDb(Db):
     dialect = SQLITE
 
     def __init__(
-        self, path: str | Path, *, readonly: bool = False, wal_limit_bytes: int = WAL_LIMIT_BYTES
+        self,
+        path: str | Path,
+        *,
+        readonly: bool = False,
+        wal_limit_bytes: int = WAL_LIMIT_BYTES,
+        migrations: Sequence[str] = MIGRATIONS,
     ) -> None:
         super().__init__()
         self.path = Path(path)
+        self.migrations = migrations  # this relaybot's schema (a test may give another)
+        self.upgrade_backup: Path | None = None  # the copy made before this open upgraded it
         self.readonly = readonly
         self.wal_limit_bytes = wal_limit_bytes
         self._db: aiosqlite.Connection | None = None
@@ -64,6 +73,8 @@ class SqliteDb(Db):
         self._begin = False  # a transaction is open whose BEGIN has not been sent yet
         self._later: list[tuple[str, Sequence[Any]]] = []  # execute_later
         self._owned: contextlib.ExitStack | None = None
+        self.episodes = Episodes(self.path)  # the machine refusing writes, said once
+        self._opened = False  # open() finished
 
     @property
     def db(self) -> aiosqlite.Connection:
@@ -108,8 +119,14 @@ class SqliteDb(Db):
             ):
                 await self._db.execute(f"PRAGMA {pragma}")
             await self._migrate()
+            self._opened = True
+        except StoreUnavailable:
+            await self.close()
+            raise
         except (OSError, sqlite3.Error) as exc:
             await self.close()
+            if (refused := unavailable(self.path, exc)) is not None:
+                raise refused from exc  # a full disk, say: worth waiting for
             raise StoreError(f"cannot open the store at {self.path}: {exc}") from exc
 
     async def close(self) -> None:
@@ -134,7 +151,7 @@ class SqliteDb(Db):
                 yield
                 if not self._begin or self._later:  # something was written (or read) inside
                     started = time.perf_counter()
-                    await self._run(lambda conn: conn.execute("COMMIT"))  # with what is left
+                    await self._run(lambda conn: conn.execute("COMMIT"), write=True)
                     metrics.store_call("commit", started)
             except BaseException:
                 # Also on cancellation: the BEGIN or COMMIT may still be queued in the db
@@ -151,10 +168,12 @@ class SqliteDb(Db):
     def _in_transaction(self) -> bool:
         return self._tx_owner is not None and self._tx_owner is asyncio.current_task()
 
-    async def _run(self, fn: Callable[[sqlite3.Connection], Any]) -> Any:
+    async def _run(self, fn: Callable[[sqlite3.Connection], Any], *, write: bool = False) -> Any:
         """`fn(connection)` in the db thread: after the BEGIN, when this is the first statement
         of a transaction, and after the transaction's statements written "later". (aiosqlite's
-        ``_execute`` and ``_conn``: private, pinned below its next minor release.)"""
+        ``_execute`` and ``_conn``: private, pinned below its next minor release.) A statement
+        the machine refuses (a full disk, a read-only file) raises :class:`StoreUnavailable`
+        (engine/store/sqlite/_faults.py); `write` says a success proves writing works again."""
         begin, later = False, list[tuple[str, Sequence[Any]]]()
         if self._in_transaction():
             begin, self._begin = self._begin, False  # sent with this statement
@@ -168,14 +187,25 @@ class SqliteDb(Db):
                 conn.execute(sql, params)
             return fn(conn)
 
-        return await self.db._execute(call)
+        try:
+            result = await self.db._execute(call)
+        except sqlite3.Error as exc:
+            refused = unavailable(self.path, exc)
+            if refused is None:
+                raise
+            if self._opened:  # at start-up the caller says it, once a minute
+                self.episodes.refusal(refused)
+            raise refused from exc
+        if write and self.episodes.failing:
+            self.episodes.written()
+        return result
 
     async def _write(self, fn: Callable[[sqlite3.Connection], Any]) -> Any:
         """`fn` as a write: outside a transaction it waits until an open one commits."""
         if self._in_transaction():
             return await self._run(fn)
         async with self._tx_lock:
-            return await self._run(fn)
+            return await self._run(fn, write=True)
 
     async def execute(self, sql: str, *params: Any) -> int:
         started = time.perf_counter()
@@ -232,49 +262,76 @@ class SqliteDb(Db):
 
     async def _refuse_newer(self) -> None:
         version = await self.schema_version()
-        if version > len(MIGRATIONS):
+        if version > len(self.migrations):
             raise StoreError(
                 f"the store at {self.path} has schema version {version}, newer than this "
-                f"relaybot knows ({len(MIGRATIONS)}): it was written by a newer relaybot. "
+                f"relaybot knows ({len(self.migrations)}): it was written by a newer relaybot. "
                 "Upgrade relaybot, or restore a backup made by this version; the file was "
                 "left untouched."
             )
 
     async def _refuse_older(self) -> None:
         version = await self.schema_version()
-        if version < len(MIGRATIONS):
+        if version < len(self.migrations):
             raise StoreError(
                 f"the store at {self.path} has schema version {version}, older than this "
-                f"relaybot's ({len(MIGRATIONS)}): start the daemon of this version once to "
-                "upgrade it, then try again"
+                f"relaybot's ({len(self.migrations)}): start the daemon of this version once to "
+                "upgrade it (`relaybot migrate --check` says what that does), then try again"
             )
 
     async def _migrate(self) -> None:
+        """Every migration the store lacks, in one transaction: a failure leaves it as it was.
+        A store that holds anything is first copied next to itself (engine/store/sqlite/
+        _upgrade.py)."""
         version = await self.schema_version()
-        for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
-            statements = [s for s in script.split(";") if s.strip()]
+        newest = len(self.migrations)
+        if version == newest:
+            return
+        if version > 0:
+            from engine.store.sqlite._upgrade import back_up_before_upgrade  # it needs this module
+
+            copy = await asyncio.to_thread(back_up_before_upgrade, self.path, version)
+            self.upgrade_backup = copy
+            log.info(
+                "upgrading the store from schema version %d to %d; a copy of it is at %s",
+                version,
+                newest,
+                self.upgrade_backup,
+            )
+        number = version  # the migration being applied
+        try:
             async with self.transaction():
-                for stmt in statements:
-                    await self.execute(stmt)
-                await self.execute(f"PRAGMA user_version = {number}")
-            log.info("store migrated to schema version %d", number)
+                for script in self.migrations[version:]:
+                    number += 1
+                    for stmt in statements(script):
+                        await self.execute(stmt)
+                await self.execute(f"PRAGMA user_version = {newest}")
+        except StoreUnavailable as exc:  # a full disk, say: worth waiting for
+            raise StoreUnavailable(self._failed(version, number, exc)) from exc
+        except sqlite3.Error as exc:
+            raise StoreError(self._failed(version, number, exc)) from exc
+        log.info("store migrated from schema version %d to %d", version, newest)
 
+    def _failed(self, version: int, number: int, exc: BaseException) -> str:
+        back = (
+            f"; the copy made before trying is at {self.upgrade_backup}"
+            if self.upgrade_backup is not None
+            else ""
+        )
+        return (
+            f"upgrading the store at {self.path} from schema version {version} to "
+            f"{len(self.migrations)} failed at migration {number} ({exc}). The store was left "
+            f"as it was, at version {version}{back}. To go back, install the relaybot you ran "
+            "before and start it: it runs on the store as it is. Report this failure with the "
+            "line above."
+        )
 
-@contextlib.contextmanager
-def owned_like_store(store: Path) -> Iterator[None]:
-    """The -wal and -shm files SQLite creates beside `store` inside the block get the store's
-    owner when this process runs as root (a no-op otherwise, and for files that existed)."""
-    beside = [store.with_name(store.name + suffix) for suffix in ("-wal", "-shm")]
-    new = [path for path in beside if not path.exists()]
-    try:
-        yield
-    finally:
-        if new and os.geteuid() == 0:
-            with contextlib.suppress(OSError):
-                owner = store.stat()
-                for path in new:
-                    if path.exists():
-                        os.chown(path, owner.st_uid, owner.st_gid)
+    async def settled(self) -> None:
+        """The daemon runs on this store: the copy an earlier upgrade made is not needed."""
+        from engine.store.sqlite._upgrade import settle  # it needs this module
+
+        if not self.readonly:
+            await asyncio.to_thread(settle, self.path, self.upgrade_backup)
 
 
 @functools.lru_cache(maxsize=1024)

@@ -6,20 +6,31 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from engine.store._composed import ComposedStore
 from engine.store.sqlite._db import WAL_LIMIT_BYTES, SqliteDb
+from engine.store.sqlite._schema import MIGRATIONS
 
 
 class SqliteStore(ComposedStore):
     """`readonly` opens a store another process may be writing, to read it (`relaybot status`):
-    it must be of this relaybot's schema version. `wal_limit_bytes` bounds the WAL."""
+    it must be of this relaybot's schema version. `wal_limit_bytes` bounds the WAL; `migrations`
+    is the schema (this relaybot's unless a test gives another)."""
 
     db: SqliteDb
 
     def __init__(
-        self, path: str | Path, *, readonly: bool = False, wal_limit_bytes: int = WAL_LIMIT_BYTES
+        self,
+        path: str | Path,
+        *,
+        readonly: bool = False,
+        wal_limit_bytes: int = WAL_LIMIT_BYTES,
+        migrations: Sequence[str] = MIGRATIONS,
     ) -> None:
-        super().__init__(SqliteDb(path, readonly=readonly, wal_limit_bytes=wal_limit_bytes))
+        limit = wal_limit_bytes
+        super().__init__(
+            SqliteDb(path, readonly=readonly, wal_limit_bytes=limit, migrations=migrations)
+        )
         self.path = self.db.path

@@ -1,0 +1,64 @@
+"""`relaybot migrate [--check]`: say what upgrading the store would do, or do it now.
+
+The daemon upgrades its store by itself when it starts (a SQLite store is first copied next to
+itself; the migrations run in one transaction). This command lets an operator see it coming
+(`--check`: which migrations, from which version to which; nothing is changed) or do it while
+the daemon is stopped, then start it. A store written by a newer relaybot is refused, untouched,
+with exit status 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from bot._lock import StoreLock
+from bot.config import Config
+from engine.store import redact, upgrade_plan
+
+
+async def migrate(config: Config, check: bool) -> int:
+    url = config.storage.resolved_url()
+    if url:
+        return await _postgres(url, check)
+    return await _sqlite(config, check)
+
+
+async def _sqlite(config: Config, check: bool) -> int:
+    from engine.store.sqlite import MIGRATIONS, SqliteStore, backup_path, stored_version
+
+    path = config.storage.resolved_path()
+    version = await asyncio.to_thread(stored_version, path)
+    copy = str(backup_path(path, version))
+    print(upgrade_plan(str(path), version, MIGRATIONS, copy))
+    if version > len(MIGRATIONS):
+        return 1
+    if check or version == len(MIGRATIONS):
+        return 0
+    lock = StoreLock(path)  # not while the daemon runs on it
+    try:
+        async with SqliteStore(path) as store:
+            done = await store.schema_version()
+    finally:
+        lock.release()
+    print(f"Upgraded to schema version {done}." + (f" The copy is at {copy}." if version else ""))
+    return 0
+
+
+async def _postgres(url: str, check: bool) -> int:
+    from engine.store.postgres import MIGRATIONS, PgDb, PgStore
+
+    db = PgDb(url, readonly=True, check=False, max_connections=1)
+    await db.open()
+    try:
+        version = await db.stored_version()
+    finally:
+        await db.close()
+    print(upgrade_plan(redact(url), version, MIGRATIONS, None))
+    if version > len(MIGRATIONS):
+        return 1
+    if check or version == len(MIGRATIONS):
+        return 0
+    async with PgStore(url) as store:  # instances starting meanwhile wait for it
+        done = await store.schema_version()
+    print(f"Upgraded to schema version {done}. Back it up with pg_dump before the next upgrade.")
+    return 0

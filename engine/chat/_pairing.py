@@ -1,0 +1,245 @@
+"""Who may use the bot, and pairing: a stranger asks, an owner answers with a button.
+
+A person is let in by the config (`allowed_users`, per platform), by being an owner
+(`[access] admins`), or by an owner's yes, stored per platform (engine/store/_access.py) and kept
+until revoked (`relaybot users revoke`, or /users). With `[access] pairing` on (the default), a
+stranger who writes to the bot in private (or addresses it in a group) gets one answer with a
+short code, and every owner a private message naming them, with Allow and Deny. Nobody gets in
+without an owner's yes: an unanswered request lapses after a day, a denied person is not asked
+about again for a day, one request pends per person, and the owners are told of at most
+`per_hour` requests an hour from everyone together. Further messages of a waiting stranger get
+no answer; other refusals at most one answer per person every ten minutes.
+
+The buttons' payloads name the request's code only: a press is checked against the store (still
+pending, pressed by an owner), so they keep working after a restart, on any instance.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections.abc import Mapping
+
+from engine import metrics
+from engine._channel import Action, Button, Channel, InboundMessage, Reply
+from engine.chat._notices import Notices
+from engine.chat._permissions import Policy
+from engine.chat._settings import Live
+from engine.store import AccessRequest, RequestState, Store
+from engine.work import Tasks
+
+log = logging.getLogger(__name__)
+
+_ALLOW = "pair:ok:"
+_DENY = "pair:no:"
+_REVOKE = "pair:rv:"
+_ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I/L: read aloud or typed
+_QUIET_S = 600.0  # one refusal per person this often
+_MAX_QUIET = 10_000  # the refusal memory is emptied past this many people
+
+
+def new_code() -> str:
+    return "".join(secrets.choice(_ALPHABET) for _ in range(6))
+
+
+class Pairing:
+    def __init__(
+        self,
+        store: Store,
+        live: Live,
+        policy: Policy,
+        channels: Mapping[str, Channel],
+        notices: Notices,
+        tasks: Tasks,
+    ) -> None:
+        self.store = store
+        self.live = live
+        self.policy = policy
+        self.channels = channels
+        self.notices = notices
+        self.tasks = tasks
+        self._approved: set[tuple[str, str]] = set()
+        self._told: dict[tuple[str, str], float] = {}
+
+    async def load(self) -> None:
+        """The people owners let in, from the store (at start-up)."""
+        self._approved = {(a.channel, a.user_id) for a in await self.store.access.approved()}
+
+    def allowed(self, channel: str, user_id: str) -> bool:
+        """The config's users, the owners, and those an owner let in (as known here)."""
+        return (
+            self.live.settings.allowed(channel, user_id)
+            or self.policy.is_admin(channel, user_id)
+            or (channel, user_id) in self._approved
+        )
+
+    async def recheck(self, channel: str, user_id: str) -> bool:
+        """Ask the store (let in or revoked meanwhile by another instance, or the CLI)."""
+        if await self.store.access.is_approved(channel, user_id):
+            self._approved.add((channel, user_id))
+            return True
+        self._approved.discard((channel, user_id))
+        return self.allowed(channel, user_id)
+
+    async def refusal(self, msg: InboundMessage, *, always: bool = False) -> str | None:
+        """What to answer a person who is not let in (None: nothing, they were answered
+        already); a new request is made and the owners asked when pairing is on. `always`: a
+        command, which must be answered."""
+        log.warning("refused %s user %s (%s)", msg.channel, msg.user_id, msg.user_name)
+        metrics.refused(msg.channel, "not_allowed")
+        if not (msg.is_private or msg.mentioned or always):  # no reply to chatter in a group
+            return None
+        pairing = self.live.settings.pairing
+        if pairing.enabled and self.policy.admins:
+            text = await self._ask(msg, always)
+            if text is not None or not always:
+                return text
+        elif not always and not self._first_refusal(msg):
+            return None
+        return (
+            f"Sorry, you are not allowed to use this bot. Your user id is {msg.user_id}; "
+            "ask the owner to add it to allowed_users."
+        )
+
+    def _first_refusal(self, msg: InboundMessage) -> bool:
+        now = time.monotonic()
+        who = (msg.channel, msg.user_id)
+        if now - self._told.get(who, -_QUIET_S) < _QUIET_S:
+            return False
+        if len(self._told) >= _MAX_QUIET:
+            self._told.clear()
+        self._told[who] = now
+        return True
+
+    async def _ask(self, msg: InboundMessage, always: bool) -> str | None:
+        pairing = self.live.settings.pairing
+        now = time.time()
+        latest = await self.store.access.latest(msg.channel, msg.user_id)
+        if latest is not None and latest.state is RequestState.PENDING and latest.expires_at > now:
+            return _waiting(latest) if always or self._first_refusal(msg) else None
+        if (
+            latest is not None
+            and latest.state is RequestState.DENIED
+            and now - (latest.decided_at or now) < pairing.expiry_s
+        ):
+            told = always or self._first_refusal(msg)
+            return "Sorry, the owner said no." if told else None
+        if await self.store.access.asked_since(now - 3600) >= pairing.per_hour:
+            log.warning("pairing: %d asked this hour; %s not asked", pairing.per_hour, msg.user_id)
+            if not (always or self._first_refusal(msg)):
+                return None
+            return "Sorry, you are not allowed to use this bot yet; please try again later."
+        request = AccessRequest(
+            new_code(),
+            msg.channel,
+            msg.user_id,
+            msg.user_name,
+            msg.username or "",
+            msg.chat_id,
+            now,
+            now + pairing.expiry_s,
+        )
+        if not await self.store.access.ask(request):  # asked at the same moment, or a clash
+            return None
+        self._told[(msg.channel, msg.user_id)] = time.monotonic()
+        log.info("pairing: %s:%s asks to be let in (%s)", msg.channel, msg.user_id, request.code)
+        for owner in sorted(self.policy.admins):
+            channel_name, _, user_id = owner.partition(":")
+            channel = self.channels.get(channel_name)
+            if channel is not None:
+                self.tasks.spawn(self._tell_owner(channel, user_id, request), "pairing-ask")
+        return (
+            f"I don't know you yet, so I asked the owner to let you in (request {request.code}). "
+            "I will tell you here when they answer."
+        )
+
+    async def _tell_owner(self, channel: Channel, user_id: str, request: AccessRequest) -> None:
+        reply = Reply(
+            f"{_who(request)} asks to use the bot (request {request.code}; in chat "
+            f"{request.chat_id}). Let them in?",
+            (Button("Allow", f"{_ALLOW}{request.code}"), Button("Deny", f"{_DENY}{request.code}")),
+        )
+        try:
+            sent = await channel.send_private(user_id, reply)
+        except Exception as exc:
+            log.warning("pairing: could not ask owner %s:%s: %s", channel.name, user_id, exc)
+            return
+        if sent is None:
+            log.warning("pairing: the %s channel cannot write to owner %s", channel.name, user_id)
+
+    async def act(self, action: Action) -> Reply | None:
+        """A press on Allow, Deny (an owner's message) or Revoke (/users); None when not ours."""
+        if action.action.startswith((_ALLOW, _DENY)):
+            allow = action.action.startswith(_ALLOW)
+            code = action.action.removeprefix(_ALLOW if allow else _DENY)
+        elif action.action.startswith(_REVOKE):
+            code, allow = "", False
+        else:
+            return None
+        if not self.policy.is_admin(action.channel, action.user_id):
+            return Reply("Only the bot's owners can answer this.")
+        by = f"{action.channel}:{action.user_id}"
+        if not code:
+            channel, _, user_id = action.action.removeprefix(_REVOKE).partition(":")
+            return await self.menu(await self.revoke(channel, user_id, by))
+        decided = await self.store.access.decide(code, allow, by, time.time())
+        if decided is None:
+            return Reply(await self._already(code))
+        log.info("pairing: %s %s:%s (by %s)", decided.state, decided.channel, decided.user_id, by)
+        if allow:
+            self._approved.add((decided.channel, decided.user_id))
+            told = "The owner let you in: write to me whenever you like."
+        else:
+            told = "Sorry, the owner said no."
+        self.tasks.spawn(
+            self.notices.say(decided.channel, decided.chat_id, told, None), "pairing-answer"
+        )
+        done = "Allowed" if allow else "Denied"
+        return Reply(f"{done}: {_who(decided)} (request {decided.code}).")
+
+    async def _already(self, code: str) -> str:
+        request = await self.store.access.request(code)
+        if request is None:
+            return "This request is unknown."
+        if request.state is RequestState.PENDING or request.state is RequestState.EXPIRED:
+            return f"Request {code} expired: {_who(request)} may ask again."
+        return f"Request {code} was already answered: {request.state} by {request.decided_by}."
+
+    async def revoke(self, channel: str, user_id: str, by: str) -> str:
+        self._approved.discard((channel, user_id))
+        if await self.store.access.revoke(channel, user_id):
+            log.info("pairing: %s user %s revoked by %s", channel, user_id, by)
+            return f"Revoked: {channel} user {user_id} is no longer let in."
+        return f"{channel} user {user_id} was not let in by an owner."
+
+    async def menu(self, note: str = "") -> Reply:
+        """/users: who is let in, and from where, with a button to revoke each approval."""
+        lines = []
+        settings = self.live.settings
+        for channel, users in sorted(settings.allowed_users.items()):
+            for user in sorted(users):
+                lines.append(f"• {channel} {'everyone' if user == '*' else user}: config")
+        for owner in sorted(settings.admins):
+            lines.append(f"• {owner.replace(':', ' ', 1)}: owner")
+        approved = await self.store.access.approved()
+        buttons = []
+        for a in approved:
+            lines.append(f"• {a.channel} {a.user_id} ({a.user_name}): approved by {a.approved_by}")
+            action = f"{_REVOKE}{a.channel}:{a.user_id}"
+            if len(action) <= 61:
+                buttons.append(Button(f"Revoke {a.user_name or a.user_id}"[:40], action))
+        text = "Who may use me:\n" + ("\n".join(lines) or "nobody yet")
+        return Reply(f"{note}\n{text}".strip(), tuple(buttons[:20]))
+
+
+def _who(request: AccessRequest) -> str:
+    handle = f" (@{request.username})" if request.username else ""
+    return f"{request.user_name or 'Someone'}{handle}, {request.channel} user {request.user_id}"
+
+
+def _waiting(request: AccessRequest) -> str:
+    return (
+        f"Your request {request.code} is waiting for the owner's answer; I will tell you here "
+        "when they answer."
+    )

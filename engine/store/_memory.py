@@ -1,0 +1,85 @@
+"""Memory, for every backend: short facts about a user (or a group) that outlive conversations.
+
+An owner is "<channel>:<user id>" for a person (the same person on another platform is another
+owner) and "<channel>:chat:<chat id>" for a group's own memory. Items are ordered most recently
+used first: an item is used when it is saved (again) or found by a search, never merely by being
+put into a prompt, so a turn writes nothing. Saving a text the owner already has (ignoring case)
+touches that item instead of adding a copy.
+
+A search is literal and ignores case: the query's ``%``, ``_`` and ``\\`` are escaped in a LIKE
+pattern over the lower-cased text.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from engine.store._db import Db
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryItem:
+    id: int
+    text: str
+    created_at: float
+    used_at: float
+
+
+class Memory:
+    def __init__(self, db: Db) -> None:
+        self.db = db
+
+    async def add(self, owner: str, text: str) -> int:
+        """Save `text` for `owner` and return its id (an existing equal item's, touched)."""
+        now = time.time()
+        async with self.db.transaction():
+            found = await self.db.fetchval(
+                "SELECT id FROM memory WHERE owner=? AND lower(text)=lower(?)", owner, text
+            )
+            if found is not None:
+                await self.db.execute("UPDATE memory SET used_at=? WHERE id=?", now, found)
+                return int(found)
+            return int(
+                await self.db.fetchval(
+                    "INSERT INTO memory(owner, text, created_at, used_at) VALUES (?,?,?,?) "
+                    "RETURNING id",
+                    owner,
+                    text,
+                    now,
+                    now,
+                )
+            )
+
+    async def items(
+        self, owner: str, query: str | None = None, limit: int = 50
+    ) -> list[MemoryItem]:
+        """The owner's items (those containing `query` when given), most recently used first."""
+        sql = "SELECT id, text, created_at, used_at FROM memory WHERE owner=?"
+        params: tuple[object, ...] = (owner,)
+        if query:
+            sql += " AND lower(text) LIKE lower(?) ESCAPE '\\'"
+            escaped = query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            params += (f"%{escaped}%",)
+        rows = await self.db.fetch(sql + " ORDER BY used_at DESC, id DESC LIMIT ?", *params, limit)
+        return [MemoryItem(r["id"], r["text"], r["created_at"], r["used_at"]) for r in rows]
+
+    async def touch(self, owner: str, ids: Sequence[int]) -> None:
+        """Mark the owner's items `ids` as used now."""
+        if not ids:
+            return
+        among, params = self.db.dialect.among(ids)
+        await self.db.execute(
+            f"UPDATE memory SET used_at=? WHERE owner=? AND id {among}", time.time(), owner, *params
+        )
+
+    async def delete(self, owner: str, item_id: int) -> bool:
+        """Delete one of the owner's items; False when the owner has no such item."""
+        return (
+            await self.db.execute("DELETE FROM memory WHERE owner=? AND id=?", owner, item_id) == 1
+        )
+
+    async def clear(self, owner: str) -> int:
+        """Delete all of the owner's items; returns how many there were."""
+        return await self.db.execute("DELETE FROM memory WHERE owner=?", owner)

@@ -1,0 +1,89 @@
+"""The copy of a SQLite store made before an upgrade, and how long it is kept.
+
+Before the first migration of a store that holds anything, the daemon copies it next to itself
+(`relaybot.db.v10.bak` for a store of schema version 10), with SQLite's online backup
+(``_backup``): one consistent moment, checked, renamed into place only when complete. The
+migrations then run in one transaction, so a failed one leaves the store as it was; the copy is
+what the previous relaybot can run on after a successful upgrade turns out to be unwanted.
+
+There is one such copy at a time: a new upgrade replaces it, and it is removed at the next
+successful start after the upgrade (:func:`settle`), by then the upgraded daemon has run once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+import sqlite3
+from pathlib import Path
+from urllib.parse import quote
+
+from engine.store.sqlite._backup import backup_sqlite
+from tools.errors import StoreError
+
+log = logging.getLogger("engine.store")
+
+_SUFFIX = re.compile(r"\.v(\d+)\.bak$")
+
+
+def backup_path(store: Path, version: int) -> Path:
+    """Where the copy of `store` at schema `version` goes before it is upgraded."""
+    return store.with_name(f"{store.name}.v{version}.bak")
+
+
+def upgrade_backups(store: Path) -> list[Path]:
+    """The copies made before upgrades of `store` that are still there."""
+    prefix = f"{store.name}.v"
+    return sorted(
+        p
+        for p in store.parent.glob(f"{glob_escape(prefix)}*.bak")
+        if _SUFFIX.search(p.name[len(store.name) :])
+    )
+
+
+def glob_escape(text: str) -> str:
+    return re.sub(r"([*?[])", r"[\1]", text)
+
+
+def back_up_before_upgrade(store: Path, version: int) -> Path:
+    """Copy `store` (schema `version`) next to itself; the copy replaces an earlier one.
+    Blocking: run it in a thread."""
+    target = backup_path(store, version)
+    partial = target.with_name(target.name + ".new")
+    partial.unlink(missing_ok=True)
+    try:
+        backup_sqlite(store, partial)
+    except StoreError as exc:
+        raise StoreError(
+            f"the store at {store} was not upgraded: the copy made before an upgrade failed "
+            f"({exc}). Nothing was changed; free space next to it and start again"
+        ) from exc
+    partial.replace(target)
+    for old in upgrade_backups(store):
+        if old != target:
+            old.unlink(missing_ok=True)
+    return target
+
+
+def settle(store: Path, keep: Path | None) -> None:
+    """The daemon started on the upgraded store: the copy of an earlier upgrade goes (`keep`:
+    the one this start made, if it upgraded)."""
+    for old in upgrade_backups(store):
+        if old != keep:
+            with contextlib.suppress(OSError):
+                old.unlink()
+                log.info("removed %s, the copy made before the last upgrade", old)
+
+
+def stored_version(store: Path) -> int:
+    """The schema version of the SQLite file at `store`, read without changing it (0: none).
+    Blocking."""
+    if not store.exists():
+        return 0
+    uri = f"file:{quote(str(store.resolve()))}?mode=ro"
+    try:
+        with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=5)) as db:
+            return int(db.execute("PRAGMA user_version").fetchone()[0])
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot read the store at {store}: {exc}") from exc
