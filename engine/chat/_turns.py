@@ -31,13 +31,11 @@ from engine.chat._speech import VoiceAnswers
 from engine.chat._spend import Meter, charging
 from engine.context import RecentImages, Window
 from engine.loop import ConversationKey, ToolLoop, TurnContext, TurnResult
-from engine.models import Message, Role
+from engine.models import Message
 from engine.store import (
     ConfirmationRow,
-    ConfirmationState,
     Conversation,
     InboxRow,
-    InboxState,
     Store,
 )
 from engine.work import Tasks
@@ -286,36 +284,6 @@ class TurnRunner:
             except StoreUnavailable:  # the store says why, once
                 await backoff.sleep()
 
-    async def recover(self, key: ConversationKey) -> None:
-        """Settle what a crash left in the chat, before anything new is taken."""
-        conversations = self.store.conversations
-        for d in await conversations.undelivered(key.channel, key.chat_id):
-            conv = Conversation(d.conversation_id, d.channel, d.chat_id, True)
-            log.warning("delivering an answer a restart held up in %s", key)
-            await self.deliver(d.message_id, conv, d.text, d.reply_to, last_try=True)
-        rows = await self.store.inbox.rows(InboxState.TAKEN, key.channel, key.chat_id)
-        if not rows:
-            return
-        last = rows[-1]
-        conv = await conversations.active(key.channel, key.chat_id, is_private=last.is_private)
-        history = await conversations.history(conv.id, self.settings.history_limit)
-        open_confirmations = await self.confirmations.open_in(key)
-        waiting = _asked_in_last_turn(history, open_confirmations)
-        if waiting:  # the turn of these rows ended in a question: the prompt answered them
-            for conf in waiting:
-                if conf.message_ref is None and conf.state is ConfirmationState.PENDING:
-                    await self.confirmations.show(conf)
-            await self.store.inbox.answered([r.id for r in rows])
-            return
-        if history and history[-1].is_answer:  # answered and delivered before the crash
-            await self.store.inbox.answered([r.id for r in rows])
-            return
-        # Cut off mid-turn: its calls get "interrupted", except one an older turn still waits on.
-        keep = {c.call_id for c in open_confirmations}
-        await conversations.close_dangling(conv.id, RESTARTED, keep=keep)
-        log.warning("finishing the turn a restart cut off in %s", key)
-        await self.run(conv, last.user_id, last.user_name, last.message_id, answering=rows)
-
     def _context(
         self, conv: Conversation, user_id: str, user_name: str, live: LiveReply | None
     ) -> TurnContext:
@@ -343,16 +311,6 @@ class TurnRunner:
             model=chosen.model(key) if chosen is not None else None,
             is_private=conv.is_private,
         )
-
-
-def _asked_in_last_turn(
-    history: Sequence[Message], confirmations: Sequence[ConfirmationRow]
-) -> list[ConfirmationRow]:
-    """The confirmations whose call was made after the newest user message."""
-    users = [i for i, m in enumerate(history) if m.role is Role.USER]
-    since = history[users[-1] + 1 :] if users else history
-    asked = {call.id for m in since for call in m.tool_calls}
-    return [c for c in confirmations if c.call_id in asked]
 
 
 def _log_turn(ctx: TurnContext, result: TurnResult, seconds: float) -> None:
