@@ -83,6 +83,33 @@ async def settled_rss(pid: int) -> int:
     return previous
 
 
+class Trips:
+    """The daemon's store round trips (hand-offs to the SQLite thread) so far: it counts them
+    when RELAYBOT_STORE_TRIPS names a file, and appends the count to it on SIGUSR2."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.pid = 0
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "RELAYBOT_STORE_TRIPS": str(self.path)}
+
+    async def now(self) -> int:
+        lines = self._lines()
+        os.kill(self.pid, signal.SIGUSR2)
+        for _ in range(200):  # the daemon writes the line as soon as its main thread runs
+            if len(self._lines()) > len(lines):
+                return int(self._lines()[-1])
+            await asyncio.sleep(0.01)
+        raise RuntimeError("the daemon did not report its store round trips")
+
+    def _lines(self) -> list[str]:
+        try:
+            return self.path.read_text().splitlines()
+        except FileNotFoundError:
+            return []
+
+
 class Users:
     """Simulated Telegram users; every message waits for the reply that answers it."""
 
@@ -119,12 +146,14 @@ async def run(args: argparse.Namespace) -> int:
             with log_path.open("wb") as log:
                 started = loop.time()
                 profile = ["-m", "cProfile", "-o", args.profile] if args.profile else []
+                trips = Trips(Path(tmp) / "trips")
                 proc = await asyncio.create_subprocess_exec(
                     sys.executable, *profile, "-m", "bot", "run", "-c", str(config),
-                    cwd=ROOT, stdout=log, stderr=log,
+                    cwd=ROOT, stdout=log, stderr=log, env=trips.env(),
                 )  # fmt: skip
+                trips.pid = proc.pid
                 try:
-                    code = await measure(args, tg, llm, proc.pid, started)
+                    code = await measure(args, tg, llm, proc.pid, started, trips)
                 finally:
                     if proc.returncode is None:
                         stopping = loop.time()
@@ -140,7 +169,12 @@ async def run(args: argparse.Namespace) -> int:
 
 
 async def measure(
-    args: argparse.Namespace, tg: FakeTelegram, llm: FakeOpenAI, pid: int, started: float
+    args: argparse.Namespace,
+    tg: FakeTelegram,
+    llm: FakeOpenAI,
+    pid: int,
+    started: float,
+    trips: Trips,
 ) -> int:
     first_poll = await tg.wait_for_call("getUpdates", timeout=60)
     print(f"start to first getUpdates:    {first_poll.at - started:.2f} s (target <= 1 s)")
@@ -155,6 +189,7 @@ async def measure(
           f"(target <= 1.5 s)")  # fmt: skip
 
     llm.delay_s = 0.0
+    trips0 = await trips.now()
     cpu0, own0, t0 = cpu_s(pid), time.process_time(), asyncio.get_running_loop().time()
     sent0 = users.sent
     await asyncio.gather(*(users.converse(20_000 + u, args.messages) for u in range(args.users)))
@@ -165,6 +200,7 @@ async def measure(
           f"{n / elapsed:.0f} messages/s (target >= 100), "
           f"daemon CPU {cpu / n * 1000:.1f} ms/message (target <= 5)")  # fmt: skip
     print(f"  (this script, with both fakes: {own / n * 1000:.1f} ms CPU/message)")
+    print(f"store round trips per message: {(await trips.now() - trips0) / n:.1f} (target <= 6)")
     print(f"messages without an answer:   {users.unanswered} of {users.sent} (must be 0)")
     print(f"RSS after the load:           {rss_kib(pid) / 1024:.1f} MiB")
     return 1 if users.unanswered else 0

@@ -40,6 +40,7 @@ from engine.store._upgrade import statements
 from engine.store.sqlite._faults import Episodes, unavailable
 from engine.store.sqlite._files import owned_like_store
 from engine.store.sqlite._schema import MIGRATIONS
+from engine.store.sqlite._trips import count_trips
 from tools.errors import StoreError, StoreUnavailable
 
 log = logging.getLogger("engine.store")
@@ -102,6 +103,7 @@ class SqliteDb(Db):
             # the WAL whatever happens, and an unclosed store must not hang interpreter exit.
             # (A private attribute: aiosqlite is pinned below its next minor release.)
             connection._thread.daemon = True
+            count_trips(connection)  # only for a benchmark that asks for it
             self._db = await connection
             self._db.row_factory = sqlite3.Row
             await self._refuse_newer()  # before anything writes to the file
