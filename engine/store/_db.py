@@ -107,6 +107,11 @@ class Db(abc.ABC):
         self.active_conversations.clear()
         self.chat_grants.clear()
 
+    def in_transaction(self) -> bool:
+        """Whether the running task is inside :meth:`transaction` (what it writes may still roll
+        back). Only a backend that caches needs to say (SQLite); by default False."""
+        return False
+
     # -- statements -------------------------------------------------------------------------
 
     @abc.abstractmethod
@@ -117,6 +122,18 @@ class Db(abc.ABC):
         """A write whose result nobody reads. A backend may send it with the transaction's next
         statement or its COMMIT (SQLite: one trip to the database, not two); by default, now."""
         await self.execute(sql, *params)
+
+    async def execute_soon(self, sql: str, *params: Any) -> None:
+        """A write nobody waits for, outside any transaction, whose failure only the log needs
+        (a counter). A backend may send it with its next trip, a moment later, and log a
+        failure instead of raising it (SQLite: engine/store/sqlite/_soon.py); by default, now."""
+        await self.execute(sql, *params)
+
+    async def together(self, *statements: tuple[str, Sequence[Any]]) -> list[list[Row]]:
+        """The statements in order, in one transaction (the open one, or their own): the rows
+        each returned. A backend may send them in one trip (SQLite)."""
+        async with self.transaction():
+            return [await self.fetch(sql, *params) for sql, params in statements]
 
     @abc.abstractmethod
     async def fetch(self, sql: str, *params: Any) -> list[Row]:

@@ -80,7 +80,7 @@ class Usage:
         completion_tokens: int,
         tool_calls: int,
     ) -> None:
-        await self.db.execute(
+        await self.db.execute_soon(  # a counter: with the next trip
             "INSERT INTO usage AS u(channel, user_id, day, prompt_tokens, completion_tokens, "
             "turns, tool_calls) VALUES (?,?,?,?,?,1,?) ON CONFLICT (channel, user_id, day) "
             "DO UPDATE SET prompt_tokens = u.prompt_tokens + excluded.prompt_tokens, "

@@ -32,7 +32,7 @@ class Spend:
         spent: Spent,
     ) -> None:
         """Add one request's figures (`spent`, its `of` unused) to the day's row."""
-        await self.db.execute(
+        await self.db.execute_soon(  # a counter: with the next trip
             "INSERT INTO spend AS s(channel, chat_id, user_id, day, model, requests, "
             "prompt_tokens, completion_tokens, images, chars, seconds, nano_usd) "
             "VALUES (?,?,?,?,?,?,?,?,?,?,?,?) "

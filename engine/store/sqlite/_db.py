@@ -14,9 +14,8 @@ backup`) open the file read-only (`readonly`): WAL lets them read while the daem
 Run as root while the daemon is stopped, such a command makes SQLite create the -wal and -shm
 files; they are given the store's owner (:func:`owned_like_store`), or the daemon's own user
 (systemd's DynamicUser) could not open the store any more. Each call is timed for the metrics
-(engine/metrics.py).
-
-The store's parts see it as a :class:`~engine.store._db.Db` (engine/store/_db.py).
+(engine/metrics.py). The store's parts see it as a :class:`~engine.store._db.Db`; writes nobody
+waits for (counters) and statements run together ride one trip (engine/store/sqlite/_soon.py).
 """
 
 from __future__ import annotations
@@ -40,7 +39,9 @@ from engine.store._upgrade import statements
 from engine.store.sqlite._faults import Episodes, unavailable
 from engine.store.sqlite._files import owned_like_store
 from engine.store.sqlite._schema import MIGRATIONS
+from engine.store.sqlite._soon import Soon, atomic, dropped, run_writes
 from engine.store.sqlite._trips import count_trips
+from engine.store.sqlite._upgrade import back_up_before_upgrade, failure, refusal, settle
 from tools.errors import StoreError, StoreUnavailable
 
 log = logging.getLogger("engine.store")
@@ -73,6 +74,7 @@ class SqliteDb(Db):
         self._tx_owner: asyncio.Task[Any] | None = None
         self._begin = False  # a transaction is open whose BEGIN has not been sent yet
         self._later: list[tuple[str, Sequence[Any]]] = []  # execute_later
+        self._soon = Soon(self._send_soon)  # execute_soon
         self._owned: contextlib.ExitStack | None = None
         self.episodes = Episodes(self.path)  # the machine refusing writes, said once
         self._opened = False  # open() finished
@@ -106,10 +108,10 @@ class SqliteDb(Db):
             count_trips(connection)  # only for a benchmark that asks for it
             self._db = await connection
             self._db.row_factory = sqlite3.Row
-            await self._refuse_newer()  # before anything writes to the file
+            await self._check_version(older_too=False)  # before anything writes to the file
             if self.readonly:
                 await self._db.execute("PRAGMA busy_timeout=5000")
-                await self._refuse_older()
+                await self._check_version(older_too=True)
                 return
             for pragma in (
                 "journal_mode=WAL",
@@ -132,6 +134,10 @@ class SqliteDb(Db):
             raise StoreError(f"cannot open the store at {self.path}: {exc}") from exc
 
     async def close(self) -> None:
+        if self._soon and self._db is not None:
+            with contextlib.suppress(sqlite3.Error, StoreUnavailable):
+                await self._send_soon()
+        self._soon.cancel()
         if self._db is not None:
             db, self._db = self._db, None
             await db.close()
@@ -153,7 +159,7 @@ class SqliteDb(Db):
                 yield
                 if not self._begin or self._later:  # something was written (or read) inside
                     started = time.perf_counter()
-                    await self._run(lambda conn: conn.execute("COMMIT"), write=True)
+                    await self._run(lambda conn: conn.execute("COMMIT"), write=True, commit=True)
                     metrics.store_call("commit", started)
             except BaseException:
                 # Also on cancellation: the BEGIN or COMMIT may still be queued in the db
@@ -167,44 +173,59 @@ class SqliteDb(Db):
                 self._begin = False
                 self._later.clear()  # never sent: rolled back with the rest
 
-    def _in_transaction(self) -> bool:
+    def in_transaction(self) -> bool:
         return self._tx_owner is not None and self._tx_owner is asyncio.current_task()
 
-    async def _run(self, fn: Callable[[sqlite3.Connection], Any], *, write: bool = False) -> Any:
+    async def _run(
+        self, fn: Callable[[sqlite3.Connection], Any], *, write: bool = False, commit: bool = False
+    ) -> Any:
         """`fn(connection)` in the db thread: after the BEGIN, when this is the first statement
-        of a transaction, and after the transaction's statements written "later". (aiosqlite's
+        of a transaction, and after the transaction's statements written "later"; the writes of
+        execute_soon go where no transaction is open (before, or after a COMMIT). (aiosqlite's
         ``_execute`` and ``_conn``: private, pinned below its next minor release.) A statement
         the machine refuses (a full disk, a read-only file) raises :class:`StoreUnavailable`
         (engine/store/sqlite/_faults.py); `write` says a success proves writing works again."""
         begin, later = False, list[tuple[str, Sequence[Any]]]()
-        if self._in_transaction():
+        if self.in_transaction():
             begin, self._begin = self._begin, False  # sent with this statement
             later, self._later = self._later, []
+        soon = self._soon.take() if self._soon and (self._tx_owner is None or begin) else []
+        after = self._soon.take() if self._soon and commit else []
 
         def call() -> Any:
             conn = self.db._conn
+            failed = run_writes(conn, soon)
             if begin:
                 conn.execute("BEGIN IMMEDIATE")
             for sql, params in later:
                 conn.execute(sql, params)
-            return fn(conn)
+            result = fn(conn)
+            return result, failed + run_writes(conn, after)
 
         try:
-            result = await self.db._execute(call)
+            result, failed = await self.db._execute(call)
         except sqlite3.Error as exc:
+            self._soon.put_back(after)  # never sent: the statement before them failed
             refused = unavailable(self.path, exc)
             if refused is None:
                 raise
             if self._opened:  # at start-up the caller says it, once a minute
                 self.episodes.refusal(refused)
             raise refused from exc
+        dropped(failed, self.path, self.episodes)
         if write and self.episodes.failing:
             self.episodes.written()
         return result
 
+    async def _send_soon(self) -> None:
+        """The writes queued by execute_soon, in a trip of their own."""
+        async with self._tx_lock:
+            if self._soon and self._db is not None:
+                await self._run(lambda conn: None, write=True)
+
     async def _write(self, fn: Callable[[sqlite3.Connection], Any]) -> Any:
         """`fn` as a write: outside a transaction it waits until an open one commits."""
-        if self._in_transaction():
+        if self.in_transaction():
             return await self._run(fn)
         async with self._tx_lock:
             return await self._run(fn, write=True)
@@ -218,10 +239,26 @@ class SqliteDb(Db):
     async def execute_later(self, sql: str, *params: Any) -> None:
         """Inside a transaction, the write goes to the db thread with the transaction's next
         statement or its COMMIT (one trip, not two); outside one, now."""
-        if self._in_transaction():
+        if self.in_transaction():
             self._later.append((sql, params))
         else:
             await self.execute(sql, *params)
+
+    async def execute_soon(self, sql: str, *params: Any) -> None:
+        """Sent with the store's next trip, at most ``SOON_S`` later (sqlite/_soon.py)."""
+        self.db  # noqa: B018 (raises when the store is not open)
+        self._soon.add(sql, params)
+
+    async def together(self, *statements: tuple[str, Sequence[Any]]) -> list[list[Row]]:
+        """The statements in one trip, in one transaction (the open one, or their own)."""
+        started = time.perf_counter()
+        if self.in_transaction():
+            rows = await self._run(lambda conn: atomic(conn, statements, own=False))
+        else:
+            async with self._tx_lock:
+                rows = await self._run(lambda conn: atomic(conn, statements, own=True), write=True)
+        metrics.store_call("write", started)
+        return rows
 
     async def fetch(self, sql: str, *params: Any) -> list[Row]:
         started = time.perf_counter()
@@ -249,37 +286,16 @@ class SqliteDb(Db):
 
     def sizes(self) -> tuple[int, int]:
         """The database file's and the WAL's size in bytes (0 for a missing file)."""
-
-        def size(path: Path) -> int:
-            try:
-                return path.stat().st_size
-            except OSError:
-                return 0
-
-        return size(self.path), size(self.wal_path)
+        return _size(self.path), _size(self.wal_path)
 
     async def schema_version(self) -> int:
         row = await self.fetchrow("PRAGMA user_version")
         return int(row[0]) if row else 0
 
-    async def _refuse_newer(self) -> None:
+    async def _check_version(self, *, older_too: bool) -> None:
         version = await self.schema_version()
-        if version > len(self.migrations):
-            raise StoreError(
-                f"the store at {self.path} has schema version {version}, newer than this "
-                f"relaybot knows ({len(self.migrations)}): it was written by a newer relaybot. "
-                "Upgrade relaybot, or restore a backup made by this version; the file was "
-                "left untouched."
-            )
-
-    async def _refuse_older(self) -> None:
-        version = await self.schema_version()
-        if version < len(self.migrations):
-            raise StoreError(
-                f"the store at {self.path} has schema version {version}, older than this "
-                f"relaybot's ({len(self.migrations)}): start the daemon of this version once to "
-                "upgrade it (`relaybot migrate --check` says what that does), then try again"
-            )
+        if refused := refusal(self.path, version, len(self.migrations), older_too=older_too):
+            raise refused
 
     async def _migrate(self) -> None:
         """Every migration the store lacks, in one transaction: a failure leaves it as it was.
@@ -290,8 +306,6 @@ class SqliteDb(Db):
         if version == newest:
             return
         if version > 0:
-            from engine.store.sqlite._upgrade import back_up_before_upgrade  # it needs this module
-
             copy = await asyncio.to_thread(back_up_before_upgrade, self.path, version)
             self.upgrade_backup = copy
             log.info(
@@ -315,23 +329,10 @@ class SqliteDb(Db):
         log.info("store migrated from schema version %d to %d", version, newest)
 
     def _failed(self, version: int, number: int, exc: BaseException) -> str:
-        back = (
-            f"; the copy made before trying is at {self.upgrade_backup}"
-            if self.upgrade_backup is not None
-            else ""
-        )
-        return (
-            f"upgrading the store at {self.path} from schema version {version} to "
-            f"{len(self.migrations)} failed at migration {number} ({exc}). The store was left "
-            f"as it was, at version {version}{back}. To go back, install the relaybot you ran "
-            "before and start it: it runs on the store as it is. Report this failure with the "
-            "line above."
-        )
+        return failure(self.path, version, len(self.migrations), number, exc, self.upgrade_backup)
 
     async def settled(self) -> None:
         """The daemon runs on this store: the copy an earlier upgrade made is not needed."""
-        from engine.store.sqlite._upgrade import settle  # it needs this module
-
         if not self.readonly:
             await asyncio.to_thread(settle, self.path, self.upgrade_backup)
 
@@ -340,3 +341,10 @@ class SqliteDb(Db):
 def _reads(sql: str) -> bool:
     """Whether `sql` only reads (so it need not wait for another task's transaction)."""
     return sql.lstrip().split(None, 1)[0].upper() in ("SELECT", "PRAGMA")
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0

@@ -87,3 +87,34 @@ def stored_version(store: Path) -> int:
             return int(db.execute("PRAGMA user_version").fetchone()[0])
     except sqlite3.Error as exc:
         raise StoreError(f"cannot read the store at {store}: {exc}") from exc
+
+
+def refusal(path: Path, version: int, known: int, *, older_too: bool) -> StoreError | None:
+    """Why this relaybot (of schema version `known`) may not open the store at `path`, of schema
+    `version`: newer than it knows; or, `older_too` (it may not upgrade it), older."""
+    if version > known:
+        return StoreError(
+            f"the store at {path} has schema version {version}, newer than this relaybot knows "
+            f"({known}): it was written by a newer relaybot. Upgrade relaybot, or restore a "
+            "backup made by this version; the file was left untouched."
+        )
+    if older_too and version < known:
+        return StoreError(
+            f"the store at {path} has schema version {version}, older than this relaybot's "
+            f"({known}): start the daemon of this version once to upgrade it (`relaybot migrate "
+            "--check` says what that does), then try again"
+        )
+    return None
+
+
+def failure(
+    path: Path, version: int, newest: int, number: int, exc: BaseException, copy: Path | None
+) -> str:
+    """What the log says when migration `number` of an upgrade to `newest` failed."""
+    back = f"; the copy made before trying is at {copy}" if copy is not None else ""
+    return (
+        f"upgrading the store at {path} from schema version {version} to {newest} failed at "
+        f"migration {number} ({exc}). The store was left as it was, at version {version}{back}. "
+        "To go back, install the relaybot you ran before and start it: it runs on the store as "
+        "it is. Report this failure with the line above."
+    )
