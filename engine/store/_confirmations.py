@@ -23,8 +23,23 @@ _COLS = (
 class Confirmations:
     def __init__(self, db: Db) -> None:
         self.db = db
+        # The chats known to have no pending confirmation (every message asks), when only this
+        # process writes the store: only add() makes a pending one.
+        self._quiet = db.quiet_chats if db.caches else None
+        self._guard = db.quiet_guard
 
     async def add(self, row: ConfirmationRow) -> None:
+        if self._quiet is None:
+            return await self._add(row)
+        chat = (row.channel, row.chat_id)
+        self._guard.writing(chat)
+        self._quiet.pop(chat, None)
+        try:
+            await self._add(row)
+        finally:
+            self._guard.written(chat)
+
+    async def _add(self, row: ConfirmationRow) -> None:
         args = json.dumps(row.args)
         await self.db.execute(
             "INSERT INTO confirmations(id, conversation_id, channel, chat_id, user_id, user_name, "
@@ -61,10 +76,23 @@ class Confirmations:
     ) -> list[ConfirmationRow]:
         sql = f"SELECT {_COLS} FROM confirmations WHERE state=?"
         params: tuple[object, ...] = (state.value,)
-        if channel is not None:
-            sql += " AND channel=? AND chat_id=?"
-            params += (channel, chat_id)
-        return [_row(r) for r in await self.db.fetch(sql + " ORDER BY created_at, id", *params)]
+        if channel is None or chat_id is None:
+            return [_row(r) for r in await self.db.fetch(sql + " ORDER BY created_at, id", *params)]
+        sql += " AND channel=? AND chat_id=? ORDER BY created_at, id"
+        chat = (channel, chat_id)
+        quiet = self._quiet if state is ConfirmationState.PENDING else None
+        if quiet is None:
+            return [_row(r) for r in await self.db.fetch(sql, *params, *chat)]
+        if not self._guard.busy(chat) and quiet.use(chat):
+            return []
+        mark = self._guard.reading(chat)
+        rows = None
+        try:
+            rows = [_row(r) for r in await self.db.fetch(sql, *params, *chat)]
+        finally:
+            if self._guard.keeps(chat, mark) and rows == []:
+                quiet[chat] = True
+        return rows
 
     async def transition(
         self, confirmation_id: str, from_state: ConfirmationState, to_state: ConfirmationState

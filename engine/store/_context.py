@@ -19,6 +19,7 @@ from engine.store._rows import Summary, TokenRatio
 class Context:
     def __init__(self, db: Db) -> None:
         self.db = db
+        self.histories = db.histories if db.caches else None  # latest messages (_history.py)
 
     async def summary(self, conversation_id: int) -> Summary | None:
         row = await self.db.fetchrow(
@@ -45,17 +46,28 @@ class Context:
     async def messages_after(
         self, conversation_id: int, after_id: int, limit: int
     ) -> list[tuple[int, Message]]:
-        # after `after_id`, or from the last user message on (NULL when there is none)
-        rows = await self.db.fetch(
-            f"SELECT id, {MESSAGE_COLS} FROM messages WHERE conversation_id=? AND (id > ? "
-            "OR id >= (SELECT MAX(id) FROM messages WHERE conversation_id=? AND role='user')) "
-            "ORDER BY id DESC LIMIT ?",
-            conversation_id,
-            after_id,
-            conversation_id,
-            limit,
-        )
-        out = [(r["id"], message_from_row(r)) for r in reversed(rows)]
+        cache = self.histories
+        if cache is not None:
+            known = cache.after(conversation_id, after_id, limit)
+            if known is not None:
+                return known
+        mark = cache.guard.reading(conversation_id) if cache is not None else 0
+        out: list[tuple[int, Message]] | None = None
+        try:
+            # after `after_id`, or from the last user message on (NULL when there is none)
+            rows = await self.db.fetch(
+                f"SELECT id, {MESSAGE_COLS} FROM messages WHERE conversation_id=? AND (id > ? "
+                "OR id >= (SELECT MAX(id) FROM messages WHERE conversation_id=? AND role='user')) "
+                "ORDER BY id DESC LIMIT ?",
+                conversation_id,
+                after_id,
+                conversation_id,
+                limit,
+            )
+            out = [(r["id"], message_from_row(r)) for r in reversed(rows)]
+        finally:
+            if cache is not None:
+                cache.loaded(conversation_id, mark, after_id, limit, out)  # a copy, if kept
         if len(rows) == limit:  # cut at a user message so no tool result loses its call
             while out and out[0][1].role is not Role.USER:
                 out.pop(0)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from engine.models import Image, Message, Part, Role, Text, ToolCall, ToolOutput
@@ -25,6 +25,7 @@ class Conversations:
         # when only this process writes the store (reset() ends a conversation; forgetting a
         # user deletes some and empties the db's caches).
         self._active = db.active_conversations if db.caches else None
+        self.histories = db.histories if db.caches else None  # latest messages (_history.py)
         self._insert_active = (
             "INSERT INTO conversations(channel, chat_id, is_private, created_at) VALUES (?,?,?,?) "
             f"ON CONFLICT (channel, chat_id) WHERE {db.dialect.active_conflict} DO NOTHING"
@@ -34,12 +35,21 @@ class Conversations:
         if self._active is not None and (known := self._active.get((channel, chat_id))):
             return known
         row = await self.db.fetchrow(_ACTIVE, channel, chat_id)
+        new = False
         while row is None:  # an upsert: two creating it at once both get the same row
-            await self.db.execute(self._insert_active, channel, chat_id, is_private, time.time())
-            row = await self.db.fetchrow(_ACTIVE, channel, chat_id)
+            sql = self._insert_active + " RETURNING id"
+            params = (channel, chat_id, is_private, time.time())
+            if self.db.dialect.writable_cte:  # a server: one statement at a time, as always
+                new = bool(await self.db.fetch(sql, *params))
+                row = await self.db.fetchrow(_ACTIVE, channel, chat_id)
+            else:  # SQLite: both in one trip
+                made, found = await self.db.together((sql, params), (_ACTIVE, (channel, chat_id)))
+                new, row = bool(made), (found[0] if found else None)
         conversation = Conversation(row["id"], channel, chat_id, bool(row["is_private"]))
         if self._active is not None:
             self._active[channel, chat_id] = conversation
+        if new and self.histories is not None:
+            self.histories.fresh(conversation.id)  # it has no messages yet
         return conversation
 
     async def reset(self, channel: str, chat_id: str) -> None:
@@ -51,8 +61,9 @@ class Conversations:
                 chat_id,
             )
         finally:  # after the write: a read that raced it has cached the old one by now
-            if self._active is not None:
-                self._active.pop((channel, chat_id), None)
+            if self._active is not None and (old := self._active.pop((channel, chat_id), None)):
+                if self.histories is not None:
+                    self.histories.drop(old.id)
 
     async def append(
         self,
@@ -63,21 +74,52 @@ class Conversations:
         user_id: str | None = None,
     ) -> int:
         params = _message_params(conversation_id, msg, user_id)
+        if self.histories is None:
+            return await self._append(params, deliver)
+        self.histories.guard.writing(conversation_id)
+        added = None
+        try:
+            message_id = await self._append(params, deliver)
+            added = [(message_id, stored(params))]
+            return message_id
+        finally:
+            kept = not self.db.in_transaction()
+            self.histories.written(conversation_id, added, kept=kept)
+
+    async def _append(self, params: tuple[Any, ...], deliver: str | None) -> int:
         if deliver is None:  # one statement: no transaction of its own needed
             return int(await self.db.fetchval(_INSERT_MESSAGE + " RETURNING id", *params))
-        delivery = (deliver or None, time.time(), conversation_id)
+        delivery = (deliver or None, time.time(), params[0])
         if self.db.dialect.writable_cte:  # the answer and its delivery in one statement
             return int(await self.db.fetchval(_APPEND_DELIVERED, *params, *delivery))
-        async with self.db.transaction():
-            message_id = int(await self.db.fetchval(_INSERT_MESSAGE + " RETURNING id", *params))
-            await self.db.execute_later(_DELIVERY.format(message="?"), message_id, *delivery)
-        return message_id
-
-    async def append_later(self, conversation_id: int, msg: Message, user_id: str) -> None:
-        """Append a message whose id nobody needs, inside a transaction (see execute_later)."""
-        await self.db.execute_later(
-            _INSERT_MESSAGE, *_message_params(conversation_id, msg, user_id)
+        (row,), _ = await self.db.together(  # one trip (SQLite: the id the INSERT just made)
+            (_INSERT_MESSAGE + " RETURNING id", params),
+            (_DELIVERY.format(message="last_insert_rowid()"), delivery),
         )
+        return int(row[0])
+
+    async def take(
+        self, conversation_id: int, taken: Sequence[tuple[Message, str]], then: Any
+    ) -> None:
+        """Append users' messages (each with its user id) and run `then` (a statement and its
+        parameters), in one transaction and, where the backend can, one trip."""
+        inserts = [
+            (_INSERT_MESSAGE + " RETURNING id", _message_params(conversation_id, msg, user_id))
+            for msg, user_id in taken
+        ]
+        if self.histories is not None:
+            self.histories.guard.writing(conversation_id)
+        added = None
+        try:
+            results = await self.db.together(*inserts, then)
+            added = [
+                (int(rows[0][0]), stored(p))
+                for rows, (_, p) in zip(results[:-1], inserts, strict=True)
+            ]
+        finally:
+            if self.histories is not None:
+                kept = not self.db.in_transaction()
+                self.histories.written(conversation_id, added, kept=kept)
 
     async def history(self, conversation_id: int, limit: int = 200) -> list[Message]:
         rows = await self.db.fetch(
@@ -99,6 +141,15 @@ class Conversations:
         return message_from_row(row) if row is not None else None
 
     async def rewind(self, conversation_id: int, *, keep_question: bool = False) -> int:
+        if self.histories is not None:
+            self.histories.guard.writing(conversation_id)
+        try:
+            return await self._rewind(conversation_id, keep_question)
+        finally:
+            if self.histories is not None:
+                self.histories.written(conversation_id, None, kept=False)
+
+    async def _rewind(self, conversation_id: int, keep_question: bool) -> int:
         last_user = await self.db.fetchval(
             "SELECT MAX(id) FROM messages WHERE conversation_id=? AND role='user'",
             conversation_id,
@@ -216,6 +267,17 @@ def _image(image: Image) -> dict[str, Any]:
     if image.ref is not None:
         stored |= {"ref": image.ref, "size": image.size}
     return stored
+
+
+def stored(params: Sequence[Any]) -> Message:
+    """The message `params` (of _INSERT_MESSAGE) stores, as reading it back gives it."""
+    return message_from_row(dict(zip(_PARAM_COLS, params, strict=True)))
+
+
+_PARAM_COLS = (
+    "conversation_id, role, content, tool_calls, tool_call_id, is_error, speaker, media, "
+    "created_at, user_id, quote"
+).split(", ")
 
 
 def message_from_row(r: Row) -> Message:

@@ -22,6 +22,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from engine.store._cache import Guard, Recent
+from engine.store._history import Histories
 from engine.store._rows import Conversation, Grant
 
 Row = Any  # a sqlite3.Row or an asyncpg.Record: both read by column name and by position
@@ -93,9 +95,19 @@ class Db(abc.ABC):
     def __init__(self) -> None:
         self.incarnation: int | None = None  # this process's instance row (a shared store)
         # Caches of a store only this process writes (Dialect.shared False): each chat's active
-        # conversation (asked for several times a turn) and its standing permissions.
+        # conversation (asked for several times a turn), its standing permissions, its latest
+        # messages (engine/store/_history.py), whether it has confirmations pending (False:
+        # none), each user's latest messages' arrival (the rate limit's window), each owner's
+        # memory as a prompt reads it.
         self.active_conversations: dict[tuple[str, str], Conversation] = {}
         self.chat_grants: dict[tuple[str, str], tuple[Grant, ...]] = {}
+        self.histories = Histories()
+        self.quiet_chats = Recent[tuple[str, str], bool](65_536)
+        self.quiet_guard = Guard[tuple[str, str]]()
+        self.arrivals = Recent[tuple[str, str], tuple[float, list[float]]](4096)
+        self.arrival_guard = Guard[tuple[str, str]]()
+        self.memories = Recent[str, tuple[int, list[Any]]](1024)
+        self.memory_guard = Guard[str]()
         self._listeners: dict[str, list[Listener]] = {}
 
     @property
@@ -106,6 +118,11 @@ class Db(abc.ABC):
         """Drop every cached row (after deleting rows wholesale, say)."""
         self.active_conversations.clear()
         self.chat_grants.clear()
+        self.histories.clear()
+        for cache in (self.quiet_chats, self.arrivals, self.memories):
+            cache.clear()
+        for guard in (self.quiet_guard, self.arrival_guard, self.memory_guard):
+            guard.forget_all()
 
     def in_transaction(self) -> bool:
         """Whether the running task is inside :meth:`transaction` (what it writes may still roll

@@ -31,12 +31,34 @@ class Inbox:
     def __init__(self, db: Db, conversations: Conversations) -> None:
         self.db = db
         self.conversations = conversations
+        # When each user's latest messages arrived (the rate limit's window), when only this
+        # process writes the store: (from when on every arrival is known, the arrivals).
+        self._arrivals = db.arrivals if db.caches else None
+        self._guard = db.arrival_guard
 
     async def accept(
         self, msg: InboundMessage, *, hold_until: float | None = None, quote: str | None = None
     ) -> bool:
         """Keep `msg` (once: a redelivery is refused); `quote` is what it replies to, as the
         model is to be shown it."""
+        if self._arrivals is None:
+            return await self._accept(msg, hold_until, quote, time.time())
+        who, now = (msg.channel, msg.user_id), time.time()
+        self._guard.writing(who)
+        try:
+            added = await self._accept(msg, hold_until, quote, now)
+        except BaseException:  # whether it is stored is not known: read again next time
+            self._arrivals.pop(who, None)
+            raise
+        finally:
+            self._guard.written(who)
+        if added and (known := self._arrivals.get(who)) is not None:
+            known[1].append(now)
+        return added
+
+    async def _accept(
+        self, msg: InboundMessage, hold_until: float | None, quote: str | None, now: float
+    ) -> bool:
         added = await self.db.execute(
             "INSERT INTO inbox(channel, chat_id, message_id, user_id, user_name, text, "
             "is_private, media, received_at, hold_until, quote) VALUES (?,?,?,?,?,?,?,?,?,?,?) "
@@ -49,7 +71,7 @@ class Inbox:
             msg.text,
             msg.is_private,
             _dump(msg.attachments),
-            time.time(),
+            now,
             hold_until,
             quote,
         )
@@ -72,13 +94,12 @@ class Inbox:
     async def take(self, conversation_id: int, taken: Sequence[tuple[InboxRow, Message]]) -> None:
         if not taken:
             return
-        async with self.db.transaction():
-            for row, msg in taken:
-                await self.conversations.append_later(conversation_id, msg, row.user_id)
-            among, ids = self.db.dialect.among([row.id for row, _ in taken])
-            await self.db.execute_later(
-                f"UPDATE inbox SET state='taken', taken_at=? WHERE id {among}", time.time(), *ids
-            )
+        among, ids = self.db.dialect.among([row.id for row, _ in taken])
+        await self.conversations.take(
+            conversation_id,
+            [(msg, row.user_id) for row, msg in taken],
+            (f"UPDATE inbox SET state='taken', taken_at=? WHERE id {among}", (time.time(), *ids)),
+        )
 
     async def rows(self, state: Any, channel: str, chat_id: str) -> list[InboxRow]:
         found = await self.db.fetch(
@@ -105,13 +126,26 @@ class Inbox:
 
     async def sent_since(self, channel: str, user_id: str, since: float) -> list[float]:
         """When the user's messages received since `since` arrived, oldest first."""
-        rows = await self.db.fetch(
-            "SELECT received_at FROM inbox WHERE channel=? AND user_id=? AND received_at>=? "
-            "ORDER BY received_at",
-            channel,
-            user_id,
-            since,
-        )
+        who = (channel, user_id)
+        if self._arrivals is not None and not self._guard.busy(who):
+            known = self._arrivals.use(who)
+            if known is not None and known[0] <= since:
+                times = [t for t in known[1] if t >= since]  # older ones are never asked again
+                self._arrivals[who] = (since, times)
+                return list(times)
+        mark = self._guard.reading(who)
+        rows = None
+        try:
+            rows = await self.db.fetch(
+                "SELECT received_at FROM inbox WHERE channel=? AND user_id=? AND received_at>=? "
+                "ORDER BY received_at",
+                channel,
+                user_id,
+                since,
+            )
+        finally:
+            if self._guard.keeps(who, mark) and rows is not None and self._arrivals is not None:
+                self._arrivals[who] = (since, [r["received_at"] for r in rows])
         return [r["received_at"] for r in rows]
 
     async def next_release(self, channel: str, chat_id: str) -> float | None:
@@ -125,9 +159,12 @@ class Inbox:
         return None if held is None else float(held)
 
     async def prune(self, older_than: float) -> int:
-        return await self.db.execute(
+        pruned = await self.db.execute(
             "DELETE FROM inbox WHERE state='answered' AND received_at < ?", older_than
         )
+        if pruned and self._arrivals is not None:
+            self.db.forget_cached()  # some arrivals it holds may be gone
+        return pruned
 
 
 def _row(r: Row) -> InboxRow:

@@ -12,8 +12,9 @@ pattern over the lower-cased text.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
 from engine.store._db import Db
@@ -27,11 +28,36 @@ class MemoryItem:
     used_at: float
 
 
+_CACHED_CHARS = 8_000  # an owner's items kept in memory up to this much text
+
+
 class Memory:
     def __init__(self, db: Db) -> None:
         self.db = db
+        # Each owner's items as a prompt reads them (no query), when only this process writes
+        # the store: (how many were asked for, the items). A turn reads them every time.
+        self._cache = db.memories if db.caches else None
+        self._guard = db.memory_guard
+
+    @contextlib.asynccontextmanager
+    async def _changing(self, owner: str) -> AsyncIterator[None]:
+        """Around a write of the owner's items: the cached ones go."""
+        if self._cache is None:
+            yield
+            return
+        self._guard.writing(owner)
+        self._cache.pop(owner, None)
+        try:
+            yield
+        finally:
+            self._guard.written(owner)
+            self._cache.pop(owner, None)
 
     async def add(self, owner: str, text: str) -> int:
+        async with self._changing(owner):
+            return await self._add(owner, text)
+
+    async def _add(self, owner: str, text: str) -> int:
         """Save `text` for `owner` and return its id (an existing equal item's, touched)."""
         now = time.time()
         async with self.db.transaction():
@@ -56,6 +82,22 @@ class Memory:
         self, owner: str, query: str | None = None, limit: int = 50
     ) -> list[MemoryItem]:
         """The owner's items (those containing `query` when given), most recently used first."""
+        if query or self._cache is None:
+            return await self._items(owner, query, limit)
+        if not self._guard.busy(owner) and (known := self._cache.use(owner)) is not None:
+            if known[0] >= limit or len(known[1]) < known[0]:  # holds all that is asked for
+                return known[1][:limit]
+        mark = self._guard.reading(owner)
+        items = None
+        try:
+            items = await self._items(owner, None, limit)
+        finally:
+            if self._guard.keeps(owner, mark) and items is not None:
+                if sum(len(i.text) for i in items) <= _CACHED_CHARS:
+                    self._cache[owner] = (limit, items)
+        return list(items)
+
+    async def _items(self, owner: str, query: str | None, limit: int) -> list[MemoryItem]:
         sql = "SELECT id, text, created_at, used_at FROM memory WHERE owner=?"
         params: tuple[object, ...] = (owner,)
         if query:
@@ -70,16 +112,23 @@ class Memory:
         if not ids:
             return
         among, params = self.db.dialect.among(ids)
-        await self.db.execute(
-            f"UPDATE memory SET used_at=? WHERE owner=? AND id {among}", time.time(), owner, *params
-        )
+        async with self._changing(owner):
+            await self.db.execute(
+                f"UPDATE memory SET used_at=? WHERE owner=? AND id {among}",
+                time.time(),
+                owner,
+                *params,
+            )
 
     async def delete(self, owner: str, item_id: int) -> bool:
         """Delete one of the owner's items; False when the owner has no such item."""
-        return (
-            await self.db.execute("DELETE FROM memory WHERE owner=? AND id=?", owner, item_id) == 1
-        )
+        async with self._changing(owner):
+            deleted = await self.db.execute(
+                "DELETE FROM memory WHERE owner=? AND id=?", owner, item_id
+            )
+        return deleted == 1
 
     async def clear(self, owner: str) -> int:
         """Delete all of the owner's items; returns how many there were."""
-        return await self.db.execute("DELETE FROM memory WHERE owner=?", owner)
+        async with self._changing(owner):
+            return await self.db.execute("DELETE FROM memory WHERE owner=?", owner)

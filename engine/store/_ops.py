@@ -183,6 +183,8 @@ class Ops:
             if history_before is not None:
                 messages = await self._trim(history_before)
                 await drop_summaries_before(self.db)
+        if inbox or messages:  # arrivals or messages the caches hold may be gone
+            self.db.forget_cached()
         return Pruned(inbox, deliveries, jobs, runs, decided, messages)
 
     async def _trim(self, cut: float) -> int:

@@ -1,0 +1,93 @@
+"""What the caches of a single-owner store are made of: a bounded mapping, and the rule that keeps
+a cache coherent with the store while reads and writes of the same key overlap.
+
+A cache is changed where a statement's answer comes back: a read replaces the value, a write
+adds itself to it (or drops it). SQLite answers one connection's statements in the order they
+were sent, so that alone keeps the value what the store holds. :class:`Guard` makes it hold
+without counting on that order (a write waits for the transaction lock, a read does not, so a
+read sent later may be answered first): a read that overlapped a write of its key is not kept,
+and while a write is in flight its key is read from the store.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Generic, TypeVar
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class Recent(OrderedDict[K, V]):
+    """A mapping of at most `size` keys; reading a key (:meth:`use`) makes it the newest, and
+    adding one past the size drops the oldest."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.size = size
+
+    def use(self, key: K) -> V | None:
+        found = self.get(key)
+        if found is not None:
+            self.move_to_end(key)
+        return found
+
+    def __setitem__(self, key: K, value: V) -> None:
+        super().__setitem__(key, value)
+        self.move_to_end(key)
+        while len(self) > self.size:
+            self.popitem(last=False)
+
+
+class Guard(Generic[K]):
+    """Reads and writes of each key in flight: a read may be kept when no write of its key began
+    or ended while it ran (nor was still running when it ended). Holds nothing for a key with
+    neither in flight."""
+
+    def __init__(self) -> None:
+        self._reading: dict[K, int] = {}
+        self._writing: dict[K, int] = {}
+        self._epoch: dict[K, int] = {}
+
+    def reading(self, key: K) -> int:
+        """A read of `key` begins: the mark to give :meth:`keeps`."""
+        self._reading[key] = self._reading.get(key, 0) + 1
+        return self._epoch.get(key, 0)
+
+    def keeps(self, key: K, mark: int) -> bool:
+        """The read begun at `mark` ended: whether what it read may be kept."""
+        _down(self._reading, key)
+        keep = not self._writing.get(key) and self._epoch.get(key, 0) == mark
+        self._settle(key)
+        return keep
+
+    def writing(self, key: K) -> None:
+        """A write of `key` begins (pair with :meth:`written`, also when it fails)."""
+        self._writing[key] = self._writing.get(key, 0) + 1
+        self._epoch[key] = self._epoch.get(key, 0) + 1
+
+    def written(self, key: K) -> None:
+        _down(self._writing, key)
+        self._epoch[key] = self._epoch.get(key, 0) + 1
+        self._settle(key)
+
+    def busy(self, key: K) -> bool:
+        """A write of `key` is in flight (the cache may not answer for it now)."""
+        return bool(self._writing.get(key))
+
+    def forget_all(self) -> None:
+        """Every cached value was dropped: no read running now may keep what it reads."""
+        for key in self._reading:
+            self._epoch[key] = self._epoch.get(key, 0) + 1
+
+    def _settle(self, key: K) -> None:
+        if key not in self._reading and key not in self._writing:
+            self._epoch.pop(key, None)
+
+
+def _down(counts: dict[K, int], key: K) -> None:
+    left = counts.get(key, 1) - 1
+    if left > 0:
+        counts[key] = left
+    else:
+        counts.pop(key, None)
