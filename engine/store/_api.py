@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 from typing import Protocol
 
+from engine.store._api_console import BrowseStore, ConsoleStore
 from engine.store._api_chat import (
     ConfirmationStore,
     ContextStore,
@@ -30,9 +31,11 @@ from engine.store._api_tools import (
 
 __all__ = [
     "AccessStore",
+    "BrowseStore",
     "ChatSettingsStore",
     "ClusterStore",
     "ConfirmationStore",
+    "ConsoleStore",
     "ContextStore",
     "ConversationStore",
     "GrantStore",
@@ -62,6 +65,8 @@ class Store(Protocol):
     cluster: ClusterStore | None  # None: one process at a time (SQLite)
     context: ContextStore
     access: AccessStore
+    console: ConsoleStore  # the web console's sign-in
+    browse: BrowseStore  # what the web console reads
 
     def transaction(self) -> contextlib.AbstractAsyncContextManager[None]:
         """Writes of every part inside the block commit together, or not at all."""

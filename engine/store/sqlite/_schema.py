@@ -311,4 +311,27 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (channel, user_id)
     );
     """,
+    # 14: the web console (issue 32): one-time sign-in links and the sessions they open, each
+    #     kept as its token's SHA-256 only, so any instance can redeem or accept them
+    """
+    CREATE TABLE console_links (
+        token_hash TEXT PRIMARY KEY,
+        admin TEXT NOT NULL,
+        role TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        expires_at REAL NOT NULL,
+        used_at REAL
+    );
+    CREATE INDEX console_links_expiry ON console_links(expires_at);
+    CREATE TABLE console_sessions (
+        token_hash TEXT PRIMARY KEY,
+        admin TEXT NOT NULL,
+        role TEXT NOT NULL,
+        csrf TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        expires_at REAL NOT NULL,
+        ended_at REAL
+    );
+    CREATE INDEX console_sessions_expiry ON console_sessions(expires_at);
+    """,
 ]
