@@ -36,6 +36,7 @@ from bot._sections import (
     Section,
     SkillsConfig,
     StorageConfig,
+    WebConfig,
     default_state_dir,
 )
 from channels import DiscordConfig, TelegramConfig, read_secret, resolve_secret
@@ -59,6 +60,7 @@ __all__ = [
     "SchedulesConfig",
     "SkillsConfig",
     "StorageConfig",
+    "WebConfig",
     "default_state_dir",
     "find_config",
     "load_config",
@@ -89,6 +91,7 @@ class Config(Section):
     mcp: McpConfig = McpConfig()
     log: LogConfig = LogConfig()
     metrics: MetricsConfig = MetricsConfig()
+    web: WebConfig = WebConfig()
     _path: Path | None = PrivateAttr(None)  # the file it was loaded from (load_config)
 
     @model_validator(mode="after")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 from typing import Protocol
 
-from engine.store._api_console import BrowseStore, ConsoleStore
 from engine.store._api_chat import (
     ConfirmationStore,
     ContextStore,
@@ -19,6 +18,7 @@ from engine.store._api_chat import (
     InboxStore,
     JobStore,
 )
+from engine.store._api_console import BrowseStore, ConsoleStore
 from engine.store._api_ops import ClusterStore, OpsStore
 from engine.store._api_tools import (
     AccessStore,

@@ -43,9 +43,7 @@ class Console:
         token = secrets.token_urlsafe(32)
         now = time.time()
         async with self.db.transaction():
-            await self.db.execute(
-                "DELETE FROM console_links WHERE expires_at < ?", now - _KEEP_S
-            )
+            await self.db.execute("DELETE FROM console_links WHERE expires_at < ?", now - _KEEP_S)
             await self.db.execute(
                 "DELETE FROM console_sessions WHERE expires_at < ?", now - _KEEP_S
             )
