@@ -35,14 +35,20 @@ def join(parts: Iterable[object]) -> Html:
     return Html("".join(e(p) for p in parts))
 
 
-def tag(name: str, *content: object, **attrs: object) -> Html:
-    """<name attrs>content</name>; attribute names take `_` for `-` and a trailing `_` off."""
+_VOID = {"input", "meta", "link", "br"}
+
+
+def tag(element: str, /, *content: object, **attrs: object) -> Html:
+    """<element attrs>content</element>; attribute names take `_` for `-` and a trailing `_`
+    off (class_, for_)."""
     shown = "".join(
         f' {k.rstrip("_").replace("_", "-")}="{e(v)}"' if v is not True else f" {k.rstrip('_')}"
         for k, v in attrs.items()
         if v is not None and v is not False
     )
-    return Html(f"<{name}{shown}>{join(content)}</{name}>")
+    if element in _VOID:
+        return Html(f"<{element}{shown}>")
+    return Html(f"<{element}{shown}>{join(content)}</{element}>")
 
 
 def when(t: float | None) -> str:

@@ -177,7 +177,7 @@ class Server:
             secure=self.secure,
             path="/",
         )
-        return response
+        raise response
 
     async def signout(self, ctx: Ctx) -> web.Response:
         await self.daemon.store.console.end(ctx.request.cookies.get(COOKIE, ""))
