@@ -34,7 +34,7 @@ def chart(days: list[str], series: dict[str, list[int]]) -> Html:
         shapes.append(f'<text x="{_LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{tick:,}</text>')
     for i, day in enumerate(days):
         x = _LEFT + i * step + step * 0.15
-        base = _H - _BOTTOM
+        base = float(_H - _BOTTOM)
         for n, (user, values) in enumerate(series.items()):
             h = values[i] * scale
             if h > 0:

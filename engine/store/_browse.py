@@ -90,7 +90,8 @@ class Browse:
         """The conversations matching every filter given, newest activity first: `chat_id`
         exactly, a message written by `user_id`, a message written between `since` and
         `until` (unix times)."""
-        where, params = ["1=1"], []
+        where: list[str] = ["1=1"]
+        params: list[object] = []
         if chat_id:
             where.append("c.chat_id = ?")
             params.append(chat_id)
