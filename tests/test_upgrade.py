@@ -50,6 +50,10 @@ MORE_ROWS = {
         "VALUES ('t', '8', 'Kim', 't:1', 0)",
     ],
     14: [
+        "INSERT INTO spend(channel, chat_id, user_id, day, model) "
+        "VALUES ('t', '9', '9', '2026-01-01', 'm')",
+    ],
+    15: [
         "INSERT INTO console_links(token_hash, admin, role, created_at, expires_at) "
         "VALUES ('ab', 't:1', 'admin', 0, 1)",
         "INSERT INTO console_sessions(token_hash, admin, role, csrf, created_at, expires_at) "

@@ -24,6 +24,7 @@ from engine.store._api import (
     MemoryStore,
     OpsStore,
     ScheduleStore,
+    SpendStore,
     Store,
     UsageStore,
 )
@@ -63,6 +64,7 @@ from engine.store._rows import (
     JobRow,
     ScheduleRow,
     ScheduleRun,
+    Spent,
     Summary,
     TokenRatio,
     UsageTotals,
@@ -75,6 +77,7 @@ from engine.store._states import (
     ReplyMode,
     RunState,
     ScheduleState,
+    VoiceReplies,
 )
 from engine.store._upgrade import plan as upgrade_plan
 from engine.store._urls import is_postgres, redact
@@ -134,6 +137,8 @@ __all__ = [
     "ScheduleStore",
     "ScheduleView",
     "ServerInfo",
+    "SpendStore",
+    "Spent",
     "SqliteStore",
     "StatusSnapshot",
     "Store",
@@ -144,6 +149,7 @@ __all__ = [
     "UpcomingRun",
     "UsageStore",
     "UsageTotals",
+    "VoiceReplies",
     "backup_sqlite",
     "is_postgres",
     "open_store",

@@ -26,6 +26,7 @@ from engine.store._api_tools import (
     GrantStore,
     MemoryStore,
     ScheduleStore,
+    SpendStore,
     UsageStore,
 )
 
@@ -44,6 +45,7 @@ __all__ = [
     "MemoryStore",
     "OpsStore",
     "ScheduleStore",
+    "SpendStore",
     "Store",
     "UsageStore",
 ]
@@ -59,6 +61,7 @@ class Store(Protocol):
     memory: MemoryStore
     grants: GrantStore
     usage: UsageStore
+    spend: SpendStore
     schedules: ScheduleStore
     chat_settings: ChatSettingsStore
     ops: OpsStore
