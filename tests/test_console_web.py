@@ -88,6 +88,7 @@ def config(make_config: Callable[..., Config], tg: FakeTelegram) -> Config:
         access={"admins": [f"telegram:{OWNER}"]},
         tools={"builtins": ["remind_me"]},
         web={"listen": f"127.0.0.1:{free_port()}"},
+        pricing={"fake-model": {"input_per_mtok": 2.5, "output_per_mtok": 10}},
     )
 
 
@@ -179,10 +180,12 @@ async def test_an_owner_signs_in_by_link_reads_every_page_cancels_a_job_and_revo
             assert "executed" in said  # the confirmation and its outcome
             await shot("3-conversation")
 
-            # Usage: a chart drawn on the server, and the figures in a table.
+            # Usage: what each user spent, a chart drawn on the server, and the figures in tables.
             await page.click("text=Usage")
-            assert await page.locator("svg.chart rect").count() >= 2
-            assert f"telegram:{ANN}" in await page.inner_text("table")
+            assert await page.locator("svg.chart rect").count() >= 2  # Ann and the owner
+            per_user = await page.locator("table").first.inner_text()
+            assert f"telegram:{ANN}" in per_user and "$0.0" in per_user
+            assert "fake-model" in await page.locator("table").nth(1).inner_text()
             await shot("4-usage")
 
             # Tools and grants: revoke Ann's "always" for wipe.

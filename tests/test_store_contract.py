@@ -514,6 +514,16 @@ async def test_spend_adds_up_per_request_and_reads_per_user_chat_and_model(
     big = Spent("", 1, 3_000_000_000, nano_usd=9_000_000_000_000)  # past 32 bits, exact
     await store.spend.add("t", "g1", "u3", "2026-11-24", "gpt-4o", big)
     assert await store.spend.of_user("t", "u3", "2026-11-24") == dataclasses.replace(big, of="u3")
+    days = [
+        (d.channel, d.user_id, d.day, d.tokens, d.nano_usd)
+        for d in await store.spend.by_user_day("2026-11-23")
+    ]
+    assert days == [  # from that day on, per user and day, every chat and model together
+        ("t", "u1", "2026-11-23", 2_400, 46_000_000),
+        ("t", "u2", "2026-11-23", 0, 450_000),
+        ("x", "u1", "2026-11-23", 1_200, 3_000_000),
+        ("t", "u3", "2026-11-24", 3_000_000_000, 9_000_000_000_000),
+    ]
 
 
 # -- memory and transactions ---------------------------------------------------------------

@@ -1,7 +1,7 @@
-"""The console's usage page: tokens per user per day over the last two weeks, as a stacked bar
-chart drawn server-side (inline SVG: no script, no library), with the same figures in a table
-(what a screen reader reads). Read through the store's usage protocol (per channel and day),
-so it follows whatever keeps those figures."""
+"""The console's usage page: what each user spent per day over the last two weeks (every request
+charged to them: turns, summaries, speech, pictures), as a stacked bar chart drawn server-side
+(inline SVG: no script, no library), with the same figures in tables (what a screen reader reads):
+per user, and per model this month. Read through the store's spend protocol."""
 
 from __future__ import annotations
 
@@ -21,8 +21,12 @@ def _days(today: dt.date) -> list[str]:
     return [(today - dt.timedelta(days=n)).isoformat() for n in range(DAYS - 1, -1, -1)]
 
 
+def usd(nano: float) -> str:
+    return f"${nano / 1e9:,.2f}" if nano >= 1e7 or nano == 0 else f"${nano / 1e9:,.4f}"
+
+
 def chart(days: list[str], series: dict[str, list[int]]) -> Html:
-    """A stacked bar per day, one colour per user; `series` maps a user to tokens per day."""
+    """A stacked bar per day, one colour per user; `series` maps a user to nano-dollars per day."""
     top = max([sum(v[i] for v in series.values()) for i in range(len(days))] + [1])
     step = (_W - _LEFT - 10) / len(days)
     scale = (_H - _BOTTOM - 10) / top
@@ -31,7 +35,7 @@ def chart(days: list[str], series: dict[str, list[int]]) -> Html:
         y = _H - _BOTTOM - tick * scale
         shapes.append(f'<line x1="{_LEFT}" x2="{_W - 10}" y1="{y:.1f}" y2="{y:.1f}" '
                       'stroke="#d1d5db"/>')  # fmt: skip
-        shapes.append(f'<text x="{_LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{tick:,}</text>')
+        shapes.append(f'<text x="{_LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{usd(tick)}</text>')
     for i, day in enumerate(days):
         x = _LEFT + i * step + step * 0.15
         base = float(_H - _BOTTOM)
@@ -40,7 +44,7 @@ def chart(days: list[str], series: dict[str, list[int]]) -> Html:
             if h > 0:
                 base -= h
                 colour = _COLOURS[n % len(_COLOURS)]
-                title = tag("title", f"{user}, {day}: {values[i]:,} tokens")
+                title = tag("title", f"{user}, {day}: {usd(values[i])}")
                 shapes.append(f'<rect x="{x:.1f}" y="{base:.1f}" width="{step * 0.7:.1f}" '
                               f'height="{h:.1f}" fill="{colour}">{title}</rect>')  # fmt: skip
         shapes.append(f'<text x="{x + step * 0.35:.1f}" y="{_H - _BOTTOM + 16}" '
@@ -51,7 +55,7 @@ def chart(days: list[str], series: dict[str, list[int]]) -> Html:
     ]
     svg = Html(
         f'<svg viewBox="0 0 {_W} {_H}" role="img" aria-labelledby="chart-title" class="chart">'
-        f'<title id="chart-title">Tokens per user per day, {days[0]} to {days[-1]}</title>'
+        f'<title id="chart-title">Spent per user per day, {days[0]} to {days[-1]}</title>'
         + "".join(shapes)
         + "</svg>"
     )
@@ -59,28 +63,37 @@ def chart(days: list[str], series: dict[str, list[int]]) -> Html:
 
 
 async def usage(ctx: Ctx) -> web.Response:
-    daemon = ctx.daemon
+    store = ctx.daemon.store
     days = _days(dt.datetime.now(dt.UTC).date())
-    channels = sorted({c.name for c in daemon.channels} | {"console"})
     series: dict[str, list[int]] = {}
-    turns: dict[str, int] = {}
-    for i, day in enumerate(days):
-        for channel in channels:
-            for t in await daemon.store.usage.top(channel, day, limit=50):
-                who = f"{channel}:{t.user_id}"
-                series.setdefault(who, [0] * len(days))[i] += t.tokens
-                turns[who] = turns.get(who, 0) + t.turns
-    ranked = dict(sorted(series.items(), key=lambda kv: -sum(kv[1])))
-    week = [(who, f"{sum(v[-7:]):,}", f"{sum(v):,}", turns[who]) for who, v in ranked.items()]
+    tokens: dict[str, list[int]] = {}
+    for d in await store.spend.by_user_day(days[0]):
+        who = f"{d.channel}:{d.user_id}"
+        i = days.index(d.day) if d.day in days else None
+        if i is None:
+            continue
+        series.setdefault(who, [0] * len(days))[i] += d.nano_usd
+        tokens.setdefault(who, [0] * len(days))[i] += d.tokens
+    ranked = dict(sorted(series.items(), key=lambda kv: (-sum(kv[1]), kv[0])))
+    per_user = [
+        (who, usd(sum(v[-7:])), f"{sum(tokens[who][-7:]):,}", usd(sum(v)), f"{sum(tokens[who]):,}")
+        for who, v in ranked.items()
+    ]
+    month = days[-1][:7]
+    models = [
+        (m.of, m.requests, f"{m.tokens:,}", usd(m.nano_usd))
+        for m in await store.spend.by_model(month)
+    ]
     body = join(
         [
-            tag("p", f"Tokens (prompt and answer) per user and day (UTC), the last {DAYS} days."),
+            tag("p", f"What each user spent per day (UTC), the last {DAYS} days."),
             chart(days, ranked) if ranked else tag("p", "No usage recorded yet.", class_="empty"),
             table(
                 "Per user",
-                ["User", "Last 7 days (tokens)", f"Last {DAYS} days (tokens)", "Turns"],
-                week,
+                ["User", "Last 7 days", "Tokens (7 days)", f"Last {DAYS} days", f"Tokens ({DAYS})"],
+                per_user,
             ),
+            table(f"Per model, {month}", ["Model", "Requests", "Tokens", "Cost"], models),
         ]
     )
     return ctx.page("Usage", body)

@@ -68,6 +68,7 @@ from engine.store._rows import (
     Summary,
     TokenRatio,
     UsageTotals,
+    UserDay,
 )
 from engine.store._states import (
     ConfirmationState,
@@ -149,6 +150,7 @@ __all__ = [
     "UpcomingRun",
     "UsageStore",
     "UsageTotals",
+    "UserDay",
     "VoiceReplies",
     "backup_sqlite",
     "is_postgres",
