@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 
 from engine._channel import Action, Channel, Command, Decision, InboundMessage, Press, Reply
+from engine._clock import noticed_jump
 from engine.chat._background import Background
 from engine.chat._chat_settings import ChatSettings
 from engine.chat._commands import STOPPED, Commands
@@ -200,6 +201,7 @@ class Dispatcher:
     async def _expiry_watch(self) -> None:
         while True:
             await asyncio.sleep(self.settings.expiry_check_s)  # a periodic timer
+            noticed_jump(self.schedules.clock)  # wakes the scheduler and reminders at once
             try:
                 await self.confirmations.expire_due()
             except StoreUnavailable:
