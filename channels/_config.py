@@ -74,6 +74,8 @@ class DiscordConfig(BaseModel):
     admin_roles: list[str] = []
     shard_count: int | None = Field(None, ge=1)  # unset: Discord's recommended count
     shard_ids: list[int] | None = None  # the shards this instance connects; unset: all
+    # A gateway connection silent this long (no event, no heartbeat ACK) is closed and resumed.
+    gateway_timeout_s: float = Field(60.0, ge=1)
 
     @field_validator("api_base_url")
     @classmethod
