@@ -156,6 +156,8 @@ class Dispatcher:
         if taken is None:
             keys = [ConversationKey(*c) for c in await self.store.inbox.unfinished_chats()]
             scope: set[ConversationKey] | None = None
+            if keys:  # one line, not one per chat (the cluster's adoption says its own)
+                log.warning("finishing what a restart left unanswered in %d chats", len(keys))
         else:
             keys = [ConversationKey(*c) for c in taken.chats]
             scope = set(keys)
