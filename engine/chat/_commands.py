@@ -18,6 +18,7 @@ from engine.chat._notices import apology
 from engine.chat._pairing import Pairing
 from engine.chat._permissions import Permissions
 from engine.chat._schedules import Schedules
+from engine.chat._spend import charging
 from engine.chat._turns import TurnRunner
 from engine.loop import ConversationKey
 from engine.store import Store
@@ -134,7 +135,8 @@ class Commands:
             return "Started a fresh conversation."
         if command is Command.COMPACT:
             done = asyncio.get_running_loop().create_future()
-            return await self._queued(key, Compact(done), done)  # after what the chat has queued
+            # after what the chat has queued
+            return await self._queued(key, Compact(done, msg.user_id), done)
         return "Unknown command."
 
     async def _queued(
@@ -181,7 +183,8 @@ class Commands:
     async def compact(self, key: ConversationKey, item: Compact) -> None:
         """/compact, in the chat's order."""
         try:
-            item.done.set_result(await self._compacted(key))
+            with charging(self.turns.meter, key.channel, key.chat_id, item.user_id):
+                item.done.set_result(await self._compacted(key))
         finally:
             if not item.done.done():  # stopped or failed
                 item.done.set_result("Stopped: the conversation was not condensed.")
