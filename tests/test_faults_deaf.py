@@ -8,7 +8,7 @@ each as soon as Telegram answers again; one log line says what happened, one tha
 Discord: a gateway connection that stays open but goes quiet (no heartbeat ACK, no event) is
 closed by discord.py's own watchdog after `[discord] gateway_timeout_s` (relaybot sets its
 `heartbeat_timeout`) and resumed; the messages said meanwhile come with the RESUME and are
-answered once each; discord.py's one warning says so.
+answered once each; one line says the session resumed.
 """
 
 from __future__ import annotations
@@ -122,7 +122,11 @@ async def test_a_quiet_discord_gateway_is_closed_and_resumed(tmp_path: Path) -> 
         assert sum(_names(c, tok) for c in posted) == 1, tok
     assert sum(1 for p in dc.gateway_ops if p["op"] == 6) == resumes + 1
     records = log_records(files.log)
+    # discord.py closes it by its heartbeat watchdog (a WARNING) or its read timeout (DEBUG
+    # only), whichever looks first; relaybot's own line says the session resumed, once
     quiet = [r for r in records if "stopped responding to the gateway" in str(r["msg"])]
-    assert len(quiet) == 1, daemon.log_tail()
+    assert len(quiet) <= 1, daemon.log_tail()
+    resumed_lines = [r for r in records if "gateway session resumed" in str(r["msg"])]
+    assert len(resumed_lines) == 1, daemon.log_tail()
     assert not [r for r in records if "exc" in r], daemon.log_tail()
     print(f"quiet gateway: resumed {resumed:.1f} s after it went quiet (timeout {GATEWAY_S:.0f} s)")
