@@ -23,7 +23,7 @@ from engine.loop import ConversationKey
 from engine.store import Store
 from engine.work import ChatQueues, Cluster, Compact, Rewind
 from tools.errors import LLMError
-from tools.registry import ToolRegistry
+from tools.registry import ToolRegistry, summary
 
 log = logging.getLogger(__name__)
 
@@ -212,7 +212,7 @@ class Commands:
     def _help(self) -> str:
         lines = []
         for tool in self.registry.select():
-            first = (tool.description or "").strip().split("\n")[0].split(". ")[0].rstrip(".")
+            first = summary(tool.description, sentence=True).rstrip(".")
             if first:
                 ask = " (I ask you first)" if tool.destructive else ""
                 lines.append(f"• {first[0].upper()}{first[1:]}{ask}")
