@@ -96,14 +96,15 @@ class ToolReport:
     unknown: list[str]  # `confirm` / `dm_only` names that match no tool
 
 
-def tool_problems(config: Config) -> ToolReport:
+def tool_problems(config: Config, *, fresh: bool = False) -> ToolReport:
     """What loading the tools would report, without starting MCP servers: a name of an MCP
-    server's tool (`<server>__<tool>`) in `confirm` or `dm_only` is taken on trust."""
+    server's tool (`<server>__<tool>`) in `confirm` or `dm_only` is taken on trust. `fresh`
+    imports the plugin modules again (a reload)."""
     registry = ToolRegistry()
     for tool in builtin_tools(config.tools, memory=None):
         registry.register(tool)
     plugin_tools, problems = load_plugins(
-        config.tools.plugins, plugin_dirs=config.plugin_dirs(), log_problems=False
+        config.tools.plugins, plugin_dirs=config.plugin_dirs(), log_problems=False, fresh=fresh
     )
     loaded = []
     for tool in plugin_tools:

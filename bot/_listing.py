@@ -12,7 +12,7 @@ from tools.registry import summary
 
 
 async def list_tools(config: Config) -> int:
-    from bot.app import open_tools
+    from bot._generation import open_tools
 
     async with open_tools(config) as (registry, mcp):
         sources = {info.name: f"mcp:{info.server}" for info in mcp.tools()} if mcp else {}

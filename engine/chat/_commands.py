@@ -23,7 +23,7 @@ from engine.loop import ConversationKey
 from engine.store import Store
 from engine.work import ChatQueues, Cluster, Compact, Rewind
 from tools.errors import LLMError
-from tools.registry import ToolRegistry, summary
+from tools.registry import summary
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,6 @@ class Commands:
         self,
         *,
         store: Store,
-        registry: ToolRegistry,
         queues: ChatQueues,
         turns: TurnRunner,
         confirmations: Confirmations,
@@ -51,7 +50,6 @@ class Commands:
         memory: Remembered | None = None,
     ) -> None:
         self.store = store
-        self.registry = registry
         self.queues = queues
         self.turns = turns
         self.confirmations = confirmations
@@ -211,7 +209,7 @@ class Commands:
 
     def _help(self) -> str:
         lines = []
-        for tool in self.registry.select():
+        for tool in self.turns.loop.registry.select():  # those in force (a reload changes them)
             first = summary(tool.description, sentence=True).rstrip(".")
             if first:
                 ask = " (I ask you first)" if tool.destructive else ""
