@@ -180,7 +180,7 @@ async def _chat(config: Config, args: argparse.Namespace) -> int:
     from bot.app import App
     from channels.console import ConsoleChannel
 
-    validate(config, need_channel=False)
+    validate(config, need_channel=False, channels_used=False)  # chat runs no channel
     holder: list[App] = []
 
     async def wait_idle(channel: str, chat_id: str) -> None:
