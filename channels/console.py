@@ -86,13 +86,11 @@ class ConsoleChannel(Channel):
         self.finished = asyncio.Event()
         self._engine: Engine | None = None
         self._task: asyncio.Task[None] | None = None
+        with contextlib.suppress(AttributeError, ValueError, OSError):  # invalid UTF-8: U+FFFD
+            self._in.reconfigure(errors="replace")  # type: ignore[union-attr]
 
     async def start(self, engine: Engine) -> None:
         self._engine = engine
-        reconfigure = getattr(self._in, "reconfigure", None)
-        if reconfigure is not None:  # invalid UTF-8 is a character, not the end of the input
-            with contextlib.suppress(ValueError, OSError):
-                reconfigure(errors="replace")
         if self._interactive:
             import readline  # noqa: F401  (input() edits lines and keeps history once imported)
             import termios
@@ -125,9 +123,7 @@ class ConsoleChannel(Channel):
         """The next line, read in a thread; a line read (or being read) before is that line."""
         if self._next is not None:
             return self._next
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[str | None] = loop.create_future()
-        self._next = done
+        done = self._next = asyncio.get_running_loop().create_future()
 
         def deliver(line: str | None) -> None:
             self._reading = None
@@ -144,7 +140,7 @@ class ConsoleChannel(Channel):
             except (EOFError, OSError, ValueError):
                 line = None
             with contextlib.suppress(RuntimeError):  # the loop is gone: we are exiting
-                loop.call_soon_threadsafe(deliver, line)
+                done.get_loop().call_soon_threadsafe(deliver, line)
 
         self._reading = prompt
         threading.Thread(target=read, name="console-input", daemon=True).start()
@@ -154,8 +150,7 @@ class ConsoleChannel(Channel):
         """On a terminal, show `prompt` for the read begun without one while the bot worked."""
         if self._interactive and self._reading == "" and prompt:
             self._reading = prompt
-            self._out.write(prompt)
-            self._out.flush()
+            print(prompt, end="", file=self._out, flush=True)
 
     async def _readline(self, prompt: str) -> str | None:
         """The next line without its newline; None at the end of the input."""
@@ -198,8 +193,8 @@ class ConsoleChannel(Channel):
         idle = asyncio.ensure_future(self._wait_idle(self.name, CHAT_ID))
         while self._interactive and not idle.done():
             line = self._read_soon("")
-            await asyncio.wait([idle, line], return_when=asyncio.FIRST_COMPLETED)
-            text = line.result().strip() if line.done() and line.result() else ""
+            await asyncio.wait([idle, line], return_when=asyncio.FIRST_COMPLETED)  # type: ignore[type-var]
+            text = (line.result() or "").strip() if line.done() else ""
             if idle.done() or _command(text) is not Command.STOP:
                 await idle
                 return
