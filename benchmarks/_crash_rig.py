@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.models._alternate import NO_REPLY
 from tests.fakes.openai_server import Reply, text, tool_call
 from tests.fakes.telegram_server import Call, FakeTelegram
 
@@ -331,11 +332,13 @@ def decide(body: dict[str, Any]) -> Decision:
     }
     offered = {t["function"]["name"] for t in body.get("tools") or () if "function" in t}
     for msg in open_:
-        content = _content(msg) if msg.get("role") == "user" else ""
-        for tok in TOKEN.findall(content):
-            for word, tool in ACTIONS:
-                if word in content and tool in offered and (tool, tok) not in called:
-                    return Decision(tool_call(tool, _arguments(tool, tok)), ())
+        # messages queued together reach the model as one, their texts joined by a blank line
+        said = _content(msg).split("\n\n") if msg.get("role") == "user" else []
+        for content in said:
+            for tok in TOKEN.findall(content):
+                for word, tool in ACTIONS:
+                    if word in content and tool in offered and (tool, tok) not in called:
+                        return Decision(tool_call(tool, _arguments(tool, tok)), ())
     tokens = open_tokens(body)
     results = [_clip(_content(m), 80) for m in open_ if m.get("role") == "tool"]
     answer = "answer: " + (" ".join(tokens) or "(nothing new)")
@@ -357,7 +360,12 @@ def open_tokens(body: dict[str, Any]) -> tuple[str, ...]:
 def _after_last_answer(messages: list[dict[str, Any]]) -> int:
     start = 0
     for i, msg in enumerate(messages):
-        if msg.get("role") == "assistant" and msg.get("content") and not msg.get("tool_calls"):
+        if (
+            msg.get("role") == "assistant"
+            and msg.get("content")
+            and msg.get("content") != NO_REPLY  # roles kept alternating: not an answer
+            and not msg.get("tool_calls")
+        ):
             start = i + 1
     return start
 

@@ -32,6 +32,7 @@ from engine.chat import (
     Live,
     LoopOptions,
     MediaIntake,
+    Meter,
     Notices,
     Pairing,
     Parts,
@@ -44,10 +45,11 @@ from engine.chat import (
     Tooling,
     TurnRunner,
     TurnSettings,
+    VoiceAnswers,
 )
 from engine.context import ContextBudget, ImageCache, RecentImages
 from engine.loop import ToolLoop
-from engine.models import Transcriber
+from engine.models import Speaker, Transcriber
 from engine.store import Store
 from engine.work import ChatQueues, Cluster, InstanceSettings, Tasks
 from tools.registry import ToolRegistry
@@ -76,6 +78,7 @@ def build_engine(
     clock: Clock | None = None,
     instance: InstanceSettings | None = None,
     parts: Sequence[PromptPart] = (),
+    speaker: Speaker | None = None,
 ) -> Dispatcher:
     """The engine (its dispatcher, as adapters see it) over `store`, `model` and `registry`;
     `parts` add to each turn's system prompt after what is remembered (the skills offered)."""
@@ -94,6 +97,7 @@ def build_engine(
     limits = Limits(store, lambda: live.settings.limits, policy)
     pairing = Pairing(store, live, policy, channels, notices, tasks)
     confirmations = Confirmations(store, channels, queues, tasks, pairing.allowed, permissions)
+    meter = Meter(store, lambda: live.settings.prices)
     background = Background(store, registry, queues, notices.sender)
     shared = cluster is not None
     loop = _tool_loop(store, background, confirmations, permissions, shared, model, registry, s,
@@ -107,7 +111,11 @@ def build_engine(
         list(s.models),
         model.name,
         changed=cluster.settings_changed if cluster is not None else None,
+        speaks=speaker is not None,
     )
+    voice = None
+    if speaker is not None:
+        voice = VoiceAnswers(speaker, s.media.max_speech_chars, chat_settings)
     cache = ImageCache()
     remembered = Remembered(store.memory, policy, s.memory)
     turns = TurnRunner(
@@ -122,11 +130,14 @@ def build_engine(
             channels, cache, vision=s.media.vision, max_bytes=s.media.max_image_bytes
         ),
         chat_settings=chat_settings,
+        meter=meter,
+        voice=voice,
         parts=(remembered,),
+        tasks=tasks,
     )
     schedules = Schedules(store, queues, turns, s.schedules, clock or SystemClock())
     media_settings = lambda: live.settings.media  # noqa: E731
-    media = MediaIntake(store, channels, media_settings, cache, notices.say, transcriber)
+    media = MediaIntake(store, channels, media_settings, cache, notices.say, transcriber, meter)
     intake = Intake(store, queues, notices, tasks, chat_settings, media, limits, pairing, live)
     forget = ForgetMe(store, background.runner, chat_settings, context, cluster)
     housekeeping = Housekeeping(

@@ -96,9 +96,9 @@ def loop_options(cfg: Config) -> LoopOptions:
     )
 
 
-async def open_generation(app: App, cfg: Config, *, keep_model: bool = False) -> Generation:
-    """The model and tools `cfg` describes, for `app`. With `keep_model`, closing the generation
-    leaves its model open (the App closes it: the transcriber uses its client)."""
+async def open_generation(app: App, cfg: Config, *, model: Model | None = None) -> Generation:
+    """The model and tools `cfg` describes, for `app`; `model` (the App's first, which the
+    media parts use too) is used as it is, and left open when the generation closes."""
     stack = contextlib.AsyncExitStack()
     try:
         skills = await asyncio.to_thread(configured_skills, cfg)
@@ -113,13 +113,13 @@ async def open_generation(app: App, cfg: Config, *, keep_model: bool = False) ->
                 cfg,
                 memory=MemoryAccess(app.store.memory, app.is_admin),
                 schedules=schedules,
-                extra=app.extra_tools,
+                extra=(*app.extra_tools, *app.pictures),
                 clock=app.clock,
                 skills=skills,
             )
         )
-        model = build_model(cfg)
-        if not keep_model:
+        if model is None:
+            model = build_model(cfg)
             stack.push_async_callback(model.aclose)
         models = chat_models(cfg, model)
         for other in models.values():

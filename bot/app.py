@@ -16,13 +16,13 @@ from collections.abc import Iterator, Sequence
 from bot._engine import build_engine
 from bot._generation import Generation, close_generations, loop_options, open_generation
 from bot._logging import RedactingFilter
-from bot._models import openai_compatible
+from bot._media import media_parts
+from bot._models import build_model
 from bot._settings import engine_settings
 from bot.config import Config
 from engine import Backoff, Channel, Clock, SystemClock
 from engine.chat import Dispatcher
 from engine.metrics import ErrorLog, enable_metrics, set_state, use_error_log
-from engine.models import OpenAITranscriber
 from engine.store import Store, open_store
 from engine.work import InstanceSettings
 from tools import Tool
@@ -81,6 +81,7 @@ class App:
         self.extra_tools = extra_tools
         self._stack = contextlib.AsyncExitStack()
         self.retiring: set[asyncio.Task[None]] = set()  # tools a reload replaced, closing
+        self.pictures: tuple[Tool, ...] = ()  # the picture tool ([media] image_model)
         self.generation: Generation  # the model and tools in force (bot/_generation.py)
         self.store: Store
         self.dispatcher: Dispatcher
@@ -104,23 +105,20 @@ class App:
         self.store = await _opened(cfg)
         stack.push_async_callback(self.store.__aexit__, None, None, None)
         stack.callback(use_error_log(ErrorLog(RedactingFilter(cfg.secrets()).redact)))
-        self.generation = await open_generation(self, cfg, keep_model=True)
+        self.model = build_model(cfg)  # the first: warmed up, and the media parts use it
+        stack.push_async_callback(self.model.aclose)
+        media = media_parts(cfg, self.model, self.store)
+        self.pictures = (media.picture_tool,) if media.picture_tool is not None else ()
+        self.generation = await open_generation(self, cfg, model=self.model)
         stack.push_async_callback(close_generations, self)  # after the turns have ended
-        self.model = self.generation.model  # the first: warmed up, and the transcriber's
-        stack.push_async_callback(self.model.aclose)  # the transcriber's, too: kept to the end
-        transcriber = None
-        speech = openai_compatible(self.model)
-        if cfg.media.transcription_model and speech is not None:
-            transcriber = OpenAITranscriber(lambda: speech.sdk, cfg.media.transcription_model)
-        elif cfg.media.transcription_model:
-            log.warning("transcription needs an OpenAI-compatible [llm] endpoint; voice stays off")
         self.dispatcher = build_engine(
             self.store,
             self.model,
             self.generation.registry,
             engine_settings(cfg, self.generation.models),
             loop_options(cfg),
-            transcriber,
+            media.transcriber,
+            speaker=media.speaker,
             clock=self.clock,
             instance=InstanceSettings(cfg.instance.name(), cfg.instance.lease_s),
             parts=[self.generation.skills] if self.generation.skills else [],
@@ -146,6 +144,11 @@ class App:
 
             host, port = cfg.metrics.address()
             await stack.enter_async_context(metrics_server(host, port, self._metrics_state))
+        if cfg.web.listen:
+            from bot.web import console_server  # the console: only when asked for
+
+            host, port = cfg.web.address()
+            await stack.enter_async_context(console_server(self, host, port))
         await self.model.warm_up()  # in a thread; the channels are already listening
         await self.store.settled()  # a successful start: an upgrade's copy is not needed now
 

@@ -32,10 +32,12 @@ from bot._sections import (
     MemoryConfig,
     MetricsConfig,
     ModelEndpoint,
+    PriceConfig,
     SchedulesConfig,
     Section,
     SkillsConfig,
     StorageConfig,
+    WebConfig,
     default_state_dir,
 )
 from channels import DiscordConfig, TelegramConfig, read_secret, resolve_secret
@@ -56,9 +58,11 @@ __all__ = [
     "MemoryConfig",
     "MetricsConfig",
     "ModelEndpoint",
+    "PriceConfig",
     "SchedulesConfig",
     "SkillsConfig",
     "StorageConfig",
+    "WebConfig",
     "default_state_dir",
     "find_config",
     "load_config",
@@ -79,6 +83,7 @@ class Config(Section):
     access: AccessConfig = AccessConfig()
     limits: LimitsConfig = LimitsConfig()
     media: MediaConfig = MediaConfig()
+    pricing: dict[str, PriceConfig] = {}  # [pricing."MODEL"], over the built-in prices
     schedules: SchedulesConfig = SchedulesConfig()
     memory: MemoryConfig = MemoryConfig()
     skills: SkillsConfig = SkillsConfig()
@@ -89,6 +94,7 @@ class Config(Section):
     mcp: McpConfig = McpConfig()
     log: LogConfig = LogConfig()
     metrics: MetricsConfig = MetricsConfig()
+    web: WebConfig = WebConfig()
     _path: Path | None = PrivateAttr(None)  # the file it was loaded from (load_config)
 
     @model_validator(mode="after")

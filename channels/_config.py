@@ -74,6 +74,8 @@ class DiscordConfig(BaseModel):
     admin_roles: list[str] = []
     shard_count: int | None = Field(None, ge=1)  # unset: Discord's recommended count
     shard_ids: list[int] | None = None  # the shards this instance connects; unset: all
+    # 👀 on a message while a turn works on it, taken off once answered, ⚠️ when the turn failed.
+    status_reactions: bool = False
 
     @field_validator("api_base_url")
     @classmethod
@@ -111,6 +113,8 @@ class TelegramConfig(BaseModel):
     webhook_url: str | None = None  # the public URL Telegram posts updates to
     webhook_listen: str = "127.0.0.1:8443"  # host:port the daemon binds (behind a proxy)
     webhook_secret_env: str | None = None  # the variable holding the webhook's secret token
+    # 👀 on a message while a turn works on it, taken off once answered, 😱 when the turn failed.
+    status_reactions: bool = False
 
     _listen = field_validator("webhook_listen")(staticmethod(listen_address_of))
     _url = field_validator("webhook_url")(staticmethod(webhook_url_of))

@@ -29,10 +29,12 @@ from engine.store import (
     RequestState,
     RunState,
     ScheduleRun,
+    Spent,
     SqliteStore,
     Store,
     Summary,
     TokenRatio,
+    VoiceReplies,
 )
 from engine.store._states import CONFIRMATION_TRANSITIONS, JOB_TRANSITIONS, RUN_TRANSITIONS
 from engine.store.postgres import PgStore
@@ -475,7 +477,7 @@ async def test_time_zones_are_per_user_and_chat_settings_per_chat(store: Store) 
     await store.schedules.set_user_timezone("t", "u1", "Asia/Tokyo")
     assert await store.schedules.user_timezone("t", "u1") == "Asia/Tokyo"
     assert await store.schedules.user_timezone("x", "u1") is None
-    prefs = ChatPrefs("t", "g1", "You are a pirate", "big-model", ReplyMode.ALL)
+    prefs = ChatPrefs("t", "g1", "You are a pirate", "big-model", ReplyMode.ALL, VoiceReplies.NEVER)
     await store.chat_settings.save(prefs, "u1")
     await store.chat_settings.save(ChatPrefs("t", "g2", persona="calm"), "u2")
     await store.chat_settings.save(dataclasses.replace(prefs, model=None), "u1")
@@ -483,6 +485,35 @@ async def test_time_zones_are_per_user_and_chat_settings_per_chat(store: Store) 
         dataclasses.replace(prefs, model=None),
         ChatPrefs("t", "g2", persona="calm"),
     ]
+
+
+async def test_spend_adds_up_per_request_and_reads_per_user_chat_and_model(
+    store: Store,
+) -> None:
+    one = Spent("", 1, 1_000, 200, nano_usd=3_000_000)
+    pic = Spent("", 1, images=1, nano_usd=40_000_000)
+    heard = Spent("", 1, seconds=4.5, nano_usd=450_000)
+    await store.spend.add("t", "g1", "u1", "2026-11-23", "gpt-4o", one)
+    await store.spend.add("t", "g1", "u1", "2026-11-23", "gpt-4o", one)  # the same row grows
+    await store.spend.add("t", "d1", "u1", "2026-11-23", "dall-e-3", pic)
+    await store.spend.add("t", "g1", "u2", "2026-11-23", "whisper-1", heard)
+    await store.spend.add("t", "g1", "u1", "2026-11-22", "gpt-4o", one)
+    await store.spend.add("x", "g1", "u1", "2026-11-23", "gpt-4o", one)  # another channel
+    today = await store.spend.of_user("t", "u1", "2026-11-23")
+    assert today == Spent("u1", 3, 2_000, 400, 1, 0, 0.0, 46_000_000)
+    assert (await store.spend.of_user("t", "u1", "2026-11")).nano_usd == 49_000_000
+    assert await store.spend.of_user("t", "nobody", "2026") == Spent("nobody")
+    chat = await store.spend.of_chat("t", "g1", "2026-11-23")
+    assert (chat.requests, chat.seconds, chat.nano_usd) == (3, 4.5, 6_450_000)
+    models = await store.spend.by_model("2026-11-23")
+    assert [(m.of, m.requests, m.nano_usd) for m in models] == [
+        ("dall-e-3", 1, 40_000_000),
+        ("gpt-4o", 3, 9_000_000),
+        ("whisper-1", 1, 450_000),
+    ]
+    big = Spent("", 1, 3_000_000_000, nano_usd=9_000_000_000_000)  # past 32 bits, exact
+    await store.spend.add("t", "g1", "u3", "2026-11-24", "gpt-4o", big)
+    assert await store.spend.of_user("t", "u3", "2026-11-24") == dataclasses.replace(big, of="u3")
 
 
 # -- memory and transactions ---------------------------------------------------------------
@@ -625,6 +656,7 @@ async def _life_of(store: Store, user: str) -> None:
     await store.conversations.append(conv.id, Message.assistant(f"hi {user}"))
     await store.memory.add(f"t:{user}", f"{user} likes tea")
     await store.usage.add("t", user, "2026-11-23", 10, 5, 1)
+    await store.spend.add("t", dm, user, "2026-11-23", "m", Spent("", 1, 10, 5, nano_usd=7))
     await store.schedules.set_user_timezone("t", user, "Europe/Paris")
     await store.schedules.add_schedule("t", dm, user, "news", "interval", "600", "UTC", 9e9)
     await store.jobs.add(conv, f"job-{user}", user, "remind_me", {"text": "x"}, resumable=True)
@@ -633,6 +665,11 @@ async def _life_of(store: Store, user: str) -> None:
     )
     await store.chat_settings.save(ChatPrefs("t", dm, persona=f"{user}'s pirate"), user)
     await store.grants.grant("t", "g1", f"tool_{user}", user, user)
+    asked = time.time()
+    await store.access.ask(
+        AccessRequest(f"R-{user}", "t", user, user, user, dm, asked, asked + 86_400)
+    )
+    await store.access.approve("t", user, user, "t:owner")
 
 
 async def _group_turn(store: Store, *said: tuple[str, str], answer: str) -> None:
@@ -656,6 +693,7 @@ async def _about(store: Store, user: str) -> list[Any]:
         await store.conversations.history(conv.id),
         await store.memory.items(f"t:{user}"),
         (await store.usage.totals("t", user, "2026")).tokens,
+        dataclasses.replace(await store.spend.of_user("t", user, "2026"), of=""),
         await store.schedules.user_timezone("t", user),
         [s.task for s in await store.schedules.chat_schedules("t", dm)],
         await store.jobs.get(f"job-{user}"),
@@ -663,6 +701,8 @@ async def _about(store: Store, user: str) -> list[Any]:
         [p for p in await store.chat_settings.all() if p.chat_id == dm],
         [g.tool for g in await store.grants.in_chat("t", "g1") if g.granted_by == user],
         await store.inbox.sent_since("t", user, 0),
+        await store.access.is_approved("t", user),
+        await store.access.latest("t", user),
     ]
 
 
@@ -682,6 +722,7 @@ async def test_forgetting_a_user_removes_exactly_their_rows(store: Store) -> Non
     )
     assert done.job_ids == ("job-u1",) and done.private_chats == (("t", "d-u1"),)
     assert (done.memory, done.usage, done.schedules, done.grants) == (1, 1, 1, 1)
+    assert done.access == 2  # the request and the approval: they ask again to come back
 
     assert await _about(store, "u1") == await _about(store, "nobody")
     assert await _about(store, "u2") == u2_before
@@ -773,3 +814,82 @@ async def test_an_expired_request_cannot_be_answered_and_makes_room_for_a_new_on
     assert not await store.access.is_approved("t", "s1")
     assert await store.access.approve("t", "s3", "Cli", "cli")
     assert not await store.access.approve("t", "s3", "Cli", "cli")
+
+
+async def test_a_job_knows_whether_its_chat_is_private(store: Store) -> None:
+    """A job resumed after a restart acts for a private chat or a group as it did before (a
+    member's memory and private-only tools depend on it)."""
+    dm = await store.conversations.active("t", "d1")
+    group = await store.conversations.active("t", "g1", is_private=False)
+    await store.jobs.add(dm, "job-dm", "u1", "remind_me", {}, resumable=True)
+    await store.jobs.add(group, "job-group", "u1", "remind_me", {}, resumable=True)
+    running = {j.id: j.is_private for j in await store.jobs.in_state(JobState.RUNNING)}
+    assert running == {"job-dm": True, "job-group": False}
+    got = await store.jobs.get("job-dm")
+    assert got is not None and got.is_private
+
+
+# -- the web console ----------------------------------------------------------------------
+
+
+async def test_a_console_link_opens_one_session_once_and_only_its_hash_is_kept(
+    store: Store,
+) -> None:
+    token = await store.console.new_link("t:boss", ttl_s=60)
+    assert await store.console.redeem("not-" + token, 3600) is None
+    first, second = await asyncio.gather(
+        store.console.redeem(token, 3600), store.console.redeem(token, 3600)
+    )
+    assert (first is None) != (second is None)  # used once, even at the same moment
+    cookie, session = first or second  # type: ignore[misc]
+    assert (session.admin, session.role) == ("t:boss", "admin") and session.csrf
+    assert await store.console.session(cookie) == session
+    assert await store.console.session(token) is None  # a link is not a session
+    assert await store.console.redeem(token, 3600) is None
+    db = store.console.db  # type: ignore[attr-defined]
+    kept = [r[0] for r in await db.fetch("SELECT token_hash FROM console_links")]
+    kept += [r[0] for r in await db.fetch("SELECT token_hash FROM console_sessions")]
+    assert token not in kept and cookie not in kept and len(kept) == 2
+    assert await store.console.end(cookie)
+    assert await store.console.session(cookie) is None
+    assert not await store.console.end(cookie)
+
+
+async def test_an_expired_console_link_or_session_lets_nobody_in(store: Store) -> None:
+    token = await store.console.new_link("cli", ttl_s=-1)
+    assert await store.console.redeem(token, 3600) is None
+    viewer = await store.console.new_link("cli", ttl_s=60, role="viewer")
+    opened = await store.console.redeem(viewer, -1)
+    assert opened is not None and opened[1].role == "viewer"
+    assert await store.console.session(opened[0]) is None  # expired at once
+
+
+async def test_the_console_finds_conversations_by_chat_user_and_date(store: Store) -> None:
+    ann = await store.conversations.active("t", "c1")
+    bob = await store.conversations.active("t", "c2", is_private=False)
+    await store.conversations.append(ann.id, Message.user("hello"), user_id="u1")
+    await store.conversations.append(
+        ann.id, Message.assistant(None, [ToolCall("k1", "fetch", '{"url": "x"}')])
+    )
+    await store.conversations.append(ann.id, Message.tool_result("k1", "boom", is_error=True))
+    await store.conversations.append(ann.id, Message.assistant("done"))
+    await store.conversations.append(bob.id, Message.user("hi all", speaker="Bob"), user_id="u2")
+    found = await store.browse.conversations()
+    assert [c.chat_id for c in found] == ["c2", "c1"]  # the newest activity first
+    assert [c.chat_id for c in await store.browse.conversations(chat_id="c1")] == ["c1"]
+    assert [c.id for c in await store.browse.conversations(user_id="u2")] == [bob.id]
+    now = time.time()
+    assert len(await store.browse.conversations(since=now - 60, until=now + 60)) == 2
+    assert await store.browse.conversations(since=now - 7200, until=now - 3600) == []
+    view = await store.browse.conversation(ann.id)
+    assert view is not None and view.messages == 4 and view.is_private and view.active
+    assert await store.browse.conversation(10_000) is None
+    said = await store.browse.messages(ann.id)
+    assert [m.role for m in said] == ["user", "assistant", "tool", "assistant"]
+    assert said[1].tool_calls == (("k1", "fetch", '{"url": "x"}'),)
+    assert said[2].call_id == "k1" and said[2].is_error and said[0].user_id == "u1"
+    activity = await store.browse.activity(now - 3600)
+    assert (activity.answers, activity.tool_calls, activity.tool_errors) == (1, 1, 1)
+    await store.grants.grant("t", "c2", "shell", "u2", "Bob")
+    [grant] = await store.browse.grants()
+    assert (grant.chat_id, grant.tool) == ("c2", "shell")

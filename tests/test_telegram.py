@@ -439,6 +439,8 @@ async def test_streaming_edits_one_message_at_a_bounded_rate(config, tg, llm) ->
     answer = "Streaming **works**: " + " ".join(f"word{i}" for i in range(60)) + " <end>"
     llm.stream_chunk_chars, llm.stream_chunk_delay_s = 8, 0.04  # ~2.2 s of streaming
     llm.script(text(answer))
+    tg.drafts_supported = False  # a private chat streams by edits without drafts (the drafts'
+    # own tests: test_drafts_telegram.py)
     async with daemon(config(llm={"stream": True})):
         tg.inject_message(DM, DM, "stream it")
         final = await tg.wait_for_call("editMessageText", lambda p: p.get("parse_mode") == "HTML")
@@ -458,6 +460,7 @@ async def test_streamed_reply_longer_than_a_message_continues_in_new_ones(config
     answer = " ".join(f"w{i:04d}" for i in range(1400))  # 8399 characters: three messages
     llm.stream_chunk_chars, llm.stream_chunk_delay_s = 700, 0.02
     llm.script(text(answer))
+    tg.drafts_supported = False  # by edits, as without drafts
     async with daemon(config(llm={"stream": True})):
         tg.inject_message(DM, DM, "a long one")
         await tg.wait_for_call("sendMessage", lambda p: p.get("parse_mode") == "HTML", count=2)

@@ -6,8 +6,9 @@ discord.py's client (start-up, events, shards); ``_handlers`` messages, slash co
 presses handed to the engine; ``_inbound`` deciding what is for the bot (pure); ``_outbox``
 sends and edits; ``_buttons`` the answer and menu buttons; ``_commands`` the slash commands;
 ``_interactions`` answering within Discord's three seconds; ``_guilds`` servers and their
-admins; ``_media`` files; ``_trace`` failed requests counted. The shard arithmetic, which needs
-no discord.py, is ``channels._discord_shards``.
+admins; ``_reactions`` a turn's status on the user's message; ``_media`` files; ``_trace``
+failed requests counted. The shard arithmetic, which needs no discord.py, is
+``channels._discord_shards``.
 """
 
 from channels._config import DEFAULT_DISCORD_API as DEFAULT_API_BASE_URL

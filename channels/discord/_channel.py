@@ -35,6 +35,7 @@ from channels.discord._guilds import Guilds
 from channels.discord._handlers import CHANNEL, Handlers
 from channels.discord._media import download
 from channels.discord._outbox import LIMIT, Outbox
+from channels.discord._reactions import set_status
 from channels.discord._threads import Threads
 from engine import (
     Attachment,
@@ -46,6 +47,7 @@ from engine import (
     Engine,
     MessageRef,
     OutgoingFile,
+    Reaction,
     Receiver,
     Reply,
 )
@@ -265,6 +267,14 @@ class DiscordChannel(Channel):
 
     async def delete(self, ref: MessageRef) -> None:
         await self._outbox.delete_part(ref.chat_id, ref.message_id)  # already gone: fine
+
+    async def react(self, chat_id: str, message_id: str, reaction: Reaction) -> None:
+        """With ``status_reactions``: 👀 on, 👀 off, or ⚠️ on the message (``_reactions``)."""
+        if not self.config.status_reactions:
+            return
+        if self._client is None:
+            raise RuntimeError("the Discord channel is not running")
+        await set_status(self._client, self._threads, chat_id, message_id, reaction)
 
     async def show_confirmation(self, prompt: ConfirmationPrompt) -> MessageRef:
         return await self._outbox.show_confirmation(prompt)

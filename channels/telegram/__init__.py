@@ -5,8 +5,9 @@ Inside (private): ``_channel`` the adapter's lifecycle and the engine's calls; `
 updates handed to the engine; ``_updates`` matching an update (pure); ``_polling`` and
 ``_webhook`` the two ways updates arrive; ``_outbox`` sends and edits; ``_markup`` confirmation
 prompts and command menus with their buttons; ``_format`` and ``_markdown`` Telegram HTML;
-``_media`` files; ``_topics`` forum topics as conversations; ``_http`` the Bot API requests
-over aiohttp.
+``_media`` files; ``_topics`` forum topics as conversations; ``_reactions`` a turn's status on
+the user's message; ``_drafts`` answers streamed as drafts in private chats; ``_http`` the Bot
+API requests over aiohttp.
 """
 
 from channels._config import TelegramConfig

@@ -30,12 +30,14 @@ from telegram.error import InvalidToken, TelegramError
 from telegram.ext import AIORateLimiter, Application
 
 from channels._config import TelegramConfig
+from channels.telegram._drafts import Drafts
 from channels.telegram._handlers import CHANNEL, Handlers
 from channels.telegram._http import AiohttpRequest
 from channels.telegram._markup import answer_buttons, menu, prompt_message
 from channels.telegram._media import download
 from channels.telegram._outbox import Outbox
 from channels.telegram._polling import Poller
+from channels.telegram._reactions import set_status
 from channels.telegram._topics import place
 from channels.telegram._updates import TOKEN_REJECTED
 from engine import (
@@ -48,6 +50,7 @@ from engine import (
     Engine,
     MessageRef,
     OutgoingFile,
+    Reaction,
     Receiver,
     Reply,
 )
@@ -99,6 +102,7 @@ class TelegramChannel(Channel):
             .build()
         )
         self._outbox = Outbox(self._app.bot, self.retry_initial_s)
+        self._drafts = Drafts(self._app.bot)
         self._webhook_secret = config.resolve_webhook_secret()  # None: polling
         self._handlers = Handlers(
             self._app, self._outbox, self._engine_, self._listens, config.group_mode
@@ -238,6 +242,19 @@ class TelegramChannel(Channel):
 
     async def delete(self, ref: MessageRef) -> None:
         await self._outbox.delete_part(ref.chat_id, ref.message_id)  # gone or too old: it stays
+
+    async def react(self, chat_id: str, message_id: str, reaction: Reaction) -> None:
+        """With ``status_reactions``: 👀, nothing, or 😱 on the message (``_reactions``)."""
+        if self._config.status_reactions:
+            await self._outbox.wait_open()
+            await set_status(self._app.bot, chat_id, message_id, reaction)
+
+    async def draft(self, chat_id: str, draft_id: int, text: str) -> bool:
+        """sendMessageDraft in a private chat (``_drafts``); False elsewhere."""
+        if not self._drafts.may(chat_id):
+            return False
+        await self._outbox.wait_open()
+        return await self._drafts.show(chat_id, draft_id, text)
 
     async def show_confirmation(self, prompt: ConfirmationPrompt) -> MessageRef:
         """One message with the buttons: the summary, the action as a code block and who may

@@ -3,7 +3,8 @@
 An adapter turns platform events into :class:`InboundMessage`, :class:`Press` and
 :class:`Command` and hands them to an :class:`Engine`; the engine talks back only through the
 :class:`Channel` methods (send, edit, typing, show and resolve a confirmation, send files,
-download an attachment). Adapters hold no conversation state.
+download an attachment; and, where the platform has them, a turn's status on the user's message
+and a draft of the answer while it streams). Adapters hold no conversation state.
 
 A picture, file or voice note arrives as an :class:`Attachment`: what the platform says about it
 and its platform reference, never its bytes. The engine decides what it accepts, and fetches the
@@ -21,6 +22,7 @@ from engine._channel._messages import (
     MessageRef,
     OutgoingFile,
     Quote,
+    Reaction,
     chat_of,
 )
 from engine._channel._prompts import (
@@ -62,6 +64,7 @@ __all__ = [
     "OutgoingFile",
     "Press",
     "Quote",
+    "Reaction",
     "Receiver",
     "Reply",
     "chat_of",

@@ -16,6 +16,7 @@ from engine._channel._messages import (
     InboundMessage,
     MessageRef,
     OutgoingFile,
+    Reaction,
 )
 from engine._channel._prompts import (
     Action,
@@ -137,6 +138,21 @@ class Channel(abc.ABC):
         """Delete a message the bot sent that is done with (a turn's progress line). A platform
         that cannot keeps this default, which leaves it."""
         return None
+
+    async def react(self, chat_id: str, message_id: str, reaction: Reaction) -> None:
+        """Show a turn's status on the user's message `message_id` in `chat_id`: working on it,
+        done (the status taken off), or failed. The engine calls this off the turn's path (an
+        answer never waits for it), in order per message, and logs what it raises. A platform
+        without reactions, or with them off (``status_reactions``), keeps this default."""
+        return None
+
+    async def draft(self, chat_id: str, draft_id: int, text: str) -> bool:
+        """Show `text`, the answer being written so far, as an ephemeral preview (Telegram's
+        message drafts) rather than a message: the final answer is then sent once with
+        :meth:`send`, and a crash leaves nothing half-written. `draft_id` is the same for one
+        answer's previews. False (this default) or an error: no previews here; the engine
+        streams with :meth:`send` and :meth:`edit` instead."""
+        return False
 
     async def download(self, attachment: Attachment, *, max_bytes: int) -> bytes:
         """The content of an attachment of an inbound message, through the platform's file API.

@@ -1,6 +1,7 @@
 """What travels between an adapter and the engine about messages: an inbound message and its
 attachments (what the platform says about them and its reference, never the bytes), a file to
-send, the platform's id of a message shown, and what a platform can do.
+send, the platform's id of a message shown, a turn's status shown on a message, and what a
+platform can do.
 """
 
 from __future__ import annotations
@@ -84,6 +85,14 @@ class MessageRef:
 
     chat_id: str
     message_id: str
+
+
+class Reaction(enum.Enum):
+    """A turn's status, shown on a message it answers (:meth:`Channel.react`)."""
+
+    WORKING = "working"  # a turn started on it (👀)
+    DONE = "done"  # answered: the status is taken off again
+    FAILED = "failed"  # the turn failed (a warning sign)
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,8 @@ from engine.chat._pairing import Pairing
 from engine.chat._permissions import Permissions, Policy
 from engine.chat._schedules import Schedules, ScheduleSettings
 from engine.chat._settings import Live, LoopOptions, PairingSettings, Settings
+from engine.chat._speech import VoiceAnswers
+from engine.chat._spend import DailyPictures, Meter, Payer, charged
 from engine.chat._tooling import PromptPart, Tooling
 from engine.chat._turns import TurnRunner, TurnSettings
 
@@ -32,6 +34,7 @@ __all__ = [
     "ChatSettings",
     "Commands",
     "Confirmations",
+    "DailyPictures",
     "Delegate",
     "DelegateSettings",
     "Dispatcher",
@@ -45,10 +48,12 @@ __all__ = [
     "MediaIntake",
     "MediaSettings",
     "MemorySettings",
+    "Meter",
     "Notices",
     "Pairing",
     "PairingSettings",
     "Parts",
+    "Payer",
     "Permissions",
     "Policy",
     "PromptPart",
@@ -60,4 +65,6 @@ __all__ = [
     "Tooling",
     "TurnRunner",
     "TurnSettings",
+    "VoiceAnswers",
+    "charged",
 ]

@@ -100,7 +100,14 @@ class Background:
         tool = self.registry.get(job.tool)
         if job.resumable and tool is not None:
             await self.store.jobs.transition(job.id, job.state, JobState.RESUMED)
-            ctx = ToolContext(job.channel, job.chat_id, job.user_id, self.send_for(key), job.id)
+            ctx = ToolContext(
+                job.channel,
+                job.chat_id,
+                job.user_id,
+                self.send_for(key),
+                job.id,
+                is_private=job.is_private,
+            )
             await self.runner.start(
                 Job(job.id, key, job.user_id, job.tool, job.args), ctx, new=False
             )

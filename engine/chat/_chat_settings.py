@@ -1,4 +1,5 @@
-"""Each chat's own settings: a persona, a model, and (in groups) which messages it answers.
+"""Each chat's own settings: a persona, a model, (in groups) which messages it answers, and
+(with [media] speech_model) when its answers are spoken too.
 
 /settings shows them with buttons for the choices that are a list (the model, the reply mode,
 clearing the persona) and takes free text as arguments (`/settings persona You are a pirate`),
@@ -27,7 +28,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from engine._channel import Action, Button, Channel, InboundMessage, Reply, chat_of
 from engine.chat._permissions import Policy
 from engine.loop import ConversationKey
-from engine.store import ChatPrefs, ReplyMode, Store
+from engine.store import ChatPrefs, ReplyMode, Store, VoiceReplies
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +38,7 @@ USAGE = (
     "Change them with buttons, or: /settings persona <text> (or persona off), "
     "/settings model <name> (or model default), /settings mode mentions|all (groups)."
 )
+VOICE_USAGE = " /settings voice voice|always|never: when answers are spoken too."
 _PRIVACY = (
     " On Telegram, the bot sees every group message only with privacy mode off (@BotFather → "
     "/setprivacy → Disable), and after being re-added to the group."
@@ -52,8 +54,10 @@ class ChatSettings:
         models: Sequence[str],
         default_model: str,
         changed: Callable[[], Awaitable[None]] | None = None,
+        speaks: bool = False,
     ) -> None:
         self.rows = store.chat_settings
+        self.speaks = speaks  # answers can be spoken: the voice replies choice is offered
         self.channels = channels
         self.policy = policy
         self.models = list(models)  # [llm] models_allowed
@@ -158,13 +162,21 @@ class ChatSettings:
             ]
             if prefs.model:
                 buttons.append(Button("Default model", f"{_SET}model:default"))
+        if self.speaks:
+            voice = prefs.voice or VoiceReplies.TO_VOICE
+            lines.append(f"• Voice replies: {_VOICE_WORDS[voice]}")
+            buttons += [
+                Button(_VOICE_BUTTONS[v], f"{_SET}voice:{v.value}")
+                for v in VoiceReplies
+                if v != voice
+            ]
         if not is_private:
             mode = prefs.reply_mode
             lines.append(f"• I answer: {_MODE_WORDS[mode]}")
             buttons += [
                 Button(_MODE_BUTTONS[m], f"{_SET}mode:{m.value}") for m in ReplyMode if m != mode
             ]
-        lines.append(USAGE)
+        lines.append(USAGE + (VOICE_USAGE if self.speaks else ""))
         return Reply(f"{note}\n" * bool(note) + "\n".join(lines), tuple(buttons))
 
     # -- changes --------------------------------------------------------------------------
@@ -192,6 +204,11 @@ class ChatSettings:
                 return {"reply_mode": ReplyMode(value.lower())}
             except ValueError:
                 return "The reply mode is mentions or all."
+        if what == "voice" and self.speaks:
+            try:
+                return {"voice": VoiceReplies(value.lower().removeprefix("to ").strip() or "?")}
+            except ValueError:
+                return "Voice replies are: voice (to voice messages), always or never."
         return f"Unknown setting {what!r}."
 
     async def _change(
@@ -237,5 +254,15 @@ _MODE_WORDS = {
     None: "as the bot is set up for every group (mentions, unless its owner chose all)",
     ReplyMode.MENTIONS: "only when mentioned or replied to",
     ReplyMode.ALL: "every message",
+}
+_VOICE_WORDS = {
+    VoiceReplies.TO_VOICE: "to voice messages",
+    VoiceReplies.ALWAYS: "always",
+    VoiceReplies.NEVER: "never",
+}
+_VOICE_BUTTONS = {
+    VoiceReplies.TO_VOICE: "Speak to voice messages",
+    VoiceReplies.ALWAYS: "Always speak",
+    VoiceReplies.NEVER: "Never speak",
 }
 _MODE_BUTTONS = {ReplyMode.MENTIONS: "Answer mentions only", ReplyMode.ALL: "Answer every message"}

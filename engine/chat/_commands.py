@@ -1,5 +1,5 @@
 """The chat commands (/help, /stop, /reset, /retry, /undo, /compact, /permissions, /settings,
-/schedules, /usage, /forget_me, /memory, /users) and the buttons of their menus. A command
+/schedules, /usage, /forget_me, /memory, /users, /console) and the buttons of their menus. A command
 answers at once, out of the chat's order, except those that change the conversation (/retry,
 /undo, /compact): they queue a work item and answer when it has run."""
 
@@ -11,6 +11,7 @@ import logging
 from engine._channel import Action, Command, InboundMessage, Reply
 from engine.chat._chat_settings import ChatSettings
 from engine.chat._confirmations import Confirmations
+from engine.chat._console_link import console_link
 from engine.chat._forget import ForgetMe
 from engine.chat._limits import Limits
 from engine.chat._memory import Remembered
@@ -18,6 +19,7 @@ from engine.chat._notices import apology
 from engine.chat._pairing import Pairing
 from engine.chat._permissions import Permissions
 from engine.chat._schedules import Schedules
+from engine.chat._spend import charging
 from engine.chat._turns import TurnRunner
 from engine.loop import ConversationKey
 from engine.store import Store
@@ -100,6 +102,8 @@ class Commands:
             if not self.pairing.policy.is_admin(msg.channel, msg.user_id):
                 return "Only the bot's owners ([access] admins) can see who may use me."
             return await self.pairing.menu()
+        if command is Command.CONSOLE:
+            return await console_link(self.pairing, msg)
         if command is Command.HELP:
             return self._help()
         if command is Command.STOP:
@@ -132,7 +136,8 @@ class Commands:
             return "Started a fresh conversation."
         if command is Command.COMPACT:
             done = asyncio.get_running_loop().create_future()
-            return await self._queued(key, Compact(done), done)  # after what the chat has queued
+            # after what the chat has queued
+            return await self._queued(key, Compact(done, msg.user_id), done)
         return "Unknown command."
 
     async def _queued(
@@ -179,7 +184,8 @@ class Commands:
     async def compact(self, key: ConversationKey, item: Compact) -> None:
         """/compact, in the chat's order."""
         try:
-            item.done.set_result(await self._compacted(key))
+            with charging(self.turns.meter, key.channel, key.chat_id, item.user_id):
+                item.done.set_result(await self._compacted(key))
         finally:
             if not item.done.done():  # stopped or failed
                 item.done.set_result("Stopped: the conversation was not condensed.")

@@ -29,6 +29,7 @@ from engine.chat._limits import Limits
 from engine.chat._media import MediaIntake
 from engine.chat._notices import Notices
 from engine.chat._pairing import Pairing
+from engine.chat._recovery import recover
 from engine.chat._schedules import Schedules
 from engine.chat._settings import Live, Settings
 from engine.chat._stalled import Stalled
@@ -265,7 +266,7 @@ class Dispatcher:
                 if len(ready) < len(queued):  # some held back by the rate limit: later
                     await self.intake.schedule_release(key)
             case Recover():
-                await self.turns.recover(key)
+                await recover(self.turns, key)
             case Decided(confirmation_id):
                 begun = await self.confirmations.begin(confirmation_id)
                 if begun is None:

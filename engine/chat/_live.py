@@ -1,10 +1,17 @@
-"""What a user sees while a turn runs: the typing indicator and a reply that grows as it streams."""
+"""What a user sees while a turn runs: the typing indicator and a reply that grows as it streams.
+
+Where the channel has drafts (:meth:`Channel.draft`: Telegram's private chats), the growing reply
+is an ephemeral preview, and the answer is sent once, as a message, by the turn's delivery; so a
+crash mid-stream leaves nothing half-written (the stored answer is delivered once by recovery).
+Where it has none, or refuses one, the reply is one message sent and edited as it grows.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+import secrets
 import time
 from collections.abc import AsyncIterator
 
@@ -36,10 +43,11 @@ async def typing(channel: Channel, chat_id: str) -> AsyncIterator[None]:
 
 
 class LiveReply:
-    """One message edited as text streams in: plain while growing, formatted at the end.
+    """One message edited as text streams in: plain while growing, formatted at the end; or,
+    while the channel takes them, drafts of it, and no message until the answer is delivered.
 
-    At most one edit per `capabilities.edit_interval_s`, only when the text changed, never two
-    requests in flight; the stream itself never waits for the platform.
+    At most one edit (or draft) per `capabilities.edit_interval_s`, only when the text changed,
+    never two requests in flight; the stream itself never waits for the platform.
     """
 
     def __init__(self, channel: Channel, chat_id: str, reply_to: str | None) -> None:
@@ -52,6 +60,7 @@ class LiveReply:
         self._ref: MessageRef | None = None
         self._last = 0.0
         self._push: asyncio.Task[None] | None = None
+        self._draft_id: int | None = secrets.randbelow(2**31 - 1) + 1  # None: no drafts here
 
     async def on_text(self, delta: str) -> None:
         self.text += delta
@@ -61,6 +70,8 @@ class LiveReply:
     async def _flush(self) -> None:
         text = self.text
         try:
+            if self._draft_id is not None and await self._draft(self._draft_id, text):
+                return
             if self._ref is None:
                 self._ref = await self.channel.send(
                     self.chat_id, text, reply_to=self.reply_to, formatted=False
@@ -74,13 +85,28 @@ class LiveReply:
             self._last = time.monotonic()
             self._push = None
 
+    async def _draft(self, draft_id: int, text: str) -> bool:
+        """Show `text` as a draft; False (from then on) when the channel has none or refuses."""
+        if text == self._shown:
+            return True
+        try:
+            if await self.channel.draft(self.chat_id, draft_id, text):
+                self._shown = text
+                return True
+        except Exception as exc:
+            log.info("no draft in %s (%s); the answer streams as a message", self.chat_id, exc)
+        self._draft_id = None
+        self._shown = ""
+        return False
+
     @property
     def ref(self) -> MessageRef | None:
         """The message the reply is shown in, once the first part went out."""
         return self._ref
 
     async def finish(self, final: str) -> bool:
-        """Put the final, formatted text in place. False if nothing was shown yet."""
+        """Put the final, formatted text in place. False if no message shows it yet (nothing
+        was shown, or only drafts): then the caller sends it."""
         if self._push is not None:
             await self._push
         if self._ref is None:

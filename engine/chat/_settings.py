@@ -15,7 +15,7 @@ from engine.chat._memory import MemorySettings
 from engine.chat._schedules import ScheduleSettings
 from engine.chat._tooling import Tooling
 from engine.context import ContextSettings
-from engine.models import Model
+from engine.models import Model, Prices
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +62,9 @@ class Settings:
     memory: MemorySettings = field(default_factory=MemorySettings)  # [memory]
     delegate: DelegateSettings | None = None  # the delegate tool's bounds; None: no such tool
     pairing: PairingSettings = field(default_factory=PairingSettings)
+    prices: Prices = field(default_factory=Prices)  # the built-in table and [pricing]
+    console_url: str | None = None  # the web console's address ([web]); None: /console is off
+    console_link_s: float = 600.0  # a /console link works this long, once
 
     def allowed(self, channel: str, user_id: str) -> bool:
         users = self.allowed_users.get(channel, set())

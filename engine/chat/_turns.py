@@ -10,13 +10,14 @@ crash between the platform accepting a message and that commit (measured in benc
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from engine import Backoff, metrics
-from engine._channel import Channel
+from engine._channel import Channel, Reaction
 from engine.chat._chat_settings import ChatSettings
 from engine.chat._confirmations import Confirmations, pending_call
 from engine.chat._limits import today
@@ -24,18 +25,20 @@ from engine.chat._live import LiveReply, typing
 from engine.chat._notices import Notices, apology
 from engine.chat._permissions import Permissions
 from engine.chat._progress import Progress
+from engine.chat._reactions import StatusReactions
+from engine.chat._speech import VoiceAnswers
+from engine.chat._spend import Meter, charging
 from engine.chat._tooling import PromptPart, Tooling
 from engine.context import RecentImages, Window
 from engine.loop import ConversationKey, ToolLoop, TurnContext, TurnResult
-from engine.models import Message, Role
+from engine.models import Message
 from engine.store import (
     ConfirmationRow,
-    ConfirmationState,
     Conversation,
     InboxRow,
-    InboxState,
     Store,
 )
+from engine.work import Tasks
 from tools.errors import LLMError, StoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -69,7 +72,10 @@ class TurnRunner:
         notices: Notices,
         images: RecentImages | None = None,
         chat_settings: ChatSettings | None = None,
+        meter: Meter | None = None,
+        voice: VoiceAnswers | None = None,
         parts: Sequence[PromptPart] = (),
+        tasks: Tasks | None = None,
     ) -> None:
         self.store = store
         self.parts = parts  # appended to the system prompt, in order (then the tooling's)
@@ -81,6 +87,9 @@ class TurnRunner:
         self.images = images  # pictures in the history: bytes for recent turns, else markers
         self.chat_settings = chat_settings  # a chat's persona and model (/settings)
         self.notices = notices
+        self.meter = meter  # what the turn's requests cost, charged to its user
+        self.voice = voice  # answers spoken too ([media] speech_model)
+        self.reactions = StatusReactions(channels, tasks or Tasks())  # on the answered messages
 
     @property
     def settings(self) -> TurnSettings:
@@ -124,12 +133,22 @@ class TurnRunner:
         if self.settings.tool_progress and channel.capabilities.edits:
             progress = Progress(channel, conv.chat_id, reply_to)
             ctx.on_step = progress.step
+        answered = [r.message_id for r in answering]
+        self.reactions.show(conv.channel, conv.chat_id, answered, Reaction.WORKING)
+        outcome: Reaction | None = Reaction.FAILED
         try:
-            with tooling.use():
-                return await self._run(
+            with tooling.use(), charging(self.meter, conv.channel, conv.chat_id, user_id):
+                result = await self._run(
                     conv, ctx, tooling, channel, live, reply_to, answering, resume, failed, started
                 )
+            outcome = Reaction.DONE if result is not None else Reaction.FAILED
+            return result
+        except (asyncio.CancelledError, StoreUnavailable):
+            outcome = None  # cut off: the turn that finishes it (a retry, a restart) says how
+            raise
         finally:
+            if outcome is not None:
+                self.reactions.show(conv.channel, conv.chat_id, answered, outcome)
             if progress is not None:
                 await progress.close()  # after the answer: it never waits for this
 
@@ -202,6 +221,8 @@ class TurnRunner:
                 await self._delivered(answer[-1], live.ref.message_id, answering)
             else:
                 await self.deliver(answer[-1], conv, result.text, reply_to, answering)
+            if self.voice is not None:
+                await self.voice.answer(channel, ctx.key, answering, result.text, reply_to)
         seconds = time.monotonic() - started
         _log_turn(ctx, result, seconds)
         outcome = "confirmation" if result.pending is not None else "answered"
@@ -266,36 +287,6 @@ class TurnRunner:
             except StoreUnavailable:  # the store says why, once
                 await backoff.sleep()
 
-    async def recover(self, key: ConversationKey) -> None:
-        """Settle what a crash left in the chat, before anything new is taken."""
-        conversations = self.store.conversations
-        for d in await conversations.undelivered(key.channel, key.chat_id):
-            conv = Conversation(d.conversation_id, d.channel, d.chat_id, True)
-            log.warning("delivering an answer a restart held up in %s", key)
-            await self.deliver(d.message_id, conv, d.text, d.reply_to, last_try=True)
-        rows = await self.store.inbox.rows(InboxState.TAKEN, key.channel, key.chat_id)
-        if not rows:
-            return
-        last = rows[-1]
-        conv = await conversations.active(key.channel, key.chat_id, is_private=last.is_private)
-        history = await conversations.history(conv.id, self.settings.history_limit)
-        open_confirmations = await self.confirmations.open_in(key)
-        waiting = _asked_in_last_turn(history, open_confirmations)
-        if waiting:  # the turn of these rows ended in a question: the prompt answered them
-            for conf in waiting:
-                if conf.message_ref is None and conf.state is ConfirmationState.PENDING:
-                    await self.confirmations.show(conf)
-            await self.store.inbox.answered([r.id for r in rows])
-            return
-        if history and history[-1].is_answer:  # answered and delivered before the crash
-            await self.store.inbox.answered([r.id for r in rows])
-            return
-        # Cut off mid-turn: its calls get "interrupted", except one an older turn still waits on.
-        keep = {c.call_id for c in open_confirmations}
-        await conversations.close_dangling(conv.id, RESTARTED, keep=keep)
-        log.warning("finishing the turn a restart cut off in %s", key)
-        await self.run(conv, last.user_id, last.user_name, last.message_id, answering=rows)
-
     def _context(
         self,
         conv: Conversation,
@@ -328,16 +319,6 @@ class TurnRunner:
             model=chosen.model(key) if chosen is not None else None,
             is_private=conv.is_private,
         )
-
-
-def _asked_in_last_turn(
-    history: Sequence[Message], confirmations: Sequence[ConfirmationRow]
-) -> list[ConfirmationRow]:
-    """The confirmations whose call was made after the newest user message."""
-    users = [i for i, m in enumerate(history) if m.role is Role.USER]
-    since = history[users[-1] + 1 :] if users else history
-    asked = {call.id for m in since for call in m.tool_calls}
-    return [c for c in confirmations if c.call_id in asked]
 
 
 def _log_turn(ctx: TurnContext, result: TurnResult, seconds: float) -> None:

@@ -11,9 +11,11 @@ SQLite file.
 from engine.store._access import AccessRequest, ApprovedUser, RequestState
 from engine.store._api import (
     AccessStore,
+    BrowseStore,
     ChatSettingsStore,
     ClusterStore,
     ConfirmationStore,
+    ConsoleStore,
     ContextStore,
     ConversationStore,
     GrantStore,
@@ -22,10 +24,19 @@ from engine.store._api import (
     MemoryStore,
     OpsStore,
     ScheduleStore,
+    SpendStore,
     Store,
     UsageStore,
 )
+from engine.store._browse import (
+    Activity,
+    ConfirmationView,
+    ConversationView,
+    ScheduleView,
+    StoredMessage,
+)
 from engine.store._composed import ComposedStore
+from engine.store._console import ConsoleSession
 from engine.store._db import Db, Dialect
 from engine.store._memory import MemoryItem
 from engine.store._open import open_store
@@ -53,6 +64,7 @@ from engine.store._rows import (
     JobRow,
     ScheduleRow,
     ScheduleRun,
+    Spent,
     Summary,
     TokenRatio,
     UsageTotals,
@@ -65,6 +77,7 @@ from engine.store._states import (
     ReplyMode,
     RunState,
     ScheduleState,
+    VoiceReplies,
 )
 from engine.store._upgrade import plan as upgrade_plan
 from engine.store._urls import is_postgres, redact
@@ -74,9 +87,11 @@ __all__ = [
     "MIGRATIONS",
     "AccessRequest",
     "AccessStore",
+    "Activity",
     "Adoption",
     "ApprovedUser",
     "BackupMade",
+    "BrowseStore",
     "ChannelError",
     "ChatPrefs",
     "ChatSettingsStore",
@@ -85,9 +100,13 @@ __all__ = [
     "ConfirmationRow",
     "ConfirmationState",
     "ConfirmationStore",
+    "ConfirmationView",
+    "ConsoleSession",
+    "ConsoleStore",
     "ContextStore",
     "Conversation",
     "ConversationStore",
+    "ConversationView",
     "Db",
     "Delivery",
     "DeliveryState",
@@ -116,16 +135,21 @@ __all__ = [
     "ScheduleRun",
     "ScheduleState",
     "ScheduleStore",
+    "ScheduleView",
     "ServerInfo",
+    "SpendStore",
+    "Spent",
     "SqliteStore",
     "StatusSnapshot",
     "Store",
     "StoreCounts",
+    "StoredMessage",
     "Summary",
     "TokenRatio",
     "UpcomingRun",
     "UsageStore",
     "UsageTotals",
+    "VoiceReplies",
     "backup_sqlite",
     "is_postgres",
     "open_store",

@@ -18,6 +18,7 @@ from engine.store._api_chat import (
     InboxStore,
     JobStore,
 )
+from engine.store._api_console import BrowseStore, ConsoleStore
 from engine.store._api_ops import ClusterStore, OpsStore
 from engine.store._api_tools import (
     AccessStore,
@@ -25,14 +26,17 @@ from engine.store._api_tools import (
     GrantStore,
     MemoryStore,
     ScheduleStore,
+    SpendStore,
     UsageStore,
 )
 
 __all__ = [
     "AccessStore",
+    "BrowseStore",
     "ChatSettingsStore",
     "ClusterStore",
     "ConfirmationStore",
+    "ConsoleStore",
     "ContextStore",
     "ConversationStore",
     "GrantStore",
@@ -41,6 +45,7 @@ __all__ = [
     "MemoryStore",
     "OpsStore",
     "ScheduleStore",
+    "SpendStore",
     "Store",
     "UsageStore",
 ]
@@ -56,12 +61,15 @@ class Store(Protocol):
     memory: MemoryStore
     grants: GrantStore
     usage: UsageStore
+    spend: SpendStore
     schedules: ScheduleStore
     chat_settings: ChatSettingsStore
     ops: OpsStore
     cluster: ClusterStore | None  # None: one process at a time (SQLite)
     context: ContextStore
     access: AccessStore
+    console: ConsoleStore  # the web console's sign-in
+    browse: BrowseStore  # what the web console reads
 
     def transaction(self) -> contextlib.AbstractAsyncContextManager[None]:
         """Writes of every part inside the block commit together, or not at all."""

@@ -11,9 +11,11 @@ from typing import Self
 from engine.store._access import Access
 from engine.store._api import (
     AccessStore,
+    BrowseStore,
     ChatSettingsStore,
     ClusterStore,
     ConfirmationStore,
+    ConsoleStore,
     ContextStore,
     ConversationStore,
     GrantStore,
@@ -22,10 +24,13 @@ from engine.store._api import (
     MemoryStore,
     OpsStore,
     ScheduleStore,
+    SpendStore,
     UsageStore,
 )
+from engine.store._browse import Browse
 from engine.store._chat_settings import ChatSettings
 from engine.store._confirmations import Confirmations
+from engine.store._console import Console
 from engine.store._context import Context
 from engine.store._conversations import Conversations
 from engine.store._db import Db
@@ -35,6 +40,7 @@ from engine.store._jobs import Jobs
 from engine.store._memory import Memory
 from engine.store._ops import Ops
 from engine.store._schedules import Schedules
+from engine.store._spend import Spend
 
 
 class ComposedStore:
@@ -51,10 +57,13 @@ class ComposedStore:
         self.memory: MemoryStore = Memory(db)
         self.grants: GrantStore = Grants(db)
         self.usage: UsageStore = Usage(db)
+        self.spend: SpendStore = Spend(db)
         self.schedules: ScheduleStore = schedules
         self.chat_settings: ChatSettingsStore = ChatSettings(db)
         self.context: ContextStore = Context(db)
         self.access: AccessStore = Access(db)
+        self.console: ConsoleStore = Console(db)
+        self.browse: BrowseStore = Browse(db)
         self.ops: OpsStore = Ops(db, schedules)
         self.cluster: ClusterStore | None = None  # a backend several processes share sets it
 

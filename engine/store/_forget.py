@@ -11,7 +11,8 @@ What belongs to a user:
   people's messages stay;
 - everywhere, the inbox rows of their messages, their memory, confirmations, jobs (and the results
   those put into a conversation), schedules and their runs, the grants they gave, their usage and
-  time zone; a group's settings they changed stay, without their id;
+  time zone, their requests to use the bot and an owner's approval of them (they ask again to
+  come back); a group's settings they changed stay, without their id;
 - the running summary (the context budget's) of any conversation that lost a message it covers.
 
 A dry run does all of it and rolls back, so its counts are exact.
@@ -76,6 +77,7 @@ def forgotten(tally: _Tally, chats: Sequence[tuple[str, str]]) -> Forgotten:
         confirmations=c.get("confirmations", 0),
         jobs=c.get("jobs", 0),
         summaries=c.get("summaries", 0),
+        access=c.get("access", 0),
         job_ids=tuple(dict.fromkeys(tally.job_ids)),
         private_chats=tuple(chats),
     )
@@ -198,6 +200,9 @@ async def _drop_user_rows(db: Db, tally: _Tally, channel: str | None, user_id: s
     tally.add("schedules", await _delete(db, "schedules", mine, params))
     tally.add("grants", await _delete(db, "grants", f"granted_by=? AND {where}", params))
     tally.add("usage", await _delete(db, "usage", mine, params))
+    tally.add("access", await _delete(db, "access_requests", mine, params))
+    tally.add("access", await _delete(db, "approved_users", mine, params))
+    await _delete(db, "spend", mine, params)  # what their requests cost, with their usage
     tally.add("settings", await _delete(db, "user_settings", mine, params))
     await db.execute(
         f"UPDATE chat_settings SET updated_by='' WHERE updated_by=? AND {where}", *params

@@ -17,7 +17,8 @@ from engine.store._states import JOB_TRANSITIONS, JobState, guard
 
 _COLS = (
     "id, conversation_id, channel, chat_id, user_id, tool, args, resumable, state, result, "
-    "for_user, is_error"
+    "for_user, is_error, "
+    "(SELECT is_private FROM conversations c WHERE c.id = jobs.conversation_id) AS is_private"
 )
 _ADD = (
     "INSERT INTO jobs(id, conversation_id, channel, chat_id, user_id, tool, args, resumable, "
@@ -104,4 +105,5 @@ def _row(r: Row) -> JobRow:
         result=r["result"],
         for_user=r["for_user"],
         is_error=bool(r["is_error"]),
+        is_private=bool(r["is_private"]),
     )

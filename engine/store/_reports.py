@@ -135,6 +135,7 @@ class Forgotten:
     confirmations: int = 0
     jobs: int = 0
     summaries: int = 0
+    access: int = 0  # their requests to use the bot, and an owner's approval
     job_ids: tuple[str, ...] = ()  # jobs that may still run in the daemon: cancel them
     private_chats: tuple[tuple[str, str], ...] = ()  # (channel, chat id) removed whole
 
@@ -151,6 +152,7 @@ class Forgotten:
             (self.usage, "day of usage figures", "days of usage figures"),
             (self.inbox, "record of a received message", "records of received messages"),
             (self.summaries, "conversation summary", "conversation summaries"),
+            (self.access, "request or approval to use me", "requests and approvals to use me"),
         ]
         said = [f"{n} {one if n == 1 else many}" for n, one, many in words if n]
         return ", ".join(said) or "nothing"

@@ -16,6 +16,7 @@ from engine.store._states import (
     ReplyMode,
     RunState,
     ScheduleState,
+    VoiceReplies,
 )
 
 
@@ -88,6 +89,7 @@ class JobRow:
     result: str | None
     for_user: str | None
     is_error: bool
+    is_private: bool = False  # its conversation is a private chat (False: a group, or gone)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +127,26 @@ class UsageTotals:
     completion_tokens: int = 0
     turns: int = 0
     tool_calls: int = 0
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class Spent:
+    """What requests cost over a period, for one user, chat or model (`of`), or all of them:
+    their count, tokens, pictures made, characters spoken, seconds heard, and nano-dollars (a
+    model without a price adds its figures and no cost)."""
+
+    of: str = ""
+    requests: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    images: int = 0
+    chars: int = 0
+    seconds: float = 0.0
+    nano_usd: int = 0
 
     @property
     def tokens(self) -> int:
@@ -175,6 +197,7 @@ class ChatPrefs:
     persona: str | None = None
     model: str | None = None
     reply_mode: ReplyMode | None = None
+    voice: VoiceReplies | None = None  # spoken answers (None: to voice messages)
 
 
 @dataclass(frozen=True, slots=True)

@@ -86,6 +86,7 @@ class Compact:
     `done` receives the text to answer with."""
 
     done: asyncio.Future[str] = field(compare=False, repr=False)
+    user_id: str = ""  # who asked: the summary requests are charged to them
 
 
 WorkItem = Inbound | Recover | Decided | JobDone | Notice | Rewind | ScheduledRun | Compact

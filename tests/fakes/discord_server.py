@@ -42,6 +42,13 @@ by its id. ``archive_thread(id, locked=)`` archives one: posting unarchives it (
 unless it is locked (400, code 50083); ``delete_thread(id)`` deletes one (THREAD_DELETE; then 404,
 code 10003, for everything sent there). ``threads`` holds each thread's channel JSON.
 
+Reactions: ``PUT`` / ``DELETE /channels/{id}/messages/{id}/reactions/{emoji}/@me`` add and take
+off the bot's own reaction (204 both; taking off one not there is no error), on a message of
+that channel (else 404, code 10008), with a Unicode emoji or a custom one as ``name:id`` (none
+is known here: 400, code 10014); in a channel of ``no_reactions`` the bot lacks Add Reactions
+(403, code 50013). A message's JSON carries ``reactions`` as Discord's does;
+``bot_reactions(message id)`` lists the bot's own, in the order they were added.
+
 Files users send: ``upload(content, filename, content_type)`` (``duration=`` makes a voice
 message) keeps the bytes and returns the attachment JSON for ``inject_message(attachments=...)``.
 Every attachment URL (a user's or the bot's) is served by ``GET /attachments/...``, as Discord's
@@ -157,6 +164,7 @@ class FakeDiscord:
         self.dm_channels: dict[int, int] = {}  # user id -> DM channel id
         self.threads: dict[int, Json] = {}  # thread id -> its channel JSON (see Threads above)
         self.deleted_threads: set[int] = set()
+        self.no_reactions: set[int] = set()  # channels where the bot may not add reactions
         self._originals: dict[str, int] = {}  # interaction token -> its response message id
         self._attachments: dict[tuple[int, str], bytes] = {}  # (message id, file name) -> content
         self._cdn: dict[str, bytes] = {}  # attachment URL path -> content
@@ -810,6 +818,35 @@ class FakeDiscord:
             return _error(404, "Unknown Message", 10008)
         return web.Response(status=204)
 
+    def bot_reactions(self, message_id: int) -> list[str]:
+        """The bot's own reactions on a message, in the order they were added."""
+        reactions = self.messages[message_id].get("reactions", [])
+        return [r["emoji"]["name"] for r in reactions if r["me"]]
+
+    async def _react(
+        self, call: Call, channel_id: str, message_id: str, emoji: str
+    ) -> web.Response:
+        msg = self.messages.get(int(message_id))
+        if msg is None or msg["channel_id"] != channel_id:
+            return _error(404, "Unknown Message", 10008)
+        if re.search(r"[A-Za-z0-9]", emoji):  # name:id, a custom emoji: none exists here
+            return _error(400, "Unknown Emoji", 10014)
+        reactions: list[Json] = msg.setdefault("reactions", [])
+        found = next((r for r in reactions if r["emoji"]["name"] == emoji), None)
+        if call.method == "DELETE":
+            if found is not None and found["me"]:
+                found["me"], found["count"] = False, found["count"] - 1
+                if not found["count"]:
+                    reactions.remove(found)
+            return web.Response(status=204)
+        if int(channel_id) in self.no_reactions:
+            return _error(403, "Missing Permissions", 50013)
+        if found is None:
+            reactions.append({"count": 1, "me": True, "emoji": {"id": None, "name": emoji}})
+        elif not found["me"]:
+            found["me"], found["count"] = True, found["count"] + 1
+        return web.Response(status=204)
+
     async def _typing(self, call: Call, channel_id: str) -> web.Response:
         if int(channel_id) in self.deleted_threads:
             return _error(404, "Unknown Channel", 10003)
@@ -929,6 +966,8 @@ class FakeDiscord:
         ("POST", r"/channels/(\d+)/messages/(\d+)/threads", _start_thread),
         ("PATCH", r"/channels/(\d+)/messages/(\d+)", _patch_message),
         ("DELETE", r"/channels/(\d+)/messages/(\d+)", _delete_message),
+        ("PUT", r"/channels/(\d+)/messages/(\d+)/reactions/([^/]+)/@me", _react),
+        ("DELETE", r"/channels/(\d+)/messages/(\d+)/reactions/([^/]+)/@me", _react),
         ("POST", r"/channels/(\d+)/typing", _typing),
         ("POST", r"/users/@me/channels", _dm_channel),
         ("GET", r"/guilds/(\d+)/members/(\d+)", _get_member),

@@ -17,9 +17,9 @@ call. Faults: `fail_next(method, ...)`, `down = True` (502 for everything), `bad
 (the next HTML text is rejected with "can't parse entities"). `on_get_updates(offset)` is called
 as each getUpdates arrives, before the updates it confirms are dropped.
 
-Documents: sendDocument and sendPhoto keep the file (`document(chat_id, message_id)` gives it
-back) and its caption; editMessageCaption edits it. `parse_html` also applies Telegram's nesting
-rules.
+Documents: sendDocument, sendPhoto and sendVoice (Ogg/Opus only) keep the file
+(`document(chat_id, message_id)` gives it back) and its caption; editMessageCaption edits it.
+`parse_html` also applies Telegram's nesting rules.
 
 Files users send: `upload_photo(*sizes)`, `upload_document(...)`, `upload_voice(...)` keep the
 bytes and return the JSON to pass to `inject_message(photo=..., document=..., voice=...)`;
@@ -37,6 +37,18 @@ naming no open topic, Telegram answers "message thread not found"; a message sen
 goes to General. `topic_texts(chat, topic)` is what the bot shows in a topic (None: General).
 Replies: `inject_message(..., reply_to_message=id)` carries the message replied to (the bot's, or
 a user's injected earlier) as Telegram does, and `quote="..."` the part of it the user picked.
+
+Reactions, as the Bot API has them: setMessageReaction takes at most one reaction from a bot,
+an emoji of Telegram's list for reactions (`REACTION_EMOJI`; anything else is REACTION_INVALID,
+as is one the chat's admins left out of `chat_reactions[chat]`), on a message of the chat
+(else MESSAGE_ID_INVALID), or on an album's first message when it names any part of it; an
+empty or missing list takes the bot's reaction off.
+`reactions(chat, message_id)` is the bot's reaction on a message now ([] or [emoji]).
+
+Drafts (sendMessageDraft): private chats only (a group answers "TEXTDRAFT_PEER_INVALID"), a
+non-zero draft_id, 0-4096 characters, a topic's message_thread_id checked as for sends; each is
+recorded in `drafts` (chat, draft_id, text) and leaves no message. `drafts_supported = False`
+plays a Bot API server from before drafts (404 "Not Found").
 
 Webhooks: setWebhook / deleteWebhook / getWebhookInfo, and while a webhook is set the queued
 updates are POSTed to it as Telegram does (getUpdates then answers 409); `webhook` controls and
@@ -74,6 +86,16 @@ _ALLOWED_TAGS = frozenset(
 _TAG = re.compile(r"<(/?)([a-zA-Z][a-zA-Z-]*)((?:\s[^<>]*)?)>")
 _ENTITY = re.compile(r"&(lt|gt|amp|quot|#\d+|#x[0-9a-fA-F]+);")
 _MENTION = re.compile(r"@\w{5,32}")
+# The emoji a bot may react with (the Bot API's ReactionTypeEmoji).
+REACTION_EMOJI = frozenset(
+    "👍 👎 ❤ 🔥 🥰 👏 😁 🤔 🤯 😱 🤬 😢 "
+    "🎉 🤩 🤮 💩 🙏 👌 🕊 🤡 🥱 🥴 😍 🐳 "
+    "❤️‍🔥 🌚 🌭 💯 🤣 ⚡ 🍌 🏆 💔 🤨 😐 🍓 "
+    "🍾 💋 🖕 😈 😴 😭 🤓 👻 👨‍💻 👀 🎃 🙈 "
+    "😇 😨 🤝 ✍ 🤗 🫡 🎅 🎄 ☃ 💅 🤪 🗿 "
+    "🆒 💘 🙉 🦄 😘 💊 🙊 😎 👾 🤷‍♂️ 🤷 🤷‍♀️ "
+    "😡".split()
+)
 _COMMAND = re.compile(r"^/\w+(@\w+)?")
 
 
@@ -231,6 +253,10 @@ class FakeTelegram:
         self.webhook = FakeWebhook(lambda: self._updates)  # see telegram_webhook.py
         self.topics: dict[int, dict[int, str]] = {}  # forum chat → its open topics (id → name)
         self.sent_by_users: dict[tuple[int, int], dict[str, Any]] = {}  # what replies can quote
+        self._reactions: dict[tuple[int, int], list[str]] = {}  # (chat, id) → the bot's reaction
+        self.chat_reactions: dict[int, set[str]] = {}  # chat → the reactions its admins allow
+        self.drafts: list[tuple[int, int, str]] = []  # (chat, draft_id, text), in order
+        self.drafts_supported = True  # False: a Bot API server without sendMessageDraft
 
     # lifecycle -------------------------------------------------------------------------------
     async def __aenter__(self) -> FakeTelegram:
@@ -611,6 +637,45 @@ class FakeTelegram:
         self.messages.pop((int(params["chat_id"]), int(params["message_id"])), None)
         return True
 
+    def reactions(self, chat_id: int, message_id: int) -> list[str]:
+        """The bot's reaction on a message now: [] or [emoji]."""
+        return list(self._reactions.get((chat_id, message_id), []))
+
+    async def _api_setMessageReaction(self, params: dict[str, Any]) -> bool:
+        key = (int(params["chat_id"]), int(params["message_id"]))
+        if key not in self.messages and key not in self.sent_by_users:
+            raise ApiError(400, "Bad Request: MESSAGE_ID_INVALID")
+        if album := self.sent_by_users.get(key, {}).get("media_group_id"):
+            key = min(k for k, m in self.sent_by_users.items() if m.get("media_group_id") == album)
+        reaction = params.get("reaction") or []
+        if len(reaction) > 1:
+            raise ApiError(400, "Bad Request: REACTIONS_TOO_MANY")
+        emoji = [r.get("emoji") for r in reaction if r.get("type") == "emoji"]
+        if len(emoji) != len(reaction):
+            raise ApiError(400, "Bad Request: REACTION_INVALID")  # a bot has no custom emoji
+        allowed = self.chat_reactions.get(key[0], REACTION_EMOJI)
+        if any(e not in REACTION_EMOJI or e not in allowed for e in emoji):
+            raise ApiError(400, "Bad Request: REACTION_INVALID")
+        self._reactions[key] = emoji
+        return True
+
+    async def _api_sendMessageDraft(self, params: dict[str, Any]) -> bool:
+        if not self.drafts_supported:
+            raise ApiError(404, "Not Found")
+        chat_id = int(params["chat_id"])
+        if chat_id < 0:
+            raise ApiError(400, "Bad Request: TEXTDRAFT_PEER_INVALID")
+        if not int(params.get("draft_id") or 0):
+            raise ApiError(400, "Bad Request: draft_id must be non-zero")
+        self._topic(chat_id, params)
+        text = str(params.get("text", ""))
+        if str(params.get("parse_mode", "")).upper() == "HTML":
+            text = parse_html(text)
+        if _utf16_len(text) > 4096:
+            raise ApiError(400, "Bad Request: text is too long")
+        self.drafts.append((chat_id, int(params["draft_id"]), text))
+        return True
+
     async def _api_answerCallbackQuery(self, _: dict[str, Any]) -> bool:
         return True
 
@@ -711,6 +776,16 @@ class FakeTelegram:
     async def _api_sendPhoto(self, params: dict[str, Any]) -> dict[str, Any]:
         return self._sent_file(params, "photo")
 
+    async def _api_sendVoice(self, params: dict[str, Any]) -> dict[str, Any]:
+        """A voice note: Telegram plays Ogg/Opus as one (it refuses other uploads here)."""
+        upload = params.get("voice")
+        if isinstance(upload, web.FileField):
+            head = upload.file.read(64)
+            upload.file.seek(0)
+            if not (head.startswith(b"OggS") and b"OpusHead" in head):
+                raise ApiError(400, "Bad Request: wrong file type: voice must be OGG/Opus")
+        return self._sent_file(params, "voice")
+
     def _sent_file(self, params: dict[str, Any], field: str) -> dict[str, Any]:
         upload = params.get(field)
         if not isinstance(upload, web.FileField):
@@ -722,6 +797,8 @@ class FakeTelegram:
         msg = self._new_message(chat_id, params)
         if field == "photo":
             msg["photo"] = [kept | {"width": 90, "height": 60}]
+        elif field == "voice":
+            msg["voice"] = kept | {"duration": 1, "mime_type": "audio/ogg"}
         else:
             msg["document"] = kept | {"file_name": upload.filename}
         if "caption" in params:

@@ -311,4 +311,37 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (channel, user_id)
     );
     """,
+    # 14: what requests cost: per chat, user, day and model, in nano-dollars; a chat's choice of
+    #     voice replies
+    """
+    CREATE TABLE spend (
+        channel TEXT NOT NULL,
+        chat_id TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        day TEXT NOT NULL,
+        model TEXT NOT NULL,
+        requests BIGINT NOT NULL DEFAULT 0,
+        prompt_tokens BIGINT NOT NULL DEFAULT 0,
+        completion_tokens BIGINT NOT NULL DEFAULT 0,
+        images BIGINT NOT NULL DEFAULT 0,
+        chars BIGINT NOT NULL DEFAULT 0,
+        seconds DOUBLE PRECISION NOT NULL DEFAULT 0,
+        nano_usd BIGINT NOT NULL DEFAULT 0,
+        PRIMARY KEY (channel, chat_id, user_id, day, model)
+    );
+    CREATE INDEX spend_user ON spend(channel, user_id, day);
+    CREATE INDEX spend_day ON spend(day);
+    ALTER TABLE chat_settings ADD COLUMN voice TEXT;
+    """,
+    # 15: the web console (issue 32): sign-in links and sessions, as their tokens' SHA-256 only
+    """
+    CREATE TABLE console_links (token_hash TEXT PRIMARY KEY, admin TEXT NOT NULL,
+        role TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL,
+        expires_at DOUBLE PRECISION NOT NULL, used_at DOUBLE PRECISION);
+    CREATE INDEX console_links_expiry ON console_links(expires_at);
+    CREATE TABLE console_sessions (token_hash TEXT PRIMARY KEY, admin TEXT NOT NULL,
+        role TEXT NOT NULL, csrf TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL,
+        expires_at DOUBLE PRECISION NOT NULL, ended_at DOUBLE PRECISION);
+    CREATE INDEX console_sessions_expiry ON console_sessions(expires_at);
+    """,
 ]

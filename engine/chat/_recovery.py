@@ -1,0 +1,60 @@
+"""What a crash or restart left in a chat, settled before anything new is taken there.
+
+An answer stored but not recorded as delivered is sent (once: this is its last try); messages a
+turn had taken are answered by what the turn got to: a confirmation prompt it asked (shown if it
+was not yet), an answer already delivered, or else the turn is finished now, its cut-off calls
+closed as "interrupted" (except one an older turn still waits on).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from engine.chat._turns import RESTARTED, TurnRunner
+from engine.loop import ConversationKey
+from engine.models import Message, Role
+from engine.store import ConfirmationRow, ConfirmationState, Conversation, InboxState
+
+log = logging.getLogger("engine.chat._turns")
+
+
+async def recover(turns: TurnRunner, key: ConversationKey) -> None:
+    """Settle what a crash left in the chat, before anything new is taken."""
+    conversations = turns.store.conversations
+    for d in await conversations.undelivered(key.channel, key.chat_id):
+        conv = Conversation(d.conversation_id, d.channel, d.chat_id, True)
+        log.warning("delivering an answer a restart held up in %s", key)
+        await turns.deliver(d.message_id, conv, d.text, d.reply_to, last_try=True)
+    rows = await turns.store.inbox.rows(InboxState.TAKEN, key.channel, key.chat_id)
+    if not rows:
+        return
+    last = rows[-1]
+    conv = await conversations.active(key.channel, key.chat_id, is_private=last.is_private)
+    history = await conversations.history(conv.id, turns.settings.history_limit)
+    open_confirmations = await turns.confirmations.open_in(key)
+    waiting = _asked_in_last_turn(history, open_confirmations)
+    if waiting:  # the turn of these rows ended in a question: the prompt answered them
+        for conf in waiting:
+            if conf.message_ref is None and conf.state is ConfirmationState.PENDING:
+                await turns.confirmations.show(conf)
+        await turns.store.inbox.answered([r.id for r in rows])
+        return
+    if history and history[-1].is_answer:  # answered and delivered before the crash
+        await turns.store.inbox.answered([r.id for r in rows])
+        return
+    # Cut off mid-turn: its calls get "interrupted", except one an older turn still waits on.
+    keep = {c.call_id for c in open_confirmations}
+    await conversations.close_dangling(conv.id, RESTARTED, keep=keep)
+    log.warning("finishing the turn a restart cut off in %s", key)
+    await turns.run(conv, last.user_id, last.user_name, last.message_id, answering=rows)
+
+
+def _asked_in_last_turn(
+    history: Sequence[Message], confirmations: Sequence[ConfirmationRow]
+) -> list[ConfirmationRow]:
+    """The confirmations whose call was made after the newest user message."""
+    users = [i for i, m in enumerate(history) if m.role is Role.USER]
+    since = history[users[-1] + 1 :] if users else history
+    asked = {call.id for m in since for call in m.tool_calls}
+    return [c for c in confirmations if c.call_id in asked]
