@@ -33,6 +33,16 @@ DEFAULT_BASE_URLS = {
 _SDK_EXTRAS = {"anthropic": "anthropic"}  # provider -> the extra (and module) it needs
 
 
+def url_fix(url: str) -> str:
+    """Why `url` is not a model endpoint's address, and the fix."""
+    local = url.startswith(("localhost", "127.", "0.0.0.0", "[::1]", "192.168.", "10."))
+    example = f"{'http' if local else 'https'}://{url or 'localhost:8080/v1'}"
+    return (
+        f"{url!r} is not a URL: it must start with http:// (a server on this machine or your "
+        f'network) or https://, e.g. base_url = "{example}"'
+    )
+
+
 class ModelEndpoint(Section):
     """One model: the [llm] section's own, or an [[llm.fallback]] entry."""
 
@@ -46,6 +56,13 @@ class ModelEndpoint(Section):
     temperature: float | None = Field(None, ge=0, le=2)
     max_tokens: int | None = Field(None, gt=0)  # the longest answer (anthropic: 4096 if unset)
     options: dict[str, Any] = {}  # passed through to every request (e.g. top_p)
+
+    @field_validator("base_url")
+    @classmethod
+    def _a_url(cls, url: str) -> str:
+        if not url.lower().startswith(("http://", "https://")):
+            raise ValueError(url_fix(url))
+        return url
 
     @model_validator(mode="after")
     def _key_and_defaults(self) -> ModelEndpoint:
@@ -191,6 +208,30 @@ class MetricsConfig(Section):
         assert self.listen is not None
         host, _, port = self.listen.rpartition(":")
         return host.strip("[]"), int(port)
+
+
+class WebConfig(MetricsConfig):
+    """[web]: the operator's console in the browser (bot/web/); off unless `listen` is set."""
+
+    listen: str | None = None  # e.g. "127.0.0.1:8765"; behind a reverse proxy for the rest
+    public_url: str | None = None  # the address people open (default: http://<listen>)
+    link_minutes: float = Field(10, gt=0, le=1440)  # a sign-in link works this long, once
+    session_hours: float = Field(12, gt=0, le=24 * 30)
+
+    @field_validator("public_url")
+    @classmethod
+    def _url(cls, url: str | None) -> str | None:
+        if url is not None and not url.startswith(("http://", "https://")):
+            raise ValueError(
+                f'{url!r} must start with http:// or https://, e.g. "https://bot.example"'
+            )
+        return url.rstrip("/") if url else url
+
+    def base_url(self) -> str | None:
+        """Where a sign-in link points (None: the console is off)."""
+        if self.listen is None:
+            return None
+        return self.public_url or f"http://{self.listen}"
 
 
 class ConsoleConfig(Section):

@@ -37,6 +37,7 @@ from bot._sections import (
     Section,
     SkillsConfig,
     StorageConfig,
+    WebConfig,
     default_state_dir,
 )
 from channels import DiscordConfig, TelegramConfig, read_secret, resolve_secret
@@ -61,6 +62,7 @@ __all__ = [
     "SchedulesConfig",
     "SkillsConfig",
     "StorageConfig",
+    "WebConfig",
     "default_state_dir",
     "find_config",
     "load_config",
@@ -92,6 +94,7 @@ class Config(Section):
     mcp: McpConfig = McpConfig()
     log: LogConfig = LogConfig()
     metrics: MetricsConfig = MetricsConfig()
+    web: WebConfig = WebConfig()
     _path: Path | None = PrivateAttr(None)  # the file it was loaded from (load_config)
 
     @model_validator(mode="after")
@@ -156,8 +159,10 @@ class Config(Section):
 
     def plugin_dirs(self) -> list[Path]:
         """Where plugin modules are looked for besides the import path: the config file's
-        directory (none for a config not loaded from a file)."""
-        return [] if self._path is None else [self._path.parent]
+        directory, then $XDG_CONFIG_HOME/relaybot (where `relaybot init` writes the config of
+        an installed relaybot; a config not loaded from a file has only that one)."""
+        found = [] if self._path is None else [self._path.parent.absolute()]
+        return list(dict.fromkeys([*found, _xdg_config_home() / "relaybot"]))
 
     def skill_dirs(self) -> tuple[list[Path], list[Path]]:
         """Where skills are looked for, and those of them that must exist (the ones named in
@@ -167,8 +172,7 @@ class Config(Section):
             named = [d.expanduser() for d in self.skills.dirs]
             dirs = [d if d.is_absolute() or here is None else here / d for d in named]
             return dirs, dirs
-        xdg = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-        found = [Path(xdg) / "relaybot" / "skills"]
+        found = [_xdg_config_home() / "relaybot" / "skills"]
         if here is not None:
             found.append(here / "skills")
         return list(dict.fromkeys(found)), []
@@ -276,8 +280,11 @@ def find_config(explicit: str | Path | None = None) -> Path:
     local = Path("config.toml")
     if local.exists():
         return local
-    xdg = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(xdg) / "relaybot" / "config.toml"
+    return _xdg_config_home() / "relaybot" / "config.toml"
+
+
+def _xdg_config_home() -> Path:
+    return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
 
 
 def load_config(path: str | Path | None = None) -> Config:

@@ -70,6 +70,7 @@ class Command(enum.StrEnum):
     FORGET_ME = "forget_me"
     MEMORY = "memory"
     USERS = "users"
+    CONSOLE = "console"
 
     @property
     def description(self) -> str:
@@ -97,6 +98,7 @@ _COMMAND_HELP = {
     Command.FORGET_ME: "Delete everything I have stored about you (asks first)",
     Command.MEMORY: "What I remember about you; delete any of it",
     Command.USERS: "Who may use me; let people in (owners only)",
+    Command.CONSOLE: "A one-time link to the web console, in private (owners only)",
 }
 
 

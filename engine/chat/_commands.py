@@ -1,5 +1,5 @@
 """The chat commands (/help, /stop, /reset, /retry, /undo, /compact, /permissions, /settings,
-/schedules, /usage, /forget_me, /memory, /users) and the buttons of their menus. A command
+/schedules, /usage, /forget_me, /memory, /users, /console) and the buttons of their menus. A command
 answers at once, out of the chat's order, except those that change the conversation (/retry,
 /undo, /compact): they queue a work item and answer when it has run."""
 
@@ -11,6 +11,7 @@ import logging
 from engine._channel import Action, Command, InboundMessage, Reply
 from engine.chat._chat_settings import ChatSettings
 from engine.chat._confirmations import Confirmations
+from engine.chat._console_link import console_link
 from engine.chat._forget import ForgetMe
 from engine.chat._limits import Limits
 from engine.chat._memory import Remembered
@@ -24,7 +25,7 @@ from engine.loop import ConversationKey
 from engine.store import Store
 from engine.work import ChatQueues, Cluster, Compact, Rewind
 from tools.errors import LLMError
-from tools.registry import ToolRegistry
+from tools.registry import summary
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +39,6 @@ class Commands:
         self,
         *,
         store: Store,
-        registry: ToolRegistry,
         queues: ChatQueues,
         turns: TurnRunner,
         confirmations: Confirmations,
@@ -52,7 +52,6 @@ class Commands:
         memory: Remembered | None = None,
     ) -> None:
         self.store = store
-        self.registry = registry
         self.queues = queues
         self.turns = turns
         self.confirmations = confirmations
@@ -103,6 +102,8 @@ class Commands:
             if not self.pairing.policy.is_admin(msg.channel, msg.user_id):
                 return "Only the bot's owners ([access] admins) can see who may use me."
             return await self.pairing.menu()
+        if command is Command.CONSOLE:
+            return await console_link(self.pairing, msg)
         if command is Command.HELP:
             return self._help()
         if command is Command.STOP:
@@ -214,8 +215,8 @@ class Commands:
 
     def _help(self) -> str:
         lines = []
-        for tool in self.registry.select():
-            first = (tool.description or "").strip().split("\n")[0].split(". ")[0].rstrip(".")
+        for tool in self.turns.loop.registry.select():  # those in force (a reload changes them)
+            first = summary(tool.description, sentence=True).rstrip(".")
             if first:
                 ask = " (I ask you first)" if tool.destructive else ""
                 lines.append(f"• {first[0].upper()}{first[1:]}{ask}")

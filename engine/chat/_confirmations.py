@@ -7,6 +7,8 @@ the chat's queue (a :class:`Decided` item), so the call runs in order with the c
 At start-up :meth:`Confirmations.recover` settles what a restart found: expired prompts are
 closed, an approval that never started runs (it is durable and was given for exactly this call),
 and a call that had started is reported as cut off (it may have had effects).
+A timeout is a length of time: a prompt asked here expires by the monotonic clock (a jump of
+the wall clock moves it neither way); the stored `expires_at` serves after a restart.
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ class Confirmations:
         self.ready = asyncio.Event()  # set once the channels run: prompts can be edited
         # Answers awaited outside the chat's turn (a delegated task's calls), by confirmation id.
         self.waiting: dict[str, asyncio.Future[str | None]] = {}
+        self._deadlines: dict[str, float] = {}  # monotonic, of the pending prompts asked here
 
     # -- asking ---------------------------------------------------------------------------
 
@@ -94,7 +97,13 @@ class Confirmations:
             ),
         )
         await self.rows.add(row)
+        self._deadlines[row.id] = time.monotonic() + max(row.expires_at - time.time(), 0.0)
         await self.show(row)
+
+    def _expired(self, conf: ConfirmationRow, now: float) -> bool:
+        """Past its timeout: by the monotonic clock when asked here, else by the wall clock."""
+        deadline = self._deadlines.get(conf.id)
+        return conf.expires_at <= now if deadline is None else time.monotonic() >= deadline
 
     async def wait_for(
         self, conv: Conversation, pending: PendingCall, user_name: str
@@ -157,7 +166,7 @@ class Confirmations:
             return Decision(DecisionStatus.ALREADY_DECIDED, f"Already decided ({conf.state}).")
         if press.choice.value not in conf.offered:  # a payload for a button never shown
             return Decision(DecisionStatus.UNKNOWN, "This answer is not offered here.")
-        if conf.expires_at <= time.time():
+        if self._expired(conf, time.time()):
             await self.expire(conf)
             return Decision(DecisionStatus.EXPIRED, "This request has expired; nothing was run.")
         if self.queues.closing:  # the answer could not resume the turn here: not taken at all
@@ -197,9 +206,12 @@ class Confirmations:
 
     async def expire_due(self) -> None:
         now = time.time()
-        for conf in await self.rows.in_state(S.PENDING):
-            if conf.expires_at <= now and conf.channel in self.channels:
+        pending = await self.rows.in_state(S.PENDING)
+        for conf in pending:
+            if self._expired(conf, now) and conf.channel in self.channels:
                 await self.expire(conf)
+        for gone in self._deadlines.keys() - {c.id for c in pending}:  # decided meanwhile
+            del self._deadlines[gone]
 
     async def cancel_pending(self, key: ConversationKey, reason: str) -> int:
         """Cancel the chat's pending confirmations; their calls get `reason` as result."""

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 
 from engine._channel import Action, Channel, Command, Decision, InboundMessage, Press, Reply
+from engine._clock import noticed_jump
 from engine.chat._background import Background
 from engine.chat._chat_settings import ChatSettings
 from engine.chat._commands import STOPPED, Commands
@@ -33,6 +34,7 @@ from engine.chat._recovery import recover
 from engine.chat._schedules import Schedules
 from engine.chat._settings import Live, Settings
 from engine.chat._stalled import Stalled
+from engine.chat._tooling import Tooling
 from engine.chat._turns import TurnRunner
 from engine.loop import ConversationKey, ToolLoop
 from engine.store import Adoption, InboxState, Store
@@ -132,6 +134,17 @@ class Dispatcher:
     def add_channel(self, channel: Channel) -> None:
         self.channels[channel.name] = channel
 
+    def reload(self, settings: Settings, tooling: Tooling | None = None) -> None:
+        """Put `settings` (and `tooling`: a new model and tools) in force for what starts from
+        now on, in one step; what runs keeps what it started with (bot/_reload.py)."""
+        if tooling is not None:
+            self.background.use(tooling.loop.registry)
+            self.chat_settings.models = list(settings.models)
+            self.chat_settings.default_model = tooling.loop.model.name
+            if tooling.loop.context is not None:
+                tooling.loop.context.discover_soon()
+        self.live.swap(settings, tooling)
+
     @property
     def busy(self) -> int:
         """Conversations with a turn running now."""
@@ -156,6 +169,8 @@ class Dispatcher:
         if taken is None:
             keys = [ConversationKey(*c) for c in await self.store.inbox.unfinished_chats()]
             scope: set[ConversationKey] | None = None
+            if keys:  # one line, not one per chat (the cluster's adoption says its own)
+                log.warning("finishing what a restart left unanswered in %d chats", len(keys))
         else:
             keys = [ConversationKey(*c) for c in taken.chats]
             scope = set(keys)
@@ -201,6 +216,7 @@ class Dispatcher:
     async def _expiry_watch(self) -> None:
         while True:
             await asyncio.sleep(self.settings.expiry_check_s)  # a periodic timer
+            noticed_jump(self.schedules.clock)  # wakes the scheduler and reminders at once
             try:
                 await self.confirmations.expire_due()
             except StoreUnavailable:
