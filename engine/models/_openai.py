@@ -17,6 +17,7 @@ import asyncio
 import base64
 import importlib
 import logging
+import secrets
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -104,6 +105,8 @@ class OpenAIModel:
         self._capped = any(k in self.options for k in _CAPS)
         self._hosted = base_url is None or "api.openai.com" in base_url
         self._cap_field = "max_completion_tokens" if self._hosted else "max_tokens"
+        self._key_prefix = f"relaybot-{secrets.token_hex(8)}"
+        self._requests = 0
 
     @property
     def sdk(self) -> openai.AsyncOpenAI:
@@ -142,7 +145,7 @@ class OpenAIModel:
         openai = _openai()
         try:
             if not request.stream:
-                reply = self._parse(await self._post(body, stream=False))
+                reply = _parse(await self._post(body, stream=False))
             else:
                 reply = await self._stream(body, on_text)
         except openai.APIStatusError as exc:
@@ -172,32 +175,24 @@ class OpenAIModel:
         return {"type": "function", "function": fn}
 
     async def _post(self, body: dict[str, Any], *, stream: bool) -> Any:
+        """A plain answer as its JSON (the SDK's typed ChatCompletion is a model per part, read
+        once), a stream's chunks typed; the idempotency key a prefix and a count (not a uuid4)."""
         openai = _openai()
         chat = openai.types.chat
+        self._requests += 1
         return await self.sdk.post(
             "/chat/completions",
             body={**body, "stream": True, "stream_options": {"include_usage": True}}
             if stream
             else body,
-            cast_to=chat.ChatCompletion,
-            options={"security": {"bearer_auth": True}},
+            cast_to=object if not stream else chat.ChatCompletion,
+            options={
+                "security": {"bearer_auth": True},
+                "idempotency_key": f"{self._key_prefix}-{self._requests}",
+            },
             stream=stream,
             stream_cls=openai.AsyncStream[chat.ChatCompletionChunk],
         )
-
-    def _parse(self, resp: Any) -> ModelResponse:
-        usage = _usage(resp.usage)
-        if not resp.choices:
-            return ModelResponse(None, [], FinishReason.OTHER, usage, resp.model or "")
-        choice = resp.choices[0]
-        msg = choice.message
-        calls = [
-            ToolCall(c.id, c.function.name, c.function.arguments or "")
-            for c in (msg.tool_calls or [])
-            if getattr(c, "type", "function") == "function"
-        ]
-        text = msg.content or getattr(msg, "refusal", None)
-        return ModelResponse(text, calls, _finish(choice.finish_reason), usage, resp.model or "")
 
     async def _stream(self, body: dict[str, Any], on_text: OnText | None) -> ModelResponse:
         """A streamed request. The SDK retries a failed request itself; a stream that breaks
@@ -233,6 +228,26 @@ class OpenAIModel:
                 continue
             return ModelResponse("".join(text) or None, calls.finish(), _finish(finish), usage)
         raise AssertionError("unreachable")
+
+
+def _parse(resp: Any) -> ModelResponse:
+    """A chat completion (its JSON) as a ModelResponse; absent or null fields read as empty."""
+    if not isinstance(resp, dict):
+        raise LLMError(f"the model endpoint answered no completion: {resp!r:.200}")
+    usage = _usage(resp.get("usage"))
+    model = resp.get("model") or ""
+    choices = resp.get("choices") or []
+    if not choices:
+        return ModelResponse(None, [], FinishReason.OTHER, usage, model)
+    choice = choices[0] or {}
+    msg = choice.get("message") or {}
+    calls = [
+        ToolCall(c.get("id") or "", fn.get("name") or "", fn.get("arguments") or "")
+        for c in msg.get("tool_calls") or []
+        if (c.get("type") or "function") == "function" and (fn := c.get("function") or {})
+    ]
+    text = msg.get("content") or msg.get("refusal")
+    return ModelResponse(text, calls, _finish(choice.get("finish_reason")), usage, model)
 
 
 def to_openai(system: str, messages: Any) -> list[dict[str, Any]]:
@@ -285,8 +300,12 @@ def _finish(reason: str | None) -> FinishReason:
 
 
 def _usage(raw: Any) -> Usage:
+    """Usage from a typed chunk's or a JSON answer's ``usage``."""
     if raw is None:
         return Usage()
+    if isinstance(raw, dict):
+        cached = (raw.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
+        return Usage(raw.get("prompt_tokens") or 0, raw.get("completion_tokens") or 0, cached)
     details = getattr(raw, "prompt_tokens_details", None)
     cached = getattr(details, "cached_tokens", None) or 0
     return Usage(raw.prompt_tokens or 0, raw.completion_tokens or 0, cached)
