@@ -1,4 +1,5 @@
-"""Each chat's own settings: a persona, a model, and (in groups) which messages it answers.
+"""Each chat's own settings: a persona, a model, (in groups) which messages it answers, and the
+language of relaybot's own words (chat/_languages.py).
 
 /settings shows them with buttons for the choices that are a list (the model, the reply mode,
 clearing the persona) and takes free text as arguments (`/settings persona You are a pirate`),
@@ -25,7 +26,9 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
 from engine._channel import Action, Button, Channel, InboundMessage, Reply, chat_of
+from engine.chat._languages import Languages
 from engine.chat._permissions import Policy
+from engine.i18n import LANGUAGES, N_, translator
 from engine.loop import ConversationKey
 from engine.store import ChatPrefs, ReplyMode, Store
 
@@ -33,14 +36,16 @@ log = logging.getLogger(__name__)
 
 _SET = "set:"
 MAX_PERSONA = 2000
-USAGE = (
+USAGE = N_(
     "Change them with buttons, or: /settings persona <text> (or persona off), "
-    "/settings model <name> (or model default), /settings mode mentions|all (groups)."
+    "/settings model <name> (or model default), /settings mode mentions|all (groups), "
+    "/settings language {languages} (or language auto)."
 )
-_PRIVACY = (
-    " On Telegram, the bot sees every group message only with privacy mode off (@BotFather → "
+_PRIVACY = N_(
+    "On Telegram, the bot sees every group message only with privacy mode off (@BotFather → "
     "/setprivacy → Disable), and after being re-added to the group."
 )
+_AUTO = ("auto", "default", "off")
 
 
 class ChatSettings:
@@ -52,6 +57,7 @@ class ChatSettings:
         models: Sequence[str],
         default_model: str,
         changed: Callable[[], Awaitable[None]] | None = None,
+        language: Callable[[], str] = lambda: "en",
     ) -> None:
         self.rows = store.chat_settings
         self.channels = channels
@@ -61,6 +67,7 @@ class ChatSettings:
         self._prefs: dict[ConversationKey, ChatPrefs] = {}
         self._all: set[ConversationKey] = set()  # chats whose reply mode is "all"
         self.changed = changed  # told to the other instances sharing the store
+        self.languages = Languages(language, lambda key: self.of(key).language)
 
     async def load(self) -> None:
         """Read every chat's settings (again: what is no longer stored is forgotten)."""
@@ -116,15 +123,22 @@ class ChatSettings:
         key = ConversationKey(msg.channel, msg.chat_id)
         words = msg.text.split(maxsplit=2)[1:]  # after "/settings" (or "/settings@bot")
         if not words:
-            return self.menu(key, msg.is_private)
+            return self.menu(key, msg.is_private, language=msg.language)
+        _ = translator(msg.language).gettext
         what, value = words[0].lower(), (words[1] if len(words) > 1 else "").strip()
         if what == "persona" and not value:
             current = self.of(key).persona
-            shown = f"The persona here is: {current}" if current else "No persona is set here."
-            return Reply(f"{shown}\nSet one with /settings persona <text>; clear it with off.")
-        change = self._parse(what, value, msg.is_private)
+            shown = (
+                _("The persona here is: {persona}").format(persona=current)
+                if current
+                else _("No persona is set here.")
+            )
+            return Reply(
+                f"{shown}\n" + _("Set one with /settings persona <text>; clear it with off.")
+            )
+        change = self._parse(what, value, msg.is_private, msg.language)
         if isinstance(change, str):
-            return Reply(f"{change}\n{USAGE}")
+            return Reply(f"{change}\n{_usage(msg.language)}")
         return await self._change(key, msg.user_id, msg.is_private, change)
 
     async def act(self, action: Action) -> Reply | None:
@@ -134,72 +148,96 @@ class ChatSettings:
         what, _, value = action.action.removeprefix(_SET).partition(":")
         if what == "model" and value.isdigit() and int(value) < len(self.models):
             value = self.models[int(value)]
-        change = self._parse(what, value, action.is_private)
+        change = self._parse(what, value, action.is_private, action.language)
         if isinstance(change, str):
             return None
         key = ConversationKey(action.channel, action.chat_id)
         return await self._change(key, action.user_id, action.is_private, change)
 
-    def menu(self, key: ConversationKey, is_private: bool, note: str = "") -> Reply:
+    def menu(
+        self, key: ConversationKey, is_private: bool, note: str = "", language: str | None = None
+    ) -> Reply:
+        _ = translator(language).gettext
         prefs = self.of(key)
+        default = _("{model} (default)").format(model=self.default_model)
         lines = [
-            "Settings of this chat:",
-            f"• Persona: {prefs.persona or '(none)'}",
-            f"• Model: {self.model(key) or f'{self.default_model} (default)'}",
+            _("Settings of this chat:"),
+            _("• Persona: {persona}").format(persona=prefs.persona or _("(none)")),
+            _("• Model: {model}").format(model=self.model(key) or default),
         ]
         buttons = []
         if prefs.persona:
-            buttons.append(Button("Clear persona", f"{_SET}persona:off"))
+            buttons.append(Button(_("Clear persona"), f"{_SET}persona:off"))
         if self.models:
             buttons += [
-                Button(f"Model: {name}"[:40], f"{_SET}model:{i}")
+                Button(_("Model: {model}").format(model=name)[:40], f"{_SET}model:{i}")
                 for i, name in enumerate(self.models)
                 if name != prefs.model
             ]
             if prefs.model:
-                buttons.append(Button("Default model", f"{_SET}model:default"))
+                buttons.append(Button(_("Default model"), f"{_SET}model:default"))
         if not is_private:
             mode = prefs.reply_mode
-            lines.append(f"• I answer: {_MODE_WORDS[mode]}")
+            lines.append(_("• I answer: {mode}").format(mode=_(_MODE_WORDS[mode])))
             buttons += [
-                Button(_MODE_BUTTONS[m], f"{_SET}mode:{m.value}") for m in ReplyMode if m != mode
+                Button(_(_MODE_BUTTONS[m]), f"{_SET}mode:{m.value}") for m in ReplyMode if m != mode
             ]
-        lines.append(USAGE)
+        lines.append(_("• Language: {language}").format(language=_language_name(prefs.language, _)))
+        buttons += [
+            Button(LANGUAGES[code][1], f"{_SET}language:{code}")
+            for code in LANGUAGES
+            if code != prefs.language
+        ]
+        if prefs.language:
+            buttons.append(Button(_("Language: automatic"), f"{_SET}language:auto"))
+        lines.append(_usage(language))
         return Reply(f"{note}\n" * bool(note) + "\n".join(lines), tuple(buttons))
 
     # -- changes --------------------------------------------------------------------------
 
-    def _parse(self, what: str, value: str, is_private: bool) -> dict[str, object] | str:
+    def _parse(
+        self, what: str, value: str, is_private: bool, language: str | None
+    ) -> dict[str, object] | str:
         """The fields to change, or what is wrong with the request."""
+        _ = translator(language).gettext
+        if what == "language":
+            if value.lower() in _AUTO:
+                return {"language": None}
+            if value.lower() not in LANGUAGES:
+                return _("Unknown language {language!r}.").format(language=value)
+            return {"language": value.lower()}
         if what == "persona":
             if value.lower() in ("off", "none", "clear"):
                 return {"persona": None}
             if len(value) > MAX_PERSONA:
-                return f"A persona can be at most {MAX_PERSONA} characters."
+                return _("A persona can be at most {limit} characters.").format(limit=MAX_PERSONA)
             return {"persona": value}
         if what == "model":
             if value.lower() in ("default", "off"):
                 return {"model": None}
             if not self.models:
-                return "This bot offers no other models ([llm] models_allowed is empty)."
+                return _("This bot offers no other models ([llm] models_allowed is empty).")
             if value not in self.models:
-                return f"Unknown model {value!r}; the models here are: {', '.join(self.models)}."
+                return _("Unknown model {model!r}; the models here are: {models}.").format(
+                    model=value, models=", ".join(self.models)
+                )
             return {"model": value}
         if what == "mode":
             if is_private:
-                return "The reply mode is for groups: in a private chat I answer every message."
+                return _("The reply mode is for groups: in a private chat I answer every message.")
             try:
                 return {"reply_mode": ReplyMode(value.lower())}
             except ValueError:
-                return "The reply mode is mentions or all."
-        return f"Unknown setting {what!r}."
+                return _("The reply mode is mentions or all.")
+        return _("Unknown setting {setting!r}.").format(setting=what)
 
     async def _change(
         self, key: ConversationKey, user_id: str, is_private: bool, change: dict[str, object]
     ) -> Reply:
+        _ = translator(self.languages.of(key, user_id)).gettext
         if not is_private and not await self._may_change(key, user_id):
             return Reply(
-                "Only this group's admins can change its settings. /settings shows them.", ()
+                _("Only this group's admins can change its settings. /settings shows them.")
             )
         prefs = dataclasses.replace(self.of(key), **change)  # type: ignore[arg-type]
         await self.rows.save(prefs, user_id)
@@ -207,10 +245,12 @@ class ChatSettings:
         if self.changed is not None:
             await self.changed()
         log.info("/settings: %s changed %s in %s", user_id, ", ".join(change), key)
-        note = "Saved."
+        language = self.languages.of(key, user_id)  # a new choice answers in its language
+        _ = translator(language).gettext
+        note = _("Saved.")
         if change.get("reply_mode") is ReplyMode.ALL and key.channel == "telegram":
-            note += _PRIVACY
-        return self.menu(key, is_private, note)
+            note += " " + _(_PRIVACY)
+        return self.menu(key, is_private, note, language)
 
     async def _may_change(self, key: ConversationKey, user_id: str) -> bool:
         if self.policy.is_admin(key.channel, user_id):
@@ -234,8 +274,21 @@ class ChatSettings:
 
 
 _MODE_WORDS = {
-    None: "as the bot is set up for every group (mentions, unless its owner chose all)",
-    ReplyMode.MENTIONS: "only when mentioned or replied to",
-    ReplyMode.ALL: "every message",
+    None: N_("as the bot is set up for every group (mentions, unless its owner chose all)"),
+    ReplyMode.MENTIONS: N_("only when mentioned or replied to"),
+    ReplyMode.ALL: N_("every message"),
 }
-_MODE_BUTTONS = {ReplyMode.MENTIONS: "Answer mentions only", ReplyMode.ALL: "Answer every message"}
+_MODE_BUTTONS = {
+    ReplyMode.MENTIONS: N_("Answer mentions only"),
+    ReplyMode.ALL: N_("Answer every message"),
+}
+
+
+def _usage(language: str | None) -> str:
+    return translator(language).gettext(USAGE).format(languages="|".join(LANGUAGES))
+
+
+def _language_name(code: str | None, _: Callable[[str], str]) -> str:
+    if code in LANGUAGES:
+        return LANGUAGES[code][1]
+    return _("automatic (each person's own, as their app says)")

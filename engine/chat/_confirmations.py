@@ -25,7 +25,9 @@ from engine._channel import (
     MessageRef,
     Press,
 )
+from engine.chat._languages import Languages
 from engine.chat._permissions import Permissions
+from engine.i18n import N_, translator
 from engine.loop import ConversationKey, PendingCall, TurnResult
 from engine.store import ConfirmationRow, Conversation, Store
 from engine.store import ConfirmationState as S
@@ -34,7 +36,11 @@ from engine.work import ChatQueues, Decided, Notice, Tasks
 log = logging.getLogger(__name__)
 
 EXPIRED = "The confirmation expired before the user answered; the action was not run."
-RESTARTING = "I am restarting: nothing was decided. Press again in a moment."
+RESTARTED_WHILE = N_(
+    "⚠️ I was restarted while running “{summary}”; it may have completed partly or fully. Ask "
+    "me to check, or to run it again, if you still need it."
+)
+RESTARTING = N_("I am restarting: nothing was decided. Press again in a moment.")
 DELEGATED = "delegated:"  # call ids of a delegated task's calls (engine/chat/_delegate.py)
 STARTED_THEN_CUT = (
     "interrupted: the daemon restarted while this approved action was running; it may have "
@@ -51,8 +57,10 @@ class Confirmations:
         tasks: Tasks,
         allowed: Callable[[str, str], bool],
         permissions: Permissions,
+        languages: Languages | None = None,
     ) -> None:
         self.store = store
+        self.languages = languages or Languages(lambda: "en", lambda key: None)
         self.rows = store.confirmations
         self.channels = channels
         self.queues = queues
@@ -134,16 +142,25 @@ class Confirmations:
             row.reply_to,
             row.details,
             tuple(Choice(c) for c in row.offered),
+            self.languages.of(ConversationKey(row.channel, row.chat_id), row.user_id),
         )
         ref = await self.channels[row.channel].show_confirmation(prompt)
         await self.rows.set_ref(row.id, ref.message_id)
 
     # -- answers --------------------------------------------------------------------------
 
+    def _marked(self, conf: ConfirmationRow, mark: str) -> str:  # in the requester's language
+        language = self.languages.of(ConversationKey(conf.channel, conf.chat_id), conf.user_id)
+        return translator(language).gettext(mark).format(summary=conf.summary)
+
+    def _end(self, conf: ConfirmationRow, mark: str) -> None:  # how it ended, on the prompt
+        self.tasks.spawn(self.resolve(conf, self._marked(conf, mark)), "resolve")
+
     async def press(self, press: Press) -> Decision:
+        _ = translator(press.language).gettext
         conf = await self.rows.get(press.confirmation_id)
         if conf is None or (conf.channel, conf.chat_id) != (press.channel, press.chat_id):
-            return Decision(DecisionStatus.UNKNOWN, "This request no longer exists.")
+            return Decision(DecisionStatus.UNKNOWN, _("This request no longer exists."))
         if conf.user_id != press.user_id or not self.allowed(press.channel, press.user_id):
             log.warning(
                 "refused a press on confirmation %s by %s user %s (asked of %s)",
@@ -152,21 +169,22 @@ class Confirmations:
                 press.user_id,
                 conf.user_id,
             )
-            return Decision(DecisionStatus.NOT_YOURS, f"Only {conf.user_name} can confirm this.")
+            only = _("Only {name} can confirm this.").format(name=conf.user_name)
+            return Decision(DecisionStatus.NOT_YOURS, only)
         if conf.state is not S.PENDING:
-            return Decision(DecisionStatus.ALREADY_DECIDED, f"Already decided ({conf.state}).")
+            return Decision(DecisionStatus.ALREADY_DECIDED, _("Already decided."))
         if press.choice.value not in conf.offered:  # a payload for a button never shown
-            return Decision(DecisionStatus.UNKNOWN, "This answer is not offered here.")
+            return Decision(DecisionStatus.UNKNOWN, _("This answer is not offered here."))
         if conf.expires_at <= time.time():
             await self.expire(conf)
-            return Decision(DecisionStatus.EXPIRED, "This request has expired; nothing was run.")
+            return Decision(DecisionStatus.EXPIRED, _("This request has expired; nothing was run."))
         if self.queues.closing:  # the answer could not resume the turn here: not taken at all
-            return Decision(DecisionStatus.NOT_NOW, RESTARTING)
+            return Decision(DecisionStatus.NOT_NOW, _(RESTARTING))
         approved = press.choice.approves
         if not await self.rows.transition(
             conf.id, S.PENDING, S.APPROVED if approved else S.DECLINED
         ):
-            return Decision(DecisionStatus.ALREADY_DECIDED, "Already decided.")
+            return Decision(DecisionStatus.ALREADY_DECIDED, _("Already decided."))
         key = ConversationKey(conf.channel, conf.chat_id)
         if press.choice is Choice.ALWAYS:
             await self.permissions.grant(key, conf.tool, press.user_id, conf.user_name)
@@ -181,17 +199,17 @@ class Confirmations:
         )
         channel = self.channels.get(conf.channel)
         if channel is not None and channel.capabilities.edits:  # a terminal shows the end only
-            mark = "⏳ Running" if approved else "✖️ Cancelled"
-            self.tasks.spawn(self.resolve(conf, f"{mark}: {conf.summary}"), "confirmation-edit")
+            mark = N_("⏳ Running: {summary}") if approved else N_("✖️ Cancelled: {summary}")
+            self._end(conf, mark)
         if not self._answered(conf, None if approved else "The user declined this action."):
             self.queues.put(key, Decided(conf.id))
         if approved:
-            return Decision(DecisionStatus.APPROVED, "Confirmed.")
-        return Decision(DecisionStatus.DECLINED, "Cancelled.")
+            return Decision(DecisionStatus.APPROVED, _("Confirmed."))
+        return Decision(DecisionStatus.DECLINED, _("Cancelled."))
 
     async def expire(self, conf: ConfirmationRow) -> None:
         if await self.rows.transition(conf.id, S.PENDING, S.EXPIRED):
-            self.tasks.spawn(self.resolve(conf, f"⌛ Expired: {conf.summary}"), "resolve-expired")
+            self._end(conf, N_("⌛ Expired: {summary}"))
             if not self._answered(conf, EXPIRED):
                 self.queues.put(ConversationKey(conf.channel, conf.chat_id), Decided(conf.id))
 
@@ -208,7 +226,7 @@ class Confirmations:
             if await self.rows.transition(conf.id, S.PENDING, S.CANCELLED):
                 if not self._answered(conf, reason):
                     await self.store.conversations.close_dangling(conf.conversation_id, reason)
-                self.tasks.spawn(self.resolve(conf, f"✖️ Cancelled: {conf.summary}"), "resolve")
+                self._end(conf, N_("✖️ Cancelled: {summary}"))
                 log.info("confirmation %s (%s) in %s cancelled", conf.id, conf.tool, key)
                 cancelled += 1
         return cancelled
@@ -244,12 +262,12 @@ class Confirmations:
             return
         outcome = result.approved if result is not None else None
         if outcome is None:
-            text = f"⚠️ Not finished: {conf.summary}"
+            text = self._marked(conf, N_("⚠️ Not finished: {summary}"))
         elif outcome.is_error:
             reason = outcome.for_llm if len(outcome.for_llm) <= 200 else outcome.for_llm[:200] + "…"
-            text = f"⚠️ Failed: {conf.summary}\n{reason}"
+            text = self._marked(conf, N_("⚠️ Failed: {summary}")) + f"\n{reason}"
         else:
-            text = f"✅ Done: {conf.summary}"
+            text = self._marked(conf, N_("✅ Done: {summary}"))
         await self.resolve(conf, text)
 
     async def stopped(self, key: ConversationKey) -> None:
@@ -257,10 +275,10 @@ class Confirmations:
         approved but not started yet is cancelled."""
         for conf in await self.rows.in_state(S.EXECUTING, key.channel, key.chat_id):
             if await self.rows.transition(conf.id, S.EXECUTING, S.INTERRUPTED):
-                self.tasks.spawn(self.resolve(conf, f"⚠️ Stopped: {conf.summary}"), "resolve")
+                self._end(conf, N_("⚠️ Stopped: {summary}"))
         for conf in await self.rows.in_state(S.APPROVED, key.channel, key.chat_id):
             if await self.rows.transition(conf.id, S.APPROVED, S.CANCELLED):
-                self.tasks.spawn(self.resolve(conf, f"✖️ Stopped, not run: {conf.summary}"), "r")
+                self._end(conf, N_("✖️ Stopped, not run: {summary}"))
 
     async def resolve(self, conf: ConfirmationRow, text: str) -> None:
         await self.ready.wait()
@@ -298,13 +316,8 @@ class Confirmations:
                 continue
             if await self.rows.transition(conf.id, S.EXECUTING, S.INTERRUPTED):
                 key = ConversationKey(conf.channel, conf.chat_id)
-                self.tasks.spawn(
-                    self.resolve(conf, f"⚠️ Interrupted by a restart: {conf.summary}"), "resolve"
-                )
-                text = (
-                    f"⚠️ I was restarted while running “{conf.summary}”; it may have completed "
-                    "partly or fully. Ask me to check, or to run it again, if you still need it."
-                )
+                self._end(conf, N_("⚠️ Interrupted by a restart: {summary}"))
+                text = self._marked(conf, RESTARTED_WHILE)
                 self.queues.put(key, Notice(text, conf.reply_to))
                 self.queues.put(key, Decided(conf.id))  # then the turn goes on from there
 

@@ -176,6 +176,7 @@ class ChatPrefs:
     persona: str | None = None
     model: str | None = None
     reply_mode: ReplyMode | None = None
+    language: str | None = None  # relaybot's own words here (engine.i18n); None: the user's
 
 
 @dataclass(frozen=True, slots=True)

@@ -311,4 +311,8 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (channel, user_id)
     );
     """,
+    # 14: a chat's language for relaybot's own words (/settings language; issue 29)
+    """
+    ALTER TABLE chat_settings ADD COLUMN language TEXT;
+    """,
 ]
