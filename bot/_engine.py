@@ -88,9 +88,21 @@ def build_engine(
     notices = Notices(channels, cluster.may_send) if cluster is not None else Notices(channels)
     policy = Policy(live)
     permissions = Permissions(store, policy)
+    chat_settings = ChatSettings(
+        store,
+        channels,
+        policy,
+        list(s.models),
+        model.name,
+        changed=cluster.settings_changed if cluster is not None else None,
+        language=lambda: live.settings.language,
+    )
+    languages = chat_settings.languages  # the language of relaybot's own words in a chat
     limits = Limits(store, lambda: live.settings.limits, policy)
-    pairing = Pairing(store, live, policy, channels, notices, tasks)
-    confirmations = Confirmations(store, channels, queues, tasks, pairing.allowed, permissions)
+    pairing = Pairing(store, live, policy, channels, notices, tasks, languages)
+    confirmations = Confirmations(
+        store, channels, queues, tasks, pairing.allowed, permissions, languages
+    )
     background = Background(store, registry, queues, notices.sender)
     options = loop_options or LoopOptions()
     if s.delegate is not None:
@@ -117,14 +129,6 @@ def build_engine(
         models=s.models,
         context=context,
         **dataclasses.asdict(options),
-    )
-    chat_settings = ChatSettings(
-        store,
-        channels,
-        policy,
-        list(s.models),
-        model.name,
-        changed=cluster.settings_changed if cluster is not None else None,
     )
     cache = ImageCache()
     remembered = Remembered(store.memory, policy, s.memory)

@@ -174,7 +174,7 @@ class Schedules:
             speaker = None if conv.is_private else row.user_name or row.user_id
             await store.append(conv.id, Message.user(request, speaker=speaker), user_id=row.user_id)
             result = await self.turns.run(
-                conv, row.user_id, row.user_name, None, failed=lambda e: _failed(row, e)
+                conv, row.user_id, row.user_name, None, failed=lambda e, language: _failed(row, e)
             )
         except Exception as exc:
             log.exception("scheduled task #%d failed in %s", row.id, _key(row))
