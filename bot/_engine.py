@@ -30,6 +30,7 @@ from engine.chat import (
     Live,
     LoopOptions,
     MediaIntake,
+    Meter,
     Notices,
     Pairing,
     Parts,
@@ -41,10 +42,11 @@ from engine.chat import (
     Settings,
     TurnRunner,
     TurnSettings,
+    VoiceAnswers,
 )
 from engine.context import ContextBudget, ImageCache, RecentImages
 from engine.loop import ToolLoop
-from engine.models import Transcriber
+from engine.models import Speaker, Transcriber
 from engine.store import Store
 from engine.work import ChatQueues, Cluster, InstanceSettings, Tasks
 from tools.registry import ToolRegistry
@@ -73,6 +75,7 @@ def build_engine(
     clock: Clock | None = None,
     instance: InstanceSettings | None = None,
     parts: Sequence[PromptPart] = (),
+    speaker: Speaker | None = None,
 ) -> Dispatcher:
     """The engine (its dispatcher, as adapters see it) over `store`, `model` and `registry`;
     `parts` add to each turn's system prompt after what is remembered (the skills offered)."""
@@ -96,6 +99,7 @@ def build_engine(
         model.name,
         changed=cluster.settings_changed if cluster is not None else None,
         language=lambda: live.settings.language,
+        speaks=speaker is not None,
     )
     languages = chat_settings.languages  # the language of relaybot's own words in a chat
     limits = Limits(store, lambda: live.settings.limits, policy)
@@ -103,6 +107,7 @@ def build_engine(
     confirmations = Confirmations(
         store, channels, queues, tasks, pairing.allowed, permissions, languages
     )
+    meter = Meter(store, lambda: live.settings.prices)
     background = Background(store, registry, queues, notices.sender)
     options = loop_options or LoopOptions()
     if s.delegate is not None:
@@ -130,6 +135,9 @@ def build_engine(
         context=context,
         **dataclasses.asdict(options),
     )
+    voice = None
+    if speaker is not None:
+        voice = VoiceAnswers(speaker, s.media.max_speech_chars, chat_settings)
     cache = ImageCache()
     remembered = Remembered(store.memory, policy, s.memory)
     turns = TurnRunner(
@@ -144,12 +152,14 @@ def build_engine(
             channels, cache, vision=s.media.vision, max_bytes=s.media.max_image_bytes
         ),
         chat_settings=chat_settings,
+        meter=meter,
+        voice=voice,
         parts=(remembered, *parts),
         tasks=tasks,
     )
     schedules = Schedules(store, queues, turns, s.schedules, clock or SystemClock())
     media_settings = lambda: live.settings.media  # noqa: E731
-    media = MediaIntake(store, channels, media_settings, cache, notices.say, transcriber)
+    media = MediaIntake(store, channels, media_settings, cache, notices.say, transcriber, meter)
     intake = Intake(store, queues, notices, tasks, chat_settings, media, limits, pairing, live)
     forget = ForgetMe(store, background.runner, chat_settings, context, cluster)
     housekeeping = Housekeeping(

@@ -29,7 +29,8 @@ from urllib.parse import urlsplit
 from bot._lock import holder, lock_store
 from bot._reload import read_loaded
 from bot.config import Config
-from engine.store import SqliteStore, StatusSnapshot, Store, backup_sqlite
+from engine.models import dollars
+from engine.store import Spent, SqliteStore, StatusSnapshot, Store, backup_sqlite
 from tools.errors import StoreError
 
 _SHOWN = 20  # lines per section; the rest is counted
@@ -44,6 +45,7 @@ async def status(config: Config, as_json: bool, out: TextIO = sys.stdout) -> int
 
         async with PgStore(url, readonly=True, max_connections=2) as pg:
             snapshot = await pg.ops.status()
+            spent = await pg.spend.by_model(_today())
             assert pg.cluster is not None
             server = await pg.cluster.server()
         instances = list(server.instances)
@@ -59,6 +61,7 @@ async def status(config: Config, as_json: bool, out: TextIO = sys.stdout) -> int
         path = config.storage.resolved_path()
         async with SqliteStore(path, readonly=True) as store:
             snapshot = await store.ops.status()
+            spent = await store.spend.by_model(_today())
         pid = holder(path)
         found["daemon_pid"] = pid
         alive = pid is not None
@@ -73,16 +76,25 @@ async def status(config: Config, as_json: bool, out: TextIO = sys.stdout) -> int
             daemon = f"{what}: running (pid {pid}); config loaded {when} ({_ago(time.time(), at)})"
     now = time.time()
     if as_json:
-        json.dump(found | {"now": now} | dataclasses.asdict(snapshot), out, indent=2)
+        spend = {"spent_today": [dataclasses.asdict(s) for s in spent]}
+        json.dump(found | {"now": now} | dataclasses.asdict(snapshot) | spend, out, indent=2)
         out.write("\n")
     else:
-        out.write(render(snapshot, where, daemon, alive, now))
+        out.write(render(snapshot, where, daemon, alive, now, spent))
     return 0
 
 
-def render(s: StatusSnapshot, where: str, daemon: str, alive: bool, now: float) -> str:
+def render(
+    s: StatusSnapshot,
+    where: str,
+    daemon: str,
+    alive: bool,
+    now: float,
+    spent: Sequence[Spent] = (),
+) -> str:
     """The status as a person reads it on a terminal (`daemon`: its line, e.g. "daemon:
-    running (pid 812)"; `alive`: whether anything runs the store)."""
+    running (pid 812)"; `alive`: whether anything runs the store; `spent`: today's spend per
+    model)."""
     lines = [
         f"store: {where} (schema version {s.schema_version})",
         daemon,
@@ -147,7 +159,25 @@ def render(s: StatusSnapshot, where: str, daemon: str, alive: bool, now: float) 
         "last error per channel",
         [f"{e.channel}  {_ago(now, e.at)}: {e.text}" for e in s.errors],
     )
+    total = sum(m.nano_usd for m in spent)
+    section(
+        f"spent today (UTC), {dollars(total)} in all; models",
+        [f"{m.of}  {dollars(m.nano_usd)}: {_spent(m)}" for m in spent],
+    )
     return "\n".join(lines) + "\n"
+
+
+def _spent(m: Spent) -> str:
+    figures = [_n(m.requests, "request")]
+    if m.prompt_tokens or m.completion_tokens:
+        figures.append(f"{m.prompt_tokens:,} tokens in, {m.completion_tokens:,} out")
+    if m.images:
+        figures.append(_n(m.images, "picture"))
+    if m.chars:
+        figures.append(f"{m.chars:,} characters spoken")
+    if m.seconds:
+        figures.append(f"{m.seconds:.0f} s heard")
+    return ", ".join(figures)
 
 
 PG_DUMP_HINT = """\
@@ -263,3 +293,7 @@ def _expiry(seconds: float) -> str:
 def _clip(text: str, n: int = 60) -> str:
     text = " ".join(text.split())
     return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _today() -> str:
+    return time.strftime("%Y-%m-%d", time.gmtime())

@@ -60,8 +60,14 @@ def needs_restart(old: Config, new: Config) -> list[str]:
         changed += [
             f"{name}.{key}" for key in before if key not in live and before[key] != after.get(key)
         ]
-    if old.media.transcription_model != new.media.transcription_model:
-        changed.append("media.transcription_model")
+    made_at_start = [  # the media parts (bot/_media.py)
+        *(("media", k) for k in ("transcription_model", "speech_model", "speech_voice")),
+        *(("media", k) for k in ("image_model", "image_size")),
+        ("limits", "images_per_day"),
+    ]
+    for section, key in made_at_start:
+        if getattr(getattr(old, section), key) != getattr(getattr(new, section), key):
+            changed.append(f"{section}.{key}")
     return changed
 
 

@@ -246,6 +246,8 @@ class LimitsConfig(Section):
     messages_per_minute: int = Field(20, ge=1)  # per user; more are held and answered together
     tokens_per_day: int | None = Field(None, ge=1)  # per user (prompt + completion); off: unset
     tool_calls_per_turn: int = Field(25, ge=1)
+    usd_per_day: float | None = Field(None, gt=0)  # what a user's requests may cost a day
+    images_per_day: int | None = Field(None, ge=0)  # pictures generate_image makes per user
 
 
 class MediaConfig(Section):
@@ -256,6 +258,23 @@ class MediaConfig(Section):
     max_text_kb: int = Field(200, gt=0)  # per text file
     max_audio_s: int = Field(300, gt=0)  # per voice message
     transcription_model: str | None = None  # e.g. "whisper-1"; unset: voice is not accepted
+    speech_model: str | None = None  # e.g. "tts-1": answers to voice are spoken too; unset: off
+    speech_voice: str = "alloy"
+    max_speech_chars: int = Field(1_500, ge=50)  # of an answer spoken; a longer one is cut
+    image_model: str | None = None  # e.g. "dall-e-3": the generate_image tool; unset: off
+    image_size: str = "1024x1024"  # the size a picture is made at unless the model asks
+
+
+class PriceConfig(Section):
+    """[pricing."MODEL"]: what the model costs in USD (over the built-in table's price)."""
+
+    input_per_mtok: float | None = Field(None, ge=0)
+    output_per_mtok: float | None = Field(None, ge=0)
+    cached_input_per_mtok: float | None = Field(None, ge=0)  # unset: as input
+    cache_write_per_mtok: float | None = Field(None, ge=0)  # unset: as input
+    per_image: float | None = Field(None, ge=0)  # a picture made
+    per_mchar: float | None = Field(None, ge=0)  # speech: a million characters
+    per_minute: float | None = Field(None, ge=0)  # transcription: a minute of audio
 
 
 class SchedulesConfig(Section):

@@ -3,6 +3,7 @@ live reload (bot/_reload.py)."""
 
 from __future__ import annotations
 
+from bot._media import prices
 from bot._models import context_settings
 from bot.config import Config
 from engine import Model
@@ -16,6 +17,9 @@ from engine.chat import (
     ScheduleSettings,
     Settings,
 )
+
+# [media] keys that choose models (bot/_media.py), not MediaSettings
+MEDIA_MODELS = {"transcription_model", "speech_model", "speech_voice", "image_model", "image_size"}
 
 
 def engine_settings(cfg: Config, models: dict[str, Model]) -> Settings:
@@ -41,11 +45,13 @@ def engine_settings(cfg: Config, models: dict[str, Model]) -> Settings:
         limits=LimitSettings(
             messages_per_minute=cfg.limits.messages_per_minute,
             tokens_per_day=cfg.limits.tokens_per_day,
+            usd_per_day=cfg.limits.usd_per_day,
+            images_per_day=cfg.limits.images_per_day,
         ),
         tool_calls_per_turn=cfg.limits.tool_calls_per_turn,
         media=MediaSettings(
             vision=cfg.llm.vision,
-            **cfg.media.model_dump(exclude={"transcription_model"}),
+            **cfg.media.model_dump(exclude=MEDIA_MODELS),
         ),
         schedules=ScheduleSettings(catch_up_s=cfg.schedules.catch_up_s),
         models=models,
@@ -56,4 +62,5 @@ def engine_settings(cfg: Config, models: dict[str, Model]) -> Settings:
         delegate=DelegateSettings(cfg.tools.delegate_max_iterations, cfg.tools.delegate_max_tokens)
         if "delegate" in cfg.tools.builtins
         else None,
+        prices=prices(cfg),
     )

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 from bot._checks import configured_skills
 from bot._engine import build_engine
 from bot._logging import RedactingFilter
-from bot._models import build_model, chat_models, openai_compatible
+from bot._media import media_parts
+from bot._models import build_model, chat_models
 from bot._settings import engine_settings
 from bot.config import Config
 from engine import Backoff, Channel, Clock, SystemClock
@@ -26,7 +27,6 @@ from engine.chat import (
     LoopOptions,
 )
 from engine.metrics import ErrorLog, enable_metrics, set_state, use_error_log
-from engine.models import OpenAITranscriber
 from engine.store import Store, open_store
 from engine.work import InstanceSettings
 from tools import Tool
@@ -153,6 +153,10 @@ class App:
         self.store = await _opened(cfg)
         stack.push_async_callback(self.store.__aexit__, None, None, None)
         stack.callback(use_error_log(ErrorLog(RedactingFilter(cfg.secrets()).redact)))
+        self.model = build_model(cfg)
+        stack.push_async_callback(self.model.aclose)
+        media = media_parts(cfg, self.model, self.store)
+        pictures = (media.picture_tool,) if media.picture_tool is not None else ()
         self.skills = await asyncio.to_thread(configured_skills, cfg)
         for problem in self.skills.problems:
             log.warning("skill %s", problem)
@@ -166,19 +170,11 @@ class App:
                     cfg.schedules.min_interval_s,
                     self.clock.now,
                 ),
-                extra=self.extra_tools,
+                extra=(*self.extra_tools, *pictures),
                 clock=self.clock,
                 skills=self.skills,
             )
         )
-        self.model = build_model(cfg)
-        stack.push_async_callback(self.model.aclose)
-        transcriber = None
-        speech = openai_compatible(self.model)
-        if cfg.media.transcription_model and speech is not None:
-            transcriber = OpenAITranscriber(lambda: speech.sdk, cfg.media.transcription_model)
-        elif cfg.media.transcription_model:
-            log.warning("transcription needs an OpenAI-compatible [llm] endpoint; voice stays off")
         models = chat_models(cfg, self.model)
         for other in models.values():
             if other is not self.model:
@@ -196,7 +192,8 @@ class App:
             self.registry,
             engine_settings(cfg, models),
             loop_options,
-            transcriber,
+            media.transcriber,
+            speaker=media.speaker,
             clock=self.clock,
             instance=InstanceSettings(cfg.instance.name(), cfg.instance.lease_s),
             parts=[self.skills] if self.skills else [],

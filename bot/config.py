@@ -32,6 +32,7 @@ from bot._sections import (
     MemoryConfig,
     MetricsConfig,
     ModelEndpoint,
+    PriceConfig,
     SchedulesConfig,
     Section,
     SkillsConfig,
@@ -56,6 +57,7 @@ __all__ = [
     "MemoryConfig",
     "MetricsConfig",
     "ModelEndpoint",
+    "PriceConfig",
     "SchedulesConfig",
     "SkillsConfig",
     "StorageConfig",
@@ -79,6 +81,7 @@ class Config(Section):
     access: AccessConfig = AccessConfig()
     limits: LimitsConfig = LimitsConfig()
     media: MediaConfig = MediaConfig()
+    pricing: dict[str, PriceConfig] = {}  # [pricing."MODEL"], over the built-in prices
     schedules: SchedulesConfig = SchedulesConfig()
     memory: MemoryConfig = MemoryConfig()
     skills: SkillsConfig = SkillsConfig()

@@ -21,6 +21,7 @@ from bot._doctor_base import Check, Status, get
 from bot._doctor_llm import check_context, check_models
 from bot._doctor_receiving import check_discord_shards, check_telegram_receiving
 from bot._lock import holder
+from bot._media import prices
 from bot.config import Config
 from engine.store import SqliteStore, open_store, redact
 from tools.builtins import SearchFailed, WebSearch
@@ -127,7 +128,45 @@ def _media(config: Config) -> Check:
         if media.transcription_model
         else "voice off (set [media] transcription_model, e.g. whisper-1)"
     )
-    return Check("media", Status.OK, f"{images}; text files up to {media.max_text_kb} KB; {voice}")
+    made = [
+        f"answers to voice spoken by {media.speech_model} ({media.speech_voice})"
+        if media.speech_model
+        else "",
+        f"pictures made by {media.image_model}" if media.image_model else "",
+    ]
+    extra = "".join(f"; {m}" for m in made if m)
+    return Check(
+        "media", Status.OK, f"{images}; text files up to {media.max_text_kb} KB; {voice}{extra}"
+    )
+
+
+def _prices(config: Config) -> list[Check]:
+    """Whether each model the config names has a price (the built-in table or [pricing])."""
+    llm, media = config.llm, config.media
+    names = [e.model for _, e in llm.endpoints()] + list(llm.models_allowed)
+    names += [m for m in (media.transcription_model, media.speech_model, media.image_model) if m]
+    table = prices(config)
+    priced: list[str] = []
+    unpriced: list[str] = []
+    for name in dict.fromkeys(names):
+        (priced if table.of(name) is not None else unpriced).append(name)
+    # Without a price the bot works, counting tokens only; usd_per_day then misses requests.
+    status = Status.WARNING if config.limits.usd_per_day else Status.OK
+    checks = [
+        Check(
+            "pricing",
+            status,
+            f"{name} has no price: its requests are counted in tokens only"
+            + (", and [limits] usd_per_day does not see them" if config.limits.usd_per_day else "")
+            + f' (set [pricing."{name}"] to see its cost)',
+            f'add [pricing."{name}"] with input_per_mtok and output_per_mtok (0 for a free '
+            "local model)",
+        )
+        for name in unpriced
+    ]
+    if priced:
+        checks.insert(0, Check("pricing", Status.OK, f"priced: {', '.join(priced)}"))
+    return checks
 
 
 async def _check_telegram(config: Config) -> Check:
@@ -219,6 +258,7 @@ async def run_doctor(config: Config) -> int:
         *await asyncio.gather(*(c(config) for c in checks)),
         *await models,
         _media(config),
+        *_prices(config),
         *await plugins,
     ]
     for r in results:

@@ -110,6 +110,7 @@ class _Metrics:
                 ["model"],
             )
         )
+        self.cost = _Children(Counter("relaybot_cost_usd", "Requests' cost by price", ["model"]))
         self.completion = _Children(
             Counter("relaybot_llm_completion_tokens", "Tokens the model produced", ["model"])
         )
@@ -224,6 +225,11 @@ async def model_request(
     u = reply.usage
     llm_replied(model.name, time.monotonic() - started, u.prompt_tokens, u.completion_tokens)
     return reply
+
+
+def cost_added(model: str, usd: float) -> None:
+    if _m is not None and usd:
+        _m.cost[model].inc(usd)
 
 
 def tool_called(tool: str, ok: bool) -> None:

@@ -22,7 +22,7 @@ def documented_keys() -> set[str]:
     keys, section = set(), ""
     for line in EXAMPLE.read_text().splitlines():
         line = line.lstrip("# ").rstrip()
-        header = re.match(r"^\[\[?([a-z_.]+)\]\]?$", line)
+        header = re.match(r'^\[\[?([a-z_.]+)(?:\."[^"]+")?\]\]?$', line)  # [pricing."MODEL"]
         if header:
             section = header[1]
         elif m := re.match(r"^([a-z_]+) = ", line):

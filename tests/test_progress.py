@@ -19,7 +19,7 @@ from engine.chat._progress import Progress, step_line
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
 from tests.fakes.telegram_server import FakeTelegram
 from tests.test_telegram import telegram_config
-from tools import tool
+from tools import Tool, ToolResult, tool
 
 DM = 1001
 gates: dict[str, asyncio.Event] = {}
@@ -30,6 +30,21 @@ async def lookup(query: str) -> str:
     """Look something up."""
     await gates[query].wait()
     return f"found {query}"
+
+
+class ArchiveSearch(Tool):
+    """A tool that says in its own words what it is doing."""
+
+    name = "archive_search"
+    description = "Search the archive."
+    parameters = {"type": "object", "properties": {"term": {"type": "string"}}}
+
+    async def execute(self, args: dict[str, Any]) -> ToolResult:
+        await gates[args["term"]].wait()
+        return ToolResult(for_llm=f"found {args['term']}")
+
+    def describe_step(self, args: dict[str, Any]) -> str | None:
+        return f"Searching the archive for “{args['term']}”"
 
 
 @pytest.fixture
@@ -49,7 +64,7 @@ def config(
 
 @contextlib.asynccontextmanager
 async def daemon(cfg: Config) -> AsyncIterator[App]:
-    async with App(cfg, extra_tools=(lookup,)) as app:
+    async with App(cfg, extra_tools=(lookup, ArchiveSearch())) as app:
         yield app
 
 
@@ -92,6 +107,17 @@ async def test_a_status_line_per_step_edited_in_place_then_removed(
         answer.params["reply_parameters"]["message_id"]
         == shown.params["reply_parameters"]["message_id"]
     )
+
+
+async def test_a_tool_may_describe_its_own_step(config, tg: FakeTelegram, llm: FakeOpenAI) -> None:
+    gates["tea"] = asyncio.Event()
+    llm.script(tool_call("archive_search", {"term": "tea"}), text("Found it."))
+    async with daemon(config()):
+        tg.inject_message(DM, DM, "search the archive for tea")
+        shown = await tg.wait_for_call("sendMessage", status)
+        gates["tea"].set()
+        await tg.wait_for_call("sendMessage", lambda p: p.get("text") == "Found it.")
+    assert shown.params["text"] == "⏳ Searching the archive for “tea”"
 
 
 async def test_a_slow_status_message_never_holds_up_the_answer(

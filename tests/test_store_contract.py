@@ -29,10 +29,12 @@ from engine.store import (
     RequestState,
     RunState,
     ScheduleRun,
+    Spent,
     SqliteStore,
     Store,
     Summary,
     TokenRatio,
+    VoiceReplies,
 )
 from engine.store._states import CONFIRMATION_TRANSITIONS, JOB_TRANSITIONS, RUN_TRANSITIONS
 from engine.store.postgres import PgStore
@@ -475,7 +477,7 @@ async def test_time_zones_are_per_user_and_chat_settings_per_chat(store: Store) 
     await store.schedules.set_user_timezone("t", "u1", "Asia/Tokyo")
     assert await store.schedules.user_timezone("t", "u1") == "Asia/Tokyo"
     assert await store.schedules.user_timezone("x", "u1") is None
-    prefs = ChatPrefs("t", "g1", "You are a pirate", "big-model", ReplyMode.ALL)
+    prefs = ChatPrefs("t", "g1", "You are a pirate", "big-model", ReplyMode.ALL, VoiceReplies.NEVER)
     await store.chat_settings.save(prefs, "u1")
     await store.chat_settings.save(ChatPrefs("t", "g2", persona="calm"), "u2")
     await store.chat_settings.save(dataclasses.replace(prefs, model=None), "u1")
@@ -483,6 +485,35 @@ async def test_time_zones_are_per_user_and_chat_settings_per_chat(store: Store) 
         dataclasses.replace(prefs, model=None),
         ChatPrefs("t", "g2", persona="calm"),
     ]
+
+
+async def test_spend_adds_up_per_request_and_reads_per_user_chat_and_model(
+    store: Store,
+) -> None:
+    one = Spent("", 1, 1_000, 200, nano_usd=3_000_000)
+    pic = Spent("", 1, images=1, nano_usd=40_000_000)
+    heard = Spent("", 1, seconds=4.5, nano_usd=450_000)
+    await store.spend.add("t", "g1", "u1", "2026-11-23", "gpt-4o", one)
+    await store.spend.add("t", "g1", "u1", "2026-11-23", "gpt-4o", one)  # the same row grows
+    await store.spend.add("t", "d1", "u1", "2026-11-23", "dall-e-3", pic)
+    await store.spend.add("t", "g1", "u2", "2026-11-23", "whisper-1", heard)
+    await store.spend.add("t", "g1", "u1", "2026-11-22", "gpt-4o", one)
+    await store.spend.add("x", "g1", "u1", "2026-11-23", "gpt-4o", one)  # another channel
+    today = await store.spend.of_user("t", "u1", "2026-11-23")
+    assert today == Spent("u1", 3, 2_000, 400, 1, 0, 0.0, 46_000_000)
+    assert (await store.spend.of_user("t", "u1", "2026-11")).nano_usd == 49_000_000
+    assert await store.spend.of_user("t", "nobody", "2026") == Spent("nobody")
+    chat = await store.spend.of_chat("t", "g1", "2026-11-23")
+    assert (chat.requests, chat.seconds, chat.nano_usd) == (3, 4.5, 6_450_000)
+    models = await store.spend.by_model("2026-11-23")
+    assert [(m.of, m.requests, m.nano_usd) for m in models] == [
+        ("dall-e-3", 1, 40_000_000),
+        ("gpt-4o", 3, 9_000_000),
+        ("whisper-1", 1, 450_000),
+    ]
+    big = Spent("", 1, 3_000_000_000, nano_usd=9_000_000_000_000)  # past 32 bits, exact
+    await store.spend.add("t", "g1", "u3", "2026-11-24", "gpt-4o", big)
+    assert await store.spend.of_user("t", "u3", "2026-11-24") == dataclasses.replace(big, of="u3")
 
 
 # -- memory and transactions ---------------------------------------------------------------
@@ -625,6 +656,7 @@ async def _life_of(store: Store, user: str) -> None:
     await store.conversations.append(conv.id, Message.assistant(f"hi {user}"))
     await store.memory.add(f"t:{user}", f"{user} likes tea")
     await store.usage.add("t", user, "2026-11-23", 10, 5, 1)
+    await store.spend.add("t", dm, user, "2026-11-23", "m", Spent("", 1, 10, 5, nano_usd=7))
     await store.schedules.set_user_timezone("t", user, "Europe/Paris")
     await store.schedules.add_schedule("t", dm, user, "news", "interval", "600", "UTC", 9e9)
     await store.jobs.add(conv, f"job-{user}", user, "remind_me", {"text": "x"}, resumable=True)
@@ -661,6 +693,7 @@ async def _about(store: Store, user: str) -> list[Any]:
         await store.conversations.history(conv.id),
         await store.memory.items(f"t:{user}"),
         (await store.usage.totals("t", user, "2026")).tokens,
+        dataclasses.replace(await store.spend.of_user("t", user, "2026"), of=""),
         await store.schedules.user_timezone("t", user),
         [s.task for s in await store.schedules.chat_schedules("t", dm)],
         await store.jobs.get(f"job-{user}"),

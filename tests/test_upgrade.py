@@ -49,6 +49,10 @@ MORE_ROWS = {
         "INSERT INTO approved_users(channel, user_id, user_name, approved_by, approved_at) "
         "VALUES ('t', '8', 'Kim', 't:1', 0)",
     ],
+    14: [
+        "INSERT INTO spend(channel, chat_id, user_id, day, model, requests, nano_usd) "
+        "VALUES ('t', '8', '8', '2026-11-26', 'gpt-4o-mini', 1, 150)",
+    ],
 }
 
 

@@ -115,6 +115,11 @@ class Tool(abc.ABC):
         """
         return call_summary(self.name, self.description, args)
 
+    def describe_step(self, args: dict[str, Any]) -> str | None:
+        """A short line shown while this call runs ("Searching the archive for 'tea'"); None
+        (the default) shows the tool's name and its first text argument."""
+        return None
+
     def describe_action(self, args: dict[str, Any]) -> str:
         """The complete action, exactly what will run, shown verbatim next to the buttons.
 

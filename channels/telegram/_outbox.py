@@ -5,8 +5,8 @@ parse the entities the same part goes again as plain text. Which messages show w
 editing only what changed, is ``_shown.ShownMessages``; this module is its Telegram surface.
 A confirmation prompt is one message: text, or a document (the complete action) whose caption
 is the text, with the buttons on it. A file goes as a photo when Telegram can show it as one,
-else as a document. While the Bot API is unreachable a request is retried with
-backoff, but only when it surely was not delivered.
+Ogg/Opus audio as a voice note, else as a document. While the Bot API is unreachable a request
+is retried with backoff, but only when it surely was not delivered.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ _PATIENCE_S = 120.0  # how long a request keeps retrying before its error reache
 _REMEMBERED = 1024  # messages whose shown text is kept, to skip unchanged edits
 _NO_BUTTONS = InlineKeyboardMarkup([])
 _PHOTO_TYPES = frozenset({"image/jpeg", "image/png", "image/webp"})
+_VOICE_TYPE = "audio/ogg"  # Opus in Ogg: played as a voice note
 _PHOTO_MAX = 10 * 1024 * 1024  # sendPhoto's limit; larger pictures go as documents
 
 
@@ -71,9 +72,18 @@ class Outbox:
         await self._open.wait()
 
     async def send_file(self, chat_id: str, file: OutgoingFile, reply_to: str | None) -> str:
-        """One file: with sendPhoto when it is a picture Telegram shows as a photo, else (or
-        when Telegram refuses it as a photo, e.g. for its dimensions) with sendDocument."""
+        """One file: with sendPhoto when it is a picture Telegram shows as a photo, sendVoice
+        for Ogg/Opus audio (a spoken answer), else (or when Telegram refuses it as a photo, e.g.
+        for its dimensions) with sendDocument."""
         upload = InputFile(file.data, filename=file.name)
+        if file.mime_type == _VOICE_TYPE:
+            chat, topic = place(chat_id)
+            sent = await self._patiently(
+                lambda: self.bot.send_voice(
+                    chat, upload, reply_parameters=_reply(reply_to), message_thread_id=topic
+                )
+            )
+            return str(sent.message_id)
 
         async def call(as_photo: bool) -> Any:
             send = self.bot.send_photo if as_photo else self.bot.send_document

@@ -23,6 +23,8 @@ from engine.chat._pairing import Pairing
 from engine.chat._permissions import Permissions, Policy
 from engine.chat._schedules import Schedules, ScheduleSettings
 from engine.chat._settings import Live, LoopOptions, PairingSettings, Settings
+from engine.chat._speech import VoiceAnswers
+from engine.chat._spend import DailyPictures, Meter, Payer, charged
 from engine.chat._turns import PromptPart, TurnRunner, TurnSettings
 
 __all__ = [
@@ -30,6 +32,7 @@ __all__ = [
     "ChatSettings",
     "Commands",
     "Confirmations",
+    "DailyPictures",
     "Delegate",
     "DelegateSettings",
     "Dispatcher",
@@ -43,10 +46,12 @@ __all__ = [
     "MediaIntake",
     "MediaSettings",
     "MemorySettings",
+    "Meter",
     "Notices",
     "Pairing",
     "PairingSettings",
     "Parts",
+    "Payer",
     "Permissions",
     "Policy",
     "PromptPart",
@@ -57,4 +62,6 @@ __all__ = [
     "Settings",
     "TurnRunner",
     "TurnSettings",
+    "VoiceAnswers",
+    "charged",
 ]

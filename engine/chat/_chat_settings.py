@@ -1,5 +1,6 @@
-"""Each chat's own settings: a persona, a model, (in groups) which messages it answers, and the
-language of relaybot's own words (chat/_languages.py).
+"""Each chat's own settings: a persona, a model, (in groups) which messages it answers,
+(with [media] speech_model) when its answers are spoken too, and the language of relaybot's own
+words (chat/_languages.py).
 
 /settings shows them with buttons for the choices that are a list (the model, the reply mode,
 clearing the persona) and takes free text as arguments (`/settings persona You are a pirate`),
@@ -30,7 +31,7 @@ from engine.chat._languages import Languages
 from engine.chat._permissions import Policy
 from engine.i18n import LANGUAGES, N_, translator
 from engine.loop import ConversationKey
-from engine.store import ChatPrefs, ReplyMode, Store
+from engine.store import ChatPrefs, ReplyMode, Store, VoiceReplies
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,7 @@ USAGE = N_(
     "/settings model <name> (or model default), /settings mode mentions|all (groups), "
     "/settings language {languages} (or language auto)."
 )
+VOICE_USAGE = N_("/settings voice voice|always|never: when answers are spoken too.")
 _PRIVACY = N_(
     "On Telegram, the bot sees every group message only with privacy mode off (@BotFather → "
     "/setprivacy → Disable), and after being re-added to the group."
@@ -58,8 +60,10 @@ class ChatSettings:
         default_model: str,
         changed: Callable[[], Awaitable[None]] | None = None,
         language: Callable[[], str] = lambda: "en",
+        speaks: bool = False,
     ) -> None:
         self.rows = store.chat_settings
+        self.speaks = speaks  # answers can be spoken: the voice replies choice is offered
         self.channels = channels
         self.policy = policy
         self.models = list(models)  # [llm] models_allowed
@@ -176,6 +180,14 @@ class ChatSettings:
             ]
             if prefs.model:
                 buttons.append(Button(_("Default model"), f"{_SET}model:default"))
+        if self.speaks:
+            voice = prefs.voice or VoiceReplies.TO_VOICE
+            lines.append(_("• Voice replies: {voice}").format(voice=_(_VOICE_WORDS[voice])))
+            buttons += [
+                Button(_(_VOICE_BUTTONS[v]), f"{_SET}voice:{v.value}")
+                for v in VoiceReplies
+                if v != voice
+            ]
         if not is_private:
             mode = prefs.reply_mode
             lines.append(_("• I answer: {mode}").format(mode=_(_MODE_WORDS[mode])))
@@ -190,7 +202,7 @@ class ChatSettings:
         ]
         if prefs.language:
             buttons.append(Button(_("Language: automatic"), f"{_SET}language:auto"))
-        lines.append(_usage(language))
+        lines.append(_usage(language) + (" " + _(VOICE_USAGE) if self.speaks else ""))
         return Reply(f"{note}\n" * bool(note) + "\n".join(lines), tuple(buttons))
 
     # -- changes --------------------------------------------------------------------------
@@ -229,6 +241,11 @@ class ChatSettings:
                 return {"reply_mode": ReplyMode(value.lower())}
             except ValueError:
                 return _("The reply mode is mentions or all.")
+        if what == "voice" and self.speaks:
+            try:
+                return {"voice": VoiceReplies(value.lower().removeprefix("to ").strip() or "?")}
+            except ValueError:
+                return _("Voice replies are: voice (to voice messages), always or never.")
         return _("Unknown setting {setting!r}.").format(setting=what)
 
     async def _change(
@@ -292,3 +309,15 @@ def _language_name(code: str | None, _: Callable[[str], str]) -> str:
     if code in LANGUAGES:
         return LANGUAGES[code][1]
     return _("automatic (each person's own, as their app says)")
+
+
+_VOICE_WORDS = {
+    VoiceReplies.TO_VOICE: N_("to voice messages"),
+    VoiceReplies.ALWAYS: N_("always"),
+    VoiceReplies.NEVER: N_("never"),
+}
+_VOICE_BUTTONS = {
+    VoiceReplies.TO_VOICE: N_("Speak to voice messages"),
+    VoiceReplies.ALWAYS: N_("Always speak"),
+    VoiceReplies.NEVER: N_("Never speak"),
+}

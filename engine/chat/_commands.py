@@ -18,6 +18,7 @@ from engine.chat._notices import apology
 from engine.chat._pairing import Pairing
 from engine.chat._permissions import Permissions
 from engine.chat._schedules import Schedules
+from engine.chat._spend import charging
 from engine.chat._turns import TurnRunner
 from engine.i18n import N_, translator
 from engine.loop import ConversationKey
@@ -143,7 +144,7 @@ class Commands:
             return _("Started a fresh conversation.")
         if command is Command.COMPACT:
             done = asyncio.get_running_loop().create_future()
-            compact = Compact(done, language)
+            compact = Compact(done, msg.user_id, language)
             return await self._queued(key, compact, done)  # after what the chat has queued
         return _("Unknown command.")
 
@@ -196,7 +197,8 @@ class Commands:
     async def compact(self, key: ConversationKey, item: Compact) -> None:
         """/compact, in the chat's order."""
         try:
-            item.done.set_result(await self._compacted(key, item.language))
+            with charging(self.turns.meter, key.channel, key.chat_id, item.user_id):
+                item.done.set_result(await self._compacted(key, item.language))
         finally:
             if not item.done.done():  # stopped or failed
                 stopped = N_("Stopped: the conversation was not condensed.")
@@ -220,23 +222,18 @@ class Commands:
             )
         if done.messages == 0:
             return _("Nothing to condense yet: the conversation is already as short as it gets.")
-        return (
-            translator(language)
-            .ngettext(
-                "Condensed {n} message into a summary: each request now carries about {after} "
-                "tokens of conversation instead of {before} ({saved} saved). The full history stays "
-                "stored.",
-                "Condensed {n} messages into a summary: each request now carries about {after} "
-                "tokens of conversation instead of {before} ({saved} saved). The full history stays "
-                "stored.",
-                done.messages,
-            )
-            .format(
-                n=done.messages,
-                after=f"{done.after:,}",
-                before=f"{done.before:,}",
-                saved=f"{done.before - done.after:,}",
-            )
+        condensed = translator(language).ngettext(
+            "Condensed {n} message into a summary: each request now carries about {after} "
+            "tokens of conversation instead of {before} ({saved} saved). The full history "
+            "stays stored.",
+            "Condensed {n} messages into a summary: each request now carries about {after} "
+            "tokens of conversation instead of {before} ({saved} saved). The full history "
+            "stays stored.",
+            done.messages,
+        )
+        saved = done.before - done.after
+        return condensed.format(
+            n=done.messages, after=f"{done.after:,}", before=f"{done.before:,}", saved=f"{saved:,}"
         )
 
     def _help(self, language: str | None) -> str:

@@ -1,11 +1,13 @@
-"""Limits that protect the owner's bill: messages per minute and tokens per day, per user.
+"""Limits that protect the owner's bill: messages per minute, tokens and dollars per day, per user.
 
 Past `messages_per_minute` a user's messages are still stored (nothing is lost) but held back
 until the minute has passed, then folded into one turn; the user is told once. Past
 `tokens_per_day` (prompt + completion, counted from the provider's usage after each turn) a
 message is refused with the time the budget resets. Counters live in the store, so they survive
-restarts. Owners (`[access] admins`) are exempt. /usage shows a user's own figures; admins also
-see the top users of the month.
+restarts. Past `usd_per_day` (what the user's requests cost today, engine/chat/_spend.py) a
+message is still stored, held until the budget resets at 00:00 UTC and answered then; the user is
+told so once. Owners (`[access] admins`) are exempt. /usage shows a user's own figures and cost;
+admins also see the chat's and the top users of the month.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from dataclasses import dataclass
 
 from engine._channel import InboundMessage, Reply
 from engine.chat._permissions import Policy
-from engine.store import Store, UsageTotals
+from engine.models import NANO, dollars
+from engine.store import Spent, Store, UsageTotals
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +29,8 @@ log = logging.getLogger(__name__)
 class LimitSettings:
     messages_per_minute: int = 20
     tokens_per_day: int | None = None
+    usd_per_day: float | None = None  # what a user's requests may cost per day (UTC)
+    images_per_day: int | None = None  # pictures generate_image makes per user and day
     window_s: float = 60.0  # the rate window (tests shorten it)
 
 
@@ -48,6 +53,7 @@ class Limits:
         self.store = store
         self._settings = settings  # those in force (a reload changes them)
         self.policy = policy
+        self._told: dict[tuple[str, str], str] = {}  # user -> the day they were told they are over
 
     @property
     def settings(self) -> LimitSettings:
@@ -69,6 +75,10 @@ class Limits:
                     spent.tokens,
                 )
                 return Admission(refuse=True, reply=_budget_spent(budget, now))
+        if self.settings.usd_per_day:
+            held = await self._over_usd(msg, now)
+            if held is not None:
+                return held
         window = self.settings.window_s
         sent = await self.store.inbox.sent_since(msg.channel, msg.user_id, now - window)
         per_window = self.settings.messages_per_minute
@@ -90,16 +100,59 @@ class Limits:
         )
         return Admission(hold_until=release, reply=reply if first else None)
 
+    async def _over_usd(self, msg: InboundMessage, now: float) -> Admission | None:
+        """Past `usd_per_day`: held until midnight (UTC), told once that day; else None."""
+        assert self.settings.usd_per_day is not None
+        day = today(now)
+        spent = await self.store.spend.of_user(msg.channel, msg.user_id, day)
+        if spent.nano_usd < self.settings.usd_per_day * NANO:
+            return None
+        who = (msg.channel, msg.user_id)
+        first = self._told.get(who) != day
+        if first:
+            self._told[who] = day
+            log.info(
+                "limit: user %s in %s:%s is past usd_per_day (%s spent)",
+                msg.user_id,
+                msg.channel,
+                msg.chat_id,
+                dollars(spent.nano_usd),
+            )
+        midnight = float((int(now) // 86_400 + 1) * 86_400)
+        reply = _usd_spent(self.settings.usd_per_day, now) if first else None
+        return Admission(hold_until=midnight, reply=reply)
+
     async def usage(self, msg: InboundMessage) -> Reply:
         now = time.time()
         day, month = today(now), today(now)[:7]
+        spend = self.store.spend
         mine = [
-            ("Today", await self.store.usage.totals(msg.channel, msg.user_id, day)),
-            ("This month", await self.store.usage.totals(msg.channel, msg.user_id, month)),
+            (
+                "Today",
+                await self.store.usage.totals(msg.channel, msg.user_id, day),
+                await spend.of_user(msg.channel, msg.user_id, day),
+            ),
+            (
+                "This month",
+                await self.store.usage.totals(msg.channel, msg.user_id, month),
+                await spend.of_user(msg.channel, msg.user_id, month),
+            ),
         ]
-        lines = [f"{label}: {_figures(t)}" for label, t in mine]
-        if self.settings.tokens_per_day and not self.policy.is_admin(msg.channel, msg.user_id):
+        lines = [f"{label}: {_figures(t)}{_cost(s)}" for label, t, s in mine]
+        exempt = self.policy.is_admin(msg.channel, msg.user_id)
+        if self.settings.tokens_per_day and not exempt:
             lines.append(f"Your daily budget: {self.settings.tokens_per_day:,} tokens.")
+        if self.settings.usd_per_day and not exempt:
+            lines.append(f"Your daily spending limit: {_usd(self.settings.usd_per_day)}.")
+        if exempt and not msg.is_private:
+            chat = [
+                (label, await spend.of_chat(msg.channel, msg.chat_id, prefix))
+                for label, prefix in (("today", day), ("this month", month))
+            ]
+            lines.append(
+                "This chat, everyone: "
+                + "; ".join(f"{label} {s.tokens:,} tokens{_cost(s)}" for label, s in chat)
+            )
         if self.policy.is_admin(msg.channel, msg.user_id):
             top = await self.store.usage.top(msg.channel, month)
             if top:
@@ -110,6 +163,30 @@ class Limits:
 
 def _figures(t: UsageTotals) -> str:
     return f"{t.tokens:,} tokens, {t.turns} turns, {t.tool_calls} tool calls"
+
+
+def _cost(s: Spent) -> str:
+    """ ", $0.0042" (and the pictures and speech paid for), or "" when nothing was charged."""
+    if not s.requests:
+        return ""
+    extra = [f"{s.images} pictures"] * bool(s.images) + [f"{s.chars:,} characters spoken"] * bool(
+        s.chars
+    )
+    return f", {dollars(s.nano_usd)}" + "".join(f", {e}" for e in extra)
+
+
+def _usd(amount: float) -> str:
+    return f"${amount:,.2f}"
+
+
+def _usd_spent(limit: float, now: float) -> str:
+    midnight = (int(now) // 86_400 + 1) * 86_400
+    left = midnight - now
+    hours, minutes = int(left // 3600), int(left % 3600 // 60)
+    return (
+        f"You have reached today's spending limit of {_usd(limit)}. I have kept your message "
+        f"and will answer it when the limit resets at 00:00 UTC (in {hours} h {minutes:02d} min)."
+    )
 
 
 def _budget_spent(budget: int, now: float) -> str:

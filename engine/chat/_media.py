@@ -30,6 +30,7 @@ from pathlib import PurePosixPath
 
 from engine._channel import Attachment, Channel, InboundMessage, MediaKind
 from engine.chat._live import typing
+from engine.chat._spend import Meter, charging
 from engine.context import DOWNLOAD_TIMEOUT_S, ImageCache, human_size
 from engine.loop import ConversationKey
 from engine.models import Image, Message, Part, Role, Text, Transcriber
@@ -65,6 +66,7 @@ class MediaSettings:
     max_images_per_turn: int = 4
     max_text_kb: int = 200
     max_audio_s: int = 300
+    max_speech_chars: int = 1_500  # of an answer spoken (engine/chat/_speech.py)
 
     @property
     def max_image_bytes(self) -> int:
@@ -159,6 +161,7 @@ class MediaIntake:
         cache: ImageCache,
         say: Say,
         transcriber: Transcriber | None = None,
+        meter: Meter | None = None,
     ) -> None:
         self.store = store
         self.channels = channels
@@ -166,6 +169,7 @@ class MediaIntake:
         self.cache = cache
         self.say = say
         self.transcriber = transcriber
+        self.meter = meter  # a transcription is charged to whoever sent the voice note
 
     @property
     def settings(self) -> MediaSettings:
@@ -203,7 +207,8 @@ class MediaIntake:
         heard: list[tuple[InboxRow, str]] = []
         for row in rows:
             try:
-                msg, transcript = await self._message(key, row)
+                with charging(self.meter, key.channel, key.chat_id, row.user_id):
+                    msg, transcript = await self._message(key, row)
             except _Refused as exc:
                 await self._refuse(key, [row], str(exc))
                 continue
@@ -273,7 +278,7 @@ class MediaIntake:
         assert self.transcriber is not None  # refusal() said so
         data = await self._download(key, a, MAX_AUDIO_BYTES, "25 MB per voice message")
         try:
-            text = await self.transcriber.transcribe(a.name, data, a.mime_type)
+            text = await self.transcriber.transcribe(a.name, data, a.mime_type, a.duration_s)
         except LLMError as exc:
             log.error("transcribing a voice message in %s failed: %s", key, exc)
             raise _Refused(

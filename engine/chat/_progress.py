@@ -27,14 +27,19 @@ _ICONS = {"web_search": "🔎", "fetch_url": "🌐", "remind_me": "⏰", "schedu
 _CLOSE_S = 10.0  # how long closing waits for a request in flight
 
 
-def step_line(tool: str, args: dict[str, Any]) -> str:
-    """A step's line: an icon, the tool, and its first text argument, shortened."""
+def step_line(tool: str, args: dict[str, Any], described: str | None = None) -> str:
+    """A step's line: an icon, then the tool's own words for it (`described`), or the tool and
+    its first text argument, shortened."""
     icon = _ICONS.get(tool, "⏳")
-    detail = next((v for v in args.values() if isinstance(v, str) and v.strip()), "")
-    detail = " ".join(detail.split())
-    if len(detail) > MAX_DETAIL:
-        detail = detail[: MAX_DETAIL - 1].rstrip() + "…"
+    if described and described.strip():
+        return f"{icon} {_short(described, 2 * MAX_DETAIL)}"
+    detail = _short(next((v for v in args.values() if isinstance(v, str) and v.strip()), ""))
     return f"{icon} {tool}: {detail}" if detail else f"{icon} {tool}"
+
+
+def _short(text: str, limit: int = MAX_DETAIL) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
 class Progress:
@@ -55,11 +60,11 @@ class Progress:
         self._sending = False
         self._closed = False
 
-    def step(self, tool: str, args: dict[str, Any]) -> None:
+    def step(self, tool: str, args: dict[str, Any], described: str | None = None) -> None:
         """A tool call starts: add its line (shown soon; never waits)."""
         if self._closed:
             return
-        self.lines.append(step_line(tool, args))
+        self.lines.append(step_line(tool, args, described))
         self._schedule()
 
     def text(self) -> str:

@@ -14,7 +14,7 @@ from engine.chat._media import MediaSettings
 from engine.chat._memory import MemorySettings
 from engine.chat._schedules import ScheduleSettings
 from engine.context import ContextSettings
-from engine.models import Model
+from engine.models import Model, Prices
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +62,7 @@ class Settings:
     memory: MemorySettings = field(default_factory=MemorySettings)  # [memory]
     delegate: DelegateSettings | None = None  # the delegate tool's bounds; None: no such tool
     pairing: PairingSettings = field(default_factory=PairingSettings)
+    prices: Prices = field(default_factory=Prices)  # the built-in table and [pricing]
 
     def allowed(self, channel: str, user_id: str) -> bool:
         users = self.allowed_users.get(channel, set())

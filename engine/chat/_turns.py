@@ -27,6 +27,8 @@ from engine.chat._notices import Notices, apology
 from engine.chat._permissions import Permissions
 from engine.chat._progress import Progress
 from engine.chat._reactions import StatusReactions
+from engine.chat._speech import VoiceAnswers
+from engine.chat._spend import Meter, charging
 from engine.context import RecentImages, Window
 from engine.i18n import language_line
 from engine.loop import ConversationKey, ToolLoop, TurnContext, TurnResult
@@ -78,6 +80,8 @@ class TurnRunner:
         notices: Notices,
         images: RecentImages | None = None,
         chat_settings: ChatSettings | None = None,
+        meter: Meter | None = None,
+        voice: VoiceAnswers | None = None,
         parts: Sequence[PromptPart] = (),
         tasks: Tasks | None = None,
     ) -> None:
@@ -91,6 +95,8 @@ class TurnRunner:
         self.images = images  # pictures in the history: bytes for recent turns, else markers
         self.chat_settings = chat_settings  # a chat's persona and model (/settings)
         self.notices = notices
+        self.meter = meter  # what the turn's requests cost, charged to its user
+        self.voice = voice  # answers spoken too ([media] speech_model)
         self.reactions = StatusReactions(channels, tasks or Tasks())  # on the answered messages
 
     @property
@@ -139,9 +145,10 @@ class TurnRunner:
         self.reactions.show(conv.channel, conv.chat_id, answered, Reaction.WORKING)
         outcome: Reaction | None = Reaction.FAILED
         try:
-            result = await self._run(
-                conv, ctx, channel, live, reply_to, answering, resume, failed, started
-            )
+            with charging(self.meter, conv.channel, conv.chat_id, user_id):
+                result = await self._run(
+                    conv, ctx, channel, live, reply_to, answering, resume, failed, started
+                )
             outcome = Reaction.DONE if result is not None else Reaction.FAILED
             return result
         except (asyncio.CancelledError, StoreUnavailable):
@@ -221,6 +228,8 @@ class TurnRunner:
                 await self._delivered(answer[-1], live.ref.message_id, answering)
             else:
                 await self.deliver(answer[-1], conv, result.text, reply_to, answering)
+            if self.voice is not None:
+                await self.voice.answer(channel, ctx.key, answering, result.text, reply_to)
         seconds = time.monotonic() - started
         _log_turn(ctx, result, seconds)
         outcome = "confirmation" if result.pending is not None else "answered"

@@ -248,6 +248,7 @@ def _step(state: TurnState, prepared: PreparedCall) -> None:
     """Tell the turn's watcher (its progress line) that a call starts; it never waits."""
     if state.ctx.on_step is not None:
         try:
-            state.ctx.on_step(prepared.tool.name, prepared.json_args)
+            described = prepared.tool.describe_step(prepared.json_args)
+            state.ctx.on_step(prepared.tool.name, prepared.json_args, described)
         except Exception:
             log.exception("the progress of a turn failed")

@@ -13,7 +13,8 @@ from tools.registry import no_send as _no_send
 
 Record = Callable[[Message], Awaitable[None]]
 SendFiles = Callable[[Sequence[File]], Awaitable[str]]  # returns a note for the model
-Step = Callable[[str, dict[str, Any]], None]  # a tool call starts: its tool and arguments
+# a tool call starts: its tool, its arguments, and the line the tool describes its step with
+Step = Callable[[str, dict[str, Any], str | None], None]
 
 
 @dataclass(frozen=True, slots=True)

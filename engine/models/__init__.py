@@ -3,15 +3,30 @@
 ``_types`` is the provider-neutral contract (messages, requests, responses); ``_openai`` and
 ``_anthropic`` map it to each SDK (imported only when a model of theirs is built), ``_failover``
 makes one model of several, ``_scripted`` answers in-process for tests, ``_transcribe`` turns
-voice into text through the same endpoint.
+voice into text through the same endpoint (``_speech`` text into voice, ``_images`` words into
+pictures), ``_pricing`` says what each request costs and whom
+it is charged to.
 """
 
 from __future__ import annotations
 
 from engine.models._anthropic import DEFAULT_MAX_TOKENS, AnthropicModel
 from engine.models._failover import FailoverModel
+from engine.models._images import OpenAIPainter
 from engine.models._openai import OpenAIModel
+from engine.models._pricing import (
+    BUILTIN_PRICES,
+    CHARGE,
+    NANO,
+    Amount,
+    Charge,
+    Price,
+    Prices,
+    dollars,
+    spend,
+)
 from engine.models._scripted import ScriptedModel, reply
+from engine.models._speech import OGG_OPUS, OpenAISpeaker, Speaker
 from engine.models._transcribe import OpenAITranscriber, Transcriber
 from engine.models._types import (
     FinishReason,
@@ -32,8 +47,14 @@ from engine.models._types import (
 )
 
 __all__ = [
+    "BUILTIN_PRICES",
+    "CHARGE",
     "DEFAULT_MAX_TOKENS",
+    "NANO",
+    "OGG_OPUS",
+    "Amount",
     "AnthropicModel",
+    "Charge",
     "FailoverModel",
     "FinishReason",
     "Image",
@@ -43,16 +64,23 @@ __all__ = [
     "ModelResponse",
     "OnText",
     "OpenAIModel",
+    "OpenAIPainter",
+    "OpenAISpeaker",
     "OpenAITranscriber",
     "Part",
+    "Price",
+    "Prices",
     "Role",
     "ScriptedModel",
+    "Speaker",
     "Text",
     "ToolCall",
     "ToolOutput",
     "ToolSpec",
     "Transcriber",
     "Usage",
+    "dollars",
     "reply",
     "sanitised",
+    "spend",
 ]

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.models._alternate import alternating
 from engine.models._failures import connection_failure, status_failure
+from engine.models._pricing import Amount, spend
 from engine.models._stream import emit
 from engine.models._types import (
     FinishReason,
@@ -177,6 +178,7 @@ class AnthropicModel:
             u.cache_write_tokens,
             u.completion_tokens,
         )
+        await spend(self.name, Amount(u))  # charged to whom the task is for
         return reply
 
     async def _stream(self, body: dict[str, Any], on_text: OnText | None) -> ModelResponse:

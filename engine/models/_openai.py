@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.models._alternate import alternating
 from engine.models._failures import connection_failure, status_failure
+from engine.models._pricing import Amount, spend
 from engine.models._stream import CallAccumulator, emit
 from engine.models._types import (
     FinishReason,
@@ -141,14 +142,17 @@ class OpenAIModel:
         openai = _openai()
         try:
             if not request.stream:
-                return self._parse(await self._post(body, stream=False))
-            return await self._stream(body, on_text)
+                reply = self._parse(await self._post(body, stream=False))
+            else:
+                reply = await self._stream(body, on_text)
         except openai.APIStatusError as exc:
             raise _status_error(exc) from exc
         except openai.APIConnectionError as exc:  # timeouts too: the cause says which
             raise connection_failure(exc) from exc
         except openai.OpenAIError as exc:
             raise LLMError(f"the model request failed: {exc}") from exc
+        await spend(self.name, Amount(reply.usage))  # charged to whom the task is for
+        return reply
 
     def _cap(self, request: ModelRequest) -> int | None:
         """The answer cap to send in place of the configured one; None: as configured."""

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from engine.models._openai import _status_error
+from engine.models._pricing import Amount, spend
+from engine.models._types import Usage
 from tools.errors import LLMError, ModelUnavailable
 
 if TYPE_CHECKING:
@@ -25,7 +27,11 @@ class Transcriber(Protocol):
 
     model: str
 
-    async def transcribe(self, name: str, data: bytes, mime_type: str) -> str: ...
+    async def transcribe(
+        self, name: str, data: bytes, mime_type: str, seconds: float | None = None
+    ) -> str:
+        """The words of the audio `data` (`seconds` long, as the platform says: its price)."""
+        ...
 
 
 class OpenAITranscriber:
@@ -36,7 +42,9 @@ class OpenAITranscriber:
         self.model = model
         self._client = client
 
-    async def transcribe(self, name: str, data: bytes, mime_type: str) -> str:
+    async def transcribe(
+        self, name: str, data: bytes, mime_type: str, seconds: float | None = None
+    ) -> str:
         openai = await asyncio.to_thread(importlib.import_module, "openai")
         try:
             result = await self._client().audio.transcriptions.create(
@@ -50,4 +58,16 @@ class OpenAITranscriber:
             raise ModelUnavailable(f"the transcription endpoint is unreachable ({exc})") from exc
         except openai.OpenAIError as exc:
             raise LLMError(f"the transcription request failed: {exc}") from exc
+        await spend(self.model, _amount(getattr(result, "usage", None), seconds))
         return str(getattr(result, "text", result))
+
+
+def _amount(usage: object, seconds: float | None) -> Amount:
+    """What a transcription used: the seconds the server counted (else the platform's), or
+    its tokens when the server counts those (gpt-4o-transcribe)."""
+    counted = getattr(usage, "seconds", None)
+    tokens = Usage(
+        int(getattr(usage, "input_tokens", 0) or 0), int(getattr(usage, "output_tokens", 0) or 0)
+    )
+    heard = float(counted) if isinstance(counted, int | float) else float(seconds or 0)
+    return Amount(tokens, seconds=heard)

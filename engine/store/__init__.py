@@ -22,6 +22,7 @@ from engine.store._api import (
     MemoryStore,
     OpsStore,
     ScheduleStore,
+    SpendStore,
     Store,
     UsageStore,
 )
@@ -53,6 +54,7 @@ from engine.store._rows import (
     JobRow,
     ScheduleRow,
     ScheduleRun,
+    Spent,
     Summary,
     TokenRatio,
     UsageTotals,
@@ -65,6 +67,7 @@ from engine.store._states import (
     ReplyMode,
     RunState,
     ScheduleState,
+    VoiceReplies,
 )
 from engine.store._upgrade import plan as upgrade_plan
 from engine.store._urls import is_postgres, redact
@@ -117,6 +120,8 @@ __all__ = [
     "ScheduleState",
     "ScheduleStore",
     "ServerInfo",
+    "SpendStore",
+    "Spent",
     "SqliteStore",
     "StatusSnapshot",
     "Store",
@@ -126,6 +131,7 @@ __all__ = [
     "UpcomingRun",
     "UsageStore",
     "UsageTotals",
+    "VoiceReplies",
     "backup_sqlite",
     "is_postgres",
     "open_store",

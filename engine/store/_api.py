@@ -25,6 +25,7 @@ from engine.store._api_tools import (
     GrantStore,
     MemoryStore,
     ScheduleStore,
+    SpendStore,
     UsageStore,
 )
 
@@ -41,6 +42,7 @@ __all__ = [
     "MemoryStore",
     "OpsStore",
     "ScheduleStore",
+    "SpendStore",
     "Store",
     "UsageStore",
 ]
@@ -56,6 +58,7 @@ class Store(Protocol):
     memory: MemoryStore
     grants: GrantStore
     usage: UsageStore
+    spend: SpendStore
     schedules: ScheduleStore
     chat_settings: ChatSettingsStore
     ops: OpsStore

@@ -8,7 +8,7 @@ from typing import Protocol
 
 from engine.store._access import AccessRequest, ApprovedUser
 from engine.store._memory import MemoryItem
-from engine.store._rows import ChatPrefs, Grant, ScheduleRow, ScheduleRun, UsageTotals
+from engine.store._rows import ChatPrefs, Grant, ScheduleRow, ScheduleRun, Spent, UsageTotals
 from engine.store._states import RunState
 
 
@@ -72,6 +72,24 @@ class UsageStore(Protocol):
     async def totals(self, channel: str, user_id: str, day_prefix: str) -> UsageTotals: ...
 
     async def top(self, channel: str, day_prefix: str, limit: int = 5) -> list[UsageTotals]: ...
+
+
+class SpendStore(Protocol):
+    """What requests cost, per chat, user, day (UTC, "YYYY-MM-DD") and model."""
+
+    async def add(
+        self, channel: str, chat_id: str, user_id: str, day: str, model: str, spent: Spent
+    ) -> None:
+        """Add one request's figures to the day's row (`spent.of` is not used)."""
+        ...
+
+    async def of_user(self, channel: str, user_id: str, day_prefix: str) -> Spent: ...
+
+    async def of_chat(self, channel: str, chat_id: str, day_prefix: str) -> Spent: ...
+
+    async def by_model(self, day_prefix: str) -> list[Spent]:
+        """Each model's figures (`of`: its name), the costliest first."""
+        ...
 
 
 class MemoryStore(Protocol):

@@ -6,7 +6,7 @@ import time
 
 from engine.store._db import Db
 from engine.store._rows import ChatPrefs
-from engine.store._states import ReplyMode
+from engine.store._states import ReplyMode, VoiceReplies
 
 
 class ChatSettings:
@@ -15,7 +15,8 @@ class ChatSettings:
 
     async def all(self) -> list[ChatPrefs]:
         rows = await self.db.fetch(
-            "SELECT channel, chat_id, persona, model, reply_mode, language FROM chat_settings"
+            "SELECT channel, chat_id, persona, model, reply_mode, voice, language "
+            "FROM chat_settings"
         )
         return [
             ChatPrefs(
@@ -24,6 +25,7 @@ class ChatSettings:
                 r["persona"],
                 r["model"],
                 ReplyMode(r["reply_mode"]) if r["reply_mode"] else None,
+                VoiceReplies(r["voice"]) if r["voice"] else None,
                 language=r["language"],
             )
             for r in rows
@@ -33,10 +35,10 @@ class ChatSettings:
         """Store the chat's settings as a whole (who changed them last, and when)."""
         await self.db.execute(
             "INSERT INTO chat_settings(channel, chat_id, persona, model, reply_mode, updated_by, "
-            "updated_at, language) VALUES (?,?,?,?,?,?,?,?) ON CONFLICT (channel, chat_id) DO "
-            "UPDATE SET persona=excluded.persona, model=excluded.model, "
+            "updated_at, voice, language) VALUES (?,?,?,?,?,?,?,?,?) "
+            "ON CONFLICT (channel, chat_id) DO UPDATE SET persona=excluded.persona, model=excluded.model, "
             "reply_mode=excluded.reply_mode, updated_by=excluded.updated_by, "
-            "updated_at=excluded.updated_at, language=excluded.language",
+            "updated_at=excluded.updated_at, voice=excluded.voice, language=excluded.language",
             prefs.channel,
             prefs.chat_id,
             prefs.persona,
@@ -44,5 +46,6 @@ class ChatSettings:
             prefs.reply_mode.value if prefs.reply_mode else None,
             user_id,
             time.time(),
+            prefs.voice.value if prefs.voice else None,
             prefs.language,
         )

@@ -22,6 +22,7 @@ from engine.store._api import (
     MemoryStore,
     OpsStore,
     ScheduleStore,
+    SpendStore,
     UsageStore,
 )
 from engine.store._chat_settings import ChatSettings
@@ -35,6 +36,7 @@ from engine.store._jobs import Jobs
 from engine.store._memory import Memory
 from engine.store._ops import Ops
 from engine.store._schedules import Schedules
+from engine.store._spend import Spend
 
 
 class ComposedStore:
@@ -51,6 +53,7 @@ class ComposedStore:
         self.memory: MemoryStore = Memory(db)
         self.grants: GrantStore = Grants(db)
         self.usage: UsageStore = Usage(db)
+        self.spend: SpendStore = Spend(db)
         self.schedules: ScheduleStore = schedules
         self.chat_settings: ChatSettingsStore = ChatSettings(db)
         self.context: ContextStore = Context(db)

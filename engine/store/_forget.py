@@ -202,6 +202,7 @@ async def _drop_user_rows(db: Db, tally: _Tally, channel: str | None, user_id: s
     tally.add("usage", await _delete(db, "usage", mine, params))
     tally.add("access", await _delete(db, "access_requests", mine, params))
     tally.add("access", await _delete(db, "approved_users", mine, params))
+    await _delete(db, "spend", mine, params)  # what their requests cost, with their usage
     tally.add("settings", await _delete(db, "user_settings", mine, params))
     await db.execute(
         f"UPDATE chat_settings SET updated_by='' WHERE updated_by=? AND {where}", *params

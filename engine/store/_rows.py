@@ -16,6 +16,7 @@ from engine.store._states import (
     ReplyMode,
     RunState,
     ScheduleState,
+    VoiceReplies,
 )
 
 
@@ -133,6 +134,26 @@ class UsageTotals:
 
 
 @dataclass(frozen=True, slots=True)
+class Spent:
+    """What requests cost over a period, for one user, chat or model (`of`), or all of them:
+    their count, tokens, pictures made, characters spoken, seconds heard, and nano-dollars (a
+    model without a price adds its figures and no cost)."""
+
+    of: str = ""
+    requests: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    images: int = 0
+    chars: int = 0
+    seconds: float = 0.0
+    nano_usd: int = 0
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(frozen=True, slots=True)
 class ScheduleRow:
     """A recurring task: `task` is run as a request of `user_id` in its chat at each due time.
 
@@ -176,6 +197,7 @@ class ChatPrefs:
     persona: str | None = None
     model: str | None = None
     reply_mode: ReplyMode | None = None
+    voice: VoiceReplies | None = None  # spoken answers (None: to voice messages)
     language: str | None = None  # relaybot's own words here (engine.i18n); None: the user's
 
 

@@ -94,6 +94,14 @@ class ReplyMode(enum.StrEnum):
     ALL = "all"  # every message
 
 
+class VoiceReplies(enum.StrEnum):
+    """When a chat's answers are spoken too (with [media] speech_model; unset: TO_VOICE)."""
+
+    TO_VOICE = "voice"  # a turn that began with a voice message
+    ALWAYS = "always"
+    NEVER = "never"
+
+
 _C = ConfirmationState
 CONFIRMATION_TRANSITIONS: dict[ConfirmationState, frozenset[ConfirmationState]] = {
     _C.PENDING: frozenset({_C.APPROVED, _C.DECLINED, _C.EXPIRED, _C.CANCELLED}),

@@ -87,6 +87,7 @@ class Compact:
     `done` receives the text to answer with."""
 
     done: asyncio.Future[str] = field(compare=False, repr=False)
+    user_id: str = ""  # who asked: the summary requests are charged to them
     language: str = "en"  # of the reply (engine.i18n)
 
 

@@ -50,6 +50,9 @@ as OpenAI checks them (an http(s) URL, or a base64 data URL of a JPEG, PNG, GIF 
 whose bytes are one); a bad one gets 400, and so does any image while ``llm.vision`` is
 False (a model without vision). ``images_in(body)`` gives the (MIME type, bytes) sent.
 
+Speech (``/v1/audio/speech``) and pictures (``/v1/images/generations``): see
+tests/fakes/openai_media.py.
+
 Voice: ``POST /v1/audio/transcriptions`` (multipart, as the SDK sends it) is recorded in
 ``llm.transcriptions`` (model, file name, content type, bytes) and answered with the next
 of ``llm.script_transcription(text_or_error, ...)``, else ``"transcript of <file name>"``.
@@ -102,6 +105,8 @@ from dataclasses import dataclass
 from typing import Any, Self, TypeAlias
 
 from aiohttp import web
+
+from tests.fakes.openai_media import MediaEndpoints
 
 __all__ = [
     "ErrorReply",
@@ -537,8 +542,9 @@ def _split(s: str, size: int) -> list[str]:
     return [s[i : i + size] for i in range(0, len(s), size)]
 
 
-class FakeOpenAI:
-    """Fake OpenAI server; use as ``async with FakeOpenAI() as llm``. See module doc."""
+class FakeOpenAI(MediaEndpoints):
+    """Fake OpenAI server; use as ``async with FakeOpenAI() as llm``. See module doc (and
+    tests/fakes/openai_media.py for speech and pictures)."""
 
     def __init__(
         self,
@@ -580,6 +586,7 @@ class FakeOpenAI:
         self.vision = True  # False: any image part is refused, as by a model without vision
         self.transcriptions: list[Transcription] = []
         self._transcripts: collections.deque[str | ErrorReply] = collections.deque()
+        self._init_media()
         self.faults: LLMFaults | None = None
         self._queue: collections.deque[ReplyLike] = collections.deque()
         self._host = host
@@ -643,6 +650,7 @@ class FakeOpenAI:
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._list_models)
         app.router.add_post("/v1/audio/transcriptions", self._transcribe)
+        self._media_routes(app)
         app.router.add_get("/v1/models/{model_id:.+}", self._get_model)
         app.router.add_get("/props", self._props)
         app.router.add_post("/api/show", self._show)

@@ -17,9 +17,9 @@ call. Faults: `fail_next(method, ...)`, `down = True` (502 for everything), `bad
 (the next HTML text is rejected with "can't parse entities"). `on_get_updates(offset)` is called
 as each getUpdates arrives, before the updates it confirms are dropped.
 
-Documents: sendDocument and sendPhoto keep the file (`document(chat_id, message_id)` gives it
-back) and its caption; editMessageCaption edits it. `parse_html` also applies Telegram's nesting
-rules.
+Documents: sendDocument, sendPhoto and sendVoice (Ogg/Opus only) keep the file
+(`document(chat_id, message_id)` gives it back) and its caption; editMessageCaption edits it.
+`parse_html` also applies Telegram's nesting rules.
 
 Files users send: `upload_photo(*sizes)`, `upload_document(...)`, `upload_voice(...)` keep the
 bytes and return the JSON to pass to `inject_message(photo=..., document=..., voice=...)`;
@@ -776,6 +776,16 @@ class FakeTelegram:
     async def _api_sendPhoto(self, params: dict[str, Any]) -> dict[str, Any]:
         return self._sent_file(params, "photo")
 
+    async def _api_sendVoice(self, params: dict[str, Any]) -> dict[str, Any]:
+        """A voice note: Telegram plays Ogg/Opus as one (it refuses other uploads here)."""
+        upload = params.get("voice")
+        if isinstance(upload, web.FileField):
+            head = upload.file.read(64)
+            upload.file.seek(0)
+            if not (head.startswith(b"OggS") and b"OpusHead" in head):
+                raise ApiError(400, "Bad Request: wrong file type: voice must be OGG/Opus")
+        return self._sent_file(params, "voice")
+
     def _sent_file(self, params: dict[str, Any], field: str) -> dict[str, Any]:
         upload = params.get(field)
         if not isinstance(upload, web.FileField):
@@ -787,6 +797,8 @@ class FakeTelegram:
         msg = self._new_message(chat_id, params)
         if field == "photo":
             msg["photo"] = [kept | {"width": 90, "height": 60}]
+        elif field == "voice":
+            msg["voice"] = kept | {"duration": 1, "mime_type": "audio/ogg"}
         else:
             msg["document"] = kept | {"file_name": upload.filename}
         if "caption" in params:

@@ -18,6 +18,7 @@ from tools._base import Tool
 from tools.builtins._chat import send_message
 from tools.builtins._command import RunCommand
 from tools.builtins._fetch import FetchUrl
+from tools.builtins._images import GenerateImage, Painter, PictureRefused
 from tools.builtins._memory import (
     MemoryAccess,
     MemoryBook,
@@ -104,8 +105,11 @@ __all__ = [
     "NOTES_TOOLS",
     "WORKSPACE_TOOLS",
     "FetchUrl",
+    "GenerateImage",
     "MemoryAccess",
     "MemoryBook",
+    "Painter",
+    "PictureRefused",
     "Recurrence",
     "RemindMe",
     "RunCommand",

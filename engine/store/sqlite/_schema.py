@@ -311,7 +311,29 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (channel, user_id)
     );
     """,
-    # 14: a chat's language for relaybot's own words (/settings language; issue 29)
+    # 14: what requests cost (engine/chat/_spend.py): per chat, user, day and model, in
+    #     nano-dollars; and a chat's choice of voice replies (/settings)
+    """
+    CREATE TABLE spend (
+        channel TEXT NOT NULL,
+        chat_id TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        day TEXT NOT NULL,
+        model TEXT NOT NULL,
+        requests INTEGER NOT NULL DEFAULT 0,
+        prompt_tokens INTEGER NOT NULL DEFAULT 0,
+        completion_tokens INTEGER NOT NULL DEFAULT 0,
+        images INTEGER NOT NULL DEFAULT 0,
+        chars INTEGER NOT NULL DEFAULT 0,
+        seconds REAL NOT NULL DEFAULT 0,
+        nano_usd INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (channel, chat_id, user_id, day, model)
+    );
+    CREATE INDEX spend_user ON spend(channel, user_id, day);
+    CREATE INDEX spend_day ON spend(day);
+    ALTER TABLE chat_settings ADD COLUMN voice TEXT;
+    """,
+    # 15: a chat's language for relaybot's own words (/settings language; issue 29)
     """
     ALTER TABLE chat_settings ADD COLUMN language TEXT;
     """,

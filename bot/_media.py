@@ -1,0 +1,71 @@
+"""The media parts the config asks for: transcription, speech, pictures, and the price table.
+
+Transcription, speech and pictures are requests to the OpenAI-compatible endpoint among the
+configured models (its SDK client, so the key, timeout, retries and connection pool are the
+chat's); with Anthropic models only, each is off and the log says why.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from bot._models import openai_compatible
+from bot.config import Config
+from engine import Model
+from engine.chat import DailyPictures
+from engine.models import (
+    OpenAIPainter,
+    OpenAISpeaker,
+    OpenAITranscriber,
+    Price,
+    Prices,
+    Speaker,
+    Transcriber,
+)
+from engine.store import Store
+from tools.builtins import GenerateImage
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class MediaParts:
+    transcriber: Transcriber | None = None
+    speaker: Speaker | None = None
+    picture_tool: GenerateImage | None = None
+
+
+def media_parts(cfg: Config, model: Model, store: Store) -> MediaParts:
+    media = cfg.media
+    wanted = {
+        "transcription_model": media.transcription_model,
+        "speech_model": media.speech_model,
+        "image_model": media.image_model,
+    }
+    endpoint = openai_compatible(model)
+    if endpoint is None:
+        for key, name in wanted.items():
+            if name:
+                log.warning("[media] %s needs an OpenAI-compatible [llm] endpoint; it is off", key)
+        return MediaParts()
+    sdk = endpoint  # bound once: the lambdas below read its client when a request is made
+    transcriber = speaker = tool = None
+    if media.transcription_model:
+        transcriber = OpenAITranscriber(lambda: sdk.sdk, media.transcription_model)
+    if media.speech_model:
+        speaker = OpenAISpeaker(lambda: sdk.sdk, media.speech_model, media.speech_voice)
+    if media.image_model:
+        painter = DailyPictures(
+            OpenAIPainter(lambda: sdk.sdk, media.image_model),
+            store,
+            cfg.limits.images_per_day,
+            frozenset(cfg.access.admins),
+        )
+        tool = GenerateImage(painter, media.image_size)
+    return MediaParts(transcriber, speaker, tool)
+
+
+def prices(cfg: Config) -> Prices:
+    """The built-in prices with `[pricing."MODEL"]` over them."""
+    return Prices({name: Price(**p.model_dump()) for name, p in cfg.pricing.items()})
