@@ -36,7 +36,8 @@ class ChatSettings:
         await self.db.execute(
             "INSERT INTO chat_settings(channel, chat_id, persona, model, reply_mode, updated_by, "
             "updated_at, voice, language) VALUES (?,?,?,?,?,?,?,?,?) "
-            "ON CONFLICT (channel, chat_id) DO UPDATE SET persona=excluded.persona, model=excluded.model, "
+            "ON CONFLICT (channel, chat_id) DO UPDATE SET persona=excluded.persona, "
+            "model=excluded.model, "
             "reply_mode=excluded.reply_mode, updated_by=excluded.updated_by, "
             "updated_at=excluded.updated_at, voice=excluded.voice, language=excluded.language",
             prefs.channel,
