@@ -108,7 +108,7 @@ _COMMAND_HELP = {
     Command.PERMISSIONS: N_("What I may do here without asking; revoke it"),
     Command.USAGE: N_("How much you have used me today and this month"),
     Command.SCHEDULES: N_("Scheduled tasks in this chat; cancel them"),
-    Command.SETTINGS: N_("This chat's persona, model and reply mode"),
+    Command.SETTINGS: N_("This chat's persona, model, reply mode and language"),
     Command.COMPACT: N_("Condense this conversation into a summary to save tokens"),
     Command.FORGET_ME: N_("Delete everything I have stored about you (asks first)"),
     Command.MEMORY: N_("What I remember about you; delete any of it"),
