@@ -149,7 +149,7 @@ class ChatSettings:
         """A press on /settings' buttons; None when the action is not one of ours."""
         if not action.action.startswith(_SET):
             return None
-        what, _, value = action.action.removeprefix(_SET).partition(":")
+        what, _sep, value = action.action.removeprefix(_SET).partition(":")
         if what == "model" and value.isdigit() and int(value) < len(self.models):
             value = self.models[int(value)]
         change = self._parse(what, value, action.is_private, action.language)

@@ -152,7 +152,7 @@ class Pairing:
         self._told[(msg.channel, msg.user_id)] = time.monotonic()
         log.info("pairing: %s:%s asks to be let in (%s)", msg.channel, msg.user_id, request.code)
         for owner in sorted(self.policy.admins):
-            channel_name, _, user_id = owner.partition(":")
+            channel_name, _sep, user_id = owner.partition(":")
             channel = self.channels.get(channel_name)
             if channel is not None:
                 self.tasks.spawn(self._tell_owner(channel, user_id, request), "pairing-ask")
