@@ -138,6 +138,9 @@ def write_files(
     extra: str = "",
     telegram: dict[str, str] | None = None,
     storage: str = "",
+    confirmation_timeout_s: float = 3600,
+    builtins: tuple[str, ...] = ("remind_me",),
+    poll_timeout_s: float = 10,
 ) -> Files:
     """The plugin module and a config for the daemon: Telegram to `tg` (with the `telegram`
     keys added), the model at `llm_url`, the plugin's tools, confirmations that do not expire
@@ -171,12 +174,12 @@ def write_files(
             token = "{tg.token}"
             api_base_url = "{tg.base_url}"
             allowed_users = ["*"]
-            poll_timeout_s = 10{more}
+            poll_timeout_s = {poll_timeout_s}{more}
 
             [tools]
-            builtins = ["remind_me"]
+            builtins = {json.dumps(list(builtins))}
             plugins = ["{PLUGIN}"]
-            confirmation_timeout_s = 3600
+            confirmation_timeout_s = {confirmation_timeout_s}
 
             [engine]
             max_parallel_tools = {max_parallel_tools}

@@ -31,7 +31,7 @@ from bot._reload import read_loaded
 from bot.config import Config
 from engine.models import dollars
 from engine.store import Spent, SqliteStore, StatusSnapshot, Store, backup_sqlite
-from tools.errors import StoreError
+from tools.errors import ConfigError, StoreError
 
 _SHOWN = 20  # lines per section; the rest is counted
 
@@ -188,6 +188,20 @@ which make a consistent copy while the instances run, e.g.:
 
 and restore it into an empty database with pg_restore (see README: "Backup and restore").
 """
+
+
+async def console_link(config: Config, out: TextIO = sys.stdout, role: str = "admin") -> int:
+    """`relaybot console-link`: a one-time sign-in link to the web console, made on the server."""
+    from engine.store import open_store
+
+    base = config.web.base_url()
+    if base is None:
+        raise ConfigError("web.listen", 'the console is off: set e.g. listen = "127.0.0.1:8765"')
+    async with open_store(config.storage.resolved_url(), config.storage.resolved_path()) as store:
+        token = await store.console.new_link("cli", config.web.link_minutes * 60, role)
+    out.write(f"{base}/signin?t={token}\n")
+    print(f"(works once, for {config.web.link_minutes:g} minutes)", file=sys.stderr)
+    return 0
 
 
 async def backup(config: Config, target: str, out: TextIO = sys.stdout) -> int:

@@ -194,6 +194,30 @@ class MetricsConfig(Section):
         return host.strip("[]"), int(port)
 
 
+class WebConfig(MetricsConfig):
+    """[web]: the operator's console in the browser (bot/web/); off unless `listen` is set."""
+
+    listen: str | None = None  # e.g. "127.0.0.1:8765"; behind a reverse proxy for the rest
+    public_url: str | None = None  # the address people open (default: http://<listen>)
+    link_minutes: float = Field(10, gt=0, le=1440)  # a sign-in link works this long, once
+    session_hours: float = Field(12, gt=0, le=24 * 30)
+
+    @field_validator("public_url")
+    @classmethod
+    def _url(cls, url: str | None) -> str | None:
+        if url is not None and not url.startswith(("http://", "https://")):
+            raise ValueError(
+                f'{url!r} must start with http:// or https://, e.g. "https://bot.example"'
+            )
+        return url.rstrip("/") if url else url
+
+    def base_url(self) -> str | None:
+        """Where a sign-in link points (None: the console is off)."""
+        if self.listen is None:
+            return None
+        return self.public_url or f"http://{self.listen}"
+
+
 class ConsoleConfig(Section):
     allowed_users: list[str] = ["*"]  # the terminal is local: everyone at it is trusted
 

@@ -58,6 +58,8 @@ def engine_settings(cfg: Config, models: dict[str, Model]) -> Settings:
         context=context_settings(cfg),
         retention=Retention(cfg.storage.retention_days, cfg.storage.keep_days),
         pairing=PairingSettings(enabled=cfg.access.pairing),
+        console_url=cfg.web.base_url(),
+        console_link_s=cfg.web.link_minutes * 60,
         memory=MemorySettings(cfg.memory.max_tokens),
         delegate=DelegateSettings(cfg.tools.delegate_max_iterations, cfg.tools.delegate_max_tokens)
         if "delegate" in cfg.tools.builtins

@@ -219,6 +219,11 @@ class App:
 
             host, port = cfg.metrics.address()
             await stack.enter_async_context(metrics_server(host, port, self._metrics_state))
+        if cfg.web.listen:
+            from bot.web import console_server  # the console: only when asked for
+
+            host, port = cfg.web.address()
+            await stack.enter_async_context(console_server(self, host, port))
         await self.model.warm_up()  # in a thread; the channels are already listening
         await self.store.settled()  # a successful start: an upgrade's copy is not needed now
 

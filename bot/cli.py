@@ -1,5 +1,5 @@
 """The `relaybot` command: run, chat, check-config, tools, skills, doctor, init, migrate-store,
-migrate, status, backup, forget, users."""
+migrate, status, backup, forget, users, console-link."""
 
 from __future__ import annotations
 
@@ -73,6 +73,7 @@ def _parser() -> argparse.ArgumentParser:
         ("forget", "delete everything stored about a user (the daemon must be stopped)"),
         ("users", "who may use the bot and from where; let someone in or out"),
         ("migrate", "upgrade the store to this version's schema (the daemon must be stopped)"),
+        ("console-link", "print a one-time sign-in link to the web console ([web] listen)"),
     ):
         sp = commands[name] = sub.add_parser(name, help=text, description=text)
         _options(sp, argparse.SUPPRESS)  # absent here: keep what was given before the command
@@ -137,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         "forget": _operate,
         "users": _users,
         "migrate": _migrate,
+        "console-link": _operate,
     }[args.command]
     try:
         return asyncio.run(command(config, args))
@@ -294,6 +296,8 @@ async def _operate(config: Config, args: argparse.Namespace) -> int:
         return await operate.status(config, args.json)
     if args.command == "backup":
         return await operate.backup(config, args.path)
+    if args.command == "console-link":
+        return await operate.console_link(config)
     return await operate.forget(config, args.user, args.yes)
 
 

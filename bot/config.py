@@ -37,6 +37,7 @@ from bot._sections import (
     Section,
     SkillsConfig,
     StorageConfig,
+    WebConfig,
     default_state_dir,
 )
 from channels import DiscordConfig, TelegramConfig, read_secret, resolve_secret
@@ -61,6 +62,7 @@ __all__ = [
     "SchedulesConfig",
     "SkillsConfig",
     "StorageConfig",
+    "WebConfig",
     "default_state_dir",
     "find_config",
     "load_config",
@@ -92,6 +94,7 @@ class Config(Section):
     mcp: McpConfig = McpConfig()
     log: LogConfig = LogConfig()
     metrics: MetricsConfig = MetricsConfig()
+    web: WebConfig = WebConfig()
     _path: Path | None = PrivateAttr(None)  # the file it was loaded from (load_config)
 
     @model_validator(mode="after")

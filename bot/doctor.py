@@ -243,7 +243,8 @@ async def _check_search(config: Config) -> Check:
     return Check("web_search", Status.OK, f"{where} answers ({len(hits)} results for a test)")
 
 
-async def run_doctor(config: Config) -> int:
+async def doctor_checks(config: Config) -> list[Check]:
+    """Every check, in the order `relaybot doctor` prints them (the web console runs them too)."""
     checks: list[Callable[[Config], Awaitable[Check]]] = [_check_store, check_context]
     if config.telegram.enabled:
         checks += [_check_telegram, check_telegram_receiving]
@@ -261,6 +262,11 @@ async def run_doctor(config: Config) -> int:
         *_prices(config),
         *await plugins,
     ]
+    return results
+
+
+async def run_doctor(config: Config) -> int:
+    results = await doctor_checks(config)
     for r in results:
         print(f"{r.name}: {r.status} - {r.detail}")
         if r.status is not Status.OK and r.fix:

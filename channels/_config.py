@@ -76,6 +76,8 @@ class DiscordConfig(BaseModel):
     shard_ids: list[int] | None = None  # the shards this instance connects; unset: all
     # 👀 on a message while a turn works on it, taken off once answered, ⚠️ when the turn failed.
     status_reactions: bool = False
+    # A gateway connection silent this long (no event, no heartbeat ACK) is closed and resumed.
+    gateway_timeout_s: float = Field(60.0, ge=1)
 
     @field_validator("api_base_url")
     @classmethod

@@ -1,18 +1,28 @@
 """Wall-clock time for what is due at a wall-clock time (scheduled tasks), injectable.
 
-Scheduled tasks are due at moments of the calendar, so they follow the wall clock (unix time),
-not the event loop's monotonic one; the sleep is cut into naps so that a jump of the wall clock
-(a suspended laptop, an NTP correction) is noticed within a minute. Tests pass their own
-:class:`Clock` and move it forward instead of waiting.
+Which clock for what: what is due at a moment of the calendar (a scheduled task, a reminder
+whose time the user was told, a stored row's age) follows the wall clock (unix time); a length
+of time measured inside the process (a confirmation's timeout, a lease, a backoff, a watchdog)
+follows the monotonic clock, which no NTP correction or suspended laptop moves.
+
+The sleep is cut into naps so that a jump of the wall clock is noticed within a minute, and
+sooner: :meth:`Clock.jumped`, asked every few seconds by the daemon's expiry watch, compares
+the two clocks, wakes whoever sleeps until a wall time, and the watch says so in one log line
+(:func:`noticed_jump`). Tests pass their own :class:`Clock` and move it instead of waiting.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import time
 from typing import Protocol
 
+log = logging.getLogger(__name__)
+
 MAX_NAP_S = 60.0
+JUMP_S = 2.0  # the wall clock moved this far apart from the monotonic one: a jump, not a drift
 
 
 class Clock(Protocol):
@@ -24,10 +34,43 @@ class Clock(Protocol):
         """Return at unix time `t`, or earlier: callers look at :meth:`now` again."""
         ...
 
+    def jumped(self) -> float:
+        """How far the wall clock jumped since the last call (seconds, negative: back; 0.0:
+        no jump); a jump wakes whoever sleeps until a wall time."""
+        ...
+
 
 class SystemClock:
+    def __init__(self) -> None:
+        self._offset = time.time() - time.monotonic()
+        self._wake = asyncio.Event()
+
     def now(self) -> float:
         return time.time()
 
     async def sleep_until(self, t: float) -> None:
-        await asyncio.sleep(min(max(t - time.time(), 0.0), MAX_NAP_S))
+        wake = self._wake
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(wake.wait(), min(max(t - time.time(), 0.0), MAX_NAP_S))
+
+    def jumped(self) -> float:
+        offset = time.time() - time.monotonic()
+        jump, self._offset = offset - self._offset, offset  # a slow drift is followed quietly
+        if abs(jump) < JUMP_S:
+            return 0.0
+        self._wake.set()
+        self._wake = asyncio.Event()
+        return jump
+
+
+def noticed_jump(clock: Clock) -> float:
+    """Ask `clock` whether the wall clock jumped; say so once per jump (the jump, or 0.0)."""
+    jump = clock.jumped()
+    if jump:
+        log.warning(
+            "the wall clock jumped %s by %.0f s: scheduled tasks and reminders follow it (each "
+            "runs once), confirmation timeouts and leases keep their length",
+            "forward" if jump > 0 else "back",
+            abs(jump),
+        )
+    return jump

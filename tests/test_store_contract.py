@@ -519,6 +519,16 @@ async def test_spend_adds_up_per_request_and_reads_per_user_chat_and_model(
     big = Spent("", 1, 3_000_000_000, nano_usd=9_000_000_000_000)  # past 32 bits, exact
     await store.spend.add("t", "g1", "u3", "2026-11-24", "gpt-4o", big)
     assert await store.spend.of_user("t", "u3", "2026-11-24") == dataclasses.replace(big, of="u3")
+    days = [
+        (d.channel, d.user_id, d.day, d.tokens, d.nano_usd)
+        for d in await store.spend.by_user_day("2026-11-23")
+    ]
+    assert days == [  # from that day on, per user and day, every chat and model together
+        ("t", "u1", "2026-11-23", 2_400, 46_000_000),
+        ("t", "u2", "2026-11-23", 0, 450_000),
+        ("x", "u1", "2026-11-23", 1_200, 3_000_000),
+        ("t", "u3", "2026-11-24", 3_000_000_000, 9_000_000_000_000),
+    ]
 
 
 # -- memory and transactions ---------------------------------------------------------------
@@ -832,3 +842,69 @@ async def test_a_job_knows_whether_its_chat_is_private(store: Store) -> None:
     assert running == {"job-dm": True, "job-group": False}
     got = await store.jobs.get("job-dm")
     assert got is not None and got.is_private
+
+
+# -- the web console ----------------------------------------------------------------------
+
+
+async def test_a_console_link_opens_one_session_once_and_only_its_hash_is_kept(
+    store: Store,
+) -> None:
+    token = await store.console.new_link("t:boss", ttl_s=60)
+    assert await store.console.redeem("not-" + token, 3600) is None
+    first, second = await asyncio.gather(
+        store.console.redeem(token, 3600), store.console.redeem(token, 3600)
+    )
+    assert (first is None) != (second is None)  # used once, even at the same moment
+    cookie, session = first or second  # type: ignore[misc]
+    assert (session.admin, session.role) == ("t:boss", "admin") and session.csrf
+    assert await store.console.session(cookie) == session
+    assert await store.console.session(token) is None  # a link is not a session
+    assert await store.console.redeem(token, 3600) is None
+    db = store.console.db  # type: ignore[attr-defined]
+    kept = [r[0] for r in await db.fetch("SELECT token_hash FROM console_links")]
+    kept += [r[0] for r in await db.fetch("SELECT token_hash FROM console_sessions")]
+    assert token not in kept and cookie not in kept and len(kept) == 2
+    assert await store.console.end(cookie)
+    assert await store.console.session(cookie) is None
+    assert not await store.console.end(cookie)
+
+
+async def test_an_expired_console_link_or_session_lets_nobody_in(store: Store) -> None:
+    token = await store.console.new_link("cli", ttl_s=-1)
+    assert await store.console.redeem(token, 3600) is None
+    viewer = await store.console.new_link("cli", ttl_s=60, role="viewer")
+    opened = await store.console.redeem(viewer, -1)
+    assert opened is not None and opened[1].role == "viewer"
+    assert await store.console.session(opened[0]) is None  # expired at once
+
+
+async def test_the_console_finds_conversations_by_chat_user_and_date(store: Store) -> None:
+    ann = await store.conversations.active("t", "c1")
+    bob = await store.conversations.active("t", "c2", is_private=False)
+    await store.conversations.append(ann.id, Message.user("hello"), user_id="u1")
+    await store.conversations.append(
+        ann.id, Message.assistant(None, [ToolCall("k1", "fetch", '{"url": "x"}')])
+    )
+    await store.conversations.append(ann.id, Message.tool_result("k1", "boom", is_error=True))
+    await store.conversations.append(ann.id, Message.assistant("done"))
+    await store.conversations.append(bob.id, Message.user("hi all", speaker="Bob"), user_id="u2")
+    found = await store.browse.conversations()
+    assert [c.chat_id for c in found] == ["c2", "c1"]  # the newest activity first
+    assert [c.chat_id for c in await store.browse.conversations(chat_id="c1")] == ["c1"]
+    assert [c.id for c in await store.browse.conversations(user_id="u2")] == [bob.id]
+    now = time.time()
+    assert len(await store.browse.conversations(since=now - 60, until=now + 60)) == 2
+    assert await store.browse.conversations(since=now - 7200, until=now - 3600) == []
+    view = await store.browse.conversation(ann.id)
+    assert view is not None and view.messages == 4 and view.is_private and view.active
+    assert await store.browse.conversation(10_000) is None
+    said = await store.browse.messages(ann.id)
+    assert [m.role for m in said] == ["user", "assistant", "tool", "assistant"]
+    assert said[1].tool_calls == (("k1", "fetch", '{"url": "x"}'),)
+    assert said[2].call_id == "k1" and said[2].is_error and said[0].user_id == "u1"
+    activity = await store.browse.activity(now - 3600)
+    assert (activity.answers, activity.tool_calls, activity.tool_errors) == (1, 1, 1)
+    await store.grants.grant("t", "c2", "shell", "u2", "Bob")
+    [grant] = await store.browse.grants()
+    assert (grant.chat_id, grant.tool) == ("c2", "shell")

@@ -53,6 +53,12 @@ MORE_ROWS = {
         "INSERT INTO spend(channel, chat_id, user_id, day, model, requests, nano_usd) "
         "VALUES ('t', '8', '8', '2026-11-26', 'gpt-4o-mini', 1, 150)",
     ],
+    15: [
+        "INSERT INTO console_links(token_hash, admin, role, created_at, expires_at) "
+        "VALUES ('ab', 't:1', 'admin', 0, 1)",
+        "INSERT INTO console_sessions(token_hash, admin, role, csrf, created_at, expires_at) "
+        "VALUES ('cd', 't:1', 'admin', 'x', 0, 1)",
+    ],
 }
 
 

@@ -60,6 +60,9 @@ class Client(discord.AutoShardedClient):
             shard_count=config.shard_count,
             # None (every shard) is discord.py's default, though it types the option as a list
             shard_ids=config.shard_ids,  # type: ignore[arg-type]
+            # discord.py's own watchdog: a connection that hears nothing (no event, no heartbeat
+            # ACK) this long is closed (code 4000) and resumed; it logs one warning for it
+            heartbeat_timeout=config.gateway_timeout_s,
         )
         self.config = config
         self.events = events  # what a button's callback finds on interaction.client

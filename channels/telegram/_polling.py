@@ -10,8 +10,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 
 from telegram import Bot, Update
-from telegram.error import Conflict, InvalidToken, RetryAfter, TelegramError
+from telegram.error import Conflict, InvalidToken, RetryAfter, TelegramError, TimedOut
 
+from channels.telegram._http import not_sent
 from channels.telegram._updates import ALLOWED_UPDATES, TOKEN_REJECTED, parse_update, unreadable
 from engine import Backoff
 from engine.metrics import api_retry
@@ -25,6 +26,11 @@ POLLING_CONFLICT = (
     " up to %gs apart"
 )
 _READ_MARGIN_S = 5.0  # how long past the long poll's own timeout an answer may take
+UNREACHABLE = "Telegram Bot API unreachable, polling again in %gs (%s)"
+DEAF_POLL = (
+    "Telegram: getUpdates got no answer within %gs (the long poll asks for %gs) although the "
+    "connection is open; abandoned and polling again on a new connection"
+)
 _FINISH_S = 10.0  # on stop: how long a batch in progress may take to finish, and to confirm it
 _STORE_S = 5.0  # the longest pause before a batch the store refused is fetched again
 
@@ -46,7 +52,10 @@ class Poller:
     with the rest, which is why the batch is fetched as JSON and parsed update by update (PTB's
     ``get_updates`` fails the whole batch and logs it raw). A rejected token (401) and another
     poller on the same token (409) are reported once each, in words a person can act on, and
-    retried with backoff.
+    retried with backoff. A getUpdates that stays unanswered past its long-poll timeout plus a
+    margin (a proxy or connection that keeps the socket open and says nothing, or trickles
+    keep-alive bytes that defeat the socket's read timeout) is abandoned by a watchdog of its
+    own and sent again, reported once per episode.
     """
 
     def __init__(
@@ -80,6 +89,15 @@ class Poller:
         while True:
             try:
                 batch = await self._fetch(self._timeout_s)
+            except (TimeoutError, TimedOut) as exc:  # sent, connected, but no answer came
+                if isinstance(exc, TimedOut) and not_sent(exc):  # no connection at all
+                    log.warning(UNREACHABLE, backoff.upcoming_s, exc)
+                else:
+                    if reported is not TimeoutError:  # once per episode
+                        log.warning(
+                            DEAF_POLL, self._timeout_s + 2 * _READ_MARGIN_S, self._timeout_s
+                        )
+                    reported = TimeoutError
             except RetryAfter as exc:
                 wait = _seconds(exc.retry_after)
                 log.warning("Telegram asked to wait %gs before polling again", wait)
@@ -95,11 +113,7 @@ class Poller:
                     log.error(POLLING_CONFLICT, backoff.max_s)
                 reported = Conflict
             except TelegramError as exc:
-                log.warning(
-                    "Telegram Bot API unreachable, polling again in %gs (%s)",
-                    backoff.upcoming_s,
-                    exc,
-                )
+                log.warning(UNREACHABLE, backoff.upcoming_s, exc)
             except Exception as exc:  # a reply that is not the JSON the Bot API sends
                 log.error("could not read Telegram's answer to getUpdates (%s)", unreadable(exc))
             else:
@@ -133,8 +147,10 @@ class Poller:
         """One getUpdates, as JSON (its offset confirms what came before)."""
         offset = self._offset
         params = {"offset": offset, "timeout": timeout_s, "allowed_updates": ALLOWED_UPDATES}
-        # Bot._post: PTB's own request path (rate limiter, error mapping) without parsing.
-        batch = await self._bot._post("getUpdates", params, read_timeout=timeout_s + _READ_MARGIN_S)
+        # Bot._post: PTB's own request path (rate limiter, error mapping) without parsing; its
+        # read timeout bounds a silence, the watchdog (a margin later) a trickle as well.
+        post = self._bot._post("getUpdates", params, read_timeout=timeout_s + _READ_MARGIN_S)
+        batch = await asyncio.wait_for(post, timeout_s + 2 * _READ_MARGIN_S)
         self._confirmed = offset
         return batch if isinstance(batch, list) else []
 

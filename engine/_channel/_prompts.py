@@ -77,6 +77,7 @@ class Command(enum.StrEnum):
     FORGET_ME = "forget_me"
     MEMORY = "memory"
     USERS = "users"
+    CONSOLE = "console"
 
     @property
     def description(self) -> str:
@@ -113,6 +114,7 @@ _COMMAND_HELP = {
     Command.FORGET_ME: N_("Delete everything I have stored about you (asks first)"),
     Command.MEMORY: N_("What I remember about you; delete any of it"),
     Command.USERS: N_("Who may use me; let people in (owners only)"),
+    Command.CONSOLE: N_("A one-time link to the web console, in private (owners only)"),
 }
 
 

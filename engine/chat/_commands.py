@@ -1,5 +1,5 @@
 """The chat commands (/help, /stop, /reset, /retry, /undo, /compact, /permissions, /settings,
-/schedules, /usage, /forget_me, /memory, /users) and the buttons of their menus. A command
+/schedules, /usage, /forget_me, /memory, /users, /console) and the buttons of their menus. A command
 answers at once, out of the chat's order, except those that change the conversation (/retry,
 /undo, /compact): they queue a work item and answer when it has run."""
 
@@ -11,6 +11,7 @@ import logging
 from engine._channel import Action, Command, InboundMessage, Reply
 from engine.chat._chat_settings import ChatSettings
 from engine.chat._confirmations import Confirmations
+from engine.chat._console_link import console_link
 from engine.chat._forget import ForgetMe
 from engine.chat._limits import Limits
 from engine.chat._memory import Remembered
@@ -110,6 +111,8 @@ class Commands:
             if not self.pairing.policy.is_admin(msg.channel, msg.user_id):
                 return _("Only the bot's owners ([access] admins) can see who may use me.")
             return await self.pairing.menu(language=msg.language)
+        if command is Command.CONSOLE:
+            return await console_link(self.pairing, msg)
         if command is Command.HELP:
             return self._help(msg.language)
         if command is Command.STOP:

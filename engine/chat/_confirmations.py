@@ -7,6 +7,8 @@ the chat's queue (a :class:`Decided` item), so the call runs in order with the c
 At start-up :meth:`Confirmations.recover` settles what a restart found: expired prompts are
 closed, an approval that never started runs (it is durable and was given for exactly this call),
 and a call that had started is reported as cut off (it may have had effects).
+A timeout is a length of time: a prompt asked here expires by the monotonic clock (a jump of
+the wall clock moves it neither way); the stored `expires_at` serves after a restart.
 """
 
 from __future__ import annotations
@@ -22,11 +24,11 @@ from engine._channel import (
     ConfirmationPrompt,
     Decision,
     DecisionStatus,
-    MessageRef,
     Press,
 )
 from engine.chat._languages import Languages
 from engine.chat._permissions import Permissions
+from engine.chat._prompt_ends import RESTARTED_WHILE, PromptEnds
 from engine.i18n import N_, translator
 from engine.loop import ConversationKey, PendingCall, TurnResult
 from engine.store import ConfirmationRow, Conversation, Store
@@ -36,10 +38,6 @@ from engine.work import ChatQueues, Decided, Notice, Tasks
 log = logging.getLogger(__name__)
 
 EXPIRED = "The confirmation expired before the user answered; the action was not run."
-RESTARTED_WHILE = N_(
-    "⚠️ I was restarted while running “{summary}”; it may have completed partly or fully. Ask "
-    "me to check, or to run it again, if you still need it."
-)
 RESTARTING = N_("I am restarting: nothing was decided. Press again in a moment.")
 DELEGATED = "delegated:"  # call ids of a delegated task's calls (engine/chat/_delegate.py)
 STARTED_THEN_CUT = (
@@ -60,16 +58,17 @@ class Confirmations:
         languages: Languages | None = None,
     ) -> None:
         self.store = store
-        self.languages = languages or Languages(lambda: "en", lambda key: None)
+        self.ends = PromptEnds(self.rows, channels, tasks, languages)  # "✅ Done: …"
         self.rows = store.confirmations
         self.channels = channels
         self.queues = queues
         self.tasks = tasks
         self.allowed = allowed
         self.permissions = permissions
-        self.ready = asyncio.Event()  # set once the channels run: prompts can be edited
+        self.ready = self.ends.ready  # set once the channels run: prompts can be edited
         # Answers awaited outside the chat's turn (a delegated task's calls), by confirmation id.
         self.waiting: dict[str, asyncio.Future[str | None]] = {}
+        self._deadlines: dict[str, float] = {}  # monotonic, of the pending prompts asked here
 
     # -- asking ---------------------------------------------------------------------------
 
@@ -102,7 +101,13 @@ class Confirmations:
             ),
         )
         await self.rows.add(row)
+        self._deadlines[row.id] = time.monotonic() + max(row.expires_at - time.time(), 0.0)
         await self.show(row)
+
+    def _expired(self, conf: ConfirmationRow, now: float) -> bool:
+        """Past its timeout: by the monotonic clock when asked here, else by the wall clock."""
+        deadline = self._deadlines.get(conf.id)
+        return conf.expires_at <= now if deadline is None else time.monotonic() >= deadline
 
     async def wait_for(
         self, conv: Conversation, pending: PendingCall, user_name: str
@@ -142,19 +147,12 @@ class Confirmations:
             row.reply_to,
             row.details,
             tuple(Choice(c) for c in row.offered),
-            self.languages.of(ConversationKey(row.channel, row.chat_id), row.user_id),
+            self.ends.language(row),
         )
         ref = await self.channels[row.channel].show_confirmation(prompt)
         await self.rows.set_ref(row.id, ref.message_id)
 
     # -- answers --------------------------------------------------------------------------
-
-    def _marked(self, conf: ConfirmationRow, mark: str) -> str:  # in the requester's language
-        language = self.languages.of(ConversationKey(conf.channel, conf.chat_id), conf.user_id)
-        return translator(language).gettext(mark).format(summary=conf.summary)
-
-    def _end(self, conf: ConfirmationRow, mark: str) -> None:  # how it ended, on the prompt
-        self.tasks.spawn(self.resolve(conf, self._marked(conf, mark)), "resolve")
 
     async def press(self, press: Press) -> Decision:
         _ = translator(press.language).gettext
@@ -175,7 +173,7 @@ class Confirmations:
             return Decision(DecisionStatus.ALREADY_DECIDED, _("Already decided."))
         if press.choice.value not in conf.offered:  # a payload for a button never shown
             return Decision(DecisionStatus.UNKNOWN, _("This answer is not offered here."))
-        if conf.expires_at <= time.time():
+        if self._expired(conf, time.time()):
             await self.expire(conf)
             return Decision(DecisionStatus.EXPIRED, _("This request has expired; nothing was run."))
         if self.queues.closing:  # the answer could not resume the turn here: not taken at all
@@ -200,7 +198,7 @@ class Confirmations:
         channel = self.channels.get(conf.channel)
         if channel is not None and channel.capabilities.edits:  # a terminal shows the end only
             mark = N_("⏳ Running: {summary}") if approved else N_("✖️ Cancelled: {summary}")
-            self._end(conf, mark)
+            self.ends.end(conf, mark)
         if not self._answered(conf, None if approved else "The user declined this action."):
             self.queues.put(key, Decided(conf.id))
         if approved:
@@ -209,15 +207,18 @@ class Confirmations:
 
     async def expire(self, conf: ConfirmationRow) -> None:
         if await self.rows.transition(conf.id, S.PENDING, S.EXPIRED):
-            self._end(conf, N_("⌛ Expired: {summary}"))
+            self.ends.end(conf, N_("⌛ Expired: {summary}"))
             if not self._answered(conf, EXPIRED):
                 self.queues.put(ConversationKey(conf.channel, conf.chat_id), Decided(conf.id))
 
     async def expire_due(self) -> None:
         now = time.time()
-        for conf in await self.rows.in_state(S.PENDING):
-            if conf.expires_at <= now and conf.channel in self.channels:
+        pending = await self.rows.in_state(S.PENDING)
+        for conf in pending:
+            if self._expired(conf, now) and conf.channel in self.channels:
                 await self.expire(conf)
+        for gone in self._deadlines.keys() - {c.id for c in pending}:  # decided meanwhile
+            del self._deadlines[gone]
 
     async def cancel_pending(self, key: ConversationKey, reason: str) -> int:
         """Cancel the chat's pending confirmations; their calls get `reason` as result."""
@@ -226,7 +227,7 @@ class Confirmations:
             if await self.rows.transition(conf.id, S.PENDING, S.CANCELLED):
                 if not self._answered(conf, reason):
                     await self.store.conversations.close_dangling(conf.conversation_id, reason)
-                self._end(conf, N_("✖️ Cancelled: {summary}"))
+                self.ends.end(conf, N_("✖️ Cancelled: {summary}"))
                 log.info("confirmation %s (%s) in %s cancelled", conf.id, conf.tool, key)
                 cancelled += 1
         return cancelled
@@ -262,37 +263,23 @@ class Confirmations:
             return
         outcome = result.approved if result is not None else None
         if outcome is None:
-            text = self._marked(conf, N_("⚠️ Not finished: {summary}"))
+            text = self.ends.text(conf, N_("⚠️ Not finished: {summary}"))
         elif outcome.is_error:
             reason = outcome.for_llm if len(outcome.for_llm) <= 200 else outcome.for_llm[:200] + "…"
-            text = self._marked(conf, N_("⚠️ Failed: {summary}")) + f"\n{reason}"
+            text = self.ends.text(conf, N_("⚠️ Failed: {summary}")) + f"\n{reason}"
         else:
-            text = self._marked(conf, N_("✅ Done: {summary}"))
-        await self.resolve(conf, text)
+            text = self.ends.text(conf, N_("✅ Done: {summary}"))
+        await self.ends.resolve(conf, text)
 
     async def stopped(self, key: ConversationKey) -> None:
         """/stop cut off the running item: a call it was running is reported, never re-run; one
         approved but not started yet is cancelled."""
         for conf in await self.rows.in_state(S.EXECUTING, key.channel, key.chat_id):
             if await self.rows.transition(conf.id, S.EXECUTING, S.INTERRUPTED):
-                self._end(conf, N_("⚠️ Stopped: {summary}"))
+                self.ends.end(conf, N_("⚠️ Stopped: {summary}"))
         for conf in await self.rows.in_state(S.APPROVED, key.channel, key.chat_id):
             if await self.rows.transition(conf.id, S.APPROVED, S.CANCELLED):
-                self._end(conf, N_("✖️ Stopped, not run: {summary}"))
-
-    async def resolve(self, conf: ConfirmationRow, text: str) -> None:
-        await self.ready.wait()
-        channel = self.channels.get(conf.channel)
-        ref = conf.message_ref
-        if ref is None:  # the row was read before its prompt was shown: read it again
-            fresh = await self.rows.get(conf.id)
-            ref = fresh.message_ref if fresh else None
-        if channel is None or ref is None:
-            return
-        try:
-            await channel.resolve_confirmation(MessageRef(conf.chat_id, ref), text)
-        except Exception as exc:
-            log.warning("could not update confirmation %s: %s", conf.id, exc)
+                self.ends.end(conf, N_("✖️ Stopped, not run: {summary}"))
 
     # -- start-up -------------------------------------------------------------------------
 
@@ -316,8 +303,8 @@ class Confirmations:
                 continue
             if await self.rows.transition(conf.id, S.EXECUTING, S.INTERRUPTED):
                 key = ConversationKey(conf.channel, conf.chat_id)
-                self._end(conf, N_("⚠️ Interrupted by a restart: {summary}"))
-                text = self._marked(conf, RESTARTED_WHILE)
+                self.ends.end(conf, N_("⚠️ Interrupted by a restart: {summary}"))
+                text = self.ends.text(conf, RESTARTED_WHILE)
                 self.queues.put(key, Notice(text, conf.reply_to))
                 self.queues.put(key, Decided(conf.id))  # then the turn goes on from there
 

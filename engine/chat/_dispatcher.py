@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from engine._channel import Action, Channel, Command, Decision, InboundMessage, Press, Reply
+from engine._clock import noticed_jump
 from engine.chat._background import Background
 from engine.chat._chat_settings import ChatSettings
 from engine.chat._commands import STOPPED, Commands
@@ -159,6 +160,8 @@ class Dispatcher:
         if taken is None:
             keys = [ConversationKey(*c) for c in await self.store.inbox.unfinished_chats()]
             scope: set[ConversationKey] | None = None
+            if keys:  # one line, not one per chat (the cluster's adoption says its own)
+                log.warning("finishing what a restart left unanswered in %d chats", len(keys))
         else:
             keys = [ConversationKey(*c) for c in taken.chats]
             scope = set(keys)
@@ -204,6 +207,7 @@ class Dispatcher:
     async def _expiry_watch(self) -> None:
         while True:
             await asyncio.sleep(self.settings.expiry_check_s)  # a periodic timer
+            noticed_jump(self.schedules.clock)  # wakes the scheduler and reminders at once
             try:
                 await self.confirmations.expire_due()
             except StoreUnavailable:

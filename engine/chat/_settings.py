@@ -63,6 +63,8 @@ class Settings:
     delegate: DelegateSettings | None = None  # the delegate tool's bounds; None: no such tool
     pairing: PairingSettings = field(default_factory=PairingSettings)
     prices: Prices = field(default_factory=Prices)  # the built-in table and [pricing]
+    console_url: str | None = None  # the web console's address ([web]); None: /console is off
+    console_link_s: float = 600.0  # a /console link works this long, once
 
     def allowed(self, channel: str, user_id: str) -> bool:
         users = self.allowed_users.get(channel, set())

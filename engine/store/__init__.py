@@ -11,9 +11,11 @@ SQLite file.
 from engine.store._access import AccessRequest, ApprovedUser, RequestState
 from engine.store._api import (
     AccessStore,
+    BrowseStore,
     ChatSettingsStore,
     ClusterStore,
     ConfirmationStore,
+    ConsoleStore,
     ContextStore,
     ConversationStore,
     GrantStore,
@@ -26,7 +28,15 @@ from engine.store._api import (
     Store,
     UsageStore,
 )
+from engine.store._browse import (
+    Activity,
+    ConfirmationView,
+    ConversationView,
+    ScheduleView,
+    StoredMessage,
+)
 from engine.store._composed import ComposedStore
+from engine.store._console import ConsoleSession
 from engine.store._db import Db, Dialect
 from engine.store._memory import MemoryItem
 from engine.store._open import open_store
@@ -58,6 +68,7 @@ from engine.store._rows import (
     Summary,
     TokenRatio,
     UsageTotals,
+    UserDay,
 )
 from engine.store._states import (
     ConfirmationState,
@@ -77,9 +88,11 @@ __all__ = [
     "MIGRATIONS",
     "AccessRequest",
     "AccessStore",
+    "Activity",
     "Adoption",
     "ApprovedUser",
     "BackupMade",
+    "BrowseStore",
     "ChannelError",
     "ChatPrefs",
     "ChatSettingsStore",
@@ -88,9 +101,13 @@ __all__ = [
     "ConfirmationRow",
     "ConfirmationState",
     "ConfirmationStore",
+    "ConfirmationView",
+    "ConsoleSession",
+    "ConsoleStore",
     "ContextStore",
     "Conversation",
     "ConversationStore",
+    "ConversationView",
     "Db",
     "Delivery",
     "DeliveryState",
@@ -119,6 +136,7 @@ __all__ = [
     "ScheduleRun",
     "ScheduleState",
     "ScheduleStore",
+    "ScheduleView",
     "ServerInfo",
     "SpendStore",
     "Spent",
@@ -126,11 +144,13 @@ __all__ = [
     "StatusSnapshot",
     "Store",
     "StoreCounts",
+    "StoredMessage",
     "Summary",
     "TokenRatio",
     "UpcomingRun",
     "UsageStore",
     "UsageTotals",
+    "UserDay",
     "VoiceReplies",
     "backup_sqlite",
     "is_postgres",

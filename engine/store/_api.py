@@ -18,6 +18,7 @@ from engine.store._api_chat import (
     InboxStore,
     JobStore,
 )
+from engine.store._api_console import BrowseStore, ConsoleStore
 from engine.store._api_ops import ClusterStore, OpsStore
 from engine.store._api_tools import (
     AccessStore,
@@ -31,9 +32,11 @@ from engine.store._api_tools import (
 
 __all__ = [
     "AccessStore",
+    "BrowseStore",
     "ChatSettingsStore",
     "ClusterStore",
     "ConfirmationStore",
+    "ConsoleStore",
     "ContextStore",
     "ConversationStore",
     "GrantStore",
@@ -65,6 +68,8 @@ class Store(Protocol):
     cluster: ClusterStore | None  # None: one process at a time (SQLite)
     context: ContextStore
     access: AccessStore
+    console: ConsoleStore  # the web console's sign-in
+    browse: BrowseStore  # what the web console reads
 
     def transaction(self) -> contextlib.AbstractAsyncContextManager[None]:
         """Writes of every part inside the block commit together, or not at all."""

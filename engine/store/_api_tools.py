@@ -8,7 +8,15 @@ from typing import Protocol
 
 from engine.store._access import AccessRequest, ApprovedUser
 from engine.store._memory import MemoryItem
-from engine.store._rows import ChatPrefs, Grant, ScheduleRow, ScheduleRun, Spent, UsageTotals
+from engine.store._rows import (
+    ChatPrefs,
+    Grant,
+    ScheduleRow,
+    ScheduleRun,
+    Spent,
+    UsageTotals,
+    UserDay,
+)
 from engine.store._states import RunState
 
 
@@ -89,6 +97,10 @@ class SpendStore(Protocol):
 
     async def by_model(self, day_prefix: str) -> list[Spent]:
         """Each model's figures (`of`: its name), the costliest first."""
+        ...
+
+    async def by_user_day(self, since_day: str) -> list[UserDay]:
+        """Each user's tokens and cost per day from `since_day` on (the console's chart)."""
         ...
 
 

@@ -11,9 +11,11 @@ from typing import Self
 from engine.store._access import Access
 from engine.store._api import (
     AccessStore,
+    BrowseStore,
     ChatSettingsStore,
     ClusterStore,
     ConfirmationStore,
+    ConsoleStore,
     ContextStore,
     ConversationStore,
     GrantStore,
@@ -25,8 +27,10 @@ from engine.store._api import (
     SpendStore,
     UsageStore,
 )
+from engine.store._browse import Browse
 from engine.store._chat_settings import ChatSettings
 from engine.store._confirmations import Confirmations
+from engine.store._console import Console
 from engine.store._context import Context
 from engine.store._conversations import Conversations
 from engine.store._db import Db
@@ -58,6 +62,8 @@ class ComposedStore:
         self.chat_settings: ChatSettingsStore = ChatSettings(db)
         self.context: ContextStore = Context(db)
         self.access: AccessStore = Access(db)
+        self.console: ConsoleStore = Console(db)
+        self.browse: BrowseStore = Browse(db)
         self.ops: OpsStore = Ops(db, schedules)
         self.cluster: ClusterStore | None = None  # a backend several processes share sets it
 

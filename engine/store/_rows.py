@@ -134,6 +134,17 @@ class UsageTotals:
 
 
 @dataclass(frozen=True, slots=True)
+class UserDay:
+    """One user's tokens and cost on one day (UTC), all chats and models together."""
+
+    channel: str
+    user_id: str
+    day: str
+    tokens: int
+    nano_usd: int
+
+
+@dataclass(frozen=True, slots=True)
 class Spent:
     """What requests cost over a period, for one user, chat or model (`of`), or all of them:
     their count, tokens, pictures made, characters spoken, seconds heard, and nano-dollars (a

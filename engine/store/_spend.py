@@ -8,7 +8,7 @@ Costs are integers of nano-dollars, so sums are exact. The figures are read per 
 from __future__ import annotations
 
 from engine.store._db import Db, Row
-from engine.store._rows import Spent
+from engine.store._rows import Spent, UserDay
 
 _SUMS = (
     "COALESCE(SUM(requests), 0) AS requests, COALESCE(SUM(prompt_tokens), 0) AS prompt, "
@@ -84,6 +84,19 @@ class Spend:
             f"{day_prefix}%",
         )
         return [_spent(r["model"], r) for r in rows]
+
+    async def by_user_day(self, since_day: str) -> list[UserDay]:
+        """Each user's tokens and cost per day from `since_day` ("YYYY-MM-DD") on, by day."""
+        rows = await self.db.fetch(
+            "SELECT channel, user_id, day, COALESCE(SUM(prompt_tokens + completion_tokens), 0) "
+            "AS tokens, COALESCE(SUM(nano_usd), 0) AS nano FROM spend WHERE day >= ? "
+            "GROUP BY channel, user_id, day ORDER BY day, channel, user_id",
+            since_day,
+        )
+        return [
+            UserDay(r["channel"], r["user_id"], r["day"], int(r["tokens"]), int(r["nano"]))
+            for r in rows
+        ]
 
 
 def _spent(of: str, r: Row) -> Spent:

@@ -190,7 +190,9 @@ class Cluster:
             log.log(
                 logging.WARNING if adopted.chats or adopted.jobs else logging.INFO,
                 "instance %s stopped answering: took over its %d chats and %d jobs",
-                adopted.instance,
+                adopted.instance
+                if adopted.instance != self.settings.name
+                else f"{adopted.instance} (this one, before its lease ran out)",
                 len(adopted.chats),
                 len(adopted.jobs),
             )

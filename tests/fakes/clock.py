@@ -8,7 +8,8 @@
 It implements engine.Clock: `sleep_until` returns once the clock has been moved to (or past) the
 time asked for, so nothing waits for real minutes and no test sleeps to synchronise.
 `naps` counts the calls of `sleep_until`; `await clock.napped(n)` returns once there were n,
-so a test knows something is waiting for the clock before it moves it.
+so a test knows something is waiting for the clock before it moves it. `advance` is time passing
+(both clocks move); `jump` moves the wall clock alone (an NTP correction), which `jumped` reports.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ class ManualClock:
         self.t = time.time() if start is None else start
         self._moved = asyncio.Condition()
         self.naps = 0
+        self._jump = 0.0
 
     def now(self) -> float:
         return self.t
@@ -41,3 +43,12 @@ class ManualClock:
         self.t += seconds
         async with self._moved:
             self._moved.notify_all()
+
+    async def jump(self, seconds: float) -> None:
+        """The wall clock alone moves (forward or back): the next `jumped` reports it."""
+        self._jump += seconds
+        await self.advance(seconds)
+
+    def jumped(self) -> float:
+        jump, self._jump = self._jump, 0.0
+        return jump

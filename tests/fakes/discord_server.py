@@ -26,13 +26,14 @@ REST: everything discord.py calls at start-up, messages
 bulk command sync; a wrong bot token gets 401. Anything else is recorded and answered 404.
 
 Control: ``inject_message`` (returns the message), ``inject_button`` / ``inject_slash`` (return an
-:class:`Interaction` that records how and how fast it was answered), ``drop_connection`` (close
-with the resumable code 4000), ``calls`` (REST requests in order, each with the JSON answered),
-``await wait_for_call(...)``, ``gateway_ops`` (what the client sent), ``connections`` (the path of
-every websocket the client opened), ``messages`` (every message as it is now, edits applied),
-``commands`` (synced slash commands per guild, ``None`` for global), ``attachment(message id,
-file name)`` (a file uploaded with a message, read back), ``add_role`` and ``member_roles``
-(what GET /guilds/{id}/members/{id} answers).
+:class:`Interaction` that records how and how fast it was answered), ``drop_connection`` (close with
+the resumable code 4000), ``deafen`` (the connection stays open, no ACK, no event; HELLO's
+``heartbeat_interval_ms`` is a constructor argument), ``calls`` (REST requests in order, each with
+the JSON answered), ``await wait_for_call(...)``, ``gateway_ops`` (what the client sent),
+``connections`` (the path of every websocket the client opened), ``messages`` (every message as it
+is now, edits applied), ``commands`` (synced slash commands per guild, ``None`` for global),
+``attachment(message id, file name)`` (a file uploaded with a message, read back), ``add_role`` and
+``member_roles`` (what GET /guilds/{id}/members/{id} answers).
 
 Threads, as Discord has them: ``POST /channels/{id}/messages/{id}/threads`` starts a public
 thread on a message (its id is the message's; a second start answers 400 with code 160004; a name
@@ -142,6 +143,7 @@ class FakeDiscord:
         privileged_intents: bool = True,
         shards: int = 1,
         max_concurrency: int = 1,
+        heartbeat_interval_ms: int = 41250,
     ) -> None:
         self.token = token
         self.recommended_shards = shards  # what GET /gateway/bot recommends
@@ -174,6 +176,8 @@ class FakeDiscord:
         self.roles: dict[int, list[Json]] = {}  # guild id -> roles besides @everyone and the bot's
         self.member_roles: dict[tuple[int, int], list[int]] = {}  # (guild, user) -> role ids
         self._sessions: dict[int, _Session] = {}  # shard id -> its gateway session
+        self.heartbeat_interval_ms = heartbeat_interval_ms  # what HELLO asks of the client
+        self._deaf: set[web.WebSocketResponse] = set()  # connections that went quiet (deafen)
         self._cond = asyncio.Condition()
         self._runner: web.AppRunner | None = None
         self._port = 0
@@ -414,6 +418,13 @@ class FakeDiscord:
         ws, session.ws = session.ws, None
         await ws.close(code=code)
 
+    def deafen(self, shard: int = 0) -> None:
+        """A shard's connection stays open but goes quiet: no heartbeat ACK, no event (they are
+        kept for RESUME); a new connection hears again."""
+        session = self._sessions.get(shard)
+        assert session is not None and session.ws is not None, "not connected"
+        self._deaf.add(session.ws)
+
     async def send_again(self, interaction: Interaction) -> None:
         """Send an interaction's event again, as a resumed session gets what came after the
         sequence it resumed from (Discord takes no second answer to it)."""
@@ -611,14 +622,15 @@ class FakeDiscord:
         session.seq += 1
         frame = {"op": 0, "t": event, "s": session.seq, "d": data}
         session.log.append(frame)
-        if session.ws is not None and not session.ws.closed:
+        if session.ws is not None and not session.ws.closed and session.ws not in self._deaf:
             await session.ws.send_str(json.dumps(frame))
 
     async def _gateway(self, request: web.Request) -> web.WebSocketResponse:
         ws = web.WebSocketResponse(autoclose=False)
         await ws.prepare(request)
         self.connections.append(request.path)
-        await ws.send_str(json.dumps({"op": 10, "d": {"heartbeat_interval": 41250}}))
+        hello = {"op": 10, "d": {"heartbeat_interval": self.heartbeat_interval_ms}}
+        await ws.send_str(json.dumps(hello))
         async for msg in ws:
             if msg.type is WSMsgType.CLOSE:
                 await ws.close()
@@ -635,7 +647,8 @@ class FakeDiscord:
     async def _gateway_op(self, ws: web.WebSocketResponse, payload: Json) -> None:
         op, d = payload["op"], payload.get("d")
         if op == 1:  # HEARTBEAT
-            await ws.send_str(json.dumps({"op": 11}))
+            if ws not in self._deaf:
+                await ws.send_str(json.dumps({"op": 11}))
         elif op == 2:  # IDENTIFY
             if d["token"] != self.token:
                 await ws.close(code=4004, message=b"Authentication failed.")

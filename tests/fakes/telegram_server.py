@@ -14,7 +14,8 @@ bot could have read it.
 It answers the methods the adapter uses, keeps the messages the bot sent (so edits can say "not
 modified" and tests can read the visible text), checks HTML like Telegram does, and records every
 call. Faults: `fail_next(method, ...)`, `down = True` (502 for everything), `bad_entities = True`
-(the next HTML text is rejected with "can't parse entities"). `on_get_updates(offset)` is called
+(the next HTML text is rejected with "can't parse entities"), `deaf_polls = True` (a getUpdates
+gets keep-alive spaces, never an answer). `on_get_updates(offset)` is called
 as each getUpdates arrives, before the updates it confirms are dropped.
 
 Documents: sendDocument, sendPhoto and sendVoice (Ogg/Opus only) keep the file
@@ -234,6 +235,9 @@ class FakeTelegram:
         self.user_languages: dict[int, str] = {}  # user id → the language_code their app sends
         self.chat_admins: dict[int, set[int]] = {}  # chat -> the users getChatMember calls admins
         self.down = False
+        # While set, a getUpdates is answered with headers and then a keep-alive space every
+        # 0.5 s, forever: connected, but deaf (only a watchdog of the caller ends it).
+        self.deaf_polls = False
         self.bad_entities = False
         self.on_get_updates: Callable[[int | None], None] | None = None
         self.send_faults: SendFaults | None = None
@@ -540,6 +544,8 @@ class FakeTelegram:
             handler = self._route(call, request.match_info["token"])
             if method == "getUpdates":
                 self._answered(call)  # a long poll is seen when it arrives
+                if self.deaf_polls:
+                    return await self._deaf(request)
             await self._wait_at_hold(call, carried_out=False)
             result = await handler(call.params)
             await self._wait_at_hold(call, carried_out=True)
@@ -551,6 +557,14 @@ class FakeTelegram:
             self._answered(call)
         if self.answer_listeners:
             await self._answer_then_tell(request, response, call, result)
+        return response
+
+    async def _deaf(self, request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        while not self._closing:
+            await response.write(b" ")  # leading whitespace: valid JSON, never complete
+            await asyncio.sleep(0.5)
         return response
 
     def _route(self, call: Call, token: str) -> Callable[[dict[str, Any]], Any]:

@@ -333,7 +333,18 @@ MIGRATIONS: list[str] = [
     CREATE INDEX spend_day ON spend(day);
     ALTER TABLE chat_settings ADD COLUMN voice TEXT;
     """,
-    # 15: a chat's language for relaybot's own words (/settings language; issue 29)
+    # 15: the web console (issue 32): sign-in links and sessions, as their tokens' SHA-256 only
+    """
+    CREATE TABLE console_links (token_hash TEXT PRIMARY KEY, admin TEXT NOT NULL,
+        role TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL,
+        expires_at DOUBLE PRECISION NOT NULL, used_at DOUBLE PRECISION);
+    CREATE INDEX console_links_expiry ON console_links(expires_at);
+    CREATE TABLE console_sessions (token_hash TEXT PRIMARY KEY, admin TEXT NOT NULL,
+        role TEXT NOT NULL, csrf TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL,
+        expires_at DOUBLE PRECISION NOT NULL, ended_at DOUBLE PRECISION);
+    CREATE INDEX console_sessions_expiry ON console_sessions(expires_at);
+    """,
+    # 16: a chat's language for relaybot's own words (/settings language; issue 29)
     """
     ALTER TABLE chat_settings ADD COLUMN language TEXT;
     """,

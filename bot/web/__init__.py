@@ -1,0 +1,56 @@
+"""The operator's console in the browser (`[web] listen`): served by the daemon from its own
+event loop with aiohttp, pages rendered server-side from the shared store, so the console of any
+instance shows the whole cluster. bot/app.py imports this package only when `[web] listen` is
+set.
+
+Sign-in and sessions: ``_server``; the page layout and escaping: ``_html``; the pages:
+``_overview``, ``_conversations``, ``_work``, ``_usage``, ``_tools``; what the console changes,
+and how it reaches the instance holding the chat: ``_actions``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from bot.web import _conversations, _overview, _tools, _usage, _work
+from bot.web._server import Server
+from tools.errors import ConfigError
+
+if TYPE_CHECKING:
+    from bot.app import App
+
+__all__ = ["console_server"]
+
+log = logging.getLogger("bot.web")
+
+
+@contextlib.asynccontextmanager
+async def console_server(daemon: App, host: str, port: int) -> AsyncIterator[None]:
+    """Serve the console on host:port until the block exits."""
+    pages = {
+        **_overview.PAGES,
+        **_conversations.PAGES,
+        **_work.PAGES,
+        **_usage.PAGES,
+        **_tools.PAGES,
+    }
+    app = Server(daemon).application(pages)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, host, port).start()
+    except OSError as exc:
+        await runner.cleanup()
+        reason = "the address is in use" if exc.errno == errno.EADDRINUSE else exc.strerror
+        raise ConfigError("web.listen", f"cannot listen on {host}:{port}: {reason}") from None
+    log.info("console: serving http://%s:%d/ (sign in with /console)", host, port)
+    try:
+        yield
+    finally:
+        await runner.cleanup()
