@@ -58,8 +58,8 @@ class Confirmations:
         languages: Languages | None = None,
     ) -> None:
         self.store = store
-        self.ends = PromptEnds(self.rows, channels, tasks, languages)  # "✅ Done: …"
         self.rows = store.confirmations
+        self.ends = PromptEnds(self.rows, channels, tasks, languages)  # "✅ Done: …"
         self.channels = channels
         self.queues = queues
         self.tasks = tasks

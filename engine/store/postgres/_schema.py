@@ -345,7 +345,5 @@ MIGRATIONS: list[str] = [
     CREATE INDEX console_sessions_expiry ON console_sessions(expires_at);
     """,
     # 16: a chat's language for relaybot's own words (/settings language; issue 29)
-    """
-    ALTER TABLE chat_settings ADD COLUMN language TEXT;
-    """,
+    "ALTER TABLE chat_settings ADD COLUMN language TEXT;",
 ]
