@@ -112,7 +112,7 @@ class Handlers:
 
         return on_command
 
-    async def _on_button(self, update: Update, _: ContextTypes.DEFAULT_TYPE) -> None:
+    async def _on_button(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         query = update.callback_query
         assert query is not None
         if (action := parse_action(query.data or "")) is not None:
