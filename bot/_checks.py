@@ -35,18 +35,23 @@ NO_CHANNEL = (
 
 
 def validate(
-    config: Config, *, need_channel: bool = True, resolve_secrets: bool = True
+    config: Config,
+    *,
+    need_channel: bool = True,
+    resolve_secrets: bool = True,
+    channels_used: bool = True,
 ) -> list[str]:
-    """Raise ConfigError for what `run` would refuse (`need_channel=False` for `chat`);
-    return the warnings, each naming its key. `resolve_secrets=False` leaves the API key and
-    tokens to the caller (doctor checks each against its service)."""
+    """Raise ConfigError for what `run` would refuse (`need_channel=False` for a chat-only
+    config); return the warnings, each naming its key. `resolve_secrets=False` leaves the API
+    key and tokens to the caller (doctor checks each against its service);
+    `channels_used=False` (`relaybot chat`, which runs none) leaves the channels' tokens out."""
     check_tools(config.tools)
     channels: dict[str, TelegramConfig | DiscordConfig] = {
         "telegram": config.telegram,
         "discord": config.discord,
     }
     if resolve_secrets:
-        _secrets_set(config, channels)
+        _secrets_set(config, channels if channels_used else {})
     if need_channel and not any(section.enabled for section in channels.values()):
         raise ConfigError("", NO_CHANNEL)
     warnings = []
@@ -75,7 +80,7 @@ def _secrets_set(config: Config, channels: dict[str, TelegramConfig | DiscordCon
     ]
     checks.append(config.search_key)
     checks += [section.resolve_token for section in channels.values() if section.enabled]
-    if config.telegram.enabled:
+    if "telegram" in channels and config.telegram.enabled:
         checks.append(config.telegram.resolve_webhook_secret)  # webhook mode only
     missing = []
     for check in checks:
@@ -96,14 +101,15 @@ class ToolReport:
     unknown: list[str]  # `confirm` / `dm_only` names that match no tool
 
 
-def tool_problems(config: Config) -> ToolReport:
+def tool_problems(config: Config, *, fresh: bool = False) -> ToolReport:
     """What loading the tools would report, without starting MCP servers: a name of an MCP
-    server's tool (`<server>__<tool>`) in `confirm` or `dm_only` is taken on trust."""
+    server's tool (`<server>__<tool>`) in `confirm` or `dm_only` is taken on trust. `fresh`
+    imports the plugin modules again (a reload)."""
     registry = ToolRegistry()
     for tool in builtin_tools(config.tools, memory=None):
         registry.register(tool)
     plugin_tools, problems = load_plugins(
-        config.tools.plugins, plugin_dirs=config.plugin_dirs(), log_problems=False
+        config.tools.plugins, plugin_dirs=config.plugin_dirs(), log_problems=False, fresh=fresh
     )
     loaded = []
     for tool in plugin_tools:

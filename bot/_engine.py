@@ -3,7 +3,9 @@
 Every part takes what it uses in its constructor, fully built; nothing is injected afterwards.
 The settings live in one :class:`engine.chat.Live`: the parts that hold settings are given it,
 or a function reading their own share of it, so a reload (bot/_reload.py) swaps them all at
-once by replacing the one object.
+once by replacing the one object. The model and tools a turn runs with are one
+:class:`engine.chat.Tooling` in it (a tool loop over them): :func:`retool` builds a new one for a
+reload, the same way build_engine builds the first.
 The few things that are needed only once the engine runs are given then: the chat queues get
 their handler when they open, the cluster its events when it joins (both by the dispatcher).
 """
@@ -40,6 +42,7 @@ from engine.chat import (
     Remembered,
     Schedules,
     Settings,
+    Tooling,
     TurnRunner,
     TurnSettings,
     VoiceAnswers,
@@ -109,32 +112,11 @@ def build_engine(
     )
     meter = Meter(store, lambda: live.settings.prices)
     background = Background(store, registry, queues, notices.sender)
-    options = loop_options or LoopOptions()
-    if s.delegate is not None:
-        registry.register(
-            Delegate(
-                model,
-                registry,
-                store,
-                confirmations,
-                permissions,
-                s.delegate,
-                dm_only=s.dm_only,
-                confirmation_timeout_s=options.confirmation_timeout_s,
-            )
-        )
-    context = None
-    if s.context is not None:
-        context = ContextBudget(model, store.context, s.context, shared=cluster is not None)
-    loop = ToolLoop(
-        model,
-        registry,
-        jobs=background.runner,
-        stream=s.stream,
-        models=s.models,
-        context=context,
-        **dataclasses.asdict(options),
-    )
+    shared = cluster is not None
+    loop = _tool_loop(store, background, confirmations, permissions, shared, model, registry, s,
+                      loop_options or LoopOptions())  # fmt: skip
+    live.tooling = Tooling(loop, parts)
+    context = loop.context
     voice = None
     if speaker is not None:
         voice = VoiceAnswers(speaker, s.media.max_speech_chars, chat_settings)
@@ -142,7 +124,7 @@ def build_engine(
     remembered = Remembered(store.memory, policy, s.memory)
     turns = TurnRunner(
         store,
-        loop,
+        lambda: live.tooling,
         channels,
         confirmations,
         permissions,
@@ -154,7 +136,7 @@ def build_engine(
         chat_settings=chat_settings,
         meter=meter,
         voice=voice,
-        parts=(remembered, *parts),
+        parts=(remembered,),
         tasks=tasks,
     )
     schedules = Schedules(store, queues, turns, s.schedules, clock or SystemClock())
@@ -167,7 +149,6 @@ def build_engine(
     )
     commands = Commands(
         store=store,
-        registry=registry,
         queues=queues,
         turns=turns,
         confirmations=confirmations,
@@ -204,3 +185,59 @@ def build_engine(
             cluster=cluster,
         )
     )
+
+
+def _tool_loop(
+    store: Store,
+    background: Background,
+    confirmations: Confirmations,
+    permissions: Permissions,
+    shared: bool,
+    model: Model,
+    registry: ToolRegistry,
+    s: Settings,
+    options: LoopOptions,
+) -> ToolLoop:
+    """The tool loop over `model` and `registry` (given the delegate tool when configured)."""
+    if s.delegate is not None:
+        registry.register(
+            Delegate(
+                model,
+                registry,
+                store,
+                confirmations,
+                permissions,
+                s.delegate,
+                dm_only=s.dm_only,
+                confirmation_timeout_s=options.confirmation_timeout_s,
+            )
+        )
+    context = None
+    if s.context is not None:
+        context = ContextBudget(model, store.context, s.context, shared=shared)
+    return ToolLoop(
+        model,
+        registry,
+        jobs=background.runner,
+        stream=s.stream,
+        models=s.models,
+        context=context,
+        **dataclasses.asdict(options),
+    )
+
+
+def retool(
+    engine: Dispatcher,
+    model: Model,
+    registry: ToolRegistry,
+    settings: Settings,
+    options: LoopOptions,
+    parts: Sequence[PromptPart] = (),
+) -> Tooling:
+    """A new tooling for `engine` (a reload's model and tools), built as build_engine builds
+    the first; `engine.reload(settings, tooling)` puts it in force."""
+    e = engine
+    shared = e.cluster is not None
+    loop = _tool_loop(e.store, e.background, e.confirmations, e.turns.permissions, shared,
+                      model, registry, settings, options)  # fmt: skip
+    return Tooling(loop, parts)

@@ -19,6 +19,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bot._sections import url_fix
 from bot.config import find_config, parse_config
 from tools.errors import ConfigError
 
@@ -102,7 +103,12 @@ _TOKEN_FROM = {"telegram": "@BotFather", "discord": "the developer portal (Bot â
 def ask(term: _Input) -> Answers:
     a = Answers()
     print("relaybot init: a few questions; Enter keeps the value in brackets.")
-    a.base_url = term.ask("Model endpoint (any OpenAI-compatible URL)", a.base_url)
+    while True:
+        url = term.ask("Model endpoint (any OpenAI-compatible URL)", a.base_url)
+        if url.lower().startswith(("http://", "https://")) or term.ended:
+            a.base_url = url
+            break
+        print(f"  {url_fix(url)}.")
     a.model = term.ask("Model", a.model)
     a.api_key_env = term.env_name(
         "Environment variable holding the API key (empty: none needed)",

@@ -6,10 +6,12 @@ one is put in force in one step: the engine's settings are one object (engine.ch
 every part reads where a message, a press or a turn starts, and the reload replaces it whole, so
 a turn already running finishes with what it started with, and nothing queued is dropped or run
 twice. What changes live: who may use the bot (allowed_users, admins, pairing), [limits],
-[access] max_message_chars, the system prompt, the tool policy's dm_only and always_ask, [media],
-the log level. What needs a restart is named in one log line: tokens and the channels' receiving
-side, the store, the instance and metrics settings, and (for now) the model, its fallbacks, the
-tools, plugins and MCP servers.
+[access] max_message_chars, the system prompt, the tool policy, [media], the log level, and the
+model and tools: the model, its fallbacks and the models chats may choose, the built-ins,
+plugins (their modules imported again), skills and MCP servers are built anew from the file
+(bot/_generation.py), and those replaced are closed once the turns running with them end. What
+needs a restart is named in one log line: tokens and the channels' receiving side, the store,
+the instance and metrics settings, the transcription model.
 
 When the config was loaded is kept next to a SQLite store (``<store>.config``), for
 `relaybot status`, with the pid and the command (`run` or `chat`) that loaded it.
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bot._checks import tool_problems, validate
+from bot._generation import put_in_force
 from bot._logging import setup_logging
 from bot._secrets import seal_secrets
 from bot.config import Config, load_config
@@ -37,14 +40,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("relaybot")
 
 # What a running daemon cannot change: whole sections, or a section but the keys named.
-_RESTART_SECTIONS = ("storage", "instance", "metrics", "mcp")
+_RESTART_SECTIONS = ("storage", "instance", "metrics")
 _RESTART_BUT = {
     "telegram": {"allowed_users"},
     "discord": {"allowed_users"},
-    "llm": {"system_prompt"},
-    "tools": {"dm_only", "always_ask"},
-    "engine": set(),
-    "context": set(),
 }
 
 
@@ -68,16 +67,19 @@ def needs_restart(old: Config, new: Config) -> list[str]:
     for section, key in made_at_start:
         if getattr(getattr(old, section), key) != getattr(getattr(new, section), key):
             changed.append(f"{section}.{key}")
+    if new.media.transcription_model and old.llm.base_url != new.llm.base_url:
+        changed.append("media.transcription_model's endpoint (llm.base_url)")
     return changed
 
 
-def read_checked(path: Path | str | None) -> Config:
-    """The config file, checked as `check-config` checks it (ConfigError with the same words)."""
+def read_checked(path: Path | str | None, *, fresh: bool = False) -> Config:
+    """The config file, checked as `check-config` checks it (ConfigError with the same words);
+    `fresh` imports the plugin modules again (a reload: their files may have changed)."""
     config = load_config(path)
     seal_secrets(config)
     for warning in validate(config):
         log.warning("%s", warning)
-    report = tool_problems(config)
+    report = tool_problems(config, fresh=fresh)
     for warning in [*report.problems, *report.unknown]:
         log.warning("%s", warning)
     return config
@@ -95,23 +97,23 @@ class Reloader:
     async def reload(self) -> bool:
         async with self._lock:
             try:
-                config = await asyncio.to_thread(read_checked, self.path)  # imports plugins
+                config = await asyncio.to_thread(read_checked, self.path, fresh=True)
             except ConfigError as exc:
                 log.error("config error: %s; the running config stays", exc)
                 return False
-            return self.apply(config)
+            return await self.apply(config)
 
-    def apply(self, config: Config) -> bool:
-        """Put `config` in force: one swap of the engine's settings (no await in between)."""
-        from bot._settings import engine_settings
-
+    async def apply(self, config: Config) -> bool:
+        """Put `config` in force: its model and tools built, then one swap of the engine's
+        settings and tooling (no await in between)."""
         app = self.app
         old = app.config
         later = needs_restart(old, config)
-        models = app.dispatcher.settings.models  # the model is kept until a restart
-        settings = engine_settings(config, models)
-        settings.context = app.dispatcher.settings.context
-        app.dispatcher.live.swap(settings)
+        try:
+            await put_in_force(app, config)
+        except ConfigError as exc:  # a fallback's key missing, say
+            log.error("config error: %s; the running config stays", exc)
+            return False
         app.config = config
         if config.log.level != old.log.level:
             setup_logging(config.log.level, secrets=config.secrets())

@@ -34,6 +34,16 @@ DEFAULT_BASE_URLS = {
 _SDK_EXTRAS = {"anthropic": "anthropic"}  # provider -> the extra (and module) it needs
 
 
+def url_fix(url: str) -> str:
+    """Why `url` is not a model endpoint's address, and the fix."""
+    local = url.startswith(("localhost", "127.", "0.0.0.0", "[::1]", "192.168.", "10."))
+    example = f"{'http' if local else 'https'}://{url or 'localhost:8080/v1'}"
+    return (
+        f"{url!r} is not a URL: it must start with http:// (a server on this machine or your "
+        f'network) or https://, e.g. base_url = "{example}"'
+    )
+
+
 class ModelEndpoint(Section):
     """One model: the [llm] section's own, or an [[llm.fallback]] entry."""
 
@@ -47,6 +57,13 @@ class ModelEndpoint(Section):
     temperature: float | None = Field(None, ge=0, le=2)
     max_tokens: int | None = Field(None, gt=0)  # the longest answer (anthropic: 4096 if unset)
     options: dict[str, Any] = {}  # passed through to every request (e.g. top_p)
+
+    @field_validator("base_url")
+    @classmethod
+    def _a_url(cls, url: str) -> str:
+        if not url.lower().startswith(("http://", "https://")):
+            raise ValueError(url_fix(url))
+        return url
 
     @model_validator(mode="after")
     def _key_and_defaults(self) -> ModelEndpoint:

@@ -11,34 +11,23 @@ import asyncio
 import contextlib
 import logging
 import sys
-from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Sequence
 
-from bot._checks import configured_skills
 from bot._engine import build_engine
+from bot._generation import Generation, close_generations, loop_options, open_generation
 from bot._logging import RedactingFilter
 from bot._media import media_parts
-from bot._models import build_model, chat_models
+from bot._models import build_model
 from bot._settings import engine_settings
 from bot.config import Config
 from engine import Backoff, Channel, Clock, SystemClock
-from engine.chat import (
-    Dispatcher,
-    LoopOptions,
-)
+from engine.chat import Dispatcher
 from engine.metrics import ErrorLog, enable_metrics, set_state, use_error_log
 from engine.store import Store, open_store
 from engine.work import InstanceSettings
 from tools import Tool
-from tools.builtins import MemoryAccess, ScheduleAccess, WallClock, builtin_tools
-from tools.config import apply_policy
 from tools.errors import StoreUnavailable
-from tools.plugins import load_plugins
 from tools.registry import ToolRegistry
-from tools.skills import Skills, use_skill_tool
-
-if TYPE_CHECKING:
-    from tools.mcp import McpManager
 
 log = logging.getLogger(__name__)
 
@@ -75,45 +64,6 @@ def enabled_channels(config: Config) -> list[Channel]:
     return channels
 
 
-@contextlib.asynccontextmanager
-async def open_tools(
-    config: Config,
-    *,
-    memory: MemoryAccess | None = None,
-    schedules: ScheduleAccess | None = None,
-    extra: Sequence[Tool] = (),
-    clock: WallClock | None = None,
-    skills: Skills | None = None,
-) -> AsyncIterator[tuple[ToolRegistry, McpManager | None]]:
-    """The registry with built-ins, plugins, `extra` tools and MCP servers' tools (and
-    use_skill when there are `skills`)."""
-    registry = ToolRegistry(default_timeout_s=config.tools.default_timeout_s)
-    search_key = config.search_key()
-    for tool in builtin_tools(
-        config.tools, memory=memory, schedules=schedules, search_key=search_key, clock=clock
-    ):
-        registry.register(tool)
-    if skills:
-        registry.register(use_skill_tool(skills))
-    plugin_tools, _problems = load_plugins(  # each problem already logged
-        config.tools.plugins, plugin_dirs=config.plugin_dirs()
-    )
-    for tool in [*plugin_tools, *extra]:
-        try:
-            registry.register(tool)
-        except Exception as exc:
-            log.error("tool %s not registered: %s", getattr(tool, "name", tool), exc)
-    async with contextlib.AsyncExitStack() as stack:
-        mcp = None
-        if config.mcp.servers:  # the mcp SDK takes a while to import: only when used
-            from tools.mcp import McpManager
-
-            mcp = await stack.enter_async_context(McpManager(config.mcp.servers, registry))
-        for warning in apply_policy(registry, config.tools):
-            log.warning("%s", warning)
-        yield registry, mcp
-
-
 class App:
     """The daemon: `channels` defaults to the enabled ones in `config`."""
 
@@ -130,9 +80,11 @@ class App:
         self.channels = list(enabled_channels(config) if channels is None else channels)
         self.extra_tools = extra_tools
         self._stack = contextlib.AsyncExitStack()
+        self.retiring: set[asyncio.Task[None]] = set()  # tools a reload replaced, closing
+        self.pictures: tuple[Tool, ...] = ()  # the picture tool ([media] image_model)
+        self.generation: Generation  # the model and tools in force (bot/_generation.py)
         self.store: Store
         self.dispatcher: Dispatcher
-        self.registry: ToolRegistry
 
     async def __aenter__(self) -> App:
         try:
@@ -153,50 +105,23 @@ class App:
         self.store = await _opened(cfg)
         stack.push_async_callback(self.store.__aexit__, None, None, None)
         stack.callback(use_error_log(ErrorLog(RedactingFilter(cfg.secrets()).redact)))
-        self.model = build_model(cfg)
+        self.model = build_model(cfg)  # the first: warmed up, and the media parts use it
         stack.push_async_callback(self.model.aclose)
         media = media_parts(cfg, self.model, self.store)
-        pictures = (media.picture_tool,) if media.picture_tool is not None else ()
-        self.skills = await asyncio.to_thread(configured_skills, cfg)
-        for problem in self.skills.problems:
-            log.warning("skill %s", problem)
-        self.registry, self.mcp = await stack.enter_async_context(
-            open_tools(
-                cfg,
-                memory=MemoryAccess(self.store.memory, self.is_admin),
-                schedules=ScheduleAccess(
-                    self.store.schedules,
-                    cfg.schedules.max_per_chat,
-                    cfg.schedules.min_interval_s,
-                    self.clock.now,
-                ),
-                extra=(*self.extra_tools, *pictures),
-                clock=self.clock,
-                skills=self.skills,
-            )
-        )
-        models = chat_models(cfg, self.model)
-        for other in models.values():
-            if other is not self.model:
-                stack.push_async_callback(other.aclose)
-        loop_options = LoopOptions(
-            max_iterations=cfg.llm.max_iterations,
-            max_output_chars=cfg.engine.max_tool_output_chars,
-            retry_budget=cfg.engine.retry_budget,
-            confirmation_timeout_s=cfg.tools.confirmation_timeout_s,
-            max_parallel_tools=cfg.engine.max_parallel_tools,
-        )
+        self.pictures = (media.picture_tool,) if media.picture_tool is not None else ()
+        self.generation = await open_generation(self, cfg, model=self.model)
+        stack.push_async_callback(close_generations, self)  # after the turns have ended
         self.dispatcher = build_engine(
             self.store,
             self.model,
-            self.registry,
-            engine_settings(cfg, models),
-            loop_options,
+            self.generation.registry,
+            engine_settings(cfg, self.generation.models),
+            loop_options(cfg),
             media.transcriber,
             speaker=media.speaker,
             clock=self.clock,
             instance=InstanceSettings(cfg.instance.name(), cfg.instance.lease_s),
-            parts=[self.skills] if self.skills else [],
+            parts=[self.generation.skills] if self.generation.skills else [],
         )
         # Exit order (reverse): the dispatcher finishes running turns while the channels can
         # still deliver their answers; then the channels stop.
@@ -226,6 +151,11 @@ class App:
             await stack.enter_async_context(console_server(self, host, port))
         await self.model.warm_up()  # in a thread; the channels are already listening
         await self.store.settled()  # a successful start: an upgrade's copy is not needed now
+
+    @property
+    def registry(self) -> ToolRegistry:
+        """The tools in force (a reload replaces them: bot/_generation.py)."""
+        return self.generation.registry
 
     def is_admin(self, channel: str, user_id: str) -> bool:
         """One of `[access] admins` (who may change a group's memory)."""

@@ -1,12 +1,11 @@
 """The `relaybot` command: run, chat, check-config, tools, skills, doctor, init, migrate-store,
-migrate, status, backup, forget, users, console-link."""
+migrate, status, backup, forget, users, console-link, install-service."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import contextlib
-import json
 import logging
 import signal
 import sys
@@ -21,6 +20,8 @@ from bot._logging import setup_logging
 from bot._reload import Reloader, record_loaded
 from bot._sdnotify import Notifier, watchdog_interval, watchdog_loop
 from bot._secrets import harden_process, seal_secrets
+from bot._service import add_parser as add_service_parser
+from bot._service import install_service
 from bot.config import Config, find_config, load_config
 from tools.errors import ConfigError, RelaybotError
 
@@ -93,6 +94,7 @@ def _parser() -> argparse.ArgumentParser:
     sp.add_argument("--from", dest="source", required=True, metavar="PATH.db")
     sp.add_argument("--to", dest="target", required=True, metavar="postgresql://…")
     _options(sp, argparse.SUPPRESS)
+    add_service_parser(sub)
     return p
 
 
@@ -102,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
         from bot._init import run_init
 
         return run_init(find_config(args.config))  # ./config.toml, else $XDG_CONFIG_HOME's
+    if args.command == "install-service":  # needs no valid config: it names the file
+        return install_service(args)
     if args.command == "migrate-store":  # needs no config: both stores are named
         from bot._migrate import migrate_store
 
@@ -131,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         "chat": _chat,
         "check-config": _check_config,
         "tools": _tools,
-        "skills": _skills,
+        "skills": _tools,
         "doctor": _doctor,
         "status": _operate,
         "backup": _operate,
@@ -169,41 +173,16 @@ async def _check_config(config: Config, args: argparse.Namespace) -> int:
 
 
 async def _tools(config: Config, args: argparse.Namespace) -> int:
-    from bot.app import open_tools
+    from bot._listing import list_skills, list_tools
 
-    async with open_tools(config) as (registry, mcp):
-        sources = {info.name: info.server for info in mcp.tools()} if mcp else {}
-        for spec in registry.definitions(registry.names()):  # what the model is offered
-            origin = f"mcp:{sources[spec.name]}" if spec.name in sources else "local"
-            print(f"{spec.name}  [{spec.tier}]  ({origin})")
-            first = (spec.description or "").strip().splitlines()
-            if first:
-                print(f"    {first[0]}")
-            print(f"    schema: {json.dumps(spec.parameters, separators=(',', ':'))}")
-    return 0
-
-
-async def _skills(config: Config, args: argparse.Namespace) -> int:
-    from bot._checks import configured_skills
-
-    found = await asyncio.to_thread(configured_skills, config)
-    for skill in found.skills.values():
-        print(f"{skill.name}  ({skill.folder})")
-        print(f"    {skill.description}")
-        if skill.chats:
-            print(f"    only in: {', '.join(sorted(skill.chats))}")
-    if not found:
-        print(f"no skills in {', '.join(map(str, config.skill_dirs()[0]))}")
-    for problem in found.problems:
-        print(f"problem: {problem}")
-    return 1 if found.problems else 0
+    return await (list_tools(config) if args.command == "tools" else list_skills(config))
 
 
 async def _chat(config: Config, args: argparse.Namespace) -> int:
     from bot.app import App
     from channels.console import ConsoleChannel
 
-    validate(config, need_channel=False)
+    validate(config, need_channel=False, channels_used=False)  # chat runs no channel
     holder: list[App] = []
 
     async def wait_idle(channel: str, chat_id: str) -> None:

@@ -159,8 +159,10 @@ class Config(Section):
 
     def plugin_dirs(self) -> list[Path]:
         """Where plugin modules are looked for besides the import path: the config file's
-        directory (none for a config not loaded from a file)."""
-        return [] if self._path is None else [self._path.parent]
+        directory, then $XDG_CONFIG_HOME/relaybot (where `relaybot init` writes the config of
+        an installed relaybot; a config not loaded from a file has only that one)."""
+        found = [] if self._path is None else [self._path.parent.absolute()]
+        return list(dict.fromkeys([*found, _xdg_config_home() / "relaybot"]))
 
     def skill_dirs(self) -> tuple[list[Path], list[Path]]:
         """Where skills are looked for, and those of them that must exist (the ones named in
@@ -170,8 +172,7 @@ class Config(Section):
             named = [d.expanduser() for d in self.skills.dirs]
             dirs = [d if d.is_absolute() or here is None else here / d for d in named]
             return dirs, dirs
-        xdg = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-        found = [Path(xdg) / "relaybot" / "skills"]
+        found = [_xdg_config_home() / "relaybot" / "skills"]
         if here is not None:
             found.append(here / "skills")
         return list(dict.fromkeys(found)), []
@@ -279,8 +280,11 @@ def find_config(explicit: str | Path | None = None) -> Path:
     local = Path("config.toml")
     if local.exists():
         return local
-    xdg = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(xdg) / "relaybot" / "config.toml"
+    return _xdg_config_home() / "relaybot" / "config.toml"
+
+
+def _xdg_config_home() -> Path:
+    return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
 
 
 def load_config(path: str | Path | None = None) -> Config:

@@ -7,10 +7,13 @@ It exits cleanly at the end of its input, so it can be scripted: `printf 'hello\
 relaybot chat`. A file a tool sends is saved (in `files_dir`, by default a new folder in the
 temporary directory) and its path is printed.
 
-Lines are read in a daemon thread, one at a time when the engine is idle, so a blocked read
-never keeps the process alive: Ctrl-C and Ctrl-D leave at once. On a terminal the standard
-library's readline gives line editing and history (input() uses it once it is imported), and
-the terminal's settings are put back on the way out, even when a read is still pending.
+Lines are read in a daemon thread, one at a time, so a blocked read never keeps the process
+alive: Ctrl-C and Ctrl-D leave at once. On a terminal the next line is read while the bot works
+on a message too: /stop stops the turn at once; any other line waits until the turn has ended,
+as it would have been read then. Bytes that are not UTF-8 are read as U+FFFD, never as the
+end of input. On a terminal the standard library's readline gives line editing and history
+(input() uses it once it is imported), and the terminal's settings are put back on the way out,
+even when a read is still pending.
 """
 
 from __future__ import annotations
@@ -78,10 +81,13 @@ class ConsoleChannel(Channel):
         self._menu: tuple[Button, ...] = ()  # the buttons of the last command reply
         self._interactive = self._in is sys.stdin and _isatty(self._in) and _isatty(self._out)
         self._reading: str | None = None  # the prompt of the read in progress
+        self._next: asyncio.Future[str | None] | None = None  # a line read, or being read
         self._terminal: Any = None  # termios settings to restore
         self.finished = asyncio.Event()
         self._engine: Engine | None = None
         self._task: asyncio.Task[None] | None = None
+        with contextlib.suppress(AttributeError, ValueError, OSError):  # invalid UTF-8: U+FFFD
+            self._in.reconfigure(errors="replace")  # type: ignore[union-attr]
 
     async def start(self, engine: Engine) -> None:
         self._engine = engine
@@ -113,12 +119,14 @@ class ConsoleChannel(Channel):
             with contextlib.suppress(termios.error):
                 termios.tcsetattr(self._in.fileno(), termios.TCSADRAIN, self._terminal)
 
-    async def _readline(self, prompt: str) -> str | None:
-        """The next line without its newline; None at the end of the input."""
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[str | None] = loop.create_future()
+    def _read_soon(self, prompt: str) -> asyncio.Future[str | None]:
+        """The next line, read in a thread; a line read (or being read) before is that line."""
+        if self._next is not None:
+            return self._next
+        done = self._next = asyncio.get_running_loop().create_future()
 
         def deliver(line: str | None) -> None:
+            self._reading = None
             if not done.done():
                 done.set_result(line)
 
@@ -132,14 +140,23 @@ class ConsoleChannel(Channel):
             except (EOFError, OSError, ValueError):
                 line = None
             with contextlib.suppress(RuntimeError):  # the loop is gone: we are exiting
-                loop.call_soon_threadsafe(deliver, line)
+                done.get_loop().call_soon_threadsafe(deliver, line)
 
         self._reading = prompt
         threading.Thread(target=read, name="console-input", daemon=True).start()
-        try:
-            line = await done
-        finally:
-            self._reading = None
+        return done
+
+    def _prompt(self, prompt: str) -> None:
+        """On a terminal, show `prompt` for the read begun without one while the bot worked."""
+        if self._interactive and self._reading == "" and prompt:
+            self._reading = prompt
+            print(prompt, end="", file=self._out, flush=True)
+
+    async def _readline(self, prompt: str) -> str | None:
+        """The next line without its newline; None at the end of the input."""
+        self._prompt(prompt)
+        line = await asyncio.shield(self._read_soon(prompt))
+        self._next = None
         if line is None and self._interactive:  # Ctrl-D: the shell's prompt on a line of its own
             self._write("")
         return line
@@ -169,10 +186,26 @@ class ConsoleChannel(Channel):
             self._restore_terminal()
             self.finished.set()
 
+    async def _until_idle(self, engine: Engine) -> None:
+        """Wait until the engine is idle; on a terminal, reading meanwhile: /stop is acted on
+        at once, any other line is left for when the turn has ended. (Piped input is read in
+        turn: a script's /stop comes after the answer before it.)"""
+        idle = asyncio.ensure_future(self._wait_idle(self.name, CHAT_ID))
+        while self._interactive and not idle.done():
+            line = self._read_soon("")
+            await asyncio.wait([idle, line], return_when=asyncio.FIRST_COMPLETED)  # type: ignore[type-var]
+            text = (line.result() or "").strip() if line.done() else ""
+            if idle.done() or _command(text) is not Command.STOP:
+                await idle
+                return
+            self._next = None
+            self._show(await engine.handle_command(self._message(text), Command.STOP))
+        await idle
+
     async def _settle(self, engine: Engine) -> None:
         """Wait until the engine is idle, asking each confirmation question it leaves open."""
         while True:
-            await self._wait_idle(self.name, CHAT_ID)
+            await self._until_idle(engine)
             pending = [(ref, p) for ref, p in self._shown.items() if ref not in self._answered]
             if not pending:
                 return
@@ -259,6 +292,8 @@ class ConsoleChannel(Channel):
         self._write(f"relaybot wants to: {prompt.summary}")
         if not self._interactive:
             self._write(QUESTION.rstrip())
+        else:
+            self._prompt(QUESTION)  # the line read while the bot worked answers it
         return ref
 
     async def resolve_confirmation(self, ref: MessageRef, text: str) -> None:

@@ -244,7 +244,8 @@ args = ["{mcp}"]
     out, err = out_b.decode(), err_b.decode()
     assert proc.returncode == 0, err
     heads = {line.split()[0]: line for line in out.splitlines() if not line.startswith(" ")}
-    assert "[safe]" in heads["current_time"] and "(local)" in heads["current_time"]
+    assert "[safe]" in heads["current_time"] and "(built-in)" in heads["current_time"]
+    assert "(plugin)" in heads["roll_dice"] and "(plugin)" in heads["greet"]
     assert "[destructive]" in heads["forget"]
     assert "[safe]" in heads["roll_dice"] and "[destructive]" in heads["greet"]
     assert "[safe]" in heads["notes__lookup"] and "(mcp:notes)" in heads["notes__lookup"]
@@ -354,7 +355,7 @@ async def test_plugins_next_to_the_config_file(tmp_path: Path, llm: FakeOpenAI) 
     proc, io = await relaybot("tools", "-c", cfg)  # no PYTHONPATH: found next to config.toml
     code, out, err = await finish(proc, io)
     assert code == 0, err
-    assert out.splitlines()[0] == "shout  [safe]  (local)"
+    assert out.splitlines()[0] == "shout  [safe]  (plugin)"
     problems = [line for line in err.splitlines() if "team_" in line]
     assert len(problems) == 2 and "Traceback" not in err  # one line each
     assert "plugin 'team_broken': ModuleNotFoundError: No module named " in problems[0]

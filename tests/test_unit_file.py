@@ -130,7 +130,7 @@ def test_syscall_filter_and_network(system):
 
 def test_credentials_are_documented():
     text = SYSTEM_UNIT.read_text()
-    assert "#LoadCredential=RELAYBOT_LLM_API_KEY:/etc/relaybot/credentials/" in text
+    assert "#LoadCredential=OPENAI_API_KEY:/etc/relaybot/credentials/" in text
     assert "$CREDENTIALS_DIRECTORY/<name>" in text
 
 

@@ -48,6 +48,7 @@ def load_plugins(
     plugin_dirs: Sequence[Path] = (),
     group: str = ENTRY_POINT_GROUP,
     log_problems: bool = True,
+    fresh: bool = False,
 ) -> tuple[list[Tool], list[str]]:
     """(tools, problems) from the named modules, then from the installed entry points.
 
@@ -55,6 +56,8 @@ def load_plugins(
     named in the hint for a module that is not found. Never raises for a plugin's fault: each
     problem is returned (and logged, unless `log_problems` is false) as one line naming the
     plugin, the reason and the likely fix. A tool name seen twice keeps the first tool.
+    `fresh` imports the named modules again when imported before (a reload: their files may
+    have changed); installed entry points stay as they are.
     """
     dirs = list(dict.fromkeys(d.resolve() for d in plugin_dirs))
     for directory in dirs:
@@ -86,8 +89,16 @@ def load_plugins(
             else:
                 tools[tool.name] = tool
 
+    if fresh:
+        importlib.invalidate_caches()  # a file added since: its directory is listed again
+
+    def imported(name: str) -> ModuleType:
+        if fresh and name in sys.modules:
+            return importlib.reload(sys.modules[name])
+        return importlib.import_module(name)
+
     for name in modules:
-        collect(repr(name), lambda name=name: _module_tools(importlib.import_module(name)), name)
+        collect(repr(name), lambda name=name: _module_tools(imported(name)), name)
     for ep in importlib.metadata.entry_points(group=group):
         collect(f"{ep.name!r} ({ep.value})", lambda ep=ep: _entry_point_tools(ep.load()))
     return list(tools.values()), problems

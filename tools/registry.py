@@ -45,6 +45,7 @@ __all__ = [
     "ToolRegistry",
     "current_context",
     "no_send",
+    "summary",
 ]
 
 log = logging.getLogger(__name__)
@@ -81,6 +82,20 @@ class ToolDefinition:
     def strict(self) -> bool:
         """Whether a provider may enforce this schema in its strict mode."""
         return self.strict_parameters is not None
+
+
+# The end of a sentence: . ! or ? then a space and a capital, not after "e.g." or "i.e.".
+_SENTENCE_END = re.compile(r"(?<!\be\.g\.)(?<!\bi\.e\.)(?<=[.!?])\s+(?=[A-Z])")
+
+
+def summary(description: str | None, *, sentence: bool = False) -> str:
+    """A tool description's first paragraph on one line (a docstring's lines joined, never cut
+    where the source wrapped), or only its first sentence."""
+    text = (description or "").strip().split("\n\n")[0]
+    text = " ".join(text.split())
+    if sentence:
+        text = _SENTENCE_END.split(text, maxsplit=1)[0]
+    return text
 
 
 def _snippet(raw: str, limit: int = 200) -> str:
@@ -145,10 +160,7 @@ class ToolRegistry:
 
     def summaries(self) -> list[str]:
         """One line per tool: name, tier and the first line of its description."""
-        return [
-            f"{t.name} [{t.tier}] {t.description.strip().splitlines()[0] if t.description else ''}"
-            for t in self._tools.values()
-        ]
+        return [f"{t.name} [{t.tier}] {summary(t.description)}" for t in self._tools.values()]
 
     def prepare(
         self, name: str, raw_arguments: str | dict[str, Any] | None

@@ -1,7 +1,8 @@
 """What a chat sees of the engine: the dispatcher (the engine as adapters call it), a message's
 way in (``_intake``), turns and their delivery, commands, confirmations, background jobs, each
 chat's settings, schedules, media, limits and permissions, pairing (strangers asking to be
-let in), forgetting and housekeeping; the settings in force (``Live``), which a reload swaps.
+let in), forgetting and housekeeping; the settings in force (``Live``) and the model and tools
+a turn runs with (``Tooling``), which a reload swaps.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from engine.chat._schedules import Schedules, ScheduleSettings
 from engine.chat._settings import Live, LoopOptions, PairingSettings, Settings
 from engine.chat._speech import VoiceAnswers
 from engine.chat._spend import DailyPictures, Meter, Payer, charged
-from engine.chat._turns import PromptPart, TurnRunner, TurnSettings
+from engine.chat._tooling import PromptPart, Tooling
+from engine.chat._turns import TurnRunner, TurnSettings
 
 __all__ = [
     "Background",
@@ -60,6 +62,7 @@ __all__ = [
     "ScheduleSettings",
     "Schedules",
     "Settings",
+    "Tooling",
     "TurnRunner",
     "TurnSettings",
     "VoiceAnswers",

@@ -35,6 +35,10 @@ class Background:
         self.send_for = send_for
         self.runner = JobRunner(registry, on_done=self._done, on_start=self._started)
 
+    def use(self, registry: ToolRegistry) -> None:
+        """The tools in force (a reload's): jobs recovered or recorded from now on use them."""
+        self.registry = self.runner.registry = registry
+
     async def _started(self, job: Job) -> None:
         conv = await self.store.conversations.active(job.key.channel, job.key.chat_id)
         tool = self.registry.get(job.tool)

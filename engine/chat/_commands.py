@@ -26,7 +26,7 @@ from engine.loop import ConversationKey
 from engine.store import Store
 from engine.work import ChatQueues, Cluster, Compact, Rewind
 from tools.errors import LLMError
-from tools.registry import ToolRegistry
+from tools.registry import summary
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,6 @@ class Commands:
         self,
         *,
         store: Store,
-        registry: ToolRegistry,
         queues: ChatQueues,
         turns: TurnRunner,
         confirmations: Confirmations,
@@ -54,7 +53,6 @@ class Commands:
         memory: Remembered | None = None,
     ) -> None:
         self.store = store
-        self.registry = registry
         self.queues = queues
         self.turns = turns
         self.confirmations = confirmations
@@ -242,8 +240,8 @@ class Commands:
     def _help(self, language: str | None) -> str:
         _ = translator(language).gettext
         lines = []
-        for tool in self.registry.select():
-            first = (tool.description or "").strip().split("\n")[0].split(". ")[0].rstrip(".")
+        for tool in self.turns.loop.registry.select():  # those in force (a reload changes them)
+            first = summary(tool.description, sentence=True).rstrip(".")
             if first:
                 ask = " " + _("(I ask you first)") if tool.destructive else ""
                 lines.append(f"• {first[0].upper()}{first[1:]}{ask}")

@@ -36,6 +36,7 @@ from engine.chat._recovery import recover
 from engine.chat._schedules import Schedules
 from engine.chat._settings import Live, Settings
 from engine.chat._stalled import Stalled
+from engine.chat._tooling import Tooling
 from engine.chat._turns import TurnRunner
 from engine.loop import ConversationKey, ToolLoop
 from engine.store import Adoption, InboxState, Store
@@ -135,6 +136,17 @@ class Dispatcher:
 
     def add_channel(self, channel: Channel) -> None:
         self.channels[channel.name] = channel
+
+    def reload(self, settings: Settings, tooling: Tooling | None = None) -> None:
+        """Put `settings` (and `tooling`: a new model and tools) in force for what starts from
+        now on, in one step; what runs keeps what it started with (bot/_reload.py)."""
+        if tooling is not None:
+            self.background.use(tooling.loop.registry)
+            self.chat_settings.models = list(settings.models)
+            self.chat_settings.default_model = tooling.loop.model.name
+            if tooling.loop.context is not None:
+                tooling.loop.context.discover_soon()
+        self.live.swap(settings, tooling)
 
     @property
     def busy(self) -> int:

@@ -13,6 +13,7 @@ from engine.chat._limits import LimitSettings
 from engine.chat._media import MediaSettings
 from engine.chat._memory import MemorySettings
 from engine.chat._schedules import ScheduleSettings
+from engine.chat._tooling import Tooling
 from engine.context import ContextSettings
 from engine.models import Model, Prices
 
@@ -72,16 +73,21 @@ class Settings:
 
 
 class Live:
-    """The settings in force. The parts that hold settings read them here, where a message, a
-    press or a turn starts; a reload replaces them whole with :meth:`swap` (one assignment,
-    between two steps of the event loop: a turn never sees half of each)."""
+    """The settings in force, and the tooling (the model and tools, engine/chat/_tooling.py).
+    The parts that hold settings read them here, where a message, a press or a turn starts; a
+    reload replaces them whole with :meth:`swap` (assignments between two steps of the event
+    loop: a turn never sees half of each)."""
+
+    tooling: Tooling  # set by the composition root once the loop is built
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.loaded_at = time.time()
 
-    def swap(self, settings: Settings) -> Settings:
-        """Put `settings` in force; returns the ones they replace."""
+    def swap(self, settings: Settings, tooling: Tooling | None = None) -> Settings:
+        """Put `settings` (and `tooling`) in force; returns the settings they replace."""
         old, self.settings = self.settings, settings
+        if tooling is not None:
+            self.tooling = tooling
         self.loaded_at = time.time()
         return old

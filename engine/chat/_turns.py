@@ -15,7 +15,6 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from engine import Backoff, metrics
 from engine._channel import Channel, Reaction
@@ -29,6 +28,7 @@ from engine.chat._progress import Progress
 from engine.chat._reactions import StatusReactions
 from engine.chat._speech import VoiceAnswers
 from engine.chat._spend import Meter, charging
+from engine.chat._tooling import PromptPart, Tooling
 from engine.context import RecentImages, Window
 from engine.i18n import language_line
 from engine.loop import ConversationKey, ToolLoop, TurnContext, TurnResult
@@ -51,13 +51,6 @@ GROUP_NOTE = (
 )
 
 
-class PromptPart(Protocol):
-    """Something a turn's system prompt carries for its chat and user (what is remembered, the
-    skills offered): "" adds nothing, so a request without any stays byte for byte the same."""
-
-    async def prompt(self, channel: str, chat_id: str, user_id: str, is_private: bool) -> str: ...
-
-
 @dataclass(slots=True)
 class TurnSettings:
     system_prompt: str = ""
@@ -72,7 +65,7 @@ class TurnRunner:
     def __init__(
         self,
         store: Store,
-        loop: ToolLoop,
+        tooling: Callable[[], Tooling],
         channels: Mapping[str, Channel],
         confirmations: Confirmations,
         permissions: Permissions,
@@ -86,8 +79,8 @@ class TurnRunner:
         tasks: Tasks | None = None,
     ) -> None:
         self.store = store
-        self.parts = parts  # appended to the system prompt, in order
-        self.loop = loop
+        self.parts = parts  # appended to the system prompt, in order (then the tooling's)
+        self._tooling = tooling  # the model and tools in force: each turn keeps the one it took
         self.channels = channels
         self.confirmations = confirmations
         self.permissions = permissions
@@ -108,6 +101,11 @@ class TurnRunner:
         model's note."""
         chosen = self.chat_settings
         return chosen.languages.of(key, user_id) if chosen is not None else "en"
+
+    @property
+    def loop(self) -> ToolLoop:
+        """The tool loop in force (a turn uses the one it started with)."""
+        return self._tooling().loop
 
     async def user_turn(self, key: ConversationKey, rows: Sequence[InboxRow]) -> None:
         last = rows[-1]
@@ -136,7 +134,8 @@ class TurnRunner:
         started = time.monotonic()
         streaming = self.settings.stream and channel.capabilities.edits
         live = LiveReply(channel, conv.chat_id, reply_to) if streaming else None
-        ctx = self._context(conv, user_id, user_name, live)
+        tooling = self._tooling()
+        ctx = self._context(conv, user_id, user_name, live, tooling.loop)
         progress = None
         if self.settings.tool_progress and channel.capabilities.edits:
             progress = Progress(channel, conv.chat_id, reply_to)
@@ -145,9 +144,9 @@ class TurnRunner:
         self.reactions.show(conv.channel, conv.chat_id, answered, Reaction.WORKING)
         outcome: Reaction | None = Reaction.FAILED
         try:
-            with charging(self.meter, conv.channel, conv.chat_id, user_id):
+            with tooling.use(), charging(self.meter, conv.channel, conv.chat_id, user_id):
                 result = await self._run(
-                    conv, ctx, channel, live, reply_to, answering, resume, failed, started
+                    conv, ctx, tooling, channel, live, reply_to, answering, resume, failed, started
                 )
             outcome = Reaction.DONE if result is not None else Reaction.FAILED
             return result
@@ -164,6 +163,7 @@ class TurnRunner:
         self,
         conv: Conversation,
         ctx: TurnContext,
+        tooling: Tooling,
         channel: Channel,
         live: LiveReply | None,
         reply_to: str | None,
@@ -174,10 +174,11 @@ class TurnRunner:
     ) -> TurnResult | None:
         user_id, user_name = ctx.user_id, ctx.user_name
         ctx.granted = await self.permissions.granted(ctx.key)
-        for part in self.parts:
+        loop = tooling.loop
+        for part in (*self.parts, *tooling.parts):
             if text := await part.prompt(conv.channel, conv.chat_id, user_id, conv.is_private):
                 ctx.system = f"{ctx.system}\n\n{text}".strip()
-        window, history = await self._history(conv)
+        window, history = await self._history(conv, loop)
         if self.images is not None:
             history = await self.images.for_turn(conv.channel, history)
         answer: list[int] = []
@@ -191,14 +192,14 @@ class TurnRunner:
         try:
             async with typing(channel, conv.chat_id):
                 if resume is None:
-                    result = await self.loop.run(history, ctx, record=record, window=window)
+                    result = await loop.run(history, ctx, record=record, window=window)
                 else:
                     conf, approved, reason = resume
 
                     async def starting() -> bool:
                         return await self.confirmations.started(conf)
 
-                    result = await self.loop.resume(
+                    result = await loop.resume(
                         history,
                         pending_call(conf),
                         approved,
@@ -245,10 +246,12 @@ class TurnRunner:
         )
         return result
 
-    async def _history(self, conv: Conversation) -> tuple[Window | None, list[Message]]:
+    async def _history(
+        self, conv: Conversation, loop: ToolLoop
+    ) -> tuple[Window | None, list[Message]]:
         """What the turn starts from: with a context budget, the summary and what follows it."""
-        if self.loop.context is not None:
-            return await self.loop.context.load(conv.id)
+        if loop.context is not None:
+            return await loop.context.load(conv.id)
         return None, await self.store.conversations.history(conv.id, self.settings.history_limit)
 
     async def deliver(
@@ -293,7 +296,12 @@ class TurnRunner:
                 await backoff.sleep()
 
     def _context(
-        self, conv: Conversation, user_id: str, user_name: str, live: LiveReply | None
+        self,
+        conv: Conversation,
+        user_id: str,
+        user_name: str,
+        live: LiveReply | None,
+        loop: ToolLoop,
     ) -> TurnContext:
         key = ConversationKey(conv.channel, conv.chat_id)
         system = self.settings.system_prompt
@@ -304,7 +312,7 @@ class TurnRunner:
         if not conv.is_private:
             system = f"{system}\n\n{GROUP_NOTE}".strip()
             if self.settings.dm_only:
-                tools = [n for n in self.loop.registry.names() if n not in self.settings.dm_only]
+                tools = [n for n in loop.registry.names() if n not in self.settings.dm_only]
         if spoken := language_line(self.language(key, user_id)):  # none for English
             system = f"{system}\n\n{spoken}".strip()
         admin = self.permissions.policy.is_admin(conv.channel, user_id)
@@ -324,18 +332,10 @@ class TurnRunner:
 
 
 def _log_turn(ctx: TurnContext, result: TurnResult, seconds: float) -> None:
-    tools = ", ".join(result.tool_calls) or "none"
-    outcome = "waiting for a confirmation" if result.pending else "answered"
+    u, outcome = result.usage, "waiting for a confirmation" if result.pending else "answered"
     log.info(
         "turn in %s for user %s %s in %.2f s; tools: %s; tokens: %d in (cache: %d read, "
         "%d written), %d out",
-        ctx.key,
-        ctx.user_id,
-        outcome,
-        seconds,
-        tools,
-        result.usage.prompt_tokens,
-        result.usage.cached_tokens,
-        result.usage.cache_write_tokens,
-        result.usage.completion_tokens,
+        *(ctx.key, ctx.user_id, outcome, seconds, ", ".join(result.tool_calls) or "none"),
+        *(u.prompt_tokens, u.cached_tokens, u.cache_write_tokens, u.completion_tokens),
     )

@@ -146,7 +146,7 @@ class ToolCalls:
                 tool=prepared.tool.name,
                 args=prepared.tool.job_args(prepared.json_args),
             )
-            await self.jobs.start(job, self._tool_context(state, call))
+            await self.jobs.start(job, self._tool_context(state, call), registry=self.registry)
             return ToolResult.started(job.id, prepared.tool.name)
         return await self.run_one(state, call, prepared)
 

@@ -62,22 +62,31 @@ class JobRunner:
     def running(self) -> list[str]:
         return list(self._tasks)
 
-    async def start(self, job: Job, context: ToolContext, *, new: bool = True) -> None:
-        """Run `job`; `new=False` re-runs a job recorded before (after a restart)."""
+    async def start(
+        self,
+        job: Job,
+        context: ToolContext,
+        *,
+        new: bool = True,
+        registry: ToolRegistry | None = None,
+    ) -> None:
+        """Run `job` with `registry`'s tool (the turn's; else this runner's); `new=False` re-runs
+        a job recorded before (after a restart)."""
         if new:
             await self.on_start(job)
-        task = asyncio.create_task(self._run(job, context), name=f"job-{job.id}")
+        run = self._run(job, context, registry or self.registry)
+        task = asyncio.create_task(run, name=f"job-{job.id}")
         self._tasks[job.id] = task
         task.add_done_callback(lambda _t: self._tasks.pop(job.id, None))
 
-    async def _run(self, job: Job, context: ToolContext) -> None:
-        prepared = self.registry.prepare(job.tool, job.args)
+    async def _run(self, job: Job, context: ToolContext, registry: ToolRegistry) -> None:
+        prepared = registry.prepare(job.tool, job.args)
         if isinstance(prepared, ToolResult):
             result = prepared
         else:
             # A background job runs as long as it needs unless the tool sets its own limit.
             limit = prepared.tool.timeout_s or _NO_LIMIT_S
-            result = await self.registry.run(prepared, context, timeout_s=limit)
+            result = await registry.run(prepared, context, timeout_s=limit)
         await self._deliver(job, result)
 
     def callback(

@@ -1,0 +1,171 @@
+"""The model and tools a config describes, as one generation: the model (failover over its
+fallbacks) and the models chats may choose, the skills, and the tool registry (built-ins,
+plugins, use_skill, MCP servers' tools). The App builds the first at start-up; a reload
+(bot/_reload.py) builds the next from the new file and puts it in force with the settings
+(:func:`put_in_force`). A turn keeps the generation it started with (engine.chat.Tooling); a
+replaced one is closed (its MCP servers stopped, its model clients closed) once its last turn
+has ended, or when the App stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from bot._checks import configured_skills
+from bot._engine import retool
+from bot._models import build_model, chat_models
+from bot._settings import engine_settings
+from bot.config import Config
+from engine import Model
+from engine.chat import LoopOptions, Tooling
+from tools import Tool
+from tools.builtins import MemoryAccess, ScheduleAccess, WallClock, builtin_tools
+from tools.config import apply_policy
+from tools.plugins import load_plugins
+from tools.registry import ToolRegistry
+from tools.skills import Skills, use_skill_tool
+
+if TYPE_CHECKING:
+    from bot.app import App
+    from tools.mcp import McpManager
+
+log = logging.getLogger(__name__)
+
+
+@contextlib.asynccontextmanager
+async def open_tools(
+    config: Config,
+    *,
+    memory: MemoryAccess | None = None,
+    schedules: ScheduleAccess | None = None,
+    extra: Sequence[Tool] = (),
+    clock: WallClock | None = None,
+    skills: Skills | None = None,
+) -> AsyncIterator[tuple[ToolRegistry, McpManager | None]]:
+    """The registry with built-ins, plugins, `extra` tools and MCP servers' tools (and
+    use_skill when there are `skills`)."""
+    registry = ToolRegistry(default_timeout_s=config.tools.default_timeout_s)
+    search_key = config.search_key()
+    for tool in builtin_tools(
+        config.tools, memory=memory, schedules=schedules, search_key=search_key, clock=clock
+    ):
+        registry.register(tool)
+    if skills:
+        registry.register(use_skill_tool(skills))
+    plugin_tools, _problems = load_plugins(  # each problem already logged
+        config.tools.plugins, plugin_dirs=config.plugin_dirs()
+    )
+    for tool in [*plugin_tools, *extra]:
+        try:
+            registry.register(tool)
+        except Exception as exc:
+            log.error("tool %s not registered: %s", getattr(tool, "name", tool), exc)
+    async with contextlib.AsyncExitStack() as stack:
+        mcp = None
+        if config.mcp.servers:  # the mcp SDK takes a while to import: only when used
+            from tools.mcp import McpManager
+
+            mcp = await stack.enter_async_context(McpManager(config.mcp.servers, registry))
+        for warning in apply_policy(registry, config.tools):
+            log.warning("%s", warning)
+        yield registry, mcp
+
+
+@dataclass(slots=True)
+class Generation:
+    model: Model
+    models: dict[str, Model]  # [llm] models_allowed, by name
+    registry: ToolRegistry
+    mcp: McpManager | None
+    skills: Skills
+    stack: contextlib.AsyncExitStack  # closes its MCP servers and model clients
+
+
+def loop_options(cfg: Config) -> LoopOptions:
+    return LoopOptions(
+        max_iterations=cfg.llm.max_iterations,
+        max_output_chars=cfg.engine.max_tool_output_chars,
+        retry_budget=cfg.engine.retry_budget,
+        confirmation_timeout_s=cfg.tools.confirmation_timeout_s,
+        max_parallel_tools=cfg.engine.max_parallel_tools,
+    )
+
+
+async def open_generation(app: App, cfg: Config, *, model: Model | None = None) -> Generation:
+    """The model and tools `cfg` describes, for `app`; `model` (the App's first, which the
+    media parts use too) is used as it is, and left open when the generation closes."""
+    stack = contextlib.AsyncExitStack()
+    try:
+        skills = await asyncio.to_thread(configured_skills, cfg)
+        for problem in skills.problems:
+            log.warning("skill %s", problem)
+        schedules = ScheduleAccess(
+            app.store.schedules, cfg.schedules.max_per_chat, cfg.schedules.min_interval_s,
+            app.clock.now,
+        )  # fmt: skip
+        registry, mcp = await stack.enter_async_context(
+            open_tools(
+                cfg,
+                memory=MemoryAccess(app.store.memory, app.is_admin),
+                schedules=schedules,
+                extra=(*app.extra_tools, *app.pictures),
+                clock=app.clock,
+                skills=skills,
+            )
+        )
+        if model is None:
+            model = build_model(cfg)
+            stack.push_async_callback(model.aclose)
+        models = chat_models(cfg, model)
+        for other in models.values():
+            if other is not model:
+                stack.push_async_callback(other.aclose)
+    except BaseException:
+        await stack.aclose()
+        raise
+    return Generation(model, models, registry, mcp, skills, stack)
+
+
+async def put_in_force(app: App, cfg: Config) -> None:
+    """Build `cfg`'s generation and put it and `cfg`'s settings in force, in one step, for what
+    starts from now on; the one it replaces is closed once its turns have ended. Raises (and
+    changes nothing) when the generation cannot be built: a fallback's key missing, say."""
+    generation = await open_generation(app, cfg)
+    engine = app.dispatcher
+    settings = engine_settings(cfg, generation.models)
+    tooling = retool(
+        engine,
+        generation.model,
+        generation.registry,
+        settings,
+        loop_options(cfg),
+        [generation.skills] if generation.skills else [],
+    )
+    old, replaced = engine.live.tooling, app.generation
+    engine.reload(settings, tooling)  # no await between building and this: one step
+    app.generation = generation
+    task = asyncio.create_task(_close_after(old, replaced), name="retire-tools")
+    app.retiring.add(task)
+    task.add_done_callback(app.retiring.discard)
+    if generation.model.name != old.loop.model.name:
+        log.info("model: %s (was %s)", generation.model.name, old.loop.model.name)
+
+
+async def _close_after(tooling: Tooling, generation: Generation) -> None:
+    """Close `generation` once the last turn running with it (with `tooling`) has ended."""
+    await tooling.idle()
+    try:
+        await generation.stack.aclose()
+    except Exception:
+        log.exception("closing the tools a reload replaced failed")
+
+
+async def close_generations(app: App) -> None:
+    """At exit, once the turns have ended: every generation still open."""
+    await asyncio.gather(*app.retiring, return_exceptions=True)
+    await app.generation.stack.aclose()

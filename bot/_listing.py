@@ -1,0 +1,44 @@
+"""What `relaybot tools` and `relaybot skills` print: every tool the model is offered, with its
+tier and where it comes from (built-in, plugin, or mcp:SERVER), and the skills found."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from bot.config import Config
+from tools.plugins import load_plugins
+from tools.registry import summary
+
+
+async def list_tools(config: Config) -> int:
+    from bot._generation import open_tools
+
+    async with open_tools(config) as (registry, mcp):
+        sources = {info.name: f"mcp:{info.server}" for info in mcp.tools()} if mcp else {}
+        plugins, _ = load_plugins(  # imported already: the same tools, no second report
+            config.tools.plugins, plugin_dirs=config.plugin_dirs(), log_problems=False
+        )
+        sources.update({tool.name: "plugin" for tool in plugins})
+        for spec in registry.definitions(registry.names()):  # what the model is offered
+            print(f"{spec.name}  [{spec.tier}]  ({sources.get(spec.name, 'built-in')})")
+            if text := summary(spec.description):
+                print(f"    {text}")
+            print(f"    schema: {json.dumps(spec.parameters, separators=(',', ':'))}")
+    return 0
+
+
+async def list_skills(config: Config) -> int:
+    from bot._checks import configured_skills
+
+    found = await asyncio.to_thread(configured_skills, config)
+    for skill in found.skills.values():
+        print(f"{skill.name}  ({skill.folder})")
+        print(f"    {skill.description}")
+        if skill.chats:
+            print(f"    only in: {', '.join(sorted(skill.chats))}")
+    if not found:
+        print(f"no skills in {', '.join(map(str, config.skill_dirs()[0]))}")
+    for problem in found.problems:
+        print(f"problem: {problem}")
+    return 1 if found.problems else 0

@@ -1,0 +1,247 @@
+"""Installed from a wheel, relaybot works from any directory: the wheel is built from a copy of
+the source, installed into a fresh venv, and run from an empty directory: `relaybot init`
+(answers piped) writes under $XDG_CONFIG_HOME, a plugin and a skill put there are found,
+`relaybot chat` answers through the fake OpenAI server, `relaybot install-service` prints and
+installs the unit naming this venv's relaybot.
+
+Nothing is fetched: the wheel is built with the test venv's setuptools (--no-build-isolation)
+and installed with --no-deps --no-index; its dependencies come from the test venv's
+site-packages through a .pth file (a full `pip install WHEEL` resolves ~60 packages from the
+indexes and takes minutes here; what is tested is relaybot's own packaging). The wheel's
+relaybot is the one imported: checked below.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.openai_server import FakeOpenAI, text, tool_call
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCES = ("pyproject.toml", "README.md", "bot", "channels", "engine", "tools", "deploy")
+
+PLUGIN = '''
+from tools import tool
+
+
+@tool
+def order_status(order_id: str) -> str:
+    """Look up where an order is: packed, shipped or delivered.
+
+    Args:
+        order_id: the order's number.
+    """
+    return f"order {order_id} is shipped"
+'''
+SKILL = """---
+name: haiku
+description: Answer in a haiku when asked for a poem.
+---
+Three lines: five, seven and five syllables.
+"""
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A venv with relaybot installed from a freshly built wheel: its bin/ directory."""
+    import setuptools
+
+    if int(setuptools.__version__.split(".")[0]) < 77:
+        pytest.skip("the wheel is built with setuptools>=77 (the [dev] extra installs it)")
+    base = tmp_path_factory.mktemp("install")
+    src = base / "src"
+    src.mkdir()
+    junk = shutil.ignore_patterns("__pycache__", "*.egg-info")
+    for name in SOURCES:
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, src / name, ignore=junk)
+        else:
+            shutil.copy2(ROOT / name, src / name)
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    build = [*pip, "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", "dist"]
+    subprocess.run([*build, "./src"], cwd=base, check=True, timeout=120)
+    [wheel] = (base / "dist").glob("relaybot-*.whl")
+    venv = base / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True, timeout=60)
+    python = venv / "bin" / "python"
+    install = [*pip, "--python", str(python), "install", "--no-deps", "--no-index", str(wheel)]
+    subprocess.run(install, check=True, timeout=120)
+    purelib = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    (Path(purelib) / "_relaybot_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return venv / "bin"
+
+
+def _env(base: Path, **extra: str) -> dict[str, str]:
+    """A clean environment: no XDG_*, RELAYBOT_* or PYTHONPATH of the test's own."""
+    keep = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("XDG_", "RELAYBOT_", "PYTHON")) and k != "VIRTUAL_ENV"
+    }
+    return {
+        **keep,
+        "XDG_CONFIG_HOME": str(base / "xdg"),
+        "XDG_STATE_HOME": str(base / "state"),
+        **extra,
+    }
+
+
+async def _run(
+    bin_dir: Path, cwd: Path, env: dict[str, str], *args: str, stdin: bytes = b""
+) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        bin_dir / "relaybot", *args, cwd=cwd, env=env,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(proc.communicate(stdin), 60)
+    return proc.returncode or 0, out.decode(), err.decode()
+
+
+async def test_wheel_installs_a_relaybot_that_works_from_an_empty_directory(
+    installed: Path, tmp_path: Path, llm: FakeOpenAI
+) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    env = _env(tmp_path, RB_INSTALL_KEY="sk-install-test-key-1234")
+    where = (
+        await asyncio.to_thread(
+            subprocess.run,
+            [installed / "python", "-c", "import bot, tools; print(bot.__file__)"],
+            cwd=empty, env=env, capture_output=True, text=True, check=True,
+        )
+    ).stdout  # fmt: skip
+    assert where.startswith(str(installed.parent)), where  # the wheel's, not the checkout's
+
+    answers = f"{llm.base_url}\nfake-model\nRB_INSTALL_KEY\nn\nn\n".encode()
+    code, out, err = await _run(installed, empty, env, "init", stdin=answers)
+    config = tmp_path / "xdg" / "relaybot" / "config.toml"
+    assert code == 0, err
+    assert f"Wrote {config}" in out and list(empty.iterdir()) == []
+
+    # A plugin and a skill next to the config, found from any directory.
+    (config.parent / "shop_tools.py").write_text(PLUGIN)
+    (config.parent / "skills" / "haiku").mkdir(parents=True)
+    (config.parent / "skills" / "haiku" / "SKILL.md").write_text(SKILL)
+    text_ = config.read_text()
+    assert "[tools]\n" in text_  # a local model: init wrote a small tool set
+    config.write_text(text_.replace("[tools]\n", '[tools]\nplugins = ["shop_tools"]\n'))
+
+    code, out, err = await _run(installed, empty, env, "check-config")
+    assert code == 0 and f"{config}: OK" in out, out + err
+    assert "warning" not in out, out
+    code, out, err = await _run(installed, empty, env, "tools")
+    assert code == 0, err
+    assert "order_status  [safe]  (plugin)" in out
+    assert "    Look up where an order is: packed, shipped or delivered." in out
+    code, out, err = await _run(installed, empty, env, "skills")
+    assert code == 0 and f"haiku  ({config.parent / 'skills' / 'haiku'})" in out, out + err
+
+    llm.script(
+        text("Hello from the installed relaybot."),
+        tool_call("order_status", {"order_id": "42"}),
+        text("Order 42 is shipped."),
+    )
+    code, out, err = await _run(installed, empty, env, "chat", stdin=b"hello\nwhere is order 42?\n")
+    assert code == 0, err
+    assert out.splitlines() == ["Hello from the installed relaybot.", "Order 42 is shipped."]
+    assert llm.requests[1]["model"] == "fake-model"
+    assert llm.requests[2]["messages"][-1]["content"] == "order 42 is shipped"
+    assert (tmp_path / "state" / "relaybot" / "relaybot.db").exists()
+    assert list(empty.iterdir()) == []  # nothing written where it was run
+
+
+async def test_install_service_names_the_installed_relaybot(
+    installed: Path, tmp_path: Path
+) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    env = _env(tmp_path)
+    config = tmp_path / "xdg" / "relaybot" / "config.toml"
+    code, out, err = await _run(installed, empty, env, "install-service")
+    assert code == 0, err
+    assert "Type=notify" in out and "DynamicUser=yes" in out  # the system unit of deploy/
+    assert f"ExecStart={installed / 'relaybot'} run -c /etc/relaybot/config.toml" in out
+    assert "systemctl daemon-reload && systemctl enable --now relaybot" in err
+    assert "relaybot.env.example" in err and "share/relaybot/deploy" in err  # from the wheel
+
+    code, out, err = await _run(installed, empty, env, "install-service", "--user", "--install")
+    unit = tmp_path / "xdg" / "systemd" / "user" / "relaybot.service"
+    assert code == 0, err
+    assert f"Wrote {unit}" in out and "systemctl --user daemon-reload" in out
+    written = unit.read_text()
+    assert f"ExecStart={installed / 'relaybot'} run -c {config}\n" in written
+    assert "ExecReload=/bin/kill -HUP $MAINPID" in written and "PrivateUsers=yes" in written
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        return  # the unit of deploy/ is verified in tests/test_unit_file.py where it can be
+    check = await asyncio.to_thread(
+        subprocess.run,
+        [analyze, "--user", "verify", str(unit)], capture_output=True, text=True, timeout=60,
+        env={"PATH": "/usr/bin:/bin", "XDG_RUNTIME_DIR": str(tmp_path), "HOME": str(tmp_path)},
+    )  # fmt: skip
+    output = check.stdout + check.stderr
+    if "Failed to initialize manager" not in output:  # it checks that ExecStart= exists too
+        assert check.returncode == 0 and str(unit) not in output, output
+
+
+def test_the_wheel_carries_what_the_commands_read(installed: Path) -> None:
+    share = installed.parent / "share" / "relaybot" / "deploy"
+    for name in ("relaybot.service", "relaybot-user.service", "relaybot@.service"):
+        assert (share / name).read_text() == (ROOT / "deploy" / name).read_text()
+    assert (share / "relaybot.env.example").exists()
+    guide = list(installed.parent.glob("lib/python*/site-packages/tools/PLUGINS.md"))
+    assert guide and guide[0].read_text() == (ROOT / "tools" / "PLUGINS.md").read_text()
+
+
+def test_containerfile_copies_what_the_wheel_needs_and_runs_unprivileged() -> None:
+    lines = (ROOT / "Containerfile").read_text().splitlines()
+    copied = {
+        line.split()[1] for line in lines if line.startswith("COPY ") and "--from" not in line
+    }
+    assert {"pyproject.toml", *SOURCES[2:]} <= copied  # every package, and deploy/ for the units
+    users = [line.split()[1] for line in lines if line.startswith("USER ")]
+    assert users and users[-1] not in ("root", "0")
+    assert 'VOLUME ["/var/lib/relaybot"]' in lines
+    assert any("STATE_DIRECTORY=/var/lib/relaybot" in line for line in lines)  # the store there
+
+
+BUILDER = shutil.which("podman") or shutil.which("docker")
+
+
+@pytest.mark.skipif(
+    BUILDER is None or os.environ.get("RELAYBOT_CONTAINER_TEST") != "1",
+    reason="needs podman (or docker with a daemon) and RELAYBOT_CONTAINER_TEST=1: the build "
+    "pulls python:3.11-slim and relaybot's dependencies from the internet, which tests may "
+    "not reach unless asked to",
+)
+def test_the_image_builds_and_runs_as_a_non_root_user(tmp_path: Path) -> None:
+    assert BUILDER is not None
+    tag = f"relaybot-test:{os.getpid()}"
+    subprocess.run([BUILDER, "build", "-t", tag, "-f", "Containerfile", "."], cwd=ROOT,
+                   check=True, timeout=900)  # fmt: skip
+    try:
+        run = [BUILDER, "run", "--rm", "--entrypoint", "sh", tag, "-c"]
+        out = subprocess.run(
+            [*run, "id -u; relaybot --version; relaybot install-service"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
+        ).stdout
+        uid, version, *unit = out.splitlines()
+        assert uid != "0" and version.startswith("relaybot ")
+        assert "ExecStart=/opt/relaybot/bin/relaybot run -c /etc/relaybot/config.toml" in unit
+    finally:
+        subprocess.run([BUILDER, "rmi", "-f", tag], capture_output=True, timeout=120)
