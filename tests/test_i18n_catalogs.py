@@ -8,6 +8,7 @@ from __future__ import annotations
 import string
 import subprocess
 import sys
+import typing
 
 import pytest
 from babel.messages.catalog import Catalog
@@ -95,6 +96,14 @@ def test_languages_from_the_platforms_and_the_cache() -> None:
     assert Command.HELP.describe("zh") == "我能做什么"
     assert language_line("en-US") == "" and language_line(None) == ""
     assert language_line("fr-CA") == "The user's language is French (fr)."
+
+
+def test_the_config_offers_the_languages_there_are_catalogs_for() -> None:
+    from bot._sections import EngineConfig
+
+    assert typing.get_args(EngineConfig.model_fields["language"].annotation) == tuple(LANGUAGES)
+    with pytest.raises(ValueError, match="'en', 'de', 'es', 'fr', 'ru' or 'zh'"):
+        EngineConfig(language="pt")
 
 
 def test_the_daemon_reads_the_catalogs_without_babel() -> None:
