@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 CONFIG ?= config.toml
 
-.PHONY: run chat init test lint bench clean
+.PHONY: run chat init test lint bench clean catalogs
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -51,3 +51,10 @@ bench: $(BIN)/.dev
 
 clean:
 	rm -rf $(VENV) *.egg-info
+
+# The message catalogs (engine/i18n): the template from the source, new messages into each
+# language's .po, and each .po compiled to the .mo the daemon reads. Commit all three.
+catalogs: $(BIN)/.dev
+	$(BIN)/python scripts/catalogs.py extract
+	$(BIN)/python scripts/catalogs.py update
+	$(BIN)/python scripts/catalogs.py compile

@@ -94,16 +94,6 @@ def build_engine(
     notices = Notices(channels, cluster.may_send) if cluster is not None else Notices(channels)
     policy = Policy(live)
     permissions = Permissions(store, policy)
-    limits = Limits(store, lambda: live.settings.limits, policy)
-    pairing = Pairing(store, live, policy, channels, notices, tasks)
-    confirmations = Confirmations(store, channels, queues, tasks, pairing.allowed, permissions)
-    meter = Meter(store, lambda: live.settings.prices)
-    background = Background(store, registry, queues, notices.sender)
-    shared = cluster is not None
-    loop = _tool_loop(store, background, confirmations, permissions, shared, model, registry, s,
-                      loop_options or LoopOptions())  # fmt: skip
-    live.tooling = Tooling(loop, parts)
-    context = loop.context
     chat_settings = ChatSettings(
         store,
         channels,
@@ -111,8 +101,22 @@ def build_engine(
         list(s.models),
         model.name,
         changed=cluster.settings_changed if cluster is not None else None,
+        language=lambda: live.settings.language,
         speaks=speaker is not None,
     )
+    languages = chat_settings.languages  # the language of relaybot's own words in a chat
+    limits = Limits(store, lambda: live.settings.limits, policy)
+    pairing = Pairing(store, live, policy, channels, notices, tasks, languages)
+    confirmations = Confirmations(
+        store, channels, queues, tasks, pairing.allowed, permissions, languages
+    )
+    meter = Meter(store, lambda: live.settings.prices)
+    background = Background(store, registry, queues, notices.sender)
+    shared = cluster is not None
+    loop = _tool_loop(store, background, confirmations, permissions, shared, model, registry, s,
+                      loop_options or LoopOptions())  # fmt: skip
+    live.tooling = Tooling(loop, parts)
+    context = loop.context
     voice = None
     if speaker is not None:
         voice = VoiceAnswers(speaker, s.media.max_speech_chars, chat_settings)

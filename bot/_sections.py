@@ -246,6 +246,7 @@ class EngineConfig(Section):
     shutdown_grace_s: float = Field(20.0, ge=0)
     max_quote_chars: int = Field(1_000, ge=0)  # of a message replied to, shown with it; 0: none
     tool_progress: bool = True  # a status message with a line per tool step while a turn runs
+    language: typing.Literal["en", "de", "es", "fr", "ru", "zh"] = "en"  # engine.i18n: where unsaid
 
 
 class ContextSection(Section):

@@ -39,6 +39,7 @@ def engine_settings(cfg: Config, models: dict[str, Model]) -> Settings:
         max_message_chars=cfg.access.max_message_chars,
         max_quote_chars=cfg.engine.max_quote_chars,
         tool_progress=cfg.engine.tool_progress,
+        language=cfg.engine.language,
         admins=set(cfg.access.admins),
         always_ask=set(cfg.tools.always_ask),
         limits=LimitSettings(

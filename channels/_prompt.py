@@ -19,9 +19,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from engine import ConfirmationPrompt
+from engine.i18n import N_, translator
 
 ATTACHMENT_NAME = "action.txt"
-ATTACHED_NOTE = f"The full action is attached as {ATTACHMENT_NAME} — read it before you answer."
+_ATTACHED = N_("The full action is attached as {name} — read it before you answer.")
+ATTACHED_NOTE = _ATTACHED.format(name=ATTACHMENT_NAME)
+
+
+def attached_note(language: str | None) -> str:
+    """The note that the action is attached, in `language`."""
+    return translator(language).gettext(_ATTACHED).format(name=ATTACHMENT_NAME)
+
 
 # (summary, details or None, attached) -> the visible text in the platform's markup
 Render = Callable[[str, str | None, bool], str]
@@ -55,18 +63,22 @@ def lay_out(
     return PromptMessage(text, (prompt.details or prompt.summary).encode())
 
 
-def who_and_when(user_name: str, expires_in: str) -> str:
+def who_and_when(user_name: str, expires_in: str, language: str | None = None) -> str:
     """The footer line: "Only Alice can answer · expires in 5 min"."""
-    return f"Only {user_name} can answer · expires {expires_in}"
+    footer = translator(language).gettext("Only {name} can answer · expires {when}")
+    return footer.format(name=user_name, when=expires_in)
 
 
-def in_words(seconds: float) -> str:
+def in_words(seconds: float, language: str | None = None) -> str:
     """A time span as a person says it: "in 45 s", "in 5 min", "in 2 h 10 min"."""
+    _ = translator(language).gettext
     seconds = max(round(seconds), 0)
     if seconds < 60:
-        return f"in {seconds} s"
+        return _("in {s} s").format(s=seconds)
     minutes = round(seconds / 60)
     if minutes < 60:
-        return f"in {minutes} min"
+        return _("in {m} min").format(m=minutes)
     hours, minutes = divmod(minutes, 60)
-    return f"in {hours} h {minutes} min" if minutes else f"in {hours} h"
+    if minutes:
+        return _("in {h} h {m} min").format(h=hours, m=minutes)
+    return _("in {h} h").format(h=hours)

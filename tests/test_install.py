@@ -203,6 +203,10 @@ def test_the_wheel_carries_what_the_commands_read(installed: Path) -> None:
     assert (share / "relaybot.env.example").exists()
     guide = list(installed.parent.glob("lib/python*/site-packages/tools/PLUGINS.md"))
     assert guide and guide[0].read_text() == (ROOT / "tools" / "PLUGINS.md").read_text()
+    site = guide[0].parent.parent
+    for language in ("de", "es", "fr", "ru", "zh"):  # the catalogs the daemon reads (engine.i18n)
+        mo = f"engine/i18n/locale/{language}/LC_MESSAGES/relaybot.mo"
+        assert (site / mo).read_bytes() == (ROOT / mo).read_bytes()
 
 
 def test_containerfile_copies_what_the_wheel_needs_and_runs_unprivileged() -> None:

@@ -121,7 +121,7 @@ async def test_memory_lists_each_fact_with_a_delete_button_and_forgets_it(
         yes = buttons_of(sure.params)[0]
         assert yes["text"] == "Yes, forget all"
         tg.inject_callback(DM, DM, menu_id, yes["callback_data"])
-        await tg.wait_for_call("editMessageText", lambda p: "Forgot 1 items" in p["text"])
+        await tg.wait_for_call("editMessageText", lambda p: "Forgot 1 item." in p["text"])
         empty = await say(tg, DM, DM, "/memory", 4)
     assert "metric" not in system_of(asked) and "#2: Works on project Kestrel" in system_of(asked)
     assert empty.startswith("I remember nothing about you")

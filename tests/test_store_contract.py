@@ -485,6 +485,11 @@ async def test_time_zones_are_per_user_and_chat_settings_per_chat(store: Store) 
         dataclasses.replace(prefs, model=None),
         ChatPrefs("t", "g2", persona="calm"),
     ]
+    spanish = dataclasses.replace(prefs, language="es")  # /settings language es
+    await store.chat_settings.save(spanish, "u1")
+    assert [p.language for p in await store.chat_settings.all() if p.chat_id == "g1"] == ["es"]
+    await store.chat_settings.save(prefs, "u1")  # language auto
+    assert [p.language for p in await store.chat_settings.all() if p.chat_id == "g1"] == [None]
 
 
 async def test_spend_adds_up_per_request_and_reads_per_user_chat_and_model(

@@ -21,20 +21,21 @@ from channels.discord._events import events_of
 from channels.discord._inbound import DECISION_RE, PressOn, press_on
 from channels.discord._interactions import too_late_to_answer
 from engine import ACTION_PATTERN, Choice, Reply, encode_action, encode_decision
+from engine.i18n import N_, translator
 
 log = logging.getLogger("channels.discord")
 
-STALE_BUTTON = "This button no longer works."
-FOREIGN_BUTTON = "This button does not belong to this message; nothing was done."
+STALE_BUTTON = N_("This button no longer works.")
+FOREIGN_BUTTON = N_("This button does not belong to this message; nothing was done.")
 
 
 class DecisionButton(discord.ui.DynamicItem[discord.ui.Button[Any]], template=DECISION_RE):
     """One answer button; custom_id ``rb:<id>:<choice>`` carries everything a press needs."""
 
-    def __init__(self, confirmation_id: str, choice: Choice) -> None:
+    def __init__(self, confirmation_id: str, choice: Choice, language: str | None = None) -> None:
         super().__init__(
             discord.ui.Button(
-                label=choice.label,
+                label=choice.text(language),
                 style=discord.ButtonStyle.danger
                 if choice.approves
                 else discord.ButtonStyle.secondary,
@@ -106,5 +107,6 @@ async def answer_dropped_press(interaction: discord.Interaction) -> None:
             interaction.message.id,
         )
     answer = STALE_BUTTON if where is PressOn.CLOSED else FOREIGN_BUTTON
+    said = translator(str(interaction.locale.value)).gettext(answer)
     with too_late_to_answer():
-        await interaction.response.send_message(answer, ephemeral=True)
+        await interaction.response.send_message(said, ephemeral=True)

@@ -31,7 +31,7 @@ from discord.shard import Shard
 from channels._config import DiscordConfig
 from channels._discord_shards import IdentifyPacer, Session, shard_layout, shard_of
 from channels.discord._buttons import ActionButton, DecisionButton, answer_dropped_press
-from channels.discord._commands import SLASH, slash_command
+from channels.discord._commands import SLASH, Localizations, slash_command
 from channels.discord._events import Events
 from channels.discord._trace import failures
 
@@ -90,6 +90,7 @@ class Client(discord.AutoShardedClient):
             shard_layout(self.shard_count, self.shard_ids),
         )
         self.add_dynamic_items(DecisionButton, ActionButton)
+        await self.tree.set_translator(Localizations())  # the command menu in each language
         await self._sync_commands()
 
     async def _sync_commands(self) -> None:

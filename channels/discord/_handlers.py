@@ -23,6 +23,7 @@ from channels.discord._inbound import guild_allowed, inbound
 from channels.discord._interactions import too_late_to_answer, within_ack_budget
 from channels.discord._threads import Threads
 from engine import Action, Choice, Command, Engine, InboundMessage, Press
+from engine.i18n import translator
 
 log = logging.getLogger("channels.discord")
 
@@ -88,13 +89,14 @@ class Handlers:
             message_id=str(interaction.id),
             is_private=interaction.guild_id is None,
             mentioned=True,
+            language=locale_of(interaction),
         )
         ephemeral = command is Command.HELP
         work = self._engine().handle_command(msg, command)
         reply = await within_ack_budget(
             interaction, work, thinking=True, ephemeral=ephemeral, budget_s=self._ack_budget_s
         )
-        text, view = reply.text or "Done.", menu(reply)
+        text, view = reply.text or translator(msg.language).gettext("Done."), menu(reply)
         if interaction.response.is_done():
             if view is None:
                 await interaction.followup.send(text, ephemeral=ephemeral)
@@ -119,6 +121,7 @@ class Handlers:
             str(interaction.user.id),
             action,
             interaction.guild_id is None,
+            locale_of(interaction),
         )
         work = self._engine().handle_action(pressed)
         reply = await within_ack_budget(
@@ -146,6 +149,7 @@ class Handlers:
             str(interaction.user.id),
             confirmation_id,
             choice,
+            locale_of(interaction),
         )
         work = self._engine().handle_press(press)
         decision = await within_ack_budget(
@@ -175,5 +179,11 @@ class Handlers:
         if guild_id is None or guild_allowed(guild_id, self._config):
             return True
         log.debug("discord: interaction from guild %s, not in allowed_guilds", guild_id)
-        await interaction.response.send_message("I'm not enabled in this server.", ephemeral=True)
+        not_here = translator(locale_of(interaction)).gettext("I'm not enabled in this server.")
+        await interaction.response.send_message(not_here, ephemeral=True)
         return False
+
+
+def locale_of(interaction: discord.Interaction) -> str:
+    """The language of the user's Discord app ("de", "es-ES", "zh-CN"), as the interaction says."""
+    return str(interaction.locale.value)

@@ -17,7 +17,7 @@ from typing import Any
 
 import discord
 
-from channels._prompt import ATTACHED_NOTE, ATTACHMENT_NAME, lay_out, who_and_when
+from channels._prompt import ATTACHMENT_NAME, attached_note, lay_out, who_and_when
 from channels._shown import ShownMessages
 from channels._split import split_text
 from channels.discord._buttons import DecisionButton, menu
@@ -46,20 +46,20 @@ class Outbox:
         """One message with the buttons: the summary, the action as a code block and who may
         answer until when; when the action does not fit, it goes with the buttons as a file."""
         who = discord.utils.escape_markdown(prompt.user_name)
-        footer = "-# " + who_and_when(who, f"<t:{int(prompt.expires_at)}:R>")
+        footer = "-# " + who_and_when(who, f"<t:{int(prompt.expires_at)}:R>", prompt.language)
 
         def render(summary: str, details: str | None, attached: bool) -> str:
             lines = [discord.utils.escape_markdown(summary)]
             if details is not None:  # a fence inside the action cannot close the block
                 lines.append("```\n" + details.replace("```", "``\u200b`") + "\n```")
             if attached:
-                lines.append(f"**{ATTACHED_NOTE}**")
+                lines.append(f"**{attached_note(prompt.language)}**")
             return "\n".join([*lines, footer])
 
         message = lay_out(prompt, render, len, limit=LIMIT, attached_limit=LIMIT)
         view = discord.ui.View(timeout=None)
         for choice in prompt.choices:
-            view.add_item(DecisionButton(prompt.id, choice))
+            view.add_item(DecisionButton(prompt.id, choice, prompt.language))
         attached: dict[str, Any] = {}
         if message.attachment is not None:
             attached["file"] = discord.File(io.BytesIO(message.attachment), ATTACHMENT_NAME)

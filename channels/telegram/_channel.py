@@ -54,6 +54,7 @@ from engine import (
     Receiver,
     Reply,
 )
+from engine.i18n import DEFAULT, LANGUAGES
 from engine.metrics import api_retry
 
 if TYPE_CHECKING:
@@ -168,6 +169,9 @@ class TelegramChannel(Channel):
         bot = self._app.bot
         try:
             await bot.set_my_commands([BotCommand(c.value, c.description) for c in Command])
+            for language in [code for code in LANGUAGES if code != DEFAULT]:  # in their language
+                menu = [BotCommand(c.value, c.describe(language)) for c in Command]
+                await bot.set_my_commands(menu, language_code=language)
         except TelegramError as exc:
             log.warning("could not register the bot commands: %s", exc)
         await self._app.start()

@@ -31,13 +31,16 @@ from channels.telegram._outbox import Outbox
 from channels.telegram._topics import chat_key, topic_of
 from channels.telegram._updates import ADDRESSED, Listening, inbound_message
 from engine import Action, Command, Engine, Press, parse_action, parse_decision
+from engine.i18n import N_, translator
 from tools.errors import StoreUnavailable
 
 log = logging.getLogger("channels.telegram")
 
 CHANNEL = "telegram"
-UNREADABLE = "I can read text, pictures, files and voice messages, but not this kind of message."
-STALE_BUTTON = "This button no longer works."
+UNREADABLE = N_(
+    "I can read text, pictures, files and voice messages, but not this kind of message."
+)
+STALE_BUTTON = N_("This button no longer works.")
 
 
 class Handlers:
@@ -90,8 +93,9 @@ class Handlers:
     async def _on_other(self, update: Update, _: ContextTypes.DEFAULT_TYPE) -> None:
         msg = inbound_message(update.message)
         if msg is not None:
+            unreadable = translator(msg.language).gettext(UNREADABLE)
             reply = self._outbox.shown.send(
-                msg.chat_id, UNREADABLE, reply_to=msg.message_id, formatted=False
+                msg.chat_id, unreadable, reply_to=msg.message_id, formatted=False
             )
             self._reply(update, reply)
 
@@ -108,23 +112,26 @@ class Handlers:
 
         return on_command
 
-    async def _on_button(self, update: Update, _: ContextTypes.DEFAULT_TYPE) -> None:
+    async def _on_button(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         query = update.callback_query
         assert query is not None
         if (action := parse_action(query.data or "")) is not None:
             await self._on_action(update, action)
             return
+        language = query.from_user.language_code
+        _ = translator(language).gettext
         parsed = parse_decision(query.data or "")
         if parsed is None:
-            self._reply(update, query.answer(STALE_BUTTON))
+            self._reply(update, query.answer(_(STALE_BUTTON)))
             return
         message = query.message
         chat_id = chat_key(message.chat.id, topic_of(message)) if message is not None else ""
-        press = Press(CHANNEL, chat_id, str(query.from_user.id), parsed[0], parsed[1])
+        user_id = str(query.from_user.id)
+        press = Press(CHANNEL, chat_id, user_id, parsed[0], parsed[1], language)
         try:
             decision = await self._engine().handle_press(press)
         except Exception:
-            failed = query.answer("Something went wrong; please try again.", show_alert=True)
+            failed = query.answer(_("Something went wrong; please try again."), show_alert=True)
             self._reply(update, failed)
             raise
         self._reply(update, query.answer(decision.message[:200], show_alert=not decision.accepted))
@@ -134,12 +141,13 @@ class Handlers:
         query = update.callback_query
         assert query is not None
         message = query.message
+        language = query.from_user.language_code
         if message is None:
-            self._reply(update, query.answer(STALE_BUTTON))
+            self._reply(update, query.answer(translator(language).gettext(STALE_BUTTON)))
             return
         chat_id = chat_key(message.chat.id, topic_of(message))
         private = message.chat.type == ChatType.PRIVATE
-        pressed = Action(CHANNEL, chat_id, str(query.from_user.id), action, private)
+        pressed = Action(CHANNEL, chat_id, str(query.from_user.id), action, private, language)
         reply = await self._engine().handle_action(pressed)
         self._reply(update, query.answer())
         edit = self._outbox.edit_menu(chat_id, str(message.message_id), reply.text, menu(reply))

@@ -8,7 +8,7 @@ import time
 
 from telegram import InlineKeyboardButton, InlineKeyboardMarkup
 
-from channels._prompt import ATTACHED_NOTE, PromptMessage, in_words, lay_out, who_and_when
+from channels._prompt import PromptMessage, attached_note, in_words, lay_out, who_and_when
 from channels.telegram._format import CAPTION_LIMIT, TELEGRAM_LIMIT, escape, visible_len
 from engine import ConfirmationPrompt, Reply, encode_action, encode_decision
 
@@ -16,14 +16,16 @@ from engine import ConfirmationPrompt, Reply, encode_action, encode_decision
 def prompt_message(prompt: ConfirmationPrompt) -> PromptMessage:
     """The summary, the action as a code block and who may answer until when; when the action
     does not fit, the text says it is attached and the action is the attachment."""
-    footer = who_and_when(prompt.user_name, in_words(prompt.expires_at - time.time()))
+    language = prompt.language
+    expires = in_words(prompt.expires_at - time.time(), language)
+    footer = who_and_when(prompt.user_name, expires, language)
 
     def render(summary: str, details: str | None, attached: bool) -> str:
         lines = [escape(summary)]
         if details is not None:
             lines.append(f"<pre>{escape(details)}</pre>")
         if attached:
-            lines.append(f"<b>{escape(ATTACHED_NOTE)}</b>")
+            lines.append(f"<b>{escape(attached_note(language))}</b>")
         lines.append(f"<i>{escape(footer)}</i>")
         return "\n\n".join(lines)
 
@@ -35,7 +37,9 @@ def answer_buttons(prompt: ConfirmationPrompt) -> InlineKeyboardMarkup:
     return InlineKeyboardMarkup(
         [
             [
-                InlineKeyboardButton(c.label, callback_data=encode_decision(prompt.id, c))
+                InlineKeyboardButton(
+                    c.text(prompt.language), callback_data=encode_decision(prompt.id, c)
+                )
                 for c in prompt.choices
             ]
         ]

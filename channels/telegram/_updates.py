@@ -45,6 +45,7 @@ def inbound_message(message: Message | None) -> InboundMessage | None:
         attachments=attachments_of(message),
         group_id=message.media_group_id,
         quote=quote_of(message, reply),
+        language=user.language_code,
     )
 
 

@@ -77,6 +77,7 @@ class InboundMessage:
     group_id: str | None = None  # messages sent as one (a Telegram album) share this id
     quote: Quote | None = None  # the message this one replies to, when the platform shows it
     username: str | None = None  # the platform handle (Telegram's @name, Discord's name)
+    language: str | None = None  # the user's language as the platform says ("de", "es-ES")
 
 
 @dataclass(frozen=True, slots=True)

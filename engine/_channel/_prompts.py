@@ -9,6 +9,8 @@ import enum
 import re
 from dataclasses import dataclass
 
+from engine.i18n import N_, translator
+
 
 class Choice(enum.StrEnum):
     """An answer to a confirmation, as a button (or a typed word) offers it."""
@@ -21,15 +23,19 @@ class Choice(enum.StrEnum):
     def label(self) -> str:
         return _CHOICE_LABELS[self]
 
+    def text(self, language: str | None) -> str:
+        """The button's label in `language`."""
+        return translator(language).gettext(_CHOICE_LABELS[self])
+
     @property
     def approves(self) -> bool:
         return self is not Choice.CANCEL
 
 
 _CHOICE_LABELS = {
-    Choice.ONCE: "Allow once",
-    Choice.ALWAYS: "Always allow here",
-    Choice.CANCEL: "Don't run",
+    Choice.ONCE: N_("Allow once"),
+    Choice.ALWAYS: N_("Always allow here"),
+    Choice.CANCEL: N_("Don't run"),
 }
 
 
@@ -53,6 +59,7 @@ class ConfirmationPrompt:
     reply_to: str | None = None
     details: str = ""  # the complete action (tool and arguments), shown verbatim
     choices: tuple[Choice, ...] = (Choice.ONCE, Choice.CANCEL)
+    language: str | None = None  # the requester's (engine.i18n): the buttons and notes in it
 
 
 class Command(enum.StrEnum):
@@ -77,33 +84,42 @@ class Command(enum.StrEnum):
         """The line a platform's command menu shows."""
         return _COMMAND_HELP[self]
 
+    def describe(self, language: str | None) -> str:
+        """:attr:`description` in `language`."""
+        return translator(language).gettext(_COMMAND_HELP[self])
+
     @property
     def argument(self) -> str | None:
         """What the text after the command says (a slash command's option), if it takes any."""
         return _COMMAND_ARGUMENTS.get(self)
 
+    def argument_in(self, language: str | None) -> str | None:
+        """:attr:`argument` in `language`."""
+        argument = _COMMAND_ARGUMENTS.get(self)
+        return translator(language).gettext(argument) if argument else None
+
 
 _COMMAND_HELP = {
-    Command.START: "Say hello and show your user id",
-    Command.HELP: "What I can do",
-    Command.RESET: "Forget this conversation and start afresh",
-    Command.STOP: "Stop what I am doing (and cancel a pending confirmation)",
-    Command.RETRY: "Ask again: replace my last answer with a new one",
-    Command.UNDO: "Forget your last message and my answer to it",
-    Command.PERMISSIONS: "What I may do here without asking; revoke it",
-    Command.USAGE: "How much you have used me today and this month",
-    Command.SCHEDULES: "Scheduled tasks in this chat; cancel them",
-    Command.SETTINGS: "This chat's persona, model and reply mode",
-    Command.COMPACT: "Condense this conversation into a summary to save tokens",
-    Command.FORGET_ME: "Delete everything I have stored about you (asks first)",
-    Command.MEMORY: "What I remember about you; delete any of it",
-    Command.USERS: "Who may use me; let people in (owners only)",
-    Command.CONSOLE: "A one-time link to the web console, in private (owners only)",
+    Command.START: N_("Say hello and show your user id"),
+    Command.HELP: N_("What I can do"),
+    Command.RESET: N_("Forget this conversation and start afresh"),
+    Command.STOP: N_("Stop what I am doing (and cancel a pending confirmation)"),
+    Command.RETRY: N_("Ask again: replace my last answer with a new one"),
+    Command.UNDO: N_("Forget your last message and my answer to it"),
+    Command.PERMISSIONS: N_("What I may do here without asking; revoke it"),
+    Command.USAGE: N_("How much you have used me today and this month"),
+    Command.SCHEDULES: N_("Scheduled tasks in this chat; cancel them"),
+    Command.SETTINGS: N_("This chat's persona, model, reply mode and language"),
+    Command.COMPACT: N_("Condense this conversation into a summary to save tokens"),
+    Command.FORGET_ME: N_("Delete everything I have stored about you (asks first)"),
+    Command.MEMORY: N_("What I remember about you; delete any of it"),
+    Command.USERS: N_("Who may use me; let people in (owners only)"),
+    Command.CONSOLE: N_("A one-time link to the web console, in private (owners only)"),
 }
 
 
 _COMMAND_ARGUMENTS = {
-    Command.SETTINGS: "What to change, e.g. persona You are a pirate / model <name> / mode all",
+    Command.SETTINGS: N_("What to change, e.g. persona You are a pirate / model <name> / mode all"),
 }
 
 
@@ -121,6 +137,7 @@ class Press:
     user_id: str
     confirmation_id: str
     choice: Choice
+    language: str | None = None  # the presser's, as the platform says (engine.i18n)
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +166,7 @@ class Action:
     user_id: str
     action: str
     is_private: bool = False  # a DM; False (a group) unless the adapter knows otherwise
+    language: str | None = None  # the presser's, as the platform says (engine.i18n)
 
 
 class DecisionStatus(enum.StrEnum):

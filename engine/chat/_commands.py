@@ -21,6 +21,7 @@ from engine.chat._permissions import Permissions
 from engine.chat._schedules import Schedules
 from engine.chat._spend import charging
 from engine.chat._turns import TurnRunner
+from engine.i18n import N_, translator
 from engine.loop import ConversationKey
 from engine.store import Store
 from engine.work import ChatQueues, Cluster, Compact, Rewind
@@ -30,8 +31,8 @@ from tools.registry import summary
 log = logging.getLogger(__name__)
 
 STOPPED = "cancelled: the user stopped the turn."
-BUSY = "I am still busy in this chat; try again in a moment."
-SHUTTING_DOWN = "I am shutting down; try again in a moment."
+BUSY = N_("I am still busy in this chat; try again in a moment.")
+SHUTTING_DOWN = N_("I am shutting down; try again in a moment.")
 
 
 class Commands:
@@ -71,9 +72,12 @@ class Commands:
 
     async def act(self, action: Action) -> Reply:
         """A button of a command's menu."""
+        _ = translator(action.language).gettext
         if not self.allowed(action.channel, action.user_id):
             return Reply(
-                f"Sorry, you are not allowed to use this bot. Your user id is {action.user_id}."
+                _("Sorry, you are not allowed to use this bot. Your user id is {user_id}.").format(
+                    user_id=action.user_id
+                )
             )
         reply = (
             await self.pairing.act(action)
@@ -83,72 +87,78 @@ class Commands:
             or await self.forget.act(action)
             or (await self.memory.act(action) if self.memory is not None else None)
         )
-        return reply or Reply("This button no longer works.")
+        return reply or Reply(_("This button no longer works."))
 
     async def _command(self, msg: InboundMessage, command: Command) -> str | Reply:
         key = ConversationKey(msg.channel, msg.chat_id)
+        _ = translator(msg.language).gettext
         allowed = self.allowed(msg.channel, msg.user_id) or await self.pairing.recheck(
             msg.channel, msg.user_id
         )
         if command is Command.START:
-            greeting = f"Hi {msg.user_name or 'there'}! Your user id is {msg.user_id}."
+            greeting = _("Hi {name}! Your user id is {user_id}.").format(
+                name=msg.user_name or _("there"), user_id=msg.user_id
+            )
             if not allowed:
                 asked = await self.pairing.refusal(msg, always=True)
                 return f"{greeting} {asked}"
-            return greeting + " Send me a message to start; /help lists what I can do."
+            return greeting + " " + _("Send me a message to start; /help lists what I can do.")
         if not allowed:
             return await self.pairing.refusal(msg, always=True) or ""
         if command is Command.USERS:
             if not self.pairing.policy.is_admin(msg.channel, msg.user_id):
-                return "Only the bot's owners ([access] admins) can see who may use me."
-            return await self.pairing.menu()
+                return _("Only the bot's owners ([access] admins) can see who may use me.")
+            return await self.pairing.menu(language=msg.language)
         if command is Command.CONSOLE:
             return await console_link(self.pairing, msg)
         if command is Command.HELP:
-            return self._help()
+            return self._help(msg.language)
         if command is Command.STOP:
             stopped = await self.stop(key)
             cancelled = await self.confirmations.cancel_pending(key, STOPPED)
             log.info("/stop in %s by user %s", key, msg.user_id)
-            return "Stopped." if stopped or cancelled else "Nothing to stop."
+            return _("Stopped.") if stopped or cancelled else _("Nothing to stop.")
+        language = msg.language or "en"
         if command in (Command.RETRY, Command.UNDO):
             done: asyncio.Future[str] = asyncio.get_running_loop().create_future()
             retry = command is Command.RETRY
-            return await self._queued(key, Rewind(retry, msg.user_id, msg.user_name, done), done)
+            rewind = Rewind(retry, msg.user_id, msg.user_name, done, language)
+            return await self._queued(key, rewind, done)
         if command is Command.PERMISSIONS:
-            return await self.permissions.menu(key)
+            return await self.permissions.menu(key, language=language)
         if command is Command.SETTINGS:
             return await self.chat_settings.command(msg)
         if command is Command.SCHEDULES:
-            return await self.schedules.menu(key)
+            return await self.schedules.menu(key, language=language)
         if command is Command.USAGE:
             return await self.limits.usage(msg)
         if command is Command.FORGET_ME:
             return await self.forget.ask(msg)
         if command is Command.MEMORY:
             if self.memory is None:
-                return "This bot keeps no memory."
+                return _("This bot keeps no memory.")
             return await self.memory.menu(msg)
         if command is Command.RESET:
             await self.stop(key)
             await self.confirmations.cancel_pending(key, "cancelled: the conversation was reset.")
             await self.store.conversations.reset(key.channel, key.chat_id)
-            return "Started a fresh conversation."
+            return _("Started a fresh conversation.")
         if command is Command.COMPACT:
             done = asyncio.get_running_loop().create_future()
-            # after what the chat has queued
-            return await self._queued(key, Compact(done, msg.user_id), done)
-        return "Unknown command."
+            compact = Compact(done, msg.user_id, language)
+            return await self._queued(key, compact, done)  # after what the chat has queued
+        return _("Unknown command.")
 
     async def _queued(
         self, key: ConversationKey, item: Rewind | Compact, done: asyncio.Future[str]
     ) -> str:
         """Run `item` in the chat's order (held here first, with several instances) and answer
         with what it says."""
+        _ = translator(item.language).gettext
         if self.cluster is not None and not await self.cluster.leases.acquire(key):
-            return BUSY
+            return _(BUSY)
         if not self.queues.put(key, item):
-            return SHUTTING_DOWN
+            return _(SHUTTING_DOWN)
         return await done
 
     async def stop(self, key: ConversationKey) -> bool:
@@ -163,66 +173,87 @@ class Commands:
             await self._rewind(key, item)
         finally:
             if not item.done.done():
-                item.done.set_result("That did not work; please try again.")
+                failed = translator(item.language).gettext("That did not work; please try again.")
+                item.done.set_result(failed)
 
     async def _rewind(self, key: ConversationKey, item: Rewind) -> None:
         await self.confirmations.cancel_pending(
             key, "cancelled: the user rewound the conversation."
         )
+        _ = translator(item.language).gettext
         conv = await self.store.conversations.active(key.channel, key.chat_id)
         dropped = await self.store.conversations.rewind(conv.id, keep_question=item.retry)
         if not item.retry:
-            text = "Forgot your last message and my answer." if dropped else "Nothing to undo."
+            text = (
+                _("Forgot your last message and my answer.") if dropped else _("Nothing to undo.")
+            )
             item.done.set_result(text)
             return
         if await self.store.conversations.last(conv.id) is None:
-            item.done.set_result("Nothing to answer again.")
+            item.done.set_result(_("Nothing to answer again."))
             return
-        item.done.set_result("Asking again…")
+        item.done.set_result(_("Asking again…"))
         await self.turns.run(conv, item.user_id, item.user_name, None)
 
     async def compact(self, key: ConversationKey, item: Compact) -> None:
         """/compact, in the chat's order."""
         try:
             with charging(self.turns.meter, key.channel, key.chat_id, item.user_id):
-                item.done.set_result(await self._compacted(key))
+                item.done.set_result(await self._compacted(key, item.language))
         finally:
             if not item.done.done():  # stopped or failed
-                item.done.set_result("Stopped: the conversation was not condensed.")
+                stopped = N_("Stopped: the conversation was not condensed.")
+                item.done.set_result(translator(item.language).gettext(stopped))
 
-    async def _compacted(self, key: ConversationKey) -> str:
+    async def _compacted(self, key: ConversationKey, language: str) -> str:
         """/compact: fold the chat's finished turns into its summary now, and say what it saved."""
+        _ = translator(language).gettext
         if self.turns.loop.context is None:
-            return "This bot sends whole conversations; there is nothing to condense."
+            return _("This bot sends whole conversations; there is nothing to condense.")
         conv = await self.store.conversations.active(key.channel, key.chat_id)
         try:
             done = await self.turns.loop.context.compact(conv.id)
         except LLMError as exc:
             log.error("/compact failed in %s: %s", key, exc)
-            return apology(exc)
+            return apology(exc, language)
         if done.messages == 0 and done.tried:
-            return (
+            return _(
                 "I could not condense the conversation now: the model's summary came back cut "
                 "off, so nothing was replaced. Try /compact again later."
             )
         if done.messages == 0:
-            return "Nothing to condense yet: the conversation is already as short as it gets."
-        return (
-            f"Condensed {done.messages} messages into a summary: each request now carries about "
-            f"{done.after:,} tokens of conversation instead of {done.before:,} "
-            f"({done.before - done.after:,} saved). The full history stays stored."
+            return _("Nothing to condense yet: the conversation is already as short as it gets.")
+        condensed = translator(language).ngettext(
+            "Condensed {n} message into a summary: each request now carries about {after} "
+            "tokens of conversation instead of {before} ({saved} saved). The full history "
+            "stays stored.",
+            "Condensed {n} messages into a summary: each request now carries about {after} "
+            "tokens of conversation instead of {before} ({saved} saved). The full history "
+            "stays stored.",
+            done.messages,
+        )
+        saved = done.before - done.after
+        return condensed.format(
+            n=done.messages, after=f"{done.after:,}", before=f"{done.before:,}", saved=f"{saved:,}"
         )
 
-    def _help(self) -> str:
+    def _help(self, language: str | None) -> str:
+        _ = translator(language).gettext
         lines = []
         for tool in self.turns.loop.registry.select():  # those in force (a reload changes them)
             first = summary(tool.description, sentence=True).rstrip(".")
             if first:
-                ask = " (I ask you first)" if tool.destructive else ""
+                ask = " " + _("(I ask you first)") if tool.destructive else ""
                 lines.append(f"• {first[0].upper()}{first[1:]}{ask}")
-        can = "\n".join(lines) or "• Just talk: I have no tools here."
-        return (
-            "Talk to me in plain language. Besides answering, I can:\n"
-            f"{can}\n\n/stop stops what I am doing, /compact condenses our conversation, /reset "
-            "starts a fresh one."
+        can = "\n".join(lines) or _("• Just talk: I have no tools here.")
+        return "\n".join(
+            [
+                _("Talk to me in plain language. Besides answering, I can:"),
+                can,
+                "",
+                _(
+                    "/stop stops what I am doing, /compact condenses our conversation, /reset "
+                    "starts a fresh one."
+                ),
+            ]
         )

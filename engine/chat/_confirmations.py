@@ -24,10 +24,12 @@ from engine._channel import (
     ConfirmationPrompt,
     Decision,
     DecisionStatus,
-    MessageRef,
     Press,
 )
+from engine.chat._languages import Languages
 from engine.chat._permissions import Permissions
+from engine.chat._prompt_ends import RESTARTED_WHILE, PromptEnds
+from engine.i18n import N_, translator
 from engine.loop import ConversationKey, PendingCall, TurnResult
 from engine.store import ConfirmationRow, Conversation, Store
 from engine.store import ConfirmationState as S
@@ -36,7 +38,7 @@ from engine.work import ChatQueues, Decided, Notice, Tasks
 log = logging.getLogger(__name__)
 
 EXPIRED = "The confirmation expired before the user answered; the action was not run."
-RESTARTING = "I am restarting: nothing was decided. Press again in a moment."
+RESTARTING = N_("I am restarting: nothing was decided. Press again in a moment.")
 DELEGATED = "delegated:"  # call ids of a delegated task's calls (engine/chat/_delegate.py)
 STARTED_THEN_CUT = (
     "interrupted: the daemon restarted while this approved action was running; it may have "
@@ -53,15 +55,17 @@ class Confirmations:
         tasks: Tasks,
         allowed: Callable[[str, str], bool],
         permissions: Permissions,
+        languages: Languages | None = None,
     ) -> None:
         self.store = store
         self.rows = store.confirmations
+        self.ends = PromptEnds(self.rows, channels, tasks, languages)  # "✅ Done: …"
         self.channels = channels
         self.queues = queues
         self.tasks = tasks
         self.allowed = allowed
         self.permissions = permissions
-        self.ready = asyncio.Event()  # set once the channels run: prompts can be edited
+        self.ready = self.ends.ready  # set once the channels run: prompts can be edited
         # Answers awaited outside the chat's turn (a delegated task's calls), by confirmation id.
         self.waiting: dict[str, asyncio.Future[str | None]] = {}
         self._deadlines: dict[str, float] = {}  # monotonic, of the pending prompts asked here
@@ -143,6 +147,7 @@ class Confirmations:
             row.reply_to,
             row.details,
             tuple(Choice(c) for c in row.offered),
+            self.ends.language(row),
         )
         ref = await self.channels[row.channel].show_confirmation(prompt)
         await self.rows.set_ref(row.id, ref.message_id)
@@ -150,9 +155,10 @@ class Confirmations:
     # -- answers --------------------------------------------------------------------------
 
     async def press(self, press: Press) -> Decision:
+        _ = translator(press.language).gettext
         conf = await self.rows.get(press.confirmation_id)
         if conf is None or (conf.channel, conf.chat_id) != (press.channel, press.chat_id):
-            return Decision(DecisionStatus.UNKNOWN, "This request no longer exists.")
+            return Decision(DecisionStatus.UNKNOWN, _("This request no longer exists."))
         if conf.user_id != press.user_id or not self.allowed(press.channel, press.user_id):
             log.warning(
                 "refused a press on confirmation %s by %s user %s (asked of %s)",
@@ -161,21 +167,22 @@ class Confirmations:
                 press.user_id,
                 conf.user_id,
             )
-            return Decision(DecisionStatus.NOT_YOURS, f"Only {conf.user_name} can confirm this.")
+            only = _("Only {name} can confirm this.").format(name=conf.user_name)
+            return Decision(DecisionStatus.NOT_YOURS, only)
         if conf.state is not S.PENDING:
-            return Decision(DecisionStatus.ALREADY_DECIDED, f"Already decided ({conf.state}).")
+            return Decision(DecisionStatus.ALREADY_DECIDED, _("Already decided."))
         if press.choice.value not in conf.offered:  # a payload for a button never shown
-            return Decision(DecisionStatus.UNKNOWN, "This answer is not offered here.")
+            return Decision(DecisionStatus.UNKNOWN, _("This answer is not offered here."))
         if self._expired(conf, time.time()):
             await self.expire(conf)
-            return Decision(DecisionStatus.EXPIRED, "This request has expired; nothing was run.")
+            return Decision(DecisionStatus.EXPIRED, _("This request has expired; nothing was run."))
         if self.queues.closing:  # the answer could not resume the turn here: not taken at all
-            return Decision(DecisionStatus.NOT_NOW, RESTARTING)
+            return Decision(DecisionStatus.NOT_NOW, _(RESTARTING))
         approved = press.choice.approves
         if not await self.rows.transition(
             conf.id, S.PENDING, S.APPROVED if approved else S.DECLINED
         ):
-            return Decision(DecisionStatus.ALREADY_DECIDED, "Already decided.")
+            return Decision(DecisionStatus.ALREADY_DECIDED, _("Already decided."))
         key = ConversationKey(conf.channel, conf.chat_id)
         if press.choice is Choice.ALWAYS:
             await self.permissions.grant(key, conf.tool, press.user_id, conf.user_name)
@@ -190,17 +197,17 @@ class Confirmations:
         )
         channel = self.channels.get(conf.channel)
         if channel is not None and channel.capabilities.edits:  # a terminal shows the end only
-            mark = "⏳ Running" if approved else "✖️ Cancelled"
-            self.tasks.spawn(self.resolve(conf, f"{mark}: {conf.summary}"), "confirmation-edit")
+            mark = N_("⏳ Running: {summary}") if approved else N_("✖️ Cancelled: {summary}")
+            self.ends.end(conf, mark)
         if not self._answered(conf, None if approved else "The user declined this action."):
             self.queues.put(key, Decided(conf.id))
         if approved:
-            return Decision(DecisionStatus.APPROVED, "Confirmed.")
-        return Decision(DecisionStatus.DECLINED, "Cancelled.")
+            return Decision(DecisionStatus.APPROVED, _("Confirmed."))
+        return Decision(DecisionStatus.DECLINED, _("Cancelled."))
 
     async def expire(self, conf: ConfirmationRow) -> None:
         if await self.rows.transition(conf.id, S.PENDING, S.EXPIRED):
-            self.tasks.spawn(self.resolve(conf, f"⌛ Expired: {conf.summary}"), "resolve-expired")
+            self.ends.end(conf, N_("⌛ Expired: {summary}"))
             if not self._answered(conf, EXPIRED):
                 self.queues.put(ConversationKey(conf.channel, conf.chat_id), Decided(conf.id))
 
@@ -220,7 +227,7 @@ class Confirmations:
             if await self.rows.transition(conf.id, S.PENDING, S.CANCELLED):
                 if not self._answered(conf, reason):
                     await self.store.conversations.close_dangling(conf.conversation_id, reason)
-                self.tasks.spawn(self.resolve(conf, f"✖️ Cancelled: {conf.summary}"), "resolve")
+                self.ends.end(conf, N_("✖️ Cancelled: {summary}"))
                 log.info("confirmation %s (%s) in %s cancelled", conf.id, conf.tool, key)
                 cancelled += 1
         return cancelled
@@ -256,37 +263,23 @@ class Confirmations:
             return
         outcome = result.approved if result is not None else None
         if outcome is None:
-            text = f"⚠️ Not finished: {conf.summary}"
+            text = self.ends.text(conf, N_("⚠️ Not finished: {summary}"))
         elif outcome.is_error:
             reason = outcome.for_llm if len(outcome.for_llm) <= 200 else outcome.for_llm[:200] + "…"
-            text = f"⚠️ Failed: {conf.summary}\n{reason}"
+            text = self.ends.text(conf, N_("⚠️ Failed: {summary}")) + f"\n{reason}"
         else:
-            text = f"✅ Done: {conf.summary}"
-        await self.resolve(conf, text)
+            text = self.ends.text(conf, N_("✅ Done: {summary}"))
+        await self.ends.resolve(conf, text)
 
     async def stopped(self, key: ConversationKey) -> None:
         """/stop cut off the running item: a call it was running is reported, never re-run; one
         approved but not started yet is cancelled."""
         for conf in await self.rows.in_state(S.EXECUTING, key.channel, key.chat_id):
             if await self.rows.transition(conf.id, S.EXECUTING, S.INTERRUPTED):
-                self.tasks.spawn(self.resolve(conf, f"⚠️ Stopped: {conf.summary}"), "resolve")
+                self.ends.end(conf, N_("⚠️ Stopped: {summary}"))
         for conf in await self.rows.in_state(S.APPROVED, key.channel, key.chat_id):
             if await self.rows.transition(conf.id, S.APPROVED, S.CANCELLED):
-                self.tasks.spawn(self.resolve(conf, f"✖️ Stopped, not run: {conf.summary}"), "r")
-
-    async def resolve(self, conf: ConfirmationRow, text: str) -> None:
-        await self.ready.wait()
-        channel = self.channels.get(conf.channel)
-        ref = conf.message_ref
-        if ref is None:  # the row was read before its prompt was shown: read it again
-            fresh = await self.rows.get(conf.id)
-            ref = fresh.message_ref if fresh else None
-        if channel is None or ref is None:
-            return
-        try:
-            await channel.resolve_confirmation(MessageRef(conf.chat_id, ref), text)
-        except Exception as exc:
-            log.warning("could not update confirmation %s: %s", conf.id, exc)
+                self.ends.end(conf, N_("✖️ Stopped, not run: {summary}"))
 
     # -- start-up -------------------------------------------------------------------------
 
@@ -310,13 +303,8 @@ class Confirmations:
                 continue
             if await self.rows.transition(conf.id, S.EXECUTING, S.INTERRUPTED):
                 key = ConversationKey(conf.channel, conf.chat_id)
-                self.tasks.spawn(
-                    self.resolve(conf, f"⚠️ Interrupted by a restart: {conf.summary}"), "resolve"
-                )
-                text = (
-                    f"⚠️ I was restarted while running “{conf.summary}”; it may have completed "
-                    "partly or fully. Ask me to check, or to run it again, if you still need it."
-                )
+                self.ends.end(conf, N_("⚠️ Interrupted by a restart: {summary}"))
+                text = self.ends.text(conf, RESTARTED_WHILE)
                 self.queues.put(key, Notice(text, conf.reply_to))
                 self.queues.put(key, Decided(conf.id))  # then the turn goes on from there
 

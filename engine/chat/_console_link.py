@@ -12,24 +12,28 @@ import logging
 
 from engine._channel import InboundMessage, Reply
 from engine.chat._pairing import Pairing
+from engine.i18n import translator
 
 log = logging.getLogger(__name__)
 
 
 async def console_link(pairing: Pairing, msg: InboundMessage) -> str:
     """What /console answers in the chat it was sent in (the link itself, or where it went)."""
+    _ = translator(msg.language).gettext
     if not pairing.policy.is_admin(msg.channel, msg.user_id):
-        return "Only the bot's owners ([access] admins) can open the web console."
+        return _("Only the bot's owners ([access] admins) can open the web console.")
     settings = pairing.live.settings
     if settings.console_url is None:
-        return "The web console is off: the owner sets [web] listen in the config to turn it on."
+        return _("The web console is off: the owner sets [web] listen in the config to turn it on.")
     token = await pairing.store.console.new_link(
         f"{msg.channel}:{msg.user_id}", settings.console_link_s
     )
     minutes = max(1, round(settings.console_link_s / 60))
     text = (
-        f"Your link to the web console (works once, for {minutes} minutes; do not share it):\n"
-        f"{settings.console_url}/signin?t={token}"
+        _(
+            "Your link to the web console (works once, for {minutes} minutes; do not share it):"
+        ).format(minutes=minutes)
+        + f"\n{settings.console_url}/signin?t={token}"
     )
     log.info("console: a sign-in link for %s:%s", msg.channel, msg.user_id)
     if msg.is_private:
@@ -42,5 +46,5 @@ async def console_link(pairing: Pairing, msg: InboundMessage) -> str:
         except Exception as exc:
             log.warning("console: could not write to %s:%s: %s", msg.channel, msg.user_id, exc)
     if sent is None:
-        return "I could not write to you in private: send me /console there."
-    return "I sent you the link in private."
+        return _("I could not write to you in private: send me /console there.")
+    return _("I sent you the link in private.")

@@ -13,9 +13,11 @@ spread over them (work/_cluster.py) and each instance recovers what it takes ove
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass
+from typing import TypeVar
 
 from engine._channel import Action, Channel, Command, Decision, InboundMessage, Press, Reply
 from engine._clock import noticed_jump
@@ -55,6 +57,7 @@ from engine.work import (
 from tools.errors import StoreUnavailable
 
 log = logging.getLogger(__name__)
+_E = TypeVar("_E", InboundMessage, Press, Action)
 
 CANCELLED_BY_MESSAGE = "cancelled: the user sent a new message instead of confirming."
 # In a shared chat a message from anyone moves the conversation on: a confirmation left pending
@@ -231,16 +234,22 @@ class Dispatcher:
         return self.chat_settings.listens(channel, chat_id)
 
     async def handle_inbound(self, msg: InboundMessage) -> None:
-        await self.intake.handle(msg)
+        await self.intake.handle(self._settled(msg))
 
     async def handle_press(self, press: Press) -> Decision:
-        return await self.confirmations.press(press)
+        return await self.confirmations.press(self._settled(press))
 
     async def handle_command(self, msg: InboundMessage, command: Command) -> Reply:
-        return await self.commands.handle(msg, command)
+        return await self.commands.handle(self._settled(msg), command)
 
     async def handle_action(self, action: Action) -> Reply:
-        return await self.commands.act(action)
+        return await self.commands.act(self._settled(action))
+
+    def _settled(self, event: _E) -> _E:
+        """`event` with the language relaybot answers it in (chat/_languages.py)."""
+        languages = self.chat_settings.languages
+        said = languages.settle(event.channel, event.chat_id, event.user_id, event.language)
+        return dataclasses.replace(event, language=said)
 
     async def wait_idle(self, channel: str, chat_id: str) -> None:
         """Wait until the chat has nothing queued or running (the console reads line by line)."""

@@ -17,6 +17,7 @@ import logging
 from engine._channel import Action, Button, InboundMessage, Reply
 from engine.chat._chat_settings import ChatSettings
 from engine.context import ContextBudget
+from engine.i18n import translator
 from engine.loop import JobRunner
 from engine.store import Forgotten, Store
 from engine.work import Cluster
@@ -65,22 +66,25 @@ class ForgetMe:
             self.context.drop_cached()
 
     async def ask(self, msg: InboundMessage) -> Reply:
+        _ = translator(msg.language).gettext
         found = await self.store.ops.forget_user(msg.channel, msg.user_id, dry_run=True)
         if found.described() == "nothing":
-            return Reply("I have nothing stored about you.")
-        text = (
-            f"This deletes everything I have stored about you here on {msg.channel}: "
-            f"{found.described()}. Your private chats with me go whole; in groups, your "
-            "messages and my answers to them. It cannot be undone."
-        )
+            return Reply(_("I have nothing stored about you."))
+        text = _(
+            "This deletes everything I have stored about you here on {platform}: {what}. Your "
+            "private chats with me go whole; in groups, your messages and my answers to them. It "
+            "cannot be undone."
+        ).format(platform=msg.channel, what=found.described())
         if len(_YES) + len(msg.user_id) > _MAX_PAYLOAD:
-            return Reply(f"{text}\nAsk the bot's owner to run: relaybot forget --user "
-                         f"{msg.channel}:{msg.user_id}")  # fmt: skip
+            run = _("Ask the bot's owner to run: {command}").format(
+                command=f"relaybot forget --user {msg.channel}:{msg.user_id}"
+            )
+            return Reply(f"{text}\n{run}")
         buttons = (
-            Button("Delete everything", f"{_YES}{msg.user_id}"),
-            Button("Keep it", f"{_NO}{msg.user_id}"),
+            Button(_("Delete everything"), f"{_YES}{msg.user_id}"),
+            Button(_("Keep it"), f"{_NO}{msg.user_id}"),
         )
-        return Reply(f"{text} Delete it?", buttons)
+        return Reply(f"{text} " + _("Delete it?"), buttons)
 
     async def act(self, action: Action) -> Reply | None:
         """A press on /forget_me's buttons; None when the action is not one of ours."""
@@ -90,14 +94,18 @@ class ForgetMe:
             whom, forget = action.action.removeprefix(_NO), False
         else:
             return None
+        _ = translator(action.language).gettext
         if whom != action.user_id:
             return Reply(
-                "Only the person who sent /forget_me can answer it. To delete what I have "
-                "stored about you, send /forget_me yourself."
+                _(
+                    "Only the person who sent /forget_me can answer it. To delete what I have "
+                    "stored about you, send /forget_me yourself."
+                )
             )
         if not forget:
-            return Reply("Kept: nothing was deleted.")
+            return Reply(_("Kept: nothing was deleted."))
         done = await self.store.ops.forget_user(action.channel, whom)
         await self.forgotten(done)
         log.info("forgot %s user %s: %s", action.channel, whom, done.described())
-        return Reply(f"Done: I deleted {done.described()}. Nothing about you is stored any more.")
+        deleted = _("Done: I deleted {what}. Nothing about you is stored any more.")
+        return Reply(deleted.format(what=done.described()))

@@ -21,6 +21,7 @@ from engine.chat._notices import Notices
 from engine.chat._pairing import Pairing
 from engine.chat._quotes import quoted
 from engine.chat._settings import Live
+from engine.i18n import translator
 from engine.loop import ConversationKey
 from engine.store import Store
 from engine.work import ChatQueues, Inbound, Tasks
@@ -68,11 +69,11 @@ class Intake:
                 "refused a %d-character message in %s:%s", len(msg.text), msg.channel, msg.chat_id
             )
             metrics.refused(msg.channel, "too_long")
-            self._reply(
-                msg,
-                f"⚠️ Your message is too long for me ({len(msg.text):,} characters; the limit is "
-                f"{limit:,}). Please shorten it, or split it into several messages.",
+            too_long = translator(msg.language).gettext(
+                "⚠️ Your message is too long for me ({length} characters; the limit is {limit}). "
+                "Please shorten it, or split it into several messages."
             )
+            self._reply(msg, too_long.format(length=f"{len(msg.text):,}", limit=f"{limit:,}"))
             return
         key = ConversationKey(msg.channel, msg.chat_id)
         if (refused := self.media.refusal(msg)) is not None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from engine._channel import InboundMessage, Reply
 from engine.chat._permissions import Policy
+from engine.i18n import translator
 from engine.models import NANO, dollars
 from engine.store import Spent, Store, UsageTotals
 
@@ -74,7 +75,7 @@ class Limits:
                     msg.chat_id,
                     spent.tokens,
                 )
-                return Admission(refuse=True, reply=_budget_spent(budget, now))
+                return Admission(refuse=True, reply=_budget_spent(budget, now, msg.language))
         if self.settings.usd_per_day:
             held = await self._over_usd(msg, now)
             if held is not None:
@@ -95,8 +96,12 @@ class Limits:
                 per_window,
             )
         reply = (
-            f"You are sending messages faster than I may answer ({per_window} a minute). I have "
-            "saved them and will answer them together in a moment."
+            translator(msg.language)
+            .gettext(
+                "You are sending messages faster than I may answer ({limit} a minute). I have "
+                "saved them and will answer them together in a moment."
+            )
+            .format(limit=per_window)
         )
         return Admission(hold_until=release, reply=reply if first else None)
 
@@ -119,59 +124,65 @@ class Limits:
                 dollars(spent.nano_usd),
             )
         midnight = float((int(now) // 86_400 + 1) * 86_400)
-        reply = _usd_spent(self.settings.usd_per_day, now) if first else None
+        reply = _usd_spent(self.settings.usd_per_day, now, msg.language) if first else None
         return Admission(hold_until=midnight, reply=reply)
 
     async def usage(self, msg: InboundMessage) -> Reply:
+        _ = translator(msg.language).gettext
         now = time.time()
         day, month = today(now), today(now)[:7]
         spend = self.store.spend
         mine = [
             (
-                "Today",
+                _("Today"),
                 await self.store.usage.totals(msg.channel, msg.user_id, day),
                 await spend.of_user(msg.channel, msg.user_id, day),
             ),
             (
-                "This month",
+                _("This month"),
                 await self.store.usage.totals(msg.channel, msg.user_id, month),
                 await spend.of_user(msg.channel, msg.user_id, month),
             ),
         ]
-        lines = [f"{label}: {_figures(t)}{_cost(s)}" for label, t, s in mine]
+        lines = [f"{label}: {_figures(t, _)}{_cost(s, _)}" for label, t, s in mine]
         exempt = self.policy.is_admin(msg.channel, msg.user_id)
         if self.settings.tokens_per_day and not exempt:
-            lines.append(f"Your daily budget: {self.settings.tokens_per_day:,} tokens.")
+            budget = f"{self.settings.tokens_per_day:,}"
+            lines.append(_("Your daily budget: {tokens} tokens.").format(tokens=budget))
         if self.settings.usd_per_day and not exempt:
-            lines.append(f"Your daily spending limit: {_usd(self.settings.usd_per_day)}.")
+            usd = _usd(self.settings.usd_per_day)
+            lines.append(_("Your daily spending limit: {usd}.").format(usd=usd))
         if exempt and not msg.is_private:
             chat = [
                 (label, await spend.of_chat(msg.channel, msg.chat_id, prefix))
-                for label, prefix in (("today", day), ("this month", month))
+                for label, prefix in ((_("today"), day), (_("this month"), month))
             ]
-            lines.append(
-                "This chat, everyone: "
-                + "; ".join(f"{label} {s.tokens:,} tokens{_cost(s)}" for label, s in chat)
-            )
+            each = [
+                _("{when} {tokens} tokens").format(when=label, tokens=f"{s.tokens:,}") + _cost(s, _)
+                for label, s in chat
+            ]
+            lines.append(_("This chat, everyone: ") + "; ".join(each))
         if self.policy.is_admin(msg.channel, msg.user_id):
             top = await self.store.usage.top(msg.channel, month)
             if top:
-                lines.append("Top users this month:")
-                lines += [f"• {t.user_id}: {_figures(t)}" for t in top]
+                lines.append(_("Top users this month:"))
+                lines += [f"• {t.user_id}: {_figures(t, _)}" for t in top]
         return Reply("\n".join(lines))
 
 
-def _figures(t: UsageTotals) -> str:
-    return f"{t.tokens:,} tokens, {t.turns} turns, {t.tool_calls} tool calls"
+def _figures(t: UsageTotals, _: Callable[[str], str]) -> str:
+    return _("{tokens} tokens, {turns} turns, {calls} tool calls").format(
+        tokens=f"{t.tokens:,}", turns=t.turns, calls=t.tool_calls
+    )
 
 
-def _cost(s: Spent) -> str:
+def _cost(s: Spent, _: Callable[[str], str]) -> str:
     """ ", $0.0042" (and the pictures and speech paid for), or "" when nothing was charged."""
     if not s.requests:
         return ""
-    extra = [f"{s.images} pictures"] * bool(s.images) + [f"{s.chars:,} characters spoken"] * bool(
-        s.chars
-    )
+    pictures = _("{n} pictures").format(n=s.images)
+    spoken = _("{n} characters spoken").format(n=f"{s.chars:,}")
+    extra = [pictures] * bool(s.images) + [spoken] * bool(s.chars)
     return f", {dollars(s.nano_usd)}" + "".join(f", {e}" for e in extra)
 
 
@@ -179,21 +190,29 @@ def _usd(amount: float) -> str:
     return f"${amount:,.2f}"
 
 
-def _usd_spent(limit: float, now: float) -> str:
+def _usd_spent(limit: float, now: float, language: str | None) -> str:
     midnight = (int(now) // 86_400 + 1) * 86_400
     left = midnight - now
     hours, minutes = int(left // 3600), int(left % 3600 // 60)
     return (
-        f"You have reached today's spending limit of {_usd(limit)}. I have kept your message "
-        f"and will answer it when the limit resets at 00:00 UTC (in {hours} h {minutes:02d} min)."
+        translator(language)
+        .gettext(
+            "You have reached today's spending limit of {usd}. I have kept your message and will "
+            "answer it when the limit resets at 00:00 UTC (in {hours} h {minutes} min)."
+        )
+        .format(usd=_usd(limit), hours=hours, minutes=f"{minutes:02d}")
     )
 
 
-def _budget_spent(budget: int, now: float) -> str:
+def _budget_spent(budget: int, now: float, language: str | None) -> str:
     midnight = (int(now) // 86_400 + 1) * 86_400
     left = midnight - now
     hours, minutes = int(left // 3600), int(left % 3600 // 60)
     return (
-        f"You have used today's budget of {budget:,} tokens. It resets at 00:00 UTC "
-        f"(in {hours} h {minutes:02d} min)."
+        translator(language)
+        .gettext(
+            "You have used today's budget of {tokens} tokens. It resets at 00:00 UTC "
+            "(in {hours} h {minutes} min)."
+        )
+        .format(tokens=f"{budget:,}", hours=hours, minutes=f"{minutes:02d}")
     )

@@ -32,6 +32,7 @@ from engine._channel import Attachment, Channel, InboundMessage, MediaKind
 from engine.chat._live import typing
 from engine.chat._spend import Meter, charging
 from engine.context import DOWNLOAD_TIMEOUT_S, ImageCache, human_size
+from engine.i18n import translator
 from engine.loop import ConversationKey
 from engine.models import Image, Message, Part, Role, Text, Transcriber
 from engine.store import InboxRow, Store
@@ -98,51 +99,59 @@ def use_of(attachment: Attachment) -> Use:
     return Use.NONE
 
 
-def accepted(settings: MediaSettings, transcribes: bool) -> str:
+def accepted(settings: MediaSettings, transcribes: bool, _: Callable[[str], str] = str) -> str:
     """The kinds of files relaybot reads here, in words."""
     kinds = []
     if settings.vision:
-        kinds.append(f"pictures ({', '.join(IMAGE_TYPES.values())})")
-    kinds.append("text files (txt, md, csv, json, code)")
+        kinds.append(_("pictures ({types})").format(types=", ".join(IMAGE_TYPES.values())))
+    kinds.append(_("text files (txt, md, csv, json, code)"))
     if transcribes:
-        kinds.append("voice messages")
-    return ", ".join(kinds[:-1]) + f" and {kinds[-1]}" if len(kinds) > 1 else kinds[0]
+        kinds.append(_("voice messages"))
+    both = _("{some} and {last}")
+    return both.format(some=", ".join(kinds[:-1]), last=kinds[-1]) if len(kinds) > 1 else kinds[0]
 
 
 def refusal(
-    settings: MediaSettings, attachments: Sequence[Attachment], transcribes: bool
+    settings: MediaSettings,
+    attachments: Sequence[Attachment],
+    transcribes: bool,
+    language: str | None = None,
 ) -> str | None:
     """Why a message with `attachments` cannot be taken, judged by what the platform says about
-    them (None: it can). Nothing is downloaded."""
+    them (None: it can), in `language`. Nothing is downloaded."""
+    _ = translator(language).gettext
     images = 0
     for a in attachments:
         use = use_of(a)
         if use is Use.NONE:
-            return (
-                f"⚠️ I can't read {a.name} ({a.mime_type or 'an unknown type'}). "
-                f"I can read {accepted(settings, transcribes)}."
+            kind = a.mime_type or _("an unknown type")
+            cannot = _("⚠️ I can't read {name} ({kind}). I can read {accepted}.")
+            return cannot.format(
+                name=a.name, kind=kind, accepted=accepted(settings, transcribes, _)
             )
         if use is Use.IMAGE:
             if not settings.vision:
-                return (
+                return _(
                     "⚠️ The language model here cannot see images, so I can't look at your "
                     "picture. Please describe it in words."
                 )
             if a.size is not None and a.size > settings.max_image_bytes:
-                return _too_large(a.name, a.size, f"{settings.max_image_mb:g} MB per picture")
+                limit = _("{mb} MB per picture").format(mb=f"{settings.max_image_mb:g}")
+                return _too_large(a.name, a.size, limit, _)
             images += 1
         elif use is Use.TEXT:
             if a.size is not None and a.size > settings.max_text_bytes:
-                return _too_large(a.name, a.size, f"{settings.max_text_kb} KB per text file")
+                limit = _("{kb} KB per text file").format(kb=settings.max_text_kb)
+                return _too_large(a.name, a.size, limit, _)
         elif not transcribes:
-            return "⚠️ Voice messages are not set up here (no transcription model). Please type."
+            return _("⚠️ Voice messages are not set up here (no transcription model). Please type.")
         elif a.duration_s is not None and a.duration_s > settings.max_audio_s:
-            return (
-                f"⚠️ That voice message is {_duration(a.duration_s)} long; I can listen to "
-                f"{_duration(settings.max_audio_s)} at most. Please send a shorter one."
-            )
+            return _(
+                "⚠️ That voice message is {length} long; I can listen to {limit} at most. Please "
+                "send a shorter one."
+            ).format(length=_duration(a.duration_s), limit=_duration(settings.max_audio_s))
     if images > settings.max_images_per_turn:
-        return _too_many(images, settings.max_images_per_turn)
+        return _too_many(images, settings.max_images_per_turn, _)
     return None
 
 
@@ -176,7 +185,8 @@ class MediaIntake:
         return self._settings()
 
     def refusal(self, msg: InboundMessage) -> str | None:
-        return refusal(self.settings, msg.attachments, self.transcriber is not None)
+        transcribes = self.transcriber is not None
+        return refusal(self.settings, msg.attachments, transcribes, msg.language)
 
     async def take(self, key: ConversationKey, rows: list[InboxRow]) -> list[InboxRow]:
         """Take the chat's queued messages that may be taken now (`rows`) as one turn; returns
@@ -319,12 +329,14 @@ def sniff_image(data: bytes) -> str | None:
     return None
 
 
-def _too_large(name: str, size: int, limit: str) -> str:
-    return f"⚠️ {name} is too large for me ({human_size(size)}; the limit is {limit})."
+def _too_large(name: str, size: int, limit: str, _: Callable[[str], str] = str) -> str:
+    too_large = _("⚠️ {name} is too large for me ({size}; the limit is {limit}).")
+    return too_large.format(name=name, size=human_size(size), limit=limit)
 
 
-def _too_many(count: int, limit: int) -> str:
-    return f"⚠️ That's {count} pictures at once; I can look at {limit} per message."
+def _too_many(count: int, limit: int, _: Callable[[str], str] = str) -> str:
+    too_many = _("⚠️ That's {count} pictures at once; I can look at {limit} per message.")
+    return too_many.format(count=count, limit=limit)
 
 
 def _duration(seconds: float) -> str:

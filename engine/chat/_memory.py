@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from engine._channel import Action, Button, InboundMessage, Reply
 from engine.chat._permissions import Policy
 from engine.context import text_tokens
+from engine.i18n import translator
 from engine.store import MemoryItem, MemoryStore
 from tools.builtins import group_owner, user_owner
 
@@ -74,30 +75,44 @@ class Remembered:
         return "\n".join([head, *lines]) if lines else ""
 
     async def menu(self, msg: InboundMessage, note: str = "") -> Reply:
-        return await self._menu(msg.channel, msg.chat_id, msg.user_id, msg.is_private, note)
+        return await self._menu(
+            msg.channel, msg.chat_id, msg.user_id, msg.is_private, note, msg.language
+        )
 
     async def _menu(
-        self, channel: str, chat_id: str, user_id: str, is_private: bool, note: str = ""
+        self,
+        channel: str,
+        chat_id: str,
+        user_id: str,
+        is_private: bool,
+        note: str = "",
+        language: str | None = None,
     ) -> Reply:
+        _ = translator(language).gettext
         owner = user_owner(channel, user_id) if is_private else group_owner(channel, chat_id)
         items = await self.memory.items(owner, None, MENU_ITEMS + 1)
         if not items:
             empty = (
-                'I remember nothing about you. Tell me something to keep ("remember that I '
-                'prefer metric units") and it shows up here.'
+                _(
+                    'I remember nothing about you. Tell me something to keep ("remember that I '
+                    'prefer metric units") and it shows up here.'
+                )
                 if is_private
-                else "I remember nothing for this group."
+                else _("I remember nothing for this group.")
             )
             return Reply(f"{note}\n{empty}".strip())
         shown = items[:MENU_ITEMS]
-        head = "What I remember about you" if is_private else "What I remember for this group"
-        more = f"\n(and more: only the {MENU_ITEMS} most recently used are listed)"
+        head = _("What I remember about you") if is_private else _("What I remember for this group")
+        more = "\n" + _("(and more: only the {n} most recently used are listed)").format(
+            n=MENU_ITEMS
+        )
         text = f"{head}:\n" + "\n".join(f"#{i.id}: {i.text}" for i in shown)
         text += more if len(items) > MENU_ITEMS else ""
         if not is_private and not self.policy.is_admin(channel, user_id):
             return Reply(f"{note}\n{text}".strip())  # only admins get the buttons
-        buttons = [Button(f"Delete: {_label(i)}", f"{_DELETE}{i.id}") for i in shown]
-        buttons.append(Button("Forget all", _ALL))
+        delete = _("Delete: {item}")
+        buttons = [Button(delete.format(item=_label(i)), f"{_DELETE}{i.id}") for i in shown]
+        buttons.append(Button(_("Forget all"), _ALL))
         return Reply(f"{note}\n{text}".strip(), tuple(buttons))
 
     async def act(self, action: Action) -> Reply | None:
@@ -106,24 +121,27 @@ class Remembered:
         if not what.startswith("mem:"):
             return None
         channel, chat_id, user_id = action.channel, action.chat_id, action.user_id
-        private = action.is_private
+        private, language = action.is_private, action.language
+        _ = translator(language).gettext
         if not private and not self.policy.is_admin(channel, user_id):
-            return Reply("Only the bot's admins change what it remembers for this group.")
+            return Reply(_("Only the bot's admins change what it remembers for this group."))
         owner = user_owner(channel, user_id) if private else group_owner(channel, chat_id)
         if what == _ALL:
-            sure = (Button("Yes, forget all", _ALL_SURE), Button("Keep it", _KEEP))
-            return Reply("Forget everything listed here? This cannot be undone.", sure)
+            sure = (Button(_("Yes, forget all"), _ALL_SURE), Button(_("Keep it"), _KEEP))
+            return Reply(_("Forget everything listed here? This cannot be undone."), sure)
         if what == _KEEP:
-            return await self._menu(channel, chat_id, user_id, private, "Kept.")
+            return await self._menu(channel, chat_id, user_id, private, _("Kept."), language)
         if what == _ALL_SURE:
             n = await self.memory.clear(owner)
             log.info("memory of %s cleared by user %s (%d items)", owner, user_id, n)
-            return await self._menu(channel, chat_id, user_id, private, f"Forgot {n} items.")
+            forgot = translator(language).ngettext("Forgot {n} item.", "Forgot {n} items.", n)
+            note = forgot.format(n=n)
+            return await self._menu(channel, chat_id, user_id, private, note, language)
         if what.startswith(_DELETE) and what.removeprefix(_DELETE).isdigit():
             item_id = int(what.removeprefix(_DELETE))
             done = await self.memory.delete(owner, item_id)
-            note = f"Forgot #{item_id}." if done else f"#{item_id} was already gone."
-            return await self._menu(channel, chat_id, user_id, private, note)
+            note = (_("Forgot #{id}.") if done else _("#{id} was already gone.")).format(id=item_id)
+            return await self._menu(channel, chat_id, user_id, private, note, language)
         return None
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from engine._channel import Channel
 from engine.chat._media_out import send_files
+from engine.i18n import N_, translator
 from engine.loop import ConversationKey, SendFiles
 from tools import File
 from tools.errors import (
@@ -73,60 +74,65 @@ class Notices:
 
 
 _REFUSED = {
-    "model": (
+    "model": N_(
         "⚠️ The language model's server does not know the model this bot is set to use, so I "
         "cannot answer. The bot's owner needs to check [llm] model. Your message is saved."
     ),
-    "template": (
+    "template": N_(
         "⚠️ The language model's server refused this conversation's format (its chat "
         "template). Your message is saved; the bot's owner can see why in the log, and /reset "
         "starts a fresh conversation."
     ),
-    "request": (
+    "request": N_(
         "⚠️ The language model's server refused this request as invalid. Your message is "
         "saved; the bot's owner can see why in the log (a model option, or the request's size)."
     ),
 }
 
 
-def apology(exc: LLMError) -> str:
-    """What the user reads when the model failed: relaybot's own words, no provider detail."""
+def apology(exc: LLMError, language: str | None = None) -> str:
+    """What the user reads when the model failed: relaybot's own words, no provider detail, in
+    `language`."""
+    return translator(language).gettext(_apology(exc))
+
+
+def _apology(exc: LLMError) -> str:
     if isinstance(exc, PromptTooLarge):
-        return (
+        return N_(
             "⚠️ The language model's context window is too small even for my instructions and "
             "tools, so I cannot answer. The bot's owner needs to set a larger [llm] "
             "context_window (or use a model with a larger one) or offer fewer tools. Your "
             "message is saved."
         )
     if isinstance(exc, ContextOverflow):
-        return (
+        return N_(
             "⚠️ This did not fit the language model's context window, even with the conversation "
             "condensed. Your message is saved; ask for less at once (fewer or smaller pages, "
             "files or results), or send /reset to start a fresh conversation."
         )
     if isinstance(exc, ModelAuthError):
-        return (
+        return N_(
             "⚠️ The language model refused this bot's credentials, so I cannot answer. The bot's "
             "owner needs to check its API key. Your message is saved."
         )
     if isinstance(exc, ModelRateLimited):
-        return (
+        return N_(
             "⚠️ The language model is busy right now (rate limited). Your message is saved; "
             "please try again in a minute."
         )
     if isinstance(exc, ModelRefused):
         return _REFUSED.get(exc.kind, _REFUSED["request"])
     if isinstance(exc, ModelServerError):
-        return (
+        return N_(
             "⚠️ The language model's server failed on this request (a server error). Your "
             "message is saved; please try again later."
         )
     if isinstance(exc, ModelTimedOut):
-        return (
+        return N_(
             "⚠️ The language model took too long to answer. Your message is saved; please try "
             "again, or ask for something shorter."
         )
-    return (
+    return N_(
         "⚠️ I can't reach the language model right now. Your message is saved; please try "
         "again in a moment."
     )

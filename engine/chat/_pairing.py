@@ -19,13 +19,16 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from engine import metrics
 from engine._channel import Action, Button, Channel, InboundMessage, Reply
+from engine.chat._languages import Languages
 from engine.chat._notices import Notices
 from engine.chat._permissions import Policy
 from engine.chat._settings import Live
+from engine.i18n import N_, translator
+from engine.loop import ConversationKey
 from engine.store import AccessRequest, RequestState, Store
 from engine.work import Tasks
 
@@ -52,8 +55,10 @@ class Pairing:
         channels: Mapping[str, Channel],
         notices: Notices,
         tasks: Tasks,
+        languages: Languages | None = None,
     ) -> None:
         self.store = store
+        self.languages = languages or Languages(lambda: "en", lambda key: None)
         self.live = live
         self.policy = policy
         self.channels = channels
@@ -86,6 +91,7 @@ class Pairing:
         """What to answer a person who is not let in (None: nothing, they were answered
         already); a new request is made and the owners asked when pairing is on. `always`: a
         command, which must be answered."""
+        _ = translator(msg.language).gettext
         log.warning("refused %s user %s (%s)", msg.channel, msg.user_id, msg.user_name)
         metrics.refused(msg.channel, "not_allowed")
         if not (msg.is_private or msg.mentioned or always):  # no reply to chatter in a group
@@ -97,10 +103,10 @@ class Pairing:
                 return text
         elif not always and not self._first_refusal(msg):
             return None
-        return (
-            f"Sorry, you are not allowed to use this bot. Your user id is {msg.user_id}; "
-            "ask the owner to add it to allowed_users."
-        )
+        return _(
+            "Sorry, you are not allowed to use this bot. Your user id is {user_id}; ask the "
+            "owner to add it to allowed_users."
+        ).format(user_id=msg.user_id)
 
     def _first_refusal(self, msg: InboundMessage) -> bool:
         now = time.monotonic()
@@ -113,23 +119,24 @@ class Pairing:
         return True
 
     async def _ask(self, msg: InboundMessage, always: bool) -> str | None:
+        _ = translator(msg.language).gettext
         pairing = self.live.settings.pairing
         now = time.time()
         latest = await self.store.access.latest(msg.channel, msg.user_id)
         if latest is not None and latest.state is RequestState.PENDING and latest.expires_at > now:
-            return _waiting(latest) if always or self._first_refusal(msg) else None
+            return _waiting(latest, _) if always or self._first_refusal(msg) else None
         if (
             latest is not None
             and latest.state is RequestState.DENIED
             and now - (latest.decided_at or now) < pairing.expiry_s
         ):
             told = always or self._first_refusal(msg)
-            return "Sorry, the owner said no." if told else None
+            return _(SAID_NO) if told else None
         if await self.store.access.asked_since(now - 3600) >= pairing.per_hour:
             log.warning("pairing: %d asked this hour; %s not asked", pairing.per_hour, msg.user_id)
             if not (always or self._first_refusal(msg)):
                 return None
-            return "Sorry, you are not allowed to use this bot yet; please try again later."
+            return _("Sorry, you are not allowed to use this bot yet; please try again later.")
         request = AccessRequest(
             new_code(),
             msg.channel,
@@ -145,20 +152,24 @@ class Pairing:
         self._told[(msg.channel, msg.user_id)] = time.monotonic()
         log.info("pairing: %s:%s asks to be let in (%s)", msg.channel, msg.user_id, request.code)
         for owner in sorted(self.policy.admins):
-            channel_name, _, user_id = owner.partition(":")
+            channel_name, _sep, user_id = owner.partition(":")
             channel = self.channels.get(channel_name)
             if channel is not None:
                 self.tasks.spawn(self._tell_owner(channel, user_id, request), "pairing-ask")
-        return (
-            f"I don't know you yet, so I asked the owner to let you in (request {request.code}). "
-            "I will tell you here when they answer."
-        )
+        return _(
+            "I don't know you yet, so I asked the owner to let you in (request {code}). I will "
+            "tell you here when they answer."
+        ).format(code=request.code)
 
     async def _tell_owner(self, channel: Channel, user_id: str, request: AccessRequest) -> None:
+        _ = translator(self.languages.of(ConversationKey(channel.name, user_id), user_id)).gettext
+        asks = _("{who} asks to use the bot (request {code}; in chat {chat}). Let them in?")
         reply = Reply(
-            f"{_who(request)} asks to use the bot (request {request.code}; in chat "
-            f"{request.chat_id}). Let them in?",
-            (Button("Allow", f"{_ALLOW}{request.code}"), Button("Deny", f"{_DENY}{request.code}")),
+            asks.format(who=_who(request, _), code=request.code, chat=request.chat_id),
+            (
+                Button(_("Allow"), f"{_ALLOW}{request.code}"),
+                Button(_("Deny"), f"{_DENY}{request.code}"),
+            ),
         )
         try:
             sent = await channel.send_private(user_id, reply)
@@ -177,69 +188,97 @@ class Pairing:
             code, allow = "", False
         else:
             return None
+        _ = translator(action.language).gettext
         if not self.policy.is_admin(action.channel, action.user_id):
-            return Reply("Only the bot's owners can answer this.")
+            return Reply(_("Only the bot's owners can answer this."))
         by = f"{action.channel}:{action.user_id}"
         if not code:
-            channel, _, user_id = action.action.removeprefix(_REVOKE).partition(":")
-            return await self.menu(await self.revoke(channel, user_id, by))
+            channel, _sep, user_id = action.action.removeprefix(_REVOKE).partition(":")
+            revoked = await self.revoke(channel, user_id, by, action.language)
+            return await self.menu(revoked, action.language)
         decided = await self.store.access.decide(code, allow, by, time.time())
         if decided is None:
-            return Reply(await self._already(code))
+            return Reply(await self._already(code, _))
         log.info("pairing: %s %s:%s (by %s)", decided.state, decided.channel, decided.user_id, by)
+        theirs = ConversationKey(decided.channel, decided.chat_id)
+        said = translator(self.languages.of(theirs, decided.user_id)).gettext
         if allow:
             self._approved.add((decided.channel, decided.user_id))
-            told = "The owner let you in: write to me whenever you like."
+            told = said("The owner let you in: write to me whenever you like.")
         else:
-            told = "Sorry, the owner said no."
+            told = said(SAID_NO)
         self.tasks.spawn(
             self.notices.say(decided.channel, decided.chat_id, told, None), "pairing-answer"
         )
-        done = "Allowed" if allow else "Denied"
-        return Reply(f"{done}: {_who(decided)} (request {decided.code}).")
+        done = (
+            _("Allowed: {who} (request {code}).") if allow else _("Denied: {who} (request {code}).")
+        )
+        return Reply(done.format(who=_who(decided, _), code=decided.code))
 
-    async def _already(self, code: str) -> str:
+    async def _already(self, code: str, _: Callable[[str], str]) -> str:
         request = await self.store.access.request(code)
         if request is None:
-            return "This request is unknown."
+            return _("This request is unknown.")
         if request.state is RequestState.PENDING or request.state is RequestState.EXPIRED:
-            return f"Request {code} expired: {_who(request)} may ask again."
-        return f"Request {code} was already answered: {request.state} by {request.decided_by}."
+            return _("Request {code} expired: {who} may ask again.").format(
+                code=code, who=_who(request, _)
+            )
+        return _("Request {code} was already answered: {state} by {by}.").format(
+            code=code, state=request.state, by=request.decided_by
+        )
 
-    async def revoke(self, channel: str, user_id: str, by: str) -> str:
+    async def revoke(self, channel: str, user_id: str, by: str, language: str | None = None) -> str:
+        _ = translator(language).gettext
         self._approved.discard((channel, user_id))
         if await self.store.access.revoke(channel, user_id):
             log.info("pairing: %s user %s revoked by %s", channel, user_id, by)
-            return f"Revoked: {channel} user {user_id} is no longer let in."
-        return f"{channel} user {user_id} was not let in by an owner."
+            revoked = _("Revoked: {platform} user {user_id} is no longer let in.")
+            return revoked.format(platform=channel, user_id=user_id)
+        not_let_in = _("{platform} user {user_id} was not let in by an owner.")
+        return not_let_in.format(platform=channel, user_id=user_id)
 
-    async def menu(self, note: str = "") -> Reply:
+    async def menu(self, note: str = "", language: str | None = None) -> Reply:
         """/users: who is let in, and from where, with a button to revoke each approval."""
+        _ = translator(language).gettext
         lines = []
         settings = self.live.settings
         for channel, users in sorted(settings.allowed_users.items()):
             for user in sorted(users):
-                lines.append(f"• {channel} {'everyone' if user == '*' else user}: config")
+                who = _("everyone") if user == "*" else user
+                lines.append(_("• {platform} {who}: config").format(platform=channel, who=who))
         for owner in sorted(settings.admins):
-            lines.append(f"• {owner.replace(':', ' ', 1)}: owner")
+            lines.append(_("• {who}: owner").format(who=owner.replace(":", " ", 1)))
         approved = await self.store.access.approved()
         buttons = []
         for a in approved:
-            lines.append(f"• {a.channel} {a.user_id} ({a.user_name}): approved by {a.approved_by}")
+            lines.append(
+                _("• {platform} {user_id} ({name}): approved by {by}").format(
+                    platform=a.channel, user_id=a.user_id, name=a.user_name, by=a.approved_by
+                )
+            )
             action = f"{_REVOKE}{a.channel}:{a.user_id}"
             if len(action) <= 61:
-                buttons.append(Button(f"Revoke {a.user_name or a.user_id}"[:40], action))
-        text = "Who may use me:\n" + ("\n".join(lines) or "nobody yet")
+                revoke = _("Revoke {name}").format(name=a.user_name or a.user_id)
+                buttons.append(Button(revoke[:40], action))
+        text = _("Who may use me:") + "\n" + ("\n".join(lines) or _("nobody yet"))
         return Reply(f"{note}\n{text}".strip(), tuple(buttons[:20]))
 
 
-def _who(request: AccessRequest) -> str:
+SAID_NO = N_("Sorry, the owner said no.")
+
+
+def _who(request: AccessRequest, _: Callable[[str], str]) -> str:
     handle = f" (@{request.username})" if request.username else ""
-    return f"{request.user_name or 'Someone'}{handle}, {request.channel} user {request.user_id}"
-
-
-def _waiting(request: AccessRequest) -> str:
-    return (
-        f"Your request {request.code} is waiting for the owner's answer; I will tell you here "
-        "when they answer."
+    return _("{name}{handle}, {platform} user {user_id}").format(
+        name=request.user_name or _("Someone"),
+        handle=handle,
+        platform=request.channel,
+        user_id=request.user_id,
     )
+
+
+def _waiting(request: AccessRequest, _: Callable[[str], str]) -> str:
+    return _(
+        "Your request {code} is waiting for the owner's answer; I will tell you here when they "
+        "answer."
+    ).format(code=request.code)

@@ -14,6 +14,7 @@ import time
 from typing import TYPE_CHECKING
 
 from engine._channel import Action, Button, Choice, Reply
+from engine.i18n import translator
 from engine.loop import ConversationKey
 from engine.store import Store
 
@@ -69,23 +70,31 @@ class Permissions:
         await self.grants.grant(key.channel, key.chat_id, tool, user_id, user_name)
         log.info("grant: %s always allowed in %s by user %s", tool, key, user_id)
 
-    async def menu(self, key: ConversationKey, note: str = "") -> Reply:
+    async def menu(
+        self, key: ConversationKey, note: str = "", language: str | None = None
+    ) -> Reply:
+        _ = translator(language).gettext
         grants = await self.grants.in_chat(key.channel, key.chat_id)
         if not grants:
-            text = "Nothing is always allowed here: I ask before every action that changes things."
+            text = _(
+                "Nothing is always allowed here: I ask before every action that changes things."
+            )
             return Reply(f"{note}\n{text}".strip())
         lines = [
-            f"• {g.tool}: always allowed by {g.granted_by_name}, "
-            f"{time.strftime('%Y-%m-%d', time.gmtime(g.granted_at))}"
+            _("• {tool}: always allowed by {name}, {day}").format(
+                tool=g.tool,
+                name=g.granted_by_name,
+                day=time.strftime("%Y-%m-%d", time.gmtime(g.granted_at)),
+            )
             for g in grants
         ]
         buttons = [
-            Button(f"Revoke {g.tool}", f"{_REVOKE}{g.tool}")
+            Button(_("Revoke {tool}").format(tool=g.tool), f"{_REVOKE}{g.tool}")
             for g in grants
             if len(_REVOKE) + len(g.tool) <= 61
         ]
-        buttons.append(Button("Revoke all", _REVOKE_ALL))
-        text = "These run here without asking:\n" + "\n".join(lines)
+        buttons.append(Button(_("Revoke all"), _REVOKE_ALL))
+        text = _("These run here without asking:") + "\n" + "\n".join(lines)
         return Reply(f"{note}\n{text}".strip(), tuple(buttons))
 
     async def act(self, action: Action) -> Reply | None:
@@ -99,5 +108,10 @@ class Permissions:
             return None
         n = await self.grants.revoke(key.channel, key.chat_id, tool)
         log.info("revoke: %s in %s by user %s (%d removed)", tool or "all", key, action.user_id, n)
-        note = f"Revoked: I will ask before {tool} again." if tool else "Revoked them all."
-        return await self.menu(key, note if n else "Already revoked.")
+        _ = translator(action.language).gettext
+        note = (
+            _("Revoked: I will ask before {tool} again.").format(tool=tool)
+            if tool
+            else _("Revoked them all.")
+        )
+        return await self.menu(key, note if n else _("Already revoked."), action.language)

@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from engine._channel import Action, Button, Reply
 from engine._clock import Clock
 from engine.chat._turns import RESTARTED, TurnRunner
+from engine.i18n import translator
 from engine.loop import ConversationKey
 from engine.models import Message
 from engine.store import RunState, ScheduleRow, ScheduleRun, ScheduleState, Store
@@ -90,12 +91,13 @@ class Schedules:
             await self.store.conversations.close_dangling(conv.id, RESTARTED)
             self.queues.put(key, Recover())  # an answer stored but not delivered goes out
             log.warning("scheduled task #%d in %s was cut off by a restart", row.id, key)
-            self._tell(
-                row,
-                f"⚠️ Scheduled task #{row.id} ({_clip(row.task)}) was cut off by a restart "
-                f"while it ran (due {_at(row, run.due)}); it was not run again, as it may have "
-                f"done part of its work. {_next(row)}",
+            _ = self._words(row)
+            cut = _(
+                "⚠️ Scheduled task #{id} ({task}) was cut off by a restart while it ran (due "
+                "{due}); it was not run again, as it may have done part of its work."
             )
+            due = _at(row, run.due)
+            self._tell(row, cut.format(id=row.id, task=_clip(row.task), due=due), _)
         for run in await self.book.runs(R.QUEUED):
             row = await self.book.get(run.schedule_id)
             if row is not None and chats is not None and _key(row) not in chats:
@@ -105,7 +107,7 @@ class Schedules:
             elif now - run.due <= self.settings.catch_up_s:
                 self.queues.put(_key(row), ScheduledRun(row.id, run.due))
             elif await self.book.transition(row.id, run.due, R.QUEUED, R.SKIPPED, "too late"):
-                self._tell(row, _skipped(row, run.due, run.missed + 1))
+                self._tell(row, _skipped(row, run.due, run.missed + 1, self._words(row)))
 
     # -- the loop -------------------------------------------------------------------------
 
@@ -142,15 +144,18 @@ class Schedules:
             if not await self.book.claim(row.id, row.next_due, run, step.following):
                 continue  # cancelled meanwhile, or claimed before
             if state is R.SKIPPED:
-                self._tell(row, _skipped(row, step.latest, step.missed + 1))
+                self._tell(row, _skipped(row, step.latest, step.missed + 1, self._words(row)))
                 continue
             if step.missed or late >= _LATE_S:
-                missed = f" ({step.missed} earlier runs were missed)" if step.missed else ""
-                self._tell(
-                    row,
-                    f"⏰ Scheduled task #{row.id} was due at {_at(row, step.latest)} while I was "
-                    f"offline{missed}; running it now.",
+                _ = self._words(row)
+                missed = _(" ({n} earlier runs were missed)") if step.missed else ""
+                late_run = _(
+                    "⏰ Scheduled task #{id} was due at {due} while I was offline{missed}; running "
+                    "it now."
                 )
+                due = _at(row, step.latest)
+                missed = missed.format(n=step.missed)
+                self._tell(row, late_run.format(id=row.id, due=due, missed=missed))
             self.queues.put(_key(row), ScheduledRun(row.id, step.latest))
 
     # -- one run, in the chat's queue -----------------------------------------------------
@@ -174,17 +179,22 @@ class Schedules:
             speaker = None if conv.is_private else row.user_name or row.user_id
             await store.append(conv.id, Message.user(request, speaker=speaker), user_id=row.user_id)
             result = await self.turns.run(
-                conv, row.user_id, row.user_name, None, failed=lambda e: _failed(row, e)
+                conv,
+                row.user_id,
+                row.user_name,
+                None,
+                failed=lambda e, language: _failed(row, e, translator(language).gettext),
             )
         except Exception as exc:
             log.exception("scheduled task #%d failed in %s", row.id, _key(row))
             await self.book.transition(row.id, item.due, R.RUNNING, R.FAILED, type(exc).__name__)
-            self._tell(
-                row,
-                f"⚠️ Scheduled task #{row.id} ({_clip(row.task)}) failed: something went wrong "
-                f"inside relaybot ({type(exc).__name__}; the owner finds it in the log). "
-                f"{_next(row)}",
+            _ = self._words(row)
+            failed = _(
+                "⚠️ Scheduled task #{id} ({task}) failed: something went wrong inside relaybot "
+                "({error}; the owner finds it in the log)."
             )
+            error = type(exc).__name__
+            self._tell(row, failed.format(id=row.id, task=_clip(row.task), error=error), _)
             return
         done = R.DONE if result is not None else R.FAILED
         await self.book.transition(row.id, item.due, R.RUNNING, done)
@@ -196,21 +206,30 @@ class Schedules:
             if row is not None and _key(row) == key:
                 await self.book.transition(row.id, run.due, R.RUNNING, R.FAILED, "stopped")
 
-    def _tell(self, row: ScheduleRow, text: str) -> None:
-        self.queues.put(_key(row), Notice(text))
+    def _words(self, row: ScheduleRow) -> Callable[[str], str]:
+        """The chat's language, for what is said about `row` (chat/_languages.py)."""
+        return translator(self.turns.language(_key(row), row.user_id)).gettext
+
+    def _tell(self, row: ScheduleRow, text: str, _: Callable[[str], str] | None = None) -> None:
+        """Say `text` in the chat (with the next run, when `_` translates its line)."""
+        self.queues.put(_key(row), Notice(f"{text} {_next(row, _)}" if _ else text))
 
     # -- /schedules -----------------------------------------------------------------------
 
-    async def menu(self, key: ConversationKey, note: str = "") -> Reply:
+    async def menu(
+        self, key: ConversationKey, note: str = "", language: str | None = None
+    ) -> Reply:
+        _ = translator(language).gettext
         rows = await self.book.chat_schedules(key.channel, key.chat_id)
         if not rows:
-            text = (
+            text = _(
                 "No scheduled tasks here. Ask me for one, e.g. “every weekday at 8, tell me the "
                 "weather in Paris”."
             )
             return Reply(f"{note}\n{text}".strip())
-        text = "Scheduled tasks here:\n" + "\n".join(f"• {describe(r)}" for r in rows)
-        buttons = tuple(Button(f"Cancel #{r.id}", f"{_CANCEL}{r.id}") for r in rows)
+        listed = "\n".join(f"• {describe(r)}" for r in rows)
+        text = _("Scheduled tasks here:") + "\n" + listed
+        buttons = tuple(Button(_("Cancel #{id}").format(id=r.id), f"{_CANCEL}{r.id}") for r in rows)
         return Reply(f"{note}\n{text}".strip(), buttons)
 
     async def act(self, action: Action) -> Reply | None:
@@ -223,7 +242,9 @@ class Schedules:
             return None
         cancelled = await self.book.cancel_schedule(key.channel, key.chat_id, int(number))
         log.info("/schedules: #%s cancelled in %s by user %s", number, key, action.user_id)
-        return await self.menu(key, f"Cancelled #{number}." if cancelled else "Already cancelled.")
+        _ = translator(action.language).gettext
+        note = _("Cancelled #{id}.").format(id=number) if cancelled else _("Already cancelled.")
+        return await self.menu(key, note, action.language)
 
 
 def _key(row: ScheduleRow) -> ConversationKey:
@@ -234,8 +255,8 @@ def _at(row: ScheduleRow, t: float) -> str:
     return recurrence_of(row).local_time(t)
 
 
-def _next(row: ScheduleRow) -> str:
-    return f"Next run: {_at(row, row.next_due)}."
+def _next(row: ScheduleRow, _: Callable[[str], str]) -> str:
+    return _("Next run: {due}.").format(due=_at(row, row.next_due))
 
 
 def _clip(text: str, n: int = 60) -> str:
@@ -243,21 +264,30 @@ def _clip(text: str, n: int = 60) -> str:
     return f"“{text}”" if len(text) <= n else f"“{text[: n - 1]}…”"
 
 
-def _skipped(row: ScheduleRow, due: float, count: int) -> str:
-    runs = "its run" if count == 1 else f"{count} runs, the last"
-    return (
-        f"⏭ Scheduled task #{row.id} ({_clip(row.task)}) was skipped: I was offline for "
-        f"{runs} due at {_at(row, due)}, too long ago to run it now. {_next(row)}"
+def _skipped(row: ScheduleRow, due: float, count: int, _: Callable[[str], str]) -> str:
+    skipped = (
+        _(
+            "⏭ Scheduled task #{id} ({task}) was skipped: I was offline for its run due at "
+            "{due}, too long ago to run it now."
+        )
+        if count == 1
+        else _(
+            "⏭ Scheduled task #{id} ({task}) was skipped: I was offline for {n} runs, the last "
+            "due at {due}, too long ago to run it now."
+        )
     )
+    text = skipped.format(id=row.id, task=_clip(row.task), due=_at(row, due), n=count)
+    return f"{text} {_next(row, _)}"
 
 
-def _failed(row: ScheduleRow, exc: LLMError) -> str:
+def _failed(row: ScheduleRow, exc: LLMError, _: Callable[[str], str]) -> str:
     if isinstance(exc, ModelAuthError):
-        why = "the language model refused this bot's credentials (the owner must check its key)"
+        why = _("the language model refused this bot's credentials (the owner must check its key)")
     elif isinstance(exc, ModelRateLimited):
-        why = "the language model was busy (rate limited)"
+        why = _("the language model was busy (rate limited)")
     elif isinstance(exc, ContextOverflow):
-        why = "this conversation is too long for the language model (send /reset)"
+        why = _("this conversation is too long for the language model (send /reset)")
     else:
-        why = "the language model could not be reached"
-    return f"⚠️ Scheduled task #{row.id} ({_clip(row.task)}) failed: {why}. {_next(row)}"
+        why = _("the language model could not be reached")
+    failed = _("⚠️ Scheduled task #{id} ({task}) failed: {why}.")
+    return f"{failed.format(id=row.id, task=_clip(row.task), why=why)} {_next(row, _)}"

@@ -50,6 +50,7 @@ class Settings:
     max_message_chars: int = 8_000
     max_quote_chars: int = 1_000  # of a message replied to (engine/chat/_quotes.py); 0: none
     tool_progress: bool = True  # a status line per tool step while a turn runs
+    language: str = "en"  # relaybot's own words where the platform does not say (engine.i18n)
     admins: set[str] = field(default_factory=set)  # "<channel>:<user id>": owners
     always_ask: set[str] = field(default_factory=lambda: {"run_command", "delete_file"})
     limits: LimitSettings = field(default_factory=LimitSettings)

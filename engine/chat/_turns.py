@@ -30,6 +30,7 @@ from engine.chat._speech import VoiceAnswers
 from engine.chat._spend import Meter, charging
 from engine.chat._tooling import PromptPart, Tooling
 from engine.context import RecentImages, Window
+from engine.i18n import language_line
 from engine.loop import ConversationKey, ToolLoop, TurnContext, TurnResult
 from engine.models import Message
 from engine.store import (
@@ -95,6 +96,12 @@ class TurnRunner:
     def settings(self) -> TurnSettings:
         return self._settings()
 
+    def language(self, key: ConversationKey, user_id: str) -> str:
+        """The language of the chat's user (chat/_languages.py): relaybot's words and the
+        model's note."""
+        chosen = self.chat_settings
+        return chosen.languages.of(key, user_id) if chosen is not None else "en"
+
     @property
     def loop(self) -> ToolLoop:
         """The tool loop in force (a turn uses the one it started with)."""
@@ -116,10 +123,10 @@ class TurnRunner:
         *,
         answering: Sequence[InboxRow] = (),
         resume: tuple[ConfirmationRow, bool, str | None] | None = None,
-        failed: Callable[[LLMError], str] = apology,
+        failed: Callable[[LLMError, str], str] = apology,
     ) -> TurnResult | None:
         """One turn from the stored history (a resumed one when `resume` is given); when the
-        model fails, the chat reads `failed(error)` and None is returned."""
+        model fails, the chat reads `failed(error, its language)` and None is returned."""
         channel = self.channels.get(conv.channel)
         if channel is None:
             log.warning("no channel %s is running; turn in %s skipped", conv.channel, conv.chat_id)
@@ -162,7 +169,7 @@ class TurnRunner:
         reply_to: str | None,
         answering: Sequence[InboxRow],
         resume: tuple[ConfirmationRow, bool, str | None] | None,
-        failed: Callable[[LLMError], str],
+        failed: Callable[[LLMError, str], str],
         started: float,
     ) -> TurnResult | None:
         user_id, user_name = ctx.user_id, ctx.user_name
@@ -207,7 +214,8 @@ class TurnRunner:
             metrics.turn_ended(conv.channel, "failed", time.monotonic() - started, len(answering))
             if live is not None:
                 await live.abandon()
-            await self.notices.say(conv.channel, conv.chat_id, failed(exc), reply_to)
+            said = failed(exc, self.language(ctx.key, user_id))
+            await self.notices.say(conv.channel, conv.chat_id, said, reply_to)
             await self.store.inbox.answered([r.id for r in answering])
             return None
         if result.pending is not None:
@@ -305,6 +313,8 @@ class TurnRunner:
             system = f"{system}\n\n{GROUP_NOTE}".strip()
             if self.settings.dm_only:
                 tools = [n for n in loop.registry.names() if n not in self.settings.dm_only]
+        if spoken := language_line(self.language(key, user_id)):  # none for English
+            system = f"{system}\n\n{spoken}".strip()
         admin = self.permissions.policy.is_admin(conv.channel, user_id)
         return TurnContext(
             key,

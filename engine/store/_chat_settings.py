@@ -15,7 +15,8 @@ class ChatSettings:
 
     async def all(self) -> list[ChatPrefs]:
         rows = await self.db.fetch(
-            "SELECT channel, chat_id, persona, model, reply_mode, voice FROM chat_settings"
+            "SELECT channel, chat_id, persona, model, reply_mode, voice, language "
+            "FROM chat_settings"
         )
         return [
             ChatPrefs(
@@ -25,6 +26,7 @@ class ChatSettings:
                 r["model"],
                 ReplyMode(r["reply_mode"]) if r["reply_mode"] else None,
                 VoiceReplies(r["voice"]) if r["voice"] else None,
+                language=r["language"],
             )
             for r in rows
         ]
@@ -33,9 +35,11 @@ class ChatSettings:
         """Store the chat's settings as a whole (who changed them last, and when)."""
         await self.db.execute(
             "INSERT INTO chat_settings(channel, chat_id, persona, model, reply_mode, updated_by, "
-            "updated_at, voice) VALUES (?,?,?,?,?,?,?,?) ON CONFLICT (channel, chat_id) DO UPDATE "
-            "SET persona=excluded.persona, model=excluded.model, reply_mode=excluded.reply_mode, "
-            "updated_by=excluded.updated_by, updated_at=excluded.updated_at, voice=excluded.voice",
+            "updated_at, voice, language) VALUES (?,?,?,?,?,?,?,?,?) "
+            "ON CONFLICT (channel, chat_id) DO UPDATE SET persona=excluded.persona, "
+            "model=excluded.model, "
+            "reply_mode=excluded.reply_mode, updated_by=excluded.updated_by, "
+            "updated_at=excluded.updated_at, voice=excluded.voice, language=excluded.language",
             prefs.channel,
             prefs.chat_id,
             prefs.persona,
@@ -44,4 +48,5 @@ class ChatSettings:
             user_id,
             time.time(),
             prefs.voice.value if prefs.voice else None,
+            prefs.language,
         )

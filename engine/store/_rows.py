@@ -209,6 +209,7 @@ class ChatPrefs:
     model: str | None = None
     reply_mode: ReplyMode | None = None
     voice: VoiceReplies | None = None  # spoken answers (None: to voice messages)
+    language: str | None = None  # relaybot's own words here (engine.i18n); None: the user's
 
 
 @dataclass(frozen=True, slots=True)

@@ -70,6 +70,7 @@ class Rewind:
     user_id: str
     user_name: str
     done: asyncio.Future[str] = field(compare=False, repr=False)
+    language: str = "en"  # of the reply (engine.i18n)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +88,7 @@ class Compact:
 
     done: asyncio.Future[str] = field(compare=False, repr=False)
     user_id: str = ""  # who asked: the summary requests are charged to them
+    language: str = "en"  # of the reply (engine.i18n)
 
 
 WorkItem = Inbound | Recover | Decided | JobDone | Notice | Rewind | ScheduledRun | Compact

@@ -163,6 +163,7 @@ class FakeDiscord:
         self.messages: dict[int, Json] = {}
         self.interactions: dict[int, Interaction] = {}
         self.commands: dict[int | None, list[Json]] = {}  # guild id (None = global) -> synced
+        self.user_locales: dict[int, str] = {}  # user id → the locale their app sends
         self.dm_channels: dict[int, int] = {}  # user id -> DM channel id
         self.threads: dict[int, Json] = {}  # thread id -> its channel JSON (see Threads above)
         self.deleted_threads: set[int] = set()
@@ -586,7 +587,7 @@ class FakeDiscord:
             "channel_id": str(channel_id),
             "channel": self._channel(channel_id, guild_id),
             "app_permissions": "1071698660929",
-            "locale": "en-US",
+            "locale": self.user_locales.get(user_id, "en-US"),
             "attachment_size_limit": 8 * 1024 * 1024,
             "authorizing_integration_owners": {"0": str(guild_id)}
             if guild_id

@@ -231,6 +231,8 @@ class FakeTelegram:
         self.calls: list[Call] = []
         self.messages: dict[tuple[int, int], dict[str, Any]] = {}  # (chat, id) → Message JSON
         self.commands: list[dict[str, Any]] = []
+        self.localized_commands: dict[str, list[dict[str, Any]]] = {}  # by language_code
+        self.user_languages: dict[int, str] = {}  # user id → the language_code their app sends
         self.chat_admins: dict[int, set[int]] = {}  # chat -> the users getChatMember calls admins
         self.down = False
         # While set, a getUpdates is answered with headers and then a keep-alive space every
@@ -362,6 +364,8 @@ class FakeTelegram:
             "chat": self._chat(chat_id, chat_type, first_name),
             "from": self._user(user_id, username, first_name),
         }
+        if user_id in self.user_languages:
+            msg["from"]["language_code"] = self.user_languages[user_id]
         if text is not None:
             msg["text"] = text
             msg["entities"] = entities if entities is not None else _auto_entities(text)
@@ -422,7 +426,12 @@ class FakeTelegram:
         }
         query = {
             "id": str(next(self._callback_ids)),
-            "from": self._user(user_id, username, None),
+            "from": self._user(user_id, username, None)
+            | (
+                {"language_code": self.user_languages[user_id]}
+                if user_id in self.user_languages
+                else {}
+            ),
             "chat_instance": f"ci{chat_id}",
             "message": message,
             "data": data,
@@ -698,11 +707,16 @@ class FakeTelegram:
         return True
 
     async def _api_setMyCommands(self, params: dict[str, Any]) -> bool:
-        self.commands = list(params.get("commands") or [])
+        commands = list(params.get("commands") or [])
+        if language := params.get("language_code"):  # the menu shown to users of that language
+            self.localized_commands[str(language)] = commands
+        else:
+            self.commands = commands
         return True
 
-    async def _api_getMyCommands(self, _: dict[str, Any]) -> list[dict[str, Any]]:
-        return self.commands
+    async def _api_getMyCommands(self, params: dict[str, Any]) -> list[dict[str, Any]]:
+        language = params.get("language_code")
+        return self.localized_commands.get(str(language), []) if language else self.commands
 
     async def _api_getChatMember(self, params: dict[str, Any]) -> dict[str, Any]:
         chat, user_id = int(params["chat_id"]), int(params["user_id"])

@@ -344,4 +344,6 @@ MIGRATIONS: list[str] = [
         expires_at DOUBLE PRECISION NOT NULL, ended_at DOUBLE PRECISION);
     CREATE INDEX console_sessions_expiry ON console_sessions(expires_at);
     """,
+    # 16: a chat's language for relaybot's own words (/settings language; issue 29)
+    "ALTER TABLE chat_settings ADD COLUMN language TEXT;",
 ]
