@@ -57,7 +57,11 @@ async def test_postgres_restarted_mid_burst_loses_nothing_and_repeats_nothing(
     counts = {}
     for name in NAMES:
         records = log_records(cluster.daemons[name].files.log)
-        lines = [str(r["msg"]) for r in records if r.get("level") in ("WARNING", "ERROR")]
+        lines = [
+            str(r["msg"])
+            for r in records
+            if r.get("level") in ("WARNING", "ERROR") and "has no price" not in str(r["msg"])
+        ]  # the fake model's missing price is said once and is not about the outage
         counts[name] = len(lines)
         down = [m for m in lines if "database is unreachable" in m]
         assert len(down) == 1, f"{name}: {lines}"
