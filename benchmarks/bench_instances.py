@@ -1,19 +1,21 @@
-"""Benchmark several instances on one PostgreSQL store against the fakes (issue 20).
+"""Benchmark several instances on one PostgreSQL store against the fakes (issues 20 and 34).
 
-    .venv/bin/python benchmarks/bench_instances.py
+    .venv/bin/python benchmarks/bench_instances.py [--instances 1 2 3 4] [--no-sqlite]
 
-For 1, 2 and 3 `relaybot run` processes on one PostgreSQL database (a server this script
-starts, tests/postgres.py) and for 1 on SQLite: messages per second with an instant model (30
-users × 10 messages, each user waiting for the answer before the next), the wall time until 100
-users writing at once are all answered by a model that takes 1 s, and, with more than one
-instance, the takeover time: from the SIGKILL of an instance whose turns wait for the model
-until the first answer in one of its chats. Every message's answers are counted (the crash
-rig's tokens): lost and duplicated must both be 0.
+For 1 to 4 `relaybot run` processes on one PostgreSQL database (a server this script starts,
+tests/postgres.py) and for 1 on SQLite: messages per second with an instant model (30 users × 10
+messages, each user waiting for the answer before the next), the wall time until 100 users
+writing at once are all answered by a model that takes 1 s, and, with more than one instance,
+the takeover time: from the SIGKILL of an instance whose turns wait for the model until the
+first answer in one of its chats. Every message's answers are counted (the crash rig's tokens):
+lost and duplicated must both be 0.
 
 All of it shares this machine's cores, so throughput alone cannot show how instances scale here;
-the CPU each message costs the instances (together) and the PostgreSQL server during the
-instant-model run can: while it stays flat as instances are added, n instances on n free cores
-answer n times as many messages, until the database's share fills its own cores.
+the CPU each message costs the instances (together, and each one's share) and the PostgreSQL
+server during the instant-model run can: n instances on n free cores answer n × (CPU per message
+of one) / (CPU per message of n) times as many messages as one (the "× one" column), until the
+database's share fills its own cores. `--repeat N` runs the whole table N times and prints each
+figure's median.
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ class Result:
     duplicated: int = 0
     cpu_ms: float = 0.0  # the instances' CPU per message, together
     db_cpu_ms: float = 0.0  # the PostgreSQL server's
+    each_ms: tuple[float, ...] = ()  # each instance's CPU per message (of all the messages)
 
 
 class Run:
@@ -128,7 +131,12 @@ async def measure(
                     await daemons[0].start()
                     await asyncio.gather(*(d.start(polls=False) for d in daemons[1:]))
                     pids = [d.pid for d in daemons if d.pid is not None]
+                    # warm up (what a process does once: imports, connections, caches) first
+                    await asyncio.gather(
+                        *(run.converse(20_000 + u, args.warmup) for u in range(args.users))
+                    )
                     db_pids = postgres_pids() if pg is not None else []
+                    each0 = [cpu_s([p]) for p in pids]
                     cpu0, db0, t0 = cpu_s(pids), cpu_s(db_pids), loop.time()
                     await asyncio.gather(
                         *(run.converse(20_000 + u, args.messages) for u in range(args.users))
@@ -136,6 +144,9 @@ async def measure(
                     n = args.users * args.messages
                     result.per_s = n / (loop.time() - t0)
                     result.cpu_ms = (cpu_s(pids) - cpu0) / n * 1000
+                    result.each_ms = tuple(
+                        (cpu_s([p]) - c) / n * 1000 for p, c in zip(pids, each0, strict=True)
+                    )
                     # backends the pools opened meanwhile count whole
                     born = [p for p in postgres_pids() if p not in db_pids] if pg else []
                     db_cpu = cpu_s(db_pids) - db0 + cpu_s(born)
@@ -196,8 +207,8 @@ async def takeover(
     return min(run.ledger.answers(t)[0].accepted_at for t in theirs) - dead_at
 
 
-async def main_async(args: argparse.Namespace) -> int:
-    results = [await measure("1 instance, SQLite", 1, None, args)]
+async def table(args: argparse.Namespace) -> list[Result]:
+    results = [] if args.no_sqlite else [await measure("1 instance, SQLite", 1, None, args)]
     pg = PostgresServer()
     pg.start()
     try:
@@ -206,17 +217,66 @@ async def main_async(args: argparse.Namespace) -> int:
             results.append(await measure(label, n, pg, args))
     finally:
         pg.stop()
+    return results
+
+
+def median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def medians(runs: list[list[Result]]) -> list[Result]:
+    """Each figure's median over the runs (lost and duplicated: the sum)."""
+    out = []
+    for rows in zip(*runs, strict=True):
+        took = [r.takeover_s for r in rows if r.takeover_s is not None]
+        each = [median([r.each_ms[i] for r in rows]) for i in range(len(rows[0].each_ms))]
+        out.append(
+            Result(
+                rows[0].label,
+                median([r.per_s for r in rows]),
+                median([r.burst_s for r in rows]),
+                median(took) if took else None,
+                sum(r.lost for r in rows),
+                sum(r.duplicated for r in rows),
+                median([r.cpu_ms for r in rows]),
+                median([r.db_cpu_ms for r in rows]),
+                tuple(each),
+            )
+        )
+    return out
+
+
+def report(results: list[Result], args: argparse.Namespace) -> None:
+    one = next((r for r in results if r.label.startswith("1 instance, Post")), None)
     print(
-        f"{'':28} {'messages/s':>11} {'CPU ms/msg':>11} {'db ms/msg':>10} "
-        f"{f'{args.burst} users, LLM 1 s':>20} {'takeover':>9} {'lost':>5} {'dup':>4}"
+        f"{'':26} {'msg/s':>6} {'CPU ms/msg':>10} {'each instance':>24} {'db ms/msg':>9} "
+        f"{'× one':>6} {f'{args.burst} users, LLM 1 s':>18} {'takeover':>9} {'lost':>4} {'dup':>4}"
     )
     for r in results:
+        n = len(r.each_ms)
         took = f"{r.takeover_s:.1f} s" if r.takeover_s is not None else "-"
         db = f"{r.db_cpu_ms:.1f}" if r.db_cpu_ms else "-"
+        each = " ".join(f"{ms:.1f}" for ms in r.each_ms) if n > 1 else "-"
+        scale = f"{n * one.cpu_ms / r.cpu_ms:.2f}" if one and r.db_cpu_ms and r.cpu_ms else "-"
         print(
-            f"{r.label:28} {r.per_s:11.0f} {r.cpu_ms:11.1f} {db:>10} {r.burst_s:18.2f} s "
-            f"{took:>9} {r.lost:5d} {r.duplicated:4d}"
+            f"{r.label:26} {r.per_s:6.0f} {r.cpu_ms:10.1f} {each:>24} {db:>9} {scale:>6} "
+            f"{r.burst_s:16.2f} s {took:>9} {r.lost:4d} {r.duplicated:4d}"
         )
+
+
+async def main_async(args: argparse.Namespace) -> int:
+    runs = []
+    for number in range(args.repeat):
+        runs.append(await table(args))
+        if args.repeat > 1:
+            print(f"run {number + 1} of {args.repeat}:")
+            report(runs[-1], args)
+    if args.repeat > 1:
+        print(f"medians of {args.repeat} runs (lost and dup: the sums):")
+    results = medians(runs)
+    report(results, args)
     return 1 if any(r.lost or r.duplicated for r in results) else 0
 
 
@@ -225,7 +285,10 @@ def main() -> int:
     parser.add_argument("--users", type=int, default=30)
     parser.add_argument("--messages", type=int, default=10, help="messages per user")
     parser.add_argument("--burst", type=int, default=100, help="users writing at once")
-    parser.add_argument("--instances", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--instances", type=int, nargs="+", default=[1, 2, 3, 4])
+    parser.add_argument("--warmup", type=int, default=2, help="messages per user, not measured")
+    parser.add_argument("--no-sqlite", action="store_true", help="PostgreSQL only")
+    parser.add_argument("--repeat", type=int, default=1, help="runs, medians reported")
     return asyncio.run(main_async(parser.parse_args()))
 
 
