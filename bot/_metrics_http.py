@@ -10,14 +10,13 @@ else is served on that port.
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
-from tools.errors import ConfigError
+from bot._serving import serving
 
 log = logging.getLogger(__name__)
 
@@ -39,16 +38,6 @@ async def metrics_server(
 
     app = web.Application()
     app.router.add_get("/metrics", scrape)
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
-    await runner.setup()
-    try:
-        await web.TCPSite(runner, host, port).start()
-    except OSError as exc:
-        await runner.cleanup()
-        reason = "the address is in use" if exc.errno == errno.EADDRINUSE else exc.strerror
-        raise ConfigError("metrics.listen", f"cannot listen on {host}:{port}: {reason}") from None
-    log.info("metrics: serving http://%s:%d/metrics", host, port)
-    try:
+    async with serving(app, host, port, "metrics.listen"):
+        log.info("metrics: serving http://%s:%d/metrics", host, port)
         yield
-    finally:
-        await runner.cleanup()

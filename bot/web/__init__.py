@@ -11,16 +11,13 @@ and how it reaches the instance holding the chat: ``_actions``.
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
-from aiohttp import web
-
+from bot._serving import serving
 from bot.web import _conversations, _overview, _tools, _usage, _work
 from bot.web._server import Server
-from tools.errors import ConfigError
 
 if TYPE_CHECKING:
     from bot.app import App
@@ -40,17 +37,6 @@ async def console_server(daemon: App, host: str, port: int) -> AsyncIterator[Non
         **_usage.PAGES,
         **_tools.PAGES,
     }
-    app = Server(daemon).application(pages)
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
-    await runner.setup()
-    try:
-        await web.TCPSite(runner, host, port).start()
-    except OSError as exc:
-        await runner.cleanup()
-        reason = "the address is in use" if exc.errno == errno.EADDRINUSE else exc.strerror
-        raise ConfigError("web.listen", f"cannot listen on {host}:{port}: {reason}") from None
-    log.info("console: serving http://%s:%d/ (sign in with /console)", host, port)
-    try:
+    async with serving(Server(daemon).application(pages), host, port, "web.listen"):
+        log.info("console: serving http://%s:%d/ (sign in with /console)", host, port)
         yield
-    finally:
-        await runner.cleanup()
