@@ -190,29 +190,29 @@ def _usd(amount: float) -> str:
     return f"${amount:,.2f}"
 
 
+def _until_midnight(now: float) -> dict[str, object]:
+    """How long until 00:00 UTC, as the {hours} and {minutes} of a message."""
+    left = (int(now) // 86_400 + 1) * 86_400 - now
+    return {"hours": int(left // 3600), "minutes": f"{int(left % 3600 // 60):02d}"}
+
+
 def _usd_spent(limit: float, now: float, language: str | None) -> str:
-    midnight = (int(now) // 86_400 + 1) * 86_400
-    left = midnight - now
-    hours, minutes = int(left // 3600), int(left % 3600 // 60)
     return (
         translator(language)
         .gettext(
             "You have reached today's spending limit of {usd}. I have kept your message and will "
             "answer it when the limit resets at 00:00 UTC (in {hours} h {minutes} min)."
         )
-        .format(usd=_usd(limit), hours=hours, minutes=f"{minutes:02d}")
+        .format(usd=_usd(limit), **_until_midnight(now))
     )
 
 
 def _budget_spent(budget: int, now: float, language: str | None) -> str:
-    midnight = (int(now) // 86_400 + 1) * 86_400
-    left = midnight - now
-    hours, minutes = int(left // 3600), int(left % 3600 // 60)
     return (
         translator(language)
         .gettext(
             "You have used today's budget of {tokens} tokens. It resets at 00:00 UTC "
             "(in {hours} h {minutes} min)."
         )
-        .format(tokens=f"{budget:,}", hours=hours, minutes=f"{minutes:02d}")
+        .format(tokens=f"{budget:,}", **_until_midnight(now))
     )
