@@ -36,6 +36,7 @@ from engine.store._db import POSTGRES, Db, Listener, Row, numbered
 from engine.store._urls import redact
 from engine.store.postgres._faults import READ_ONLY, UNREACHABLE, reason, session_attrs, unavailable
 from engine.store.postgres._schema import MIGRATIONS
+from engine.store.postgres._soon import HeldCounters
 from tools.errors import StoreError, StoreUnavailable
 
 log = logging.getLogger("engine.store")
@@ -72,6 +73,7 @@ class PgDb(Db):
         self._listen_task: asyncio.Task[None] | None = None
         self._on_reconnect: list[Callable[[], Awaitable[None]]] = []
         self._attrs = session_attrs(url, readonly=readonly)
+        self._counters = HeldCounters()  # execute_soon's, while the store is unavailable
 
     @property
     def where(self) -> str:
@@ -110,6 +112,7 @@ class PgDb(Db):
             raise StoreError(f"cannot open the store at {self.where}: {reason(exc)}") from exc
 
     async def close(self) -> None:
+        await self._counters.close(self.execute)  # those kept while the store was away
         if self._listen_task is not None:
             self._listen_task.cancel()
             with contextlib.suppress(BaseException):
@@ -188,6 +191,9 @@ class PgDb(Db):
     async def execute(self, sql: str, *args: Any) -> int:
         """Run a write; returns how many rows it touched."""
         return rowcount(await self._run("execute", sql, args))
+
+    async def execute_soon(self, sql: str, *args: Any) -> None:
+        await self._counters.send(self.execute, sql, args)  # kept while the store is away
 
     async def fetch(self, sql: str, *args: Any) -> list[Row]:
         return list(await self._run("fetch", sql, args))
