@@ -37,7 +37,7 @@ from engine.context import (
 from engine.context._tokens import overflow_facts
 from engine.loop import ConversationKey, ToolLoop, TurnContext
 from engine.models import Message, OpenAIModel, ScriptedModel, reply
-from engine.models._openai import to_openai
+from engine.models._openai_shapes import to_openai
 from engine.store import SqliteStore
 from tests.fakes.openai_server import (
     FakeOpenAI,

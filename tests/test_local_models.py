@@ -43,7 +43,7 @@ from engine.models import (
     Usage,
 )
 from engine.models._alternate import EARLIER, EMPTY_MESSAGE, NO_REPLY, alternating
-from engine.models._openai import to_openai
+from engine.models._openai_shapes import to_openai
 from tests.fakes.openai_server import (
     ALTERNATE,
     NO_CONTENT,

@@ -15,7 +15,7 @@ import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from engine.models._openai import _status_error
+from engine.models._openai_shapes import sdk_status_error
 from engine.models._pricing import Amount, spend
 from tools.errors import LLMError, ModelUnavailable
 
@@ -41,7 +41,7 @@ class OpenAIPainter:
                 model=self.model, prompt=prompt, size=size, n=1, **options
             )
         except openai.APIStatusError as exc:
-            raise _status_error(exc) from exc
+            raise sdk_status_error(exc) from exc
         except openai.APIConnectionError as exc:
             raise ModelUnavailable(f"the image endpoint is unreachable ({exc})") from exc
         except openai.OpenAIError as exc:

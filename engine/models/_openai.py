@@ -2,67 +2,56 @@
 
 Everything OpenAI-shaped lives here: the translation of neutral messages and tool specs
 (strict schemas included) into request JSON, of replies (plain or streamed) back into a
-:class:`ModelResponse` with usage, and of the SDK's errors onto relaybot's.
+:class:`ModelResponse` with usage, and of the endpoint's errors onto relaybot's.
 
-Requests go through the official SDK's client (auth, retries, timeouts, parsing) with
-``post("/chat/completions")``: ``chat.completions.create`` would first walk the whole history
-through its type-driven transform, several ms of CPU per request for a long conversation, and
-our messages are already plain JSON in the API's shape. The SDK is imported on first use (it
-costs ~0.4 s and ~45 MB), in a thread once the channels listen (:meth:`warm_up`).
+A plain request's first attempt is sent as prepared JSON over a session kept for it
+(engine/models/_wire.py): the SDK's per-request building costs three times the HTTP exchange.
+What follows a failure (retries with their delays) and every streamed request go through the
+official SDK's client with ``post("/chat/completions")`` (``chat.completions.create`` would
+first walk the whole history through its type-driven transform). The SDK is imported only when
+it is needed (~0.4 s and ~45 MB), in a thread (:meth:`warm_up`), so a daemon that streams
+nothing and meets no failure never loads it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import importlib
+import json
 import logging
 import secrets
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from engine.models._alternate import alternating
-from engine.models._failures import connection_failure, status_failure
+import aiohttp
+
+from engine.models._failures import connection_failure
+from engine.models._openai_shapes import (
+    finish_reason,
+    parse,
+    read_usage,
+    sdk_status_error,
+    status_error,
+    to_openai,
+)
 from engine.models._pricing import Amount, spend
 from engine.models._stream import CallAccumulator, emit
 from engine.models._types import (
-    FinishReason,
-    Image,
-    Message,
     ModelRequest,
     ModelResponse,
     OnText,
-    Role,
-    Text,
-    ToolCall,
     ToolSpec,
     Usage,
 )
-from tools.errors import ContextOverflow, LLMError, ModelAuthError, ModelRateLimited
+from engine.models._wire import Answer, FirstAttempt, error_body, retry_delay
+from tools.errors import LLMError
 
 if TYPE_CHECKING:
     import openai
+    from openai import RequestOptions
 
 log = logging.getLogger(__name__)
 
-_FINISH = {
-    "stop": FinishReason.STOP,
-    "tool_calls": FinishReason.TOOL_CALLS,
-    "function_call": FinishReason.TOOL_CALLS,
-    "length": FinishReason.LENGTH,
-    "content_filter": FinishReason.REFUSAL,
-}
-# How vLLM, llama.cpp, Ollama and LiteLLM word a request that does not fit the window.
-_TOO_LONG = (
-    "context_length_exceeded",
-    "context length",
-    "maximum context",
-    "context window",
-    "prompt is too long",
-    "too many tokens",
-    "exceeds the available context",
-    "input is too long",
-)
 _CAPS = ("max_tokens", "max_completion_tokens")
 
 
@@ -107,6 +96,16 @@ class OpenAIModel:
         self._cap_field = "max_completion_tokens" if self._hosted else "max_tokens"
         self._key_prefix = f"relaybot-{secrets.token_hex(8)}"
         self._requests = 0
+        # The first attempt's own way; not with an HTTP client of the caller's (tests, proxies).
+        self._first = (
+            FirstAttempt(
+                f"{(base_url or 'https://api.openai.com/v1').rstrip('/')}/chat/completions",
+                {"Authorization": f"Bearer {self._settings['api_key']}"},
+                timeout_s,
+            )
+            if http_client is None
+            else None
+        )
 
     @property
     def sdk(self) -> openai.AsyncOpenAI:
@@ -121,11 +120,19 @@ class OpenAIModel:
         return self._sdk
 
     async def warm_up(self) -> None:
-        """Import the SDK in a worker thread, so neither start-up nor the event loop waits."""
+        """Import the SDK in a worker thread, so neither start-up nor the event loop waits, when
+        every request will need it (a caller's HTTP client); otherwise the first request that
+        needs it (streamed, or retried) imports it the same way."""
+        if self._first is None:
+            await self._import_sdk()
+
+    async def _import_sdk(self) -> None:
         if self._sdk is None:
             await asyncio.to_thread(_openai)
 
     async def aclose(self) -> None:
+        if self._first is not None:
+            await self._first.aclose()
         if self._sdk is not None:
             await self._sdk.close()
 
@@ -141,21 +148,57 @@ class OpenAIModel:
             body[self._cap_field] = cap
         if request.tools:
             body["tools"] = [self._tool(t) for t in request.tools]
-        await self.warm_up()
+        if not request.stream and self._first is not None:
+            reply = await self._plain(body, self._first)
+        else:
+            reply = await self._by_sdk(body, request.stream, on_text)
+        await spend(self.name, Amount(reply.usage))  # charged to whom the task is for
+        return reply
+
+    async def _plain(self, body: dict[str, Any], first: FirstAttempt) -> ModelResponse:
+        """The first attempt on its own way; a failure the SDK would retry goes to the SDK with
+        the attempts left, after the delay it would have waited (engine/models/_wire.py)."""
+        answer: Answer | None = None
+        try:
+            answer = await first.post(json.dumps(body).encode())
+        except (OSError, TimeoutError, aiohttp.ClientError) as exc:
+            if self.max_retries == 0:
+                raise connection_failure(exc) from exc
+        if answer is not None and answer.status < 300:
+            try:
+                return parse(json.loads(answer.body))
+            except ValueError:
+                raise LLMError(
+                    f"the model endpoint answered no completion: {answer.body[:200]!r}"
+                ) from None
+        delay = retry_delay(answer) if self.max_retries > 0 else None
+        if delay is None:
+            assert answer is not None  # a connection error is retried or raised above
+            data, text = error_body(answer)
+            raise status_error(answer.status, data, text or f"Error code: {answer.status}")
+        await asyncio.sleep(delay)  # before the next attempt, as the SDK would
+        return await self._by_sdk(body, False, None, retries=self.max_retries - 1)
+
+    async def _by_sdk(
+        self,
+        body: dict[str, Any],
+        stream: bool,
+        on_text: OnText | None,
+        *,
+        retries: int | None = None,
+    ) -> ModelResponse:
+        await self._import_sdk()
         openai = _openai()
         try:
-            if not request.stream:
-                reply = _parse(await self._post(body, stream=False))
-            else:
-                reply = await self._stream(body, on_text)
+            if not stream:
+                return parse(await self._post(body, stream=False, retries=retries))
+            return await self._stream(body, on_text)
         except openai.APIStatusError as exc:
-            raise _status_error(exc) from exc
+            raise sdk_status_error(exc) from exc
         except openai.APIConnectionError as exc:  # timeouts too: the cause says which
             raise connection_failure(exc) from exc
         except openai.OpenAIError as exc:
             raise LLMError(f"the model request failed: {exc}") from exc
-        await spend(self.name, Amount(reply.usage))  # charged to whom the task is for
-        return reply
 
     def _cap(self, request: ModelRequest) -> int | None:
         """The answer cap to send in place of the configured one; None: as configured."""
@@ -174,22 +217,33 @@ class OpenAIModel:
             fn["parameters"] = spec.parameters
         return {"type": "function", "function": fn}
 
-    async def _post(self, body: dict[str, Any], *, stream: bool) -> Any:
+    async def _post(
+        self,
+        body: dict[str, Any],
+        *,
+        stream: bool,
+        retries: int | None = None,
+    ) -> Any:
         """A plain answer as its JSON (the SDK's typed ChatCompletion is a model per part, read
-        once), a stream's chunks typed; the idempotency key a prefix and a count (not a uuid4)."""
+        once), a stream's chunks typed; the idempotency key (which the SDK wants, and OpenAI's
+        client does not send) a prefix and a count, not a uuid4; `retries` when the first
+        attempt has been made."""
         openai = _openai()
         chat = openai.types.chat
         self._requests += 1
+        options: RequestOptions = {
+            "security": {"bearer_auth": True},
+            "idempotency_key": f"{self._key_prefix}-{self._requests}",
+        }
+        if retries is not None:
+            options["max_retries"] = retries
         return await self.sdk.post(
             "/chat/completions",
             body={**body, "stream": True, "stream_options": {"include_usage": True}}
             if stream
             else body,
             cast_to=object if not stream else chat.ChatCompletion,
-            options={
-                "security": {"bearer_auth": True},
-                "idempotency_key": f"{self._key_prefix}-{self._requests}",
-            },
+            options=options,
             stream=stream,
             stream_cls=openai.AsyncStream[chat.ChatCompletionChunk],
         )
@@ -208,7 +262,7 @@ class OpenAIModel:
                 async with stream:
                     async for chunk in stream:
                         if chunk.usage is not None:
-                            usage = _usage(chunk.usage)
+                            usage = read_usage(chunk.usage)
                         if not chunk.choices:
                             continue
                         choice = chunk.choices[0]
@@ -226,123 +280,10 @@ class OpenAIModel:
                     raise
                 log.warning("the stream broke before its first token (%s); starting again", exc)
                 continue
-            return ModelResponse("".join(text) or None, calls.finish(), _finish(finish), usage)
+            return ModelResponse(
+                "".join(text) or None, calls.finish(), finish_reason(finish), usage
+            )
         raise AssertionError("unreachable")
-
-
-def _parse(resp: Any) -> ModelResponse:
-    """A chat completion (its JSON) as a ModelResponse; absent or null fields read as empty."""
-    if not isinstance(resp, dict):
-        raise LLMError(f"the model endpoint answered no completion: {resp!r:.200}")
-    usage = _usage(resp.get("usage"))
-    model = resp.get("model") or ""
-    choices = resp.get("choices") or []
-    if not choices:
-        return ModelResponse(None, [], FinishReason.OTHER, usage, model)
-    choice = choices[0] or {}
-    msg = choice.get("message") or {}
-    calls = [
-        ToolCall(c.get("id") or "", fn.get("name") or "", fn.get("arguments") or "")
-        for c in msg.get("tool_calls") or []
-        if (c.get("type") or "function") == "function" and (fn := c.get("function") or {})
-    ]
-    text = msg.get("content") or msg.get("refusal")
-    return ModelResponse(text, calls, _finish(choice.get("finish_reason")), usage, model)
-
-
-def to_openai(system: str, messages: Any) -> list[dict[str, Any]]:
-    """Neutral messages as the chat-completions `messages` list: the system prompt once, first,
-    then messages as strict chat templates accept them (engine/models/_alternate.py)."""
-    out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
-    for m in alternating(messages):
-        out.append(_message(m))
-    return out
-
-
-def _message(m: Message) -> dict[str, Any]:
-    if m.role is Role.TOOL:
-        result = m.result
-        assert result is not None, "a tool message carries a tool result"
-        return {"role": "tool", "tool_call_id": result.call_id, "content": result.text}
-    if m.role is Role.ASSISTANT:
-        out: dict[str, Any] = {"role": "assistant", "content": m.text}
-        if calls := m.tool_calls:
-            out["tool_calls"] = [
-                {
-                    "id": c.id,
-                    "type": "function",
-                    "function": {"name": c.name, "arguments": c.arguments},
-                }
-                for c in calls
-            ]
-        return out
-    if not m.images:
-        return {"role": "user", "content": m.text or ""}
-    content: list[dict[str, Any]] = []
-    for part in m.parts:
-        if isinstance(part, Text):
-            content.append({"type": "text", "text": part.text})
-        elif isinstance(part, Image):
-            content.append({"type": "image_url", "image_url": {"url": _image_url(part)}})
-    return {"role": "user", "content": content}
-
-
-def _image_url(image: Image) -> str:
-    if image.data is not None:
-        return f"data:{image.media_type};base64,{base64.b64encode(image.data).decode()}"
-    return image.url or ""
-
-
-def _finish(reason: str | None) -> FinishReason:
-    if reason is None:
-        return FinishReason.OTHER
-    return _FINISH.get(reason, FinishReason.OTHER)
-
-
-def _usage(raw: Any) -> Usage:
-    """Usage from a typed chunk's or a JSON answer's ``usage``."""
-    if raw is None:
-        return Usage()
-    if isinstance(raw, dict):
-        cached = (raw.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
-        return Usage(raw.get("prompt_tokens") or 0, raw.get("completion_tokens") or 0, cached)
-    details = getattr(raw, "prompt_tokens_details", None)
-    cached = getattr(details, "cached_tokens", None) or 0
-    return Usage(raw.prompt_tokens or 0, raw.completion_tokens or 0, cached)
-
-
-def _status_error(exc: openai.APIStatusError) -> LLMError:
-    detail = f"the model endpoint answered {exc.status_code}: {_reason(exc)}"
-    code = _code(exc)
-    if code == "context_length_exceeded" or (
-        exc.status_code in (400, 413) and any(w in detail.lower() for w in _TOO_LONG)
-    ):
-        return ContextOverflow(detail)
-    if exc.status_code in (401, 403):
-        return ModelAuthError(detail)
-    if exc.status_code == 429:
-        return ModelRateLimited(detail)
-    return status_failure(exc.status_code, detail)
-
-
-def _code(exc: openai.APIStatusError) -> str | None:
-    body = exc.body
-    if isinstance(body, dict):
-        err = body.get("error", body)
-        if isinstance(err, dict) and isinstance(err.get("code"), str):
-            return err["code"]
-    return getattr(exc, "code", None)
-
-
-def _reason(exc: openai.APIStatusError) -> str:
-    body = exc.body
-    if isinstance(body, dict):
-        err = body.get("error", body)
-        if isinstance(err, dict) and err.get("message"):
-            return str(err["message"])[:300]
-        if isinstance(err, str):
-            return err[:300]
-    return str(exc.message)[:300]
 
 
 def _openai() -> ModuleType:

@@ -13,7 +13,7 @@ import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
-from engine.models._openai import _status_error
+from engine.models._openai_shapes import sdk_status_error
 from engine.models._pricing import Amount, spend
 from engine.models._types import Usage
 from tools.errors import LLMError, ModelUnavailable
@@ -53,7 +53,7 @@ class OpenAITranscriber:
                 response_format="json",
             )
         except openai.APIStatusError as exc:
-            raise _status_error(exc) from exc
+            raise sdk_status_error(exc) from exc
         except openai.APIConnectionError as exc:  # a timeout is one
             raise ModelUnavailable(f"the transcription endpoint is unreachable ({exc})") from exc
         except openai.OpenAIError as exc:
