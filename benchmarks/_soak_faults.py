@@ -132,7 +132,7 @@ class Parts:
         people: Any,
         daemon: Daemon,
         ledger: Ledger,
-        done: Callable[[], bool],
+        coverage: Any,
         burst: int,
         span_s: float,
     ) -> Life | None:
@@ -153,11 +153,15 @@ class Parts:
         await lift()
         loop = asyncio.get_running_loop()
         lifted, life = loop.time(), len(daemon.lives)
+        done, done_with = coverage.done, coverage.covered.__contains__
         try:
             await ledger.wait_until(done, RECOVER_S)
         except TimeoutError:
             part.stuck += 1
-            part.notes.append(f"not all answered {RECOVER_S:g} s after it was lifted")
+            left = [s.token for s in people.said if not done_with(s.token)]
+            part.notes.append(
+                f"not all answered {RECOVER_S:g} s after it was lifted ({' '.join(left[:4])})"
+            )
         else:
             if len(daemon.lives) == life and daemon.running:
                 part.recovered_s.append(loop.time() - lifted)

@@ -540,7 +540,7 @@ async def soak_with(args: argparse.Namespace, directory: Path, parts: Parts | No
                 else:
                     span = args.burst_ms / 1000
                     killed = await parts.inject(
-                        fault, people, daemon, ledger, coverage.done, args.burst, span
+                        fault, people, daemon, ledger, coverage, args.burst, span
                     )
                     if killed is not None:  # the kernel's kill is this cycle's
                         run.kills += 1
