@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.store._cache import Guard, Recent
+from engine.store._cache import Arrivals, Guard, Recent
 from engine.store._history import Histories
 from engine.store._rows import Conversation, Grant
 
@@ -104,7 +104,7 @@ class Db(abc.ABC):
         self.histories = Histories()
         self.quiet_chats = Recent[tuple[str, str], bool](65_536)
         self.quiet_guard = Guard[tuple[str, str]]()
-        self.arrivals = Recent[tuple[str, str], tuple[float, list[float]]](4096)
+        self.arrivals = Arrivals(4096)
         self.arrival_guard = Guard[tuple[str, str]]()
         self.memories = Recent[str, tuple[int, list[Any]]](1024)
         self.memory_guard = Guard[str]()
