@@ -12,6 +12,7 @@ and while a write is in flight its key is read from the store.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterable
 from typing import Generic, TypeVar
 
 K = TypeVar("K")
@@ -135,3 +136,27 @@ class Arrivals(Recent[tuple[str, str], Arrival]):
     def clear(self) -> None:
         super().clear()
         self.complete_since = None
+
+
+class Listed(Generic[K]):
+    """The keys (chats, owners) that have rows in a table, read once when the store opens, with
+    every key this process writes rows for added before it writes them (it is the only writer):
+    a key not listed has no rows, without asking. Not known (everything is asked) until loaded,
+    and again once cleared."""
+
+    def __init__(self) -> None:
+        self._keys: set[K] | None = None
+
+    def load(self, keys: Iterable[K]) -> None:
+        self._keys = set(keys)
+
+    def add(self, key: K) -> None:
+        if self._keys is not None:
+            self._keys.add(key)
+
+    def none(self, key: K) -> bool:
+        """True when `key` surely has no rows."""
+        return self._keys is not None and key not in self._keys
+
+    def clear(self) -> None:
+        self._keys = None

@@ -81,7 +81,21 @@ class ComposedStore:
 
     async def open(self) -> None:
         await self.db.open()
-        await self._inbox.prime()  # the arrivals a cache of this process starts from
+        if self.db.caches:  # what the caches of this process, the store's only writer, start from
+            await self._inbox.prime()
+            await self._list()
+
+    async def _list(self) -> None:
+        db = self.db
+        rows = await db.fetch("SELECT DISTINCT channel, chat_id FROM grants")
+        db.granted_chats.load((r["channel"], r["chat_id"]) for r in rows)
+        rows = await db.fetch(
+            "SELECT DISTINCT channel, chat_id FROM confirmations WHERE state='pending'"
+        )
+        db.pending_chats.load((r["channel"], r["chat_id"]) for r in rows)
+        db.memory_owners.load(
+            r["owner"] for r in await db.fetch("SELECT DISTINCT owner FROM memory")
+        )
 
     async def close(self) -> None:
         await self.db.close()

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.store._cache import Arrivals, Guard, Recent
+from engine.store._cache import Arrivals, Guard, Listed, Recent
 from engine.store._history import Histories
 from engine.store._rows import Conversation, Grant
 
@@ -107,9 +107,11 @@ class Db(abc.ABC):
         self.arrivals = Arrivals(4096)
         self.arrival_guard = Guard[tuple[str, str]]()
         self.memories = Recent[str, tuple[int, list[Any]]](1024)
-        self.summaries = Recent[int, tuple[Any]](
-            4096
-        )  # (the summary or None,): one writer, the turn
+        self.summaries = Recent[int, tuple[Any]](4096)  # (summary or None,); its turns write it
+        # the chats with grants or pending confirmations and the owners of memory, read at open
+        self.granted_chats = Listed[tuple[str, str]]()
+        self.pending_chats = Listed[tuple[str, str]]()
+        self.memory_owners = Listed[str]()
         self.memory_guard = Guard[str]()
         self._listeners: dict[str, list[Listener]] = {}
 
@@ -126,6 +128,8 @@ class Db(abc.ABC):
             cache.clear()
         for guard in (self.quiet_guard, self.arrival_guard, self.memory_guard):
             guard.forget_all()
+        for listed in (self.granted_chats, self.pending_chats, self.memory_owners):
+            listed.clear()
 
     def in_transaction(self) -> bool:
         """Whether the running task is inside :meth:`transaction` (what it writes may still roll
