@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from bot._checks import CHAT_ONLY, tool_problems, validate
+from bot._collector import loaded
 from bot._lock import lock_store
 from bot._logging import setup_logging
 from bot._reload import Reloader, record_loaded
@@ -110,6 +111,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    loaded()  # what the command's modules made stays out of later collections
     args = _parser().parse_args(argv)
     if args.command == "init":
         from bot._init import run_init
