@@ -1,7 +1,8 @@
 """A rig for crash tests: `relaybot run` as a subprocess that can be SIGKILLed at any moment, a
 scripted model whose answers name the messages they answer, a plugin tool whose runs can be
-counted, and a ledger of what the bot delivered. Shared by benchmarks/soak.py and
-tests/test_crash_recovery.py.
+counted (and one that allocates, to pass a memory limit), and a ledger of what the bot
+delivered. Shared by benchmarks/soak.py and the crash and fault tests (tests/test_crash_*.py,
+tests/test_faults_*.py); the faults themselves are in benchmarks/_faults.py.
 
 The mapping from message to answer is exact, not guessed from timing: every user message
 carries a token (``q000123``), and the model (:class:`TokenModel`) answers the user messages
@@ -26,7 +27,7 @@ import signal
 import sys
 import textwrap
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,7 @@ class Files:
 
     directory: Path
     instance: str = ""
+    store: Path | None = None  # the SQLite file, when not in `directory` (a small disk)
 
     @property
     def config(self) -> Path:
@@ -70,7 +72,7 @@ class Files:
 
     @property
     def db(self) -> Path:
-        return self.directory / "relaybot.db"
+        return self.store or self.directory / "relaybot.db"
 
     @property
     def log(self) -> Path:
@@ -104,6 +106,7 @@ from tools import ToolContext, tool
 
 RUNS = Path({runs!r})
 GATE = Path({gate!r})
+LOAD_MIB = {load_mib!r}
 
 
 @tool(destructive=True, summary="Wipe {{target}}")
@@ -121,6 +124,13 @@ async def hold_slot(target: str, ctx: ToolContext) -> str:
     while not GATE.exists():
         await asyncio.sleep(0.01)
     return f"held a slot for {{target}}"
+
+
+@tool
+def load_archive(target: str) -> str:
+    """Load the named archive into memory and say how big it is."""
+    chunks = [bytearray(1 << 20) for _ in range(LOAD_MIB)]  # zero-filled: every page touched
+    return f"loaded {{target}}: {{len(chunks)}} MiB"
 '''
 
 
@@ -141,20 +151,23 @@ def write_files(
     confirmation_timeout_s: float = 3600,
     builtins: tuple[str, ...] = ("remind_me",),
     poll_timeout_s: float = 10,
+    store_path: Path | None = None,
+    load_mib: int = 1024,
 ) -> Files:
     """The plugin module and a config for the daemon: Telegram to `tg` (with the `telegram`
     keys added), the model at `llm_url`, the plugin's tools, confirmations that do not expire
     during a run; `storage` adds lines to its [storage] section. With `store_url`, the store is
     that PostgreSQL database and the daemon is `instance` of several (`extra`: more TOML, e.g.
-    a [discord] section)."""
-    files = Files(directory, instance)
+    a [discord] section). `store_path` puts the SQLite file elsewhere (a small disk);
+    `load_mib` is what the `load_archive` tool allocates (past a memory limit, to be killed)."""
+    files = Files(directory, instance, store_path)
     where = f'url = "{store_url}"' if store_url else f'path = "{files.db}"'
     storage = f"{where}\n{storage}" if storage else where
     if store_url:
         storage += f'\n\n[instance]\nid = "{instance or "solo"}"\nlease_s = {lease_s}'
     more = "".join(f"\n            {k} = {json.dumps(v)}" for k, v in (telegram or {}).items())
     (directory / f"{PLUGIN}.py").write_text(
-        _PLUGIN_SOURCE.format(runs=str(files.runs), gate=str(files.gate))
+        _PLUGIN_SOURCE.format(runs=str(files.runs), gate=str(files.gate), load_mib=load_mib)
     )
     files.config.write_text(
         textwrap.dedent(
@@ -217,10 +230,18 @@ class DaemonDied(RuntimeError):
 class Daemon:
     """`relaybot run` as a subprocess, restarted as often as the rig likes."""
 
-    def __init__(self, files: Files, tg: FakeTelegram, *, ready: str = "getUpdates") -> None:
+    def __init__(
+        self,
+        files: Files,
+        tg: FakeTelegram,
+        *,
+        ready: str = "getUpdates",
+        prefix: Sequence[str] = (),
+    ) -> None:
         self.files = files
         self.tg = tg
         self.ready = ready  # the Bot API call that says it receives (setWebhook for a webhook)
+        self.prefix = list(prefix)  # before the command (e.g. MemoryCage.prefix: into a cgroup)
         self.lives: list[Life] = []
         self._proc: asyncio.subprocess.Process | None = None
 
@@ -240,7 +261,7 @@ class Daemon:
         env = {**os.environ, "PYTHONPATH": f"{self.files.directory}{os.pathsep}{ROOT}"}
         with self.files.log.open("ab") as log:
             self._proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "bot", "run", "-c", str(self.files.config),
+                *self.prefix, sys.executable, "-m", "bot", "run", "-c", str(self.files.config),
                 cwd=ROOT, env=env, stdout=log, stderr=log, stdin=asyncio.subprocess.DEVNULL,
             )  # fmt: skip
         self.lives.append(Life(loop.time()))
@@ -312,7 +333,12 @@ class Decision:
 
 
 # (word in the user's message, tool); remind_me (a built-in) is asked for a reminder in 3 s
-ACTIONS = (("wipe", "wipe"), ("hold", "hold_slot"), ("remind", "remind_me"))
+ACTIONS = (
+    ("wipe", "wipe"),
+    ("hold", "hold_slot"),
+    ("remind", "remind_me"),
+    ("archive", "load_archive"),
+)
 REMIND_IN_S = 3.0
 
 

@@ -195,7 +195,11 @@ async def takeover(
         "ON i.id = l.instance",
         database,
     ).split()
-    owners = dict(zip(held[1::2], held[0::2], strict=True))  # chat id → instance name
+    owners = {  # chat id → instance name (of these chats: others may not be let go yet)
+        chat: owner
+        for chat, owner in zip(held[1::2], held[0::2], strict=True)
+        if int(chat) in tokens
+    }
     name = max(set(owners.values()), key=list(owners.values()).count)
     victim = next(d for d in daemons if d.files.instance == name)
     victim.kill_now()

@@ -5,6 +5,7 @@ write in many Telegram chats; then every message and every approved action is ac
     .venv/bin/python benchmarks/soak.py --llm-faults 0.3     # and 30 % of model requests fail
     .venv/bin/python benchmarks/soak.py --bot-api-faults     # and sends get 429 / 502
     .venv/bin/python benchmarks/soak.py --long               # 100,000 messages, no restarts
+    .venv/bin/python benchmarks/soak.py --faults all         # and a sick machine, as root
 
 The daemon is a subprocess; the fake Bot API and the fake model run in this script's event loop
 on 127.0.0.1 (benchmarks/_crash_rig.py holds the daemon, the scripted model, the plugin tool and
@@ -23,6 +24,11 @@ store recording it. Without such a record, a first copy taken at most --window-m
 kill that ended its daemon (or while it was dead) counts as inside. Duplicates inside the window
 are printed separately and do not fail the run (unless --strict); every other duplicate, any
 loss, any answer out of order and any unapproved or repeated action makes the exit status 1.
+
+--faults adds the faults of a sick machine as parts of the run, every other cycle in turn:
+disk-full, store-locked, model-hang, oom (benchmarks/_soak_faults.py says how each is made).
+Each is reported in the same terms (its messages: lost, out of order, twice) with its verdict.
+They need root (a tmpfs, a memory cgroup).
 
 --long is the other soak: one daemon, never restarted, answering --messages (100,000) over
 --chats (10,000) private chats from an instant model, at most --in-flight unanswered at a time.
@@ -74,6 +80,9 @@ from benchmarks._crash_rig import (  # noqa: E402
     token,
     write_files,
 )
+from benchmarks._faults import Unavailable  # noqa: E402
+from benchmarks._soak_faults import Parts  # noqa: E402
+from benchmarks._soak_faults import parse as parse_faults  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAI, Fault, LLMFaults  # noqa: E402
 from tests.fakes.telegram_server import Call, FakeTelegram, Hold, SendFaults  # noqa: E402
 
@@ -93,6 +102,7 @@ class Moment(enum.StrEnum):
     PRESS = "right after a button press"
     PRESS_ANSWERED = "right after a press was answered"
     FALLBACK = "fallback timer (moment missed)"
+    OOM = "by the kernel, past the memory limit (--faults oom)"
 
 
 # -- the people ----------------------------------------------------------------------------------
@@ -130,11 +140,11 @@ class People:
         self.on_press: list[Callable[[Press], None]] = []
         self._numbers = iter(range(1, 10**6))
 
-    def say(self) -> Said:
+    def say(self, words: str | None = None) -> Said:
         chat = self.rng.choice(self.chats)
         tok = token(next(self._numbers))
-        action = self.rng.random() < self.action_share
-        words = "please wipe it" if action else "hello there"
+        action = words is None and self.rng.random() < self.action_share
+        words = words or ("please wipe it" if action else "hello there")
         update = self.tg.inject_message(chat, chat, f"{tok} {words}")
         said = Said(tok, chat, update["message"]["message_id"], _now(), action)
         self.said.append(said)
@@ -480,22 +490,32 @@ class Run:
 
 
 async def soak(args: argparse.Namespace, directory: Path) -> int:
+    if not args.faults:
+        return await soak_with(args, directory, None)
+    try:
+        async with Parts.made(args.faults, directory, keep=args.keep) as parts:
+            return await soak_with(args, directory, parts)
+    except Unavailable as exc:
+        print(f"soak stopped: --faults {','.join(args.faults)}: {exc}", file=sys.stderr)
+        return 2
+
+
+async def soak_with(args: argparse.Namespace, directory: Path, parts: Parts | None) -> int:
     rng = random.Random(args.seed)
     started = time.monotonic()
     model = TokenModel(delay_s=(0.005, args.llm_delay_ms / 1000), rng=random.Random(args.seed + 1))
-    async with FakeTelegram() as tg, FakeOpenAI(default=model) as llm:
+    endpoint = (
+        model if parts is None else parts.model(model, lambda b: failures.observe(b, Fault.TIMEOUT))
+    )
+    async with FakeTelegram() as tg, FakeOpenAI(default=endpoint) as llm:
         if args.llm_faults:
             llm.faults = LLMFaults(args.llm_faults, seed=args.seed, stall_s=1.5)
         if args.bot_api_faults:
             tg.send_faults = SendFaults(args.bot_api_faults, seed=args.seed)
         faulty = bool(args.llm_faults)
-        files = write_files(
-            directory,
-            tg,
-            llm.base_url,
-            llm_timeout_s=1.0 if faulty else 10.0,
-            llm_retries=1 if faulty else 0,
-        )
+        timeout_s = 1.0 if faulty else 10.0
+        options = parts.write_options(timeout_s) if parts else {"llm_timeout_s": timeout_s}
+        files = write_files(directory, tg, llm.base_url, llm_retries=1 if faulty else 0, **options)
         ledger = Ledger()
         tg.answer_listeners.append(ledger.see)
         people = People(tg, rng, args)
@@ -508,13 +528,27 @@ async def soak(args: argparse.Namespace, directory: Path) -> int:
         activity = Activity()
         tg.answer_listeners.append(activity.on_call)
         model.on_request.append(activity.on_request)
-        daemon = Daemon(files, tg)
+        daemon = Daemon(files, tg, prefix=parts.prefix() if parts else ())
         switch = KillSwitch(daemon, tg, model, people, ledger)
         run = Run()
         try:
             await daemon.start()
             for cycle in range(args.cycles):
-                await one_cycle(args, rng, daemon, people, switch, run)
+                fault = parts.pick(cycle) if parts else None
+                if parts is None or fault is None:
+                    await one_cycle(args, rng, daemon, people, switch, run)
+                else:
+                    span = args.burst_ms / 1000
+                    killed = await parts.inject(
+                        fault, people, daemon, ledger, coverage, args.burst, span
+                    )
+                    if killed is not None:  # the kernel's kill is this cycle's
+                        run.kills += 1
+                        switch.fired[Moment.OOM] += 1
+                        await restart(args, daemon, people, run)
+                    parts.close(fault, people)
+                    if killed is None:
+                        await one_cycle(args, rng, daemon, people, switch, run)
                 run.cycles = cycle + 1
                 if args.progress and run.cycles % 10 == 0:
                     print(f"  cycle {run.cycles}: {len(people.said)} messages", flush=True)
@@ -525,13 +559,15 @@ async def soak(args: argparse.Namespace, directory: Path) -> int:
             return 2
         run.wall_s = time.monotonic() - started
         figures = analyse(people, ledger, failures, daemon, files, args.window_ms / 1000)
-        report(args, run, switch, figures, llm, tg, len(llm.requests))
+        rows = parts.rows(figures, people, ledger, failures) if parts else []
+        faults_failed = bool(parts and parts.any_failed(figures, people))
+        report(args, run, switch, figures, llm, tg, len(llm.requests), rows, faults_failed)
         if args.explain:
             explain(args.explain, figures, people, ledger, failures, daemon)
         if args.show_log:
             print(files.log.read_text(errors="replace"))
         failed = figures.failed(args.strict) or run.own_exits or run.exit_code != 0
-        return 1 if failed else 0
+        return 1 if failed or faults_failed else 0
 
 
 class Activity:
@@ -572,7 +608,7 @@ async def one_cycle(
     switch: KillSwitch,
     run: Run,
 ) -> None:
-    moment = rng.choice([m for m in Moment if m is not Moment.FALLBACK])
+    moment = rng.choice([m for m in Moment if m not in (Moment.FALLBACK, Moment.OOM)])
     switch.arm(moment, nth=rng.randint(1, 3))
     loop = asyncio.get_running_loop()
     span = args.burst_ms / 1000
@@ -594,8 +630,14 @@ async def one_cycle(
         run.kills += 1
     switch.after_kill()
     await burst  # what is left of the burst arrives while the daemon is down
+    await restart(args, daemon, people, run)
+
+
+async def restart(args: argparse.Namespace, daemon: Daemon, people: People, run: Run) -> None:
+    """More messages while the daemon is down, then start it again."""
     for _ in range(args.down):
         people.say()
+    loop = asyncio.get_running_loop()
     t0 = loop.time()
     await daemon.start()
     run.restart_s.append(loop.time() - t0)
@@ -609,12 +651,15 @@ def report(
     llm: FakeOpenAI,
     tg: FakeTelegram,
     requests: int,
+    fault_rows: list[tuple[str, str]],
+    faults_failed: bool,
 ) -> None:
     faults = []
     if llm.faults is not None:
         faults.append(f"model {args.llm_faults:.0%}")
     if tg.send_faults is not None:
         faults.append(f"Bot API {args.bot_api_faults:.0%}")
+    faults += args.faults  # the parts, reported below
     rows: list[tuple[str, str]] = [
         ("cycles / chats / seed", f"{run.cycles} / {args.chats} / {args.seed}"),
         ("faults", ", ".join(faults) or "none"),
@@ -663,12 +708,14 @@ def report(
             else f"no (nothing happened for {args.quiet_s:g} s, or {args.drain_s:g} s passed)",
         ),
         ("exit code on SIGTERM", str(run.exit_code)),
+        *fault_rows,
     ]
     width = max(len(k) for k, _ in rows)
     print(f"\nsoak of relaybot with SIGKILL ({'strict' if args.strict else 'default'})")
     for key, value in rows:
         print(f"{key:<{width}}  {value}")
-    verdict = "FAIL" if f.failed(args.strict) or run.own_exits or run.exit_code else "ok"
+    failed = f.failed(args.strict) or run.own_exits or run.exit_code or faults_failed
+    verdict = "FAIL" if failed else "ok"
     print(f"{'verdict':<{width}}  {verdict}")
 
 
@@ -904,6 +951,13 @@ def _long_verdict(
     return 0 if ok else 1
 
 
+def _faults_arg(text: str) -> list[str]:
+    try:
+        return parse_faults(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cycles", type=int, default=100, help="kill/restart cycles")
@@ -954,6 +1008,14 @@ def main() -> int:
         default=10,
         help="stop draining after this long without any activity of the daemon",
     )
+    parser.add_argument(
+        "--faults",
+        type=_faults_arg,
+        default=[],
+        metavar="LIST",
+        help="fault parts, every other cycle in turn: disk-full,store-locked,model-hang,oom or "
+        "all (root)",
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--keep", action="store_true", help="keep the work directory")
     parser.add_argument(
@@ -975,6 +1037,8 @@ def main() -> int:
         "--keep-minutes", type=float, default=2.0, help="[storage] keep_days and retention_days"
     )
     args = parser.parse_args()
+    if args.long and args.faults:
+        parser.error("--faults are parts of the kill cycles; --long has none")
     if args.chats is None:
         args.chats = 10_000 if args.long else 20
     directory = Path(tempfile.mkdtemp(prefix="relaybot-soak-"))

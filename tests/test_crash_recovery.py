@@ -250,3 +250,33 @@ async def test_action_approved_but_not_started_at_the_kill_runs_once_after_resta
     told = rig.ledger.answers(wanted)
     assert len(told) == 1 and f"wiped {wanted}" in told[0].text, rig.transcript()
     assert len(rig.ledger.answers(held)) == 1, rig.transcript()
+
+
+async def test_killed_after_an_approved_action_ran_before_its_answer(rig: Rig) -> None:
+    """The approved action ran to the end (its result is stored), and the daemon dies while the
+    model is asked for the answer (found by `soak.py --faults oom`: memory pressure slows that
+    moment down). The prompt answered the message, so no inbox row is left to finish: after
+    the restart the turn is finished from the history all the same, its message answered once
+    with the action's result, the action not run again."""
+    asker = CHATS[0]
+    await rig.daemon.start()
+    wanted = rig.say(asker, "please wipe")
+    await rig.wait_until(lambda: bool(rig.ledger.of(Kind.PROMPT, asker)))
+    prompt = rig.ledger.of(Kind.PROMPT, asker)[0]
+    confirm = next(data for data in prompt.buttons if data.endswith(":y"))
+
+    def kill_when_asked_after_the_result(body: dict[str, object]) -> None:
+        messages = body.get("messages")
+        if isinstance(messages, list) and any(m.get("role") == "tool" for m in messages):
+            rig.daemon.kill_now()
+
+    rig.model.on_request.append(kill_when_asked_after_the_result)
+    rig.tg.inject_callback(asker, asker, prompt.message_id, confirm)
+    await rig.daemon.wait_dead()
+    rig.model.on_request.clear()
+    assert rig.files.run_counts() == {wanted: 1}, "it ran before the kill"
+    await rig.daemon.start()
+    await rig.finish()
+    rig.assert_each_answered_once()
+    assert rig.files.run_counts() == {wanted: 1}, rig.transcript()
+    assert f"wiped {wanted}" in rig.ledger.answers(wanted)[0].text, rig.transcript()

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._crash_rig import Daemon, Kind, Ledger, decide, token, write_files
+from benchmarks._faults import Hang
 from tests.fakes.openai_server import FakeOpenAI, Reply
 from tests.fakes.telegram_server import FakeTelegram
 from tests.test_faults_store import log_records
@@ -23,16 +24,12 @@ STUCK, OTHERS = 6101, (6102, 6103, 6104)
 async def test_a_hanging_model_request_is_bounded_and_holds_up_no_other_chat(
     tmp_path: Path,
 ) -> None:
-    never = asyncio.Event()  # the hanging request's answer never comes
-    hung: list[int] = []
-
     async def model(body: dict[str, Any]) -> Reply:
-        if not hung and "hang" in str(body["messages"][-1].get("content")):
-            hung.append(1)  # once: the next request of that chat carries the message again
-            await never.wait()
         return decide(body).reply
 
-    async with FakeTelegram() as tg, FakeOpenAI(default=model) as llm:
+    # once: the next request of that chat carries the message again
+    hang = Hang(model, lambda body: "hang" in str(body["messages"][-1].get("content")), times=1)
+    async with FakeTelegram() as tg, FakeOpenAI(default=hang) as llm:
         ledger = Ledger()
         tg.answer_listeners.append(ledger.see)
         files = write_files(tmp_path, tg, llm.base_url, llm_timeout_s=TIMEOUT_S)
@@ -55,7 +52,7 @@ async def test_a_hanging_model_request_is_bounded_and_holds_up_no_other_chat(
             await ledger.wait_until(lambda: ledger.answered([after]), WAIT_S)
             assert await daemon.terminate() == 0, daemon.log_tail()
         finally:
-            never.set()
+            hang.release()
             if daemon.running:
                 daemon.kill_now()
                 await daemon.wait_dead()

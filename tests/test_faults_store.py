@@ -18,18 +18,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import itertools
 import json
-import os
-import sqlite3
-import subprocess
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from benchmarks import _faults as faults
 from benchmarks._crash_rig import (
     Daemon,
     Files,
@@ -52,41 +49,12 @@ READ_ONLY = "cannot be opened for writing (a read-only file system"
 
 @contextlib.contextmanager
 def small_fs(where: Path, size: str = "4m") -> Iterator[Path]:
-    """A tmpfs of `size` mounted at `where` (made), unmounted afterwards."""
-    where.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(where)],
-        capture_output=True,
-        text=True,
-    )
-    if done.returncode != 0:
-        pytest.skip(
-            f"a small file system is needed and mounting a tmpfs was refused: {done.stderr}"
-        )
+    """A tmpfs of `size` at `where` (benchmarks/_faults.py), or the test skipped saying why."""
     try:
-        yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=False)
-
-
-def remount(where: Path, mode: str) -> None:
-    """Make the file system at `where` read-only ("ro") or writable again ("rw")."""
-    subprocess.run(["mount", "-o", f"remount,{mode}", str(where)], check=True)
-
-
-def fill(path: Path) -> int:
-    """Write `path` until the file system is full; returns the bytes written."""
-    written = 0
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
-    try:
-        while True:
-            written += os.write(fd, bytes(64 * 1024))
-    except OSError as exc:
-        if exc.errno != errno.ENOSPC:
-            raise
-    finally:
-        os.close(fd)
-    return written
+        with faults.small_fs(where, size) as fs:
+            yield fs
+    except faults.Unavailable as exc:
+        pytest.skip(str(exc))
 
 
 def log_records(path: Path) -> list[dict[str, object]]:
@@ -182,10 +150,8 @@ async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
                 f'\n[discord]\nenabled = true\ntoken = "{dc.token}"\n'
                 f'api_base_url = "{dc.api_base_url}"\nallowed_users = ["*"]\n'
             )
-            files = write_files(tmp_path, tg, llm.base_url, extra=discord)
             store = fs / "relaybot.db"  # the config and the log stay on the roomy disk
-            config = files.config.read_text()
-            files.config.write_text(config.replace(f'path = "{files.db}"', f'path = "{store}"'))
+            files = write_files(tmp_path, tg, llm.base_url, extra=discord, store_path=store)
             r = Rig(tg, dc, llm, model, ledger, files, Daemon(files, tg), store)
             try:
                 yield r
@@ -208,7 +174,7 @@ async def test_a_disk_filled_mid_burst_loses_no_message_and_says_why_once(rig: R
     await rig.llm.wait_requests(before + 4, timeout=WAIT_S)
 
     ballast = rig.store.parent / "ballast"
-    filled = fill(ballast)
+    filled = faults.fill(ballast)
     for chat in CHATS * 2:  # arriving while the disk is full: the store refuses them
         rig.say(chat)
     await wait_for_log(rig.files.log, "Telegram: updates not confirmed", WAIT_S)
@@ -239,7 +205,7 @@ async def test_discord_messages_the_full_disk_refused_are_held_and_answered_once
     await rig.until_answered()
 
     ballast = rig.store.parent / "ballast"
-    fill(ballast)
+    faults.fill(ballast)
     for channel in [*DMS] * 3:
         await rig.say_discord(channel)
     await wait_for_log(rig.files.log, "Discord: messages are held", WAIT_S)
@@ -265,13 +231,13 @@ async def test_a_read_only_file_system_at_start_up_is_waited_for(rig: Rig) -> No
     rig.say(CHATS[0])
     await rig.until_answered()
     assert await rig.daemon.terminate() == 0
-    remount(rig.store.parent, "ro")
+    faults.remount(rig.store.parent, "ro")
     starting = asyncio.ensure_future(rig.daemon.start())
     try:
         await wait_for_log(rig.files.log, READ_ONLY, WAIT_S)
         for chat in CHATS[:3] * 2:
             rig.say(chat)
-        remount(rig.store.parent, "rw")
+        faults.remount(rig.store.parent, "rw")
         await starting
     finally:
         starting.cancel()
@@ -289,15 +255,14 @@ async def test_a_lock_another_program_holds_loses_nothing(rig: Rig) -> None:
     await rig.daemon.start()
     rig.say(CHATS[0])
     await rig.until_answered()
-    other = sqlite3.connect(rig.store, timeout=30, isolation_level=None)
+    other = faults.StoreLock(rig.store)
+    other.take()  # the write lock; readers go on (WAL)
     try:
-        other.execute("BEGIN IMMEDIATE")  # the write lock; readers go on (WAL)
         for chat in CHATS[:3] * 2:
             rig.say(chat)
         await wait_for_log(rig.files.log, "another program holds a lock on it", WAIT_S)
-        other.execute("COMMIT")
     finally:
-        other.close()
+        other.release()
     await rig.until_answered()
     assert await rig.daemon.terminate() == 0, rig.daemon.log_tail()
     assert len(rig.daemon.lives) == 1

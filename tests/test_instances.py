@@ -14,6 +14,7 @@ on the ledger and on the database, never on sleeps.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -155,6 +156,14 @@ async def wait_resumable(pg: PostgresServer, database: str, part: str) -> None:
 @pytest.fixture
 async def cluster(postgres: PostgresServer, tmp_path: Path) -> AsyncIterator[Cluster]:
     url = postgres.new_database(migrated=False)  # the instances migrate it, together
+    async with running_cluster(postgres, url, tmp_path) as rig:
+        yield rig
+
+
+@contextlib.asynccontextmanager
+async def running_cluster(pg: PostgresServer, url: str, tmp_path: Path) -> AsyncIterator[Cluster]:
+    """Three instances (not started) on the database at `url` of `pg`, the fakes they talk to,
+    and the ledger of what they answered; any instance still running at the end is killed."""
     database = url.split("/")[3].split("?")[0]
     async with FakeTelegram() as tg:
         model = TokenModel()
@@ -176,7 +185,7 @@ async def cluster(postgres: PostgresServer, tmp_path: Path) -> AsyncIterator[Clu
                 )
                 for name in ("a", "b", "c")
             }
-            rig = Cluster(postgres, database, tg, llm, model, ledger, daemons)
+            rig = Cluster(pg, database, tg, llm, model, ledger, daemons)
             try:
                 yield rig
             finally:

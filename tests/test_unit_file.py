@@ -117,6 +117,23 @@ def test_hardening(system, key, value):
     assert one(system["Service"], key) == value
 
 
+def _bytes(size: str) -> int:
+    units = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+    return int(size[:-1]) * units[size[-1]] if size[-1] in units else int(size)
+
+
+@pytest.mark.parametrize("unit", [SYSTEM_UNIT, USER_UNIT, DEPLOY / "relaybot@.service"])
+def test_a_memory_limit_kills_and_restarts(unit):
+    """Past MemoryMax= the kernel kills the largest process: a tool's or MCP server's leaves
+    the service running (OOMPolicy=continue), relaybot's own is restarted (Restart= counts a
+    kill by the OOM killer as a failure; tests/test_faults_memory.py shows nothing is lost)."""
+    service = parse_unit(unit)["Service"]
+    high, most = _bytes(one(service, "MemoryHigh")), _bytes(one(service, "MemoryMax"))
+    assert 256 * 2**20 <= high < most, "room above relaybot's ~100 MiB; throttled before killed"
+    assert one(service, "OOMPolicy") == "continue"
+    assert one(service, "Restart") in ("on-failure", "on-abnormal", "always")
+
+
 LANDLOCK = "landlock_create_ruleset landlock_add_rule landlock_restrict_self"
 SYSCALL_FILTER = ["@system-service", "~@privileged @resources", LANDLOCK]
 

@@ -32,7 +32,7 @@ from engine.chat._limits import Limits
 from engine.chat._media import MediaIntake
 from engine.chat._notices import Notices
 from engine.chat._pairing import Pairing
-from engine.chat._recovery import recover
+from engine.chat._recovery import finish_after_action, recover
 from engine.chat._schedules import Schedules
 from engine.chat._settings import Live, Settings
 from engine.chat._stalled import Stalled
@@ -282,7 +282,9 @@ class Dispatcher:
                 await recover(self.turns, key)
             case Decided(confirmation_id):
                 begun = await self.confirmations.begin(confirmation_id)
-                if begun is None:
+                if begun is None:  # nothing to resume; its turn may want finishing
+                    conf = await self.confirmations.rows.get(confirmation_id)
+                    await finish_after_action(self.turns, conf)
                     return
                 conf, approved, _ = begun
                 conv = await self.store.conversations.active(conf.channel, conf.chat_id)

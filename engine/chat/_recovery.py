@@ -3,7 +3,9 @@
 An answer stored but not recorded as delivered is sent (once: this is its last try); messages a
 turn had taken are answered by what the turn got to: a confirmation prompt it asked (shown if it
 was not yet), an answer already delivered, or else the turn is finished now, its cut-off calls
-closed as "interrupted" (except one an older turn still waits on).
+closed as "interrupted" (except one an older turn still waits on). A turn that an approved
+action's prompt had answered, cut off after the action ran to the end, is finished from its
+history too (:func:`finish_after_action`).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from engine.chat._confirmations import DELEGATED
 from engine.chat._turns import RESTARTED, TurnRunner
 from engine.loop import ConversationKey
 from engine.models import Message, Role
@@ -48,6 +51,26 @@ async def recover(turns: TurnRunner, key: ConversationKey) -> None:
     await conversations.close_dangling(conv.id, RESTARTED, keep=keep)
     log.info("finishing the turn a restart cut off in %s", key)  # counted: Dispatcher.recover
     await turns.run(conv, last.user_id, last.user_name, last.message_id, answering=rows)
+
+
+async def finish_after_action(turns: TurnRunner, conf: ConfirmationRow | None) -> None:
+    """A restart cut off the turn of an approved action after the action ran to the end (its
+    result is stored) and before the model answered: the turn is finished from the history,
+    the action not run again. Nothing when it did not run (it is resumed, told it may have)
+    or its turn answered already."""
+    if conf is None or conf.state is not ConfirmationState.INTERRUPTED:
+        return
+    if conf.call_id.startswith(DELEGATED):  # its delegated task asked, and finishes it
+        return
+    conversations = turns.store.conversations
+    conv = await conversations.active(conf.channel, conf.chat_id)
+    history = await conversations.history(conv.id, turns.settings.history_limit)
+    ran = any(m.result is not None and m.result.call_id == conf.call_id for m in history)
+    if not ran or history[-1].is_answer:
+        return
+    await conversations.close_dangling(conv.id, RESTARTED)  # calls after it, cut off
+    log.info("finishing the turn a restart cut off after %s ran in %s", conf.tool, conf.chat_id)
+    await turns.run(conv, conf.user_id, conf.user_name, conf.reply_to)
 
 
 def _asked_in_last_turn(

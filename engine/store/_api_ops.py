@@ -68,6 +68,10 @@ class ClusterStore(Protocol):
         """Renew this instance's lease; False when it was found dead and taken over."""
         ...
 
+    async def live(self) -> tuple[int, ...]:
+        """The ids of the live instances (this one too), in order."""
+        ...
+
     async def leave(self) -> None:
         """A clean stop: what this instance still holds is taken over at once."""
         ...

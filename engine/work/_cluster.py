@@ -50,7 +50,15 @@ from engine.store import Adoption, ClusterStore
 from engine.work._leases import ChatLeases
 from engine.work._queue import ChatQueues
 from engine.work._receivers import WANT, Receivers
-from engine.work._signals import FORGOT, IDS_PER_SIGNAL, SETTINGS, STOP, Publisher, decode
+from engine.work._signals import (
+    FORGOT,
+    IDS_PER_SIGNAL,
+    JOINED,
+    SETTINGS,
+    STOP,
+    Publisher,
+    decode,
+)
 from engine.work._signals import signal as chat_signal
 from tools.errors import StoreError
 
@@ -130,12 +138,14 @@ class Cluster:
         sent = time.monotonic()
         number = await self.store.join(self.settings.name, self.settings.lease_s)
         self._renewed_at = sent
+        self.leases.live = await self.store.live()
         self._fenced = False
         self.receivers.joined(sent)
         if self._publishing is None:
             self._publishing = asyncio.create_task(self._publisher.run(), name="cluster-publish")
             self._tasks.add(self._publishing)
         await self.store.listen()
+        await self.store.publish(json.dumps({"k": JOINED, "o": number}))  # chats it is home to
         log.info("joined as instance %s (#%d)", self.settings.name, number)
         await self._sweep()
 
@@ -180,6 +190,7 @@ class Cluster:
             await self._rejoin()
             return
         self._renewed_at = sent
+        self.leases.live = await self.store.live()
         if self._unreachable_since is not None:
             log.warning(
                 "the database is reachable again (after %.0f s)",
@@ -294,6 +305,10 @@ class Cluster:
                 if self.receivers.asked_for(lease):
                     self._spawn(self.receivers.let_go(lease), "hand-back")
             return
+        if kind == JOINED:
+            if data.get("o") != self.incarnation:
+                self._spawn(self._learn_live(), "live")
+            return
         if kind == FORGOT:
             if data.get("o") != self.incarnation:
                 self._spawn(self._events.forgot([str(j) for j in data.get("jobs", [])]), "forgot")
@@ -309,7 +324,14 @@ class Cluster:
         item = decode(kind, data)
         if item is None:
             return
-        self.leases.arrived(key, item)
+        to = data.get("t")
+        self.leases.arrived(key, item, to if isinstance(to, int) else None)
+
+    async def _learn_live(self) -> None:
+        try:
+            self.leases.live = await self.store.live()
+        except StoreError as exc:
+            self._unreachable(exc)
 
     def _spawn(self, work: Awaitable[None], name: str) -> None:
         task = asyncio.ensure_future(work)

@@ -2,16 +2,24 @@
 
 :class:`ChatQueues` asks :class:`ChatLeases` where each work item goes: queued here when this
 instance holds the chat, else handed over as a signal to whoever holds (or claims) it. A chat
-whose queue runs dry is released, so the next burst goes to whoever is least busy. A chat
-signal that arrives for a chat nobody holds is claimed, the less busy instances first; the
-winner queues it, the others drop it (its holder has it too). Claims and releases of one chat
-never overlap (:class:`KeyedLocks`).
+whose queue runs dry is released :data:`LINGER_S` later unless work came back meanwhile (a
+conversation in full flow is not claimed and released again for each message: two database
+writes each time). Every instance hears every signal; the holder queues it. A
+signal for a chat nobody holds is claimed by the chat's *home* only: the live instance that
+rendezvous hashing picks for the chat (:meth:`ChatLeases.home`, named in the signal by its
+sender), so one instance claims instead of all of them racing for it (each losing claim was a
+database round trip: with four instances, three per message). A sender that knows no live
+instances yet, or an older relaybot's signal, names none: then every instance claims, the less
+busy ones first. A home that died before its sender noticed leaves the chat to the sweep of
+unheld work (engine/work/_cluster.py, every second). Claims and releases of one chat never
+overlap (:class:`KeyedLocks`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -25,6 +33,7 @@ from tools.errors import StoreError
 
 log = logging.getLogger("engine.work._cluster")
 
+LINGER_S = 2.0  # a chat whose queue ran dry is let go this long after, unless work came back
 _MAX_CLAIM_DELAY_S = 0.05  # a busy instance waits this long at most before claiming a chat
 _ACQUIRE_POLL_S = 0.1  # /retry and /undo wait for the chat's holder to let it go
 
@@ -49,6 +58,8 @@ class ChatLeases:
         self._claiming: dict[ConversationKey, list[WorkItem]] = {}
         self._inflight: collections.Counter[ConversationKey] = collections.Counter()
         self._locks: KeyedLocks[ConversationKey] = KeyedLocks()
+        self._lingering: dict[ConversationKey, asyncio.TimerHandle] = {}
+        self.live: tuple[int, ...] = ()  # the live instances, as the last heartbeat found them
         queues.leases = self
 
     def take(self, chats: Iterable[tuple[str, str]]) -> None:
@@ -61,6 +72,9 @@ class ChatLeases:
         self._held.clear()
         self._claiming.clear()
         self._inflight.clear()
+        for timer in self._lingering.values():
+            timer.cancel()
+        self._lingering.clear()
 
     # -- ChatQueues' Leases ---------------------------------------------------------------
 
@@ -69,8 +83,18 @@ class ChatLeases:
         # after what it queues now: keep its order by sending this the same way
         return key in self._held and not self._inflight[key]
 
+    def home(self, key: ConversationKey) -> int | None:
+        """The live instance that claims the chat when nobody holds it (None: not known yet):
+        the highest hash of (instance, chat), so a chat moves only when its home comes or goes."""
+        if len(self.live) <= 1:
+            return self.live[0] if self.live else None
+        chat = f"{key.channel}\x00{key.chat_id}".encode()
+        return max(
+            self.live, key=lambda i: hashlib.blake2b(chat, digest_size=8, salt=_salt(i)).digest()
+        )
+
     def hand_over(self, key: ConversationKey, item: WorkItem) -> bool:
-        payload = encode(key, item, self.store.incarnation)
+        payload = encode(key, item, self.store.incarnation, self.home(key))
         if payload is None:
             return False
         self._inflight[key] += 1
@@ -78,8 +102,18 @@ class ChatLeases:
         return True
 
     def released(self, key: ConversationKey) -> None:
+        """The chat's queue ran dry: let it go in a while, unless work comes back first."""
         if key not in self._held:
             return
+        if (timer := self._lingering.pop(key, None)) is not None:
+            timer.cancel()
+        loop = asyncio.get_running_loop()
+        self._lingering[key] = loop.call_later(LINGER_S, self._let_go, key)
+
+    def _let_go(self, key: ConversationKey) -> None:
+        self._lingering.pop(key, None)
+        if key not in self._held or self.queues.holding(key):
+            return  # work came back: released again when it is done
         self._held.discard(key)
         self._spawn(self._release(key), "release")
 
@@ -112,18 +146,22 @@ class ChatLeases:
         if self._inflight[key]:
             self._inflight[key] -= 1
 
-    def arrived(self, key: ConversationKey, item: WorkItem) -> None:
-        """A work item for the chat: queued here if held, else claimed first."""
+    def arrived(self, key: ConversationKey, item: WorkItem, to: int | None = None) -> None:
+        """A work item for the chat: queued here if held, else claimed first by the instance it
+        is addressed to (`to`; None: by any)."""
         if key in self._held:
             self.queues.put(key, item, here=True)
+        elif to is not None and to != self.store.incarnation:
+            return  # its holder has it too, or its home claims it
         elif key in self._claiming:
             self._claiming[key].append(item)
         else:
             self._claiming[key] = [item]
-            self._spawn(self._claim(key), "claim")
+            self._spawn(self._claim(key, contested=to is None), "claim")
 
-    async def _claim(self, key: ConversationKey) -> None:
-        await asyncio.sleep(min(self.queues.busy * 0.002, _MAX_CLAIM_DELAY_S))  # let idle win
+    async def _claim(self, key: ConversationKey, *, contested: bool) -> None:
+        if contested:  # every instance claims it: let the idle ones win
+            await asyncio.sleep(min(self.queues.busy * 0.002, _MAX_CLAIM_DELAY_S))
         try:
             async with self._locks.hold(key):
                 won = key in self._held or await self.store.claim(key.channel, key.chat_id)
@@ -137,3 +175,7 @@ class ChatLeases:
         self._held.add(key)
         for item in items:
             self.queues.put(key, item, here=True)
+
+
+def _salt(instance: int) -> bytes:
+    return instance.to_bytes(8, "little", signed=True)[:16]

@@ -25,6 +25,7 @@ log = logging.getLogger("engine.work._cluster")
 STOP = "stop"
 SETTINGS = "settings"
 FORGOT = "forgot"
+JOINED = "joined"  # a new instance: the others learn the live instances again
 IDS_PER_SIGNAL = 100  # job ids per notification (PostgreSQL caps a payload at 8000 bytes)
 _RETRY_S = 0.5  # the database is away: publish again after this long, keeping the order
 
@@ -33,21 +34,25 @@ def signal(kind: str, key: ConversationKey, origin: int | None, **extra: object)
     return json.dumps({"k": kind, "c": key.channel, "i": key.chat_id, "o": origin, **extra})
 
 
-def encode(key: ConversationKey, item: WorkItem, origin: int | None) -> str | None:
-    """The signal that carries `item` to the chat's holder; None when it cannot travel."""
+def encode(
+    key: ConversationKey, item: WorkItem, origin: int | None, to: int | None = None
+) -> str | None:
+    """The signal that carries `item` to the chat's holder, or, when nobody holds the chat, to
+    instance `to` (its home: the only one to claim it; None: any, the least busy first);
+    None when it cannot travel."""
     match item:
         case Inbound():
-            return signal("inbound", key, origin)
+            return signal("inbound", key, origin, t=to)
         case Recover():
-            return signal("recover", key, origin)
+            return signal("recover", key, origin, t=to)
         case Decided(confirmation_id):
-            return signal("decided", key, origin, id=confirmation_id)
+            return signal("decided", key, origin, id=confirmation_id, t=to)
         case JobDone(job_id):
-            return signal("job", key, origin, id=job_id)
+            return signal("job", key, origin, id=job_id, t=to)
         case Notice(text, reply_to):
-            return signal("notice", key, origin, text=text, reply_to=reply_to)
+            return signal("notice", key, origin, text=text, reply_to=reply_to, t=to)
         case ScheduledRun(schedule_id, due):
-            return signal("scheduled", key, origin, id=schedule_id, due=due)
+            return signal("scheduled", key, origin, id=schedule_id, due=due, t=to)
     return None  # a Rewind waits for its reply here: it cannot travel
 
 

@@ -84,6 +84,10 @@ class PgCluster:
             == 1
         )
 
+    async def live(self) -> tuple[int, ...]:
+        rows = await self.db.fetch(f"SELECT i.id FROM instances i WHERE {_ALIVE} ORDER BY i.id")
+        return tuple(int(r["id"]) for r in rows)
+
     async def leave(self) -> None:
         """A clean stop: what this instance still holds is taken over at once by another."""
         me = self._me()

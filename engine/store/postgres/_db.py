@@ -7,8 +7,9 @@ every statement of the current task goes to the one connection the block holds, 
 writes commit together. Nested use joins the open block; a task spawned inside it does not (its
 statements are its own), as in the SQLite backend.
 
-A server that cannot be reached is :class:`tools.StoreUnavailable`: nothing was committed, and
-callers must not acknowledge what depended on it. Broken connections are replaced.
+A server that cannot be reached or take a write now (a standby, mid-failover) is
+:class:`tools.StoreUnavailable` (``_faults``): nothing was committed, and callers must not
+acknowledge what depended on it. Broken connections are replaced (by the host taking writes).
 
 Migrations (``_schema.MIGRATIONS``) run at open in one transaction under a transaction-level
 advisory lock: instances starting together apply each entry once, the later ones wait and find
@@ -33,24 +34,14 @@ import asyncpg
 from engine import metrics
 from engine.store._db import POSTGRES, Db, Listener, Row, numbered
 from engine.store._urls import redact
+from engine.store.postgres._faults import READ_ONLY, UNREACHABLE, reason, session_attrs, unavailable
 from engine.store.postgres._schema import MIGRATIONS
+from engine.store.postgres._soon import HeldCounters
 from tools.errors import StoreError, StoreUnavailable
 
 log = logging.getLogger("engine.store")
 
 _MIGRATION_LOCK = 0x72656C6179  # "relay": the advisory lock key migrations run under
-# What "the server cannot be reached" looks like from asyncpg: a refused or broken socket, a
-# connection closed under a statement, the server shutting down or starting up.
-UNREACHABLE: tuple[type[BaseException], ...] = (
-    OSError,
-    asyncio.TimeoutError,
-    asyncpg.InterfaceError,
-    asyncpg.ConnectionDoesNotExistError,
-    asyncpg.CannotConnectNowError,
-    asyncpg.AdminShutdownError,
-    asyncpg.CrashShutdownError,
-    asyncpg.ConnectionFailureError,
-)
 
 
 def rowcount(status: str) -> int:
@@ -81,6 +72,8 @@ class PgDb(Db):
         self._listen_lock = asyncio.Lock()  # one statement at a time on that connection
         self._listen_task: asyncio.Task[None] | None = None
         self._on_reconnect: list[Callable[[], Awaitable[None]]] = []
+        self._attrs = session_attrs(url, readonly=readonly)
+        self._counters = HeldCounters()  # execute_soon's, while the store is unavailable
 
     @property
     def where(self) -> str:
@@ -100,6 +93,7 @@ class PgDb(Db):
                 max_size=self.max_connections,
                 timeout=10,
                 reset=_no_reset,
+                target_session_attrs=self._attrs,
                 server_settings={"default_transaction_read_only": "on"} if self.readonly else None,
             )
             if self.readonly:
@@ -112,14 +106,13 @@ class PgDb(Db):
             raise
         except UNREACHABLE as exc:
             await self.close()
-            raise StoreUnavailable(
-                f"cannot reach the store at {self.where}: {_reason(exc)}"
-            ) from exc
+            raise unavailable(self.where, exc, opening=True) from exc
         except (asyncpg.PostgresError, ValueError) as exc:
             await self.close()
-            raise StoreError(f"cannot open the store at {self.where}: {_reason(exc)}") from exc
+            raise StoreError(f"cannot open the store at {self.where}: {reason(exc)}") from exc
 
     async def close(self) -> None:
+        await self._counters.close(self.execute)  # those kept while the store was away
         if self._listen_task is not None:
             self._listen_task.cancel()
             with contextlib.suppress(BaseException):
@@ -153,7 +146,7 @@ class PgDb(Db):
         try:
             conn = await self.pool.acquire()
         except UNREACHABLE as exc:
-            raise StoreUnavailable(f"the database at {self.where} is unreachable") from exc
+            raise await self._unavailable(exc) from exc
         try:
             tx = conn.transaction()
             await tx.start()
@@ -170,7 +163,7 @@ class PgDb(Db):
             await tx.commit()
             metrics.store_call("commit", started)
         except UNREACHABLE as exc:
-            raise StoreUnavailable(f"the database at {self.where} is unreachable") from exc
+            raise await self._unavailable(exc) from exc
         finally:
             await self.pool.release(conn)
 
@@ -184,13 +177,23 @@ class PgDb(Db):
             else:
                 result = await getattr(self.pool, method)(sql, *args)
         except UNREACHABLE as exc:
-            raise StoreUnavailable(f"the database at {self.where} is unreachable") from exc
+            raise await self._unavailable(exc) from exc
         metrics.store_call("write" if method == "execute" else "read", started)
         return result
+
+    async def _unavailable(self, exc: BaseException) -> StoreUnavailable:
+        """`exc` as the store being unavailable; a write refused by a read-only server has the
+        pool's connections replaced, each by one to a host that takes writes (if any now)."""
+        if isinstance(exc, READ_ONLY) and self._pool is not None:
+            await self._pool.expire_connections()
+        return unavailable(self.where, exc)
 
     async def execute(self, sql: str, *args: Any) -> int:
         """Run a write; returns how many rows it touched."""
         return rowcount(await self._run("execute", sql, args))
+
+    async def execute_soon(self, sql: str, *args: Any) -> None:
+        await self._counters.send(self.execute, sql, args)  # kept while the store is away
 
     async def fetch(self, sql: str, *args: Any) -> list[Row]:
         return list(await self._run("fetch", sql, args))
@@ -246,7 +249,7 @@ class PgDb(Db):
                 except asyncpg.PostgresError as exc:  # the transaction is rolled back: all of it
                     raise StoreError(
                         f"upgrading the store at {self.where} from schema version {version} to "
-                        f"{len(MIGRATIONS)} failed at migration {number} ({_reason(exc)}). The "
+                        f"{len(MIGRATIONS)} failed at migration {number} ({reason(exc)}). The "
                         f"database was left as it was, at version {version}: the upgrade is one "
                         "transaction. To go back, run the relaybot you ran before (every "
                         "instance): it runs on the database as it is."
@@ -268,7 +271,9 @@ class PgDb(Db):
             async with self._listen_lock:
                 return rowcount(await conn.execute(numbered(sql), *args))
         except UNREACHABLE as exc:
-            raise StoreUnavailable(f"the database at {self.where} is unreachable") from exc
+            if isinstance(exc, READ_ONLY):  # listening on a server that takes no writes
+                self._listen_lost.set()  # reconnects, to one that does if any now
+            raise unavailable(self.where, exc) from exc
 
     async def notify(self, channel: str) -> None:
         """NOTIFY `channel`: every instance listening hears it (inside a transaction, at its
@@ -293,7 +298,7 @@ class PgDb(Db):
         self._listen_task = asyncio.create_task(self._keep_listening(), name="pg-listen")
 
     async def _connect_listener(self) -> None:
-        conn = await asyncpg.connect(self.url, timeout=10)
+        conn = await asyncpg.connect(self.url, timeout=10, target_session_attrs=self._attrs)
         lost = asyncio.Event()
         conn.add_termination_listener(lambda _c: lost.set())
         for channel, listeners in self._listeners.items():
@@ -342,8 +347,3 @@ async def _no_reset(_connection: Any) -> None:
     LISTEN is on a connection of its own, its locks last a transaction), so asyncpg's default
     reset (``pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *; RESET ALL``) would only cost a
     round trip per statement. An unfinished transaction is still rolled back by asyncpg."""
-
-
-def _reason(exc: BaseException) -> str:
-    text = str(exc) or type(exc).__name__
-    return redact(text)

@@ -11,11 +11,10 @@ The WAL stays bounded: SQLite checkpoints it after every commit that takes it pa
 has copied everything (``journal_size_limit``); housekeeping truncates it to nothing when the bot
 is idle (:meth:`SqliteDb.checkpoint`). Readers in other processes (`relaybot status`, `relaybot
 backup`) open the file read-only (`readonly`): WAL lets them read while the daemon writes.
-Run as root while the daemon is stopped, such a command makes SQLite create the -wal and -shm
-files; they are given the store's owner (:func:`owned_like_store`), or the daemon's own user
-(systemd's DynamicUser) could not open the store any more. Each call is timed for the metrics
-(engine/metrics.py). The store's parts see it as a :class:`~engine.store._db.Db`; writes nobody
-waits for (counters) and statements run together ride one trip (engine/store/sqlite/_soon.py).
+Files SQLite creates for a command run as root are given the store's owner
+(:func:`owned_like_store`). Each call is timed (engine/metrics.py). Writes nobody waits for and
+statements run together ride one trip (sqlite/_soon.py); writes of several tasks, one commit
+(sqlite/_group.py).
 """
 
 from __future__ import annotations
@@ -37,6 +36,7 @@ from engine import metrics
 from engine.store._db import SQLITE, Db, Row
 from engine.store.sqlite._faults import Episodes, unavailable
 from engine.store.sqlite._files import owned_like_store
+from engine.store.sqlite._group import GroupCommit
 from engine.store.sqlite._schema import MIGRATIONS
 from engine.store.sqlite._soon import Soon, atomic, dropped, run_writes
 from engine.store.sqlite._trips import count_trips
@@ -74,6 +74,7 @@ class SqliteDb(Db):
         self._begin = False  # a transaction is open whose BEGIN has not been sent yet
         self._later: list[tuple[str, Sequence[Any]]] = []  # execute_later
         self._soon = Soon(self._send_soon)  # execute_soon
+        self._group = GroupCommit(self._write, lambda exc: unavailable(self.path, exc) is not None)
         self._owned: contextlib.ExitStack | None = None
         self.episodes = Episodes(self.path)  # the machine refusing writes, said once
         self._opened = False  # open() finished
@@ -146,8 +147,8 @@ class SqliteDb(Db):
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[None]:
-        """BEGIN IMMEDIATE ... COMMIT, one at a time; nested use joins the open one. The BEGIN
-        goes to the db thread with the transaction's first statement (one trip, not two)."""
+        """BEGIN IMMEDIATE ... COMMIT, one at a time, the BEGIN sent with the first statement;
+        nested use joins the open one."""
         if self._tx_owner is not None and self._tx_owner is asyncio.current_task():
             yield
             return
@@ -178,12 +179,9 @@ class SqliteDb(Db):
     async def _run(
         self, fn: Callable[[sqlite3.Connection], Any], *, write: bool = False, commit: bool = False
     ) -> Any:
-        """`fn(connection)` in the db thread: after the BEGIN, when this is the first statement
-        of a transaction, and after the transaction's statements written "later"; the writes of
-        execute_soon go where no transaction is open (before, or after a COMMIT). (aiosqlite's
-        ``_execute`` and ``_conn``: private, pinned below its next minor release.) A statement
-        the machine refuses (a full disk, a read-only file) raises :class:`StoreUnavailable`
-        (engine/store/sqlite/_faults.py); `write` says a success proves writing works again."""
+        """`fn(connection)` in the db thread, after a pending BEGIN and "later" writes; soon
+        writes where no transaction is open. (aiosqlite's private ``_execute``/``_conn``: pinned.)
+        A refusal by the machine raises :class:`StoreUnavailable` (sqlite/_faults.py)."""
         begin, later = False, list[tuple[str, Sequence[Any]]]()
         if self.in_transaction():
             begin, self._begin = self._begin, False  # sent with this statement
@@ -230,14 +228,17 @@ class SqliteDb(Db):
             return await self._run(fn, write=True)
 
     async def execute(self, sql: str, *params: Any) -> int:
+        """A write; outside a transaction, grouped with others' (sqlite/_group.py)."""
         started = time.perf_counter()
-        cursor = await self._write(lambda conn: conn.execute(sql, params))
+        if self.in_transaction():
+            count = (await self._run(lambda conn: conn.execute(sql, params))).rowcount
+        else:
+            count = await self._group.execute(sql, params)
         metrics.store_call("write", started)
-        return int(cursor.rowcount)
+        return int(count)
 
     async def execute_later(self, sql: str, *params: Any) -> None:
-        """Inside a transaction, the write goes to the db thread with the transaction's next
-        statement or its COMMIT (one trip, not two); outside one, now."""
+        """Sent with a transaction's next statement or COMMIT (one trip); outside one, now."""
         if self.in_transaction():
             self._later.append((sql, params))
         else:
@@ -283,8 +284,7 @@ class SqliteDb(Db):
             row = await self.fetchrow("PRAGMA wal_checkpoint(TRUNCATE)")
         return row is not None and row[0] == 0
 
-    def sizes(self) -> tuple[int, int]:
-        """The database file's and the WAL's size in bytes (0 for a missing file)."""
+    def sizes(self) -> tuple[int, int]:  # the file's and the WAL's, in bytes (0: missing)
         return _size(self.path), _size(self.wal_path)
 
     async def schema_version(self) -> int:
