@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -50,3 +51,25 @@ async def test_a_write_that_fails_fails_alone_and_the_others_are_kept(tmp_path: 
     with sqlite3.connect(path) as other:
         texts = [r[0] for r in other.execute("SELECT text FROM inbox ORDER BY id")]
     assert texts == [f"hi {i}" for i in range(10)]  # in the order they were written
+
+
+async def test_the_rate_window_of_a_user_never_seen_costs_no_trip_after_a_restart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A thousand new users at once: none of them asks the store when they last wrote. One who
+    wrote before the restart is counted from what the store holds."""
+    path = tmp_path / "relaybot.db"
+    async with SqliteStore(path) as store:
+        assert await store.inbox.accept(inbound("before", "m1", user_id="ann"))
+    monkeypatch.setenv(_trips.ENV, str(tmp_path / "trips"))
+    async with SqliteStore(path) as store:
+        since = time.time() - 60
+        before = _trips._count
+        assert await store.inbox.sent_since("t", "bob", since) == []
+        assert len(await store.inbox.sent_since("t", "ann", since)) == 1
+        assert _trips._count == before  # both from what was read at open
+        assert await store.inbox.accept(inbound("hi", "m2", user_id="bob"))
+        assert len(await store.inbox.sent_since("t", "bob", since)) == 1
+        store.db.forget_cached()  # as after a prune: nothing is known any more
+        assert len(await store.inbox.sent_since("t", "bob", since)) == 1  # read again
+        assert _trips._count > before

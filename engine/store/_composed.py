@@ -51,7 +51,8 @@ class ComposedStore:
         conversations = Conversations(db)
         schedules = Schedules(db)
         self.conversations: ConversationStore = conversations
-        self.inbox: InboxStore = Inbox(db, conversations)
+        self._inbox = Inbox(db, conversations)
+        self.inbox: InboxStore = self._inbox
         self.confirmations: ConfirmationStore = Confirmations(db)
         self.jobs: JobStore = Jobs(db)
         self.memory: MemoryStore = Memory(db)
@@ -80,6 +81,7 @@ class ComposedStore:
 
     async def open(self) -> None:
         await self.db.open()
+        await self._inbox.prime()  # the arrivals a cache of this process starts from
 
     async def close(self) -> None:
         await self.db.close()
