@@ -20,7 +20,7 @@ from engine.models import Message
 from tests.fakes.models import BACKENDS, Backend, backend
 from tests.fakes.openai_server import error, text, tool_call, tool_calls
 from tools import ToolResult, tool
-from tools.errors import LLMError, ModelUnavailable
+from tools.errors import LLMError, ModelUnavailable, StoreUnavailable
 from tools.registry import ToolRegistry
 
 KEY = ConversationKey("test", "c1")
@@ -204,6 +204,27 @@ async def test_destructive_halts_then_approve_runs_it_and_the_rest(llm: Backend)
     assert deleted == ["x"]
     assert second.text == "deleted x"
     assert [r.text for r in llm.sent[1].results] == ["2", "deleted x", "4"]
+
+
+async def test_an_approved_call_that_ran_already_is_recorded_not_run_again(llm: Backend) -> None:
+    """`ran` hears the approved call's result before anything records it; resumed again with
+    that result as `known` (its turn was cut off after it ran), it is recorded, not run."""
+    llm.script(tool_call("delete_item", {"name": "x"}), text("deleted x"))
+    loop = make_loop(llm, delete_item)
+    first = await loop.run(USER, ctx())
+    assert first.pending is not None
+    heard: list[ToolResult] = []
+
+    async def refused(msg: Message) -> None:
+        raise StoreUnavailable("the disk is full")
+
+    history = [*USER, *first.messages]
+    with pytest.raises(StoreUnavailable):
+        await loop.resume(history, first.pending, True, ctx(), record=refused, ran=heard.append)
+    assert deleted == ["x"] and [r.for_llm for r in heard] == ["deleted x"]
+    again = await loop.resume(history, first.pending, True, ctx(), known=heard[0])
+    assert deleted == ["x"] and again.text == "deleted x" and again.approved is heard[0]
+    assert llm.sent[-1].last_result == "deleted x"
 
 
 async def test_destructive_declined_records_refusal(llm: Backend) -> None:
