@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import secrets
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -392,6 +394,26 @@ async def test_history_pairing_is_repaired_before_sending(llm: Backend) -> None:
     sent = llm.sent[0]
     assert [(r.call_id, r.text) for r in sent.results] == [("c9", NO_RESULT)]
     assert sent.messages[-1].text == "again"
+
+
+async def test_a_repaired_history_is_logged_once_not_with_every_turn(
+    llm: Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The same broken history goes out with every later turn of the chat: one ERROR for it
+    (the fault soak counted 28 to 149 per run), and one more for a new break."""
+    from engine import ToolCall
+
+    def broken(call_id: str) -> list[Message]:
+        return [Message.assistant(None, [ToolCall(call_id, "add", "{}")]), Message.user("hi")]
+
+    first, second = (f"c{secrets.token_hex(4)}" for _ in range(2))
+    llm.script(*(text("fine") for _ in range(4)))
+    loop = make_loop(llm, add)
+    for history in (broken(first), broken(first), broken(first), broken(first) + broken(second)):
+        await loop.run(history, ctx())
+    said = [r for r in caplog.records if "broke the tool-call pairing" in r.getMessage()]
+    assert [r.levelno for r in said] == [logging.ERROR, logging.ERROR]
+    assert all(sent.results[0].text == NO_RESULT for sent in llm.sent)  # still repaired
 
 
 async def test_a_streamed_request_is_retried_by_the_sdk_only(llm: Backend) -> None:
