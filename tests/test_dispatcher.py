@@ -15,7 +15,7 @@ from bot.app import App
 from bot.config import Config
 from engine import Choice, Command, DecisionStatus, MessageRef, Press
 from engine.loop import ConversationKey
-from engine.store import SqliteStore
+from engine.store import ConfirmationState, SqliteStore
 from engine.work import Notice
 from tests.fakes.openai_server import FakeOpenAI, error, hold, text, tool_call
 from tests.fakes.recording_channel import RecordingChannel
@@ -572,3 +572,28 @@ async def test_a_press_made_while_a_message_waits_in_the_queue_runs_first(
     assert [m["role"] for m in sent[1:]] == ["user", "assistant", "tool", "assistant", "user"]
     assert sent[3]["content"] == "cancelled: the user stopped the turn."
     assert sent[-1]["content"] == "and then?"
+
+
+async def test_a_decline_whose_answer_died_with_the_process_is_given_before_the_next_turn(
+    config: Config, llm: FakeOpenAI
+) -> None:
+    """A SIGKILL right after a press on Cancel leaves the confirmation declined and its call
+    without a result (the Decided item died with the process; found by the soak). After the
+    restart, the chat's next message first records the refusal and finishes that turn, so the
+    model never reads "No result was recorded" and every call keeps its result before it."""
+    async with running(config) as (app, ch):
+        cid = await _ask_delete(app, ch, llm)
+        # what the press commits before its Decided item runs (the process dies there)
+        assert await app.dispatcher.store.confirmations.transition(
+            cid, ConfirmationState.PENDING, ConfirmationState.DECLINED
+        )
+    llm.script(text("Hello again."))  # after "Deleted it.", still scripted for the first turn
+    async with running(config) as (app, ch):
+        await app.dispatcher.handle_inbound(ch.message("hello"))
+        await ch.wait_for("send", 2)
+        await app.dispatcher.wait_idle("test", "c1")
+    assert ch.texts() == ["Deleted it.", "Hello again."]
+    assert deleted == []
+    sent = llm.requests[-1]["messages"]
+    assert [m["role"] for m in sent[1:]] == ["user", "assistant", "tool", "assistant", "user"]
+    assert sent[3]["content"] == "The user declined this action; it was not run."

@@ -19,6 +19,7 @@ is recorded but not answered is finished from the history (:func:`finish_after_a
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 
 from engine.chat._confirmations import DELEGATED, Confirmations
 from engine.chat._recovery import finish_after_action
@@ -44,6 +45,7 @@ class Decisions:
         self.held = confirmations.held
         self.turns = turns
         self.queues = queues
+        self._checked: set[ConversationKey] = set()  # chats looked at by _lost since start
 
     async def run(self, key: ConversationKey, confirmation_id: str) -> None:
         """A :class:`Decided` item: resume the confirmation's turn, unless that was done."""
@@ -57,18 +59,45 @@ class Decisions:
             raise
         self.held.forget(confirmation_id)
 
-    async def before_turn(self, key: ConversationKey, reason: str) -> None:
+    async def before_turn(
+        self, key: ConversationKey, reason: str, is_private: bool | None = None
+    ) -> None:
         """Before a turn that moves the chat on: what was decided before it, then the pending
-        confirmations cancelled (`reason` is their calls' result)."""
+        confirmations cancelled (`reason` is their calls' result). With `is_private` (the new
+        messages'), the chat's first turn in this process also looks for an answer a restart
+        lost (:meth:`_lost`)."""
         while True:
             async with self.confirmations.deciding.hold(key):
                 first = self.held.in_chat(key)
                 first += [i.confirmation_id for i in self.queues.take(key, Decided)]
+                if not first and is_private is not None and key not in self._checked:
+                    first = await self._lost(key, is_private)
                 if not first:
                     await self.confirmations.cancel_pending(key, reason)
                     return
             for confirmation_id in dict.fromkeys(first):  # their turns may ask again: loop
                 await self.run(key, confirmation_id)
+
+    def adopted(self, keys: Iterable[ConversationKey]) -> None:
+        """These chats were taken over from another instance: their first turn here looks."""
+        self._checked.difference_update(keys)
+
+    async def _lost(self, key: ConversationKey, is_private: bool) -> list[str]:
+        """A confirmation declined or expired just before a restart, whose Decided item died
+        with the process (recovery queues the approved and the started ones again, not these):
+        its call still waits for its result at the end of the history."""
+        self._checked.add(key)
+        conversations = self.store.conversations
+        conv = await conversations.active(key.channel, key.chat_id, is_private=is_private)
+        last = await conversations.last(conv.id)
+        calls = {c.id for c in last.tool_calls} if last is not None else set()
+        if not calls:
+            return []
+        lost: list[str] = []
+        for state in (S.DECLINED, S.EXPIRED):
+            rows = await self.confirmations.rows.in_state(state, key.channel, key.chat_id)
+            lost += [c.id for c in rows if c.call_id in calls]
+        return lost
 
     async def _run(self, confirmation_id: str) -> None:
         conf = await self.confirmations.rows.get(confirmation_id)

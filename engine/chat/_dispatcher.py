@@ -179,6 +179,7 @@ class Dispatcher:
         else:
             keys = [ConversationKey(*c) for c in taken.chats]
             scope = set(keys)
+            self.decisions.adopted(keys)
         for key in keys:
             self.queues.put(key, Recover())
         await self.confirmations.recover(scope)
@@ -274,7 +275,8 @@ class Dispatcher:
                 now = time.time()
                 ready = [r for r in queued if r.ready(now)]
                 if ready:  # a new message: what was decided before it first
-                    await self.decisions.before_turn(key, CANCELLED_BY_MESSAGE)
+                    private = ready[-1].is_private
+                    await self.decisions.before_turn(key, CANCELLED_BY_MESSAGE, private)
                 rows = await self.media.take(key, ready)  # with what they carry, within limits
                 if rows:
                     await self.turns.user_turn(key, rows)
