@@ -5,10 +5,11 @@
 For 1 to 4 `relaybot run` processes on one PostgreSQL database (a server this script starts,
 tests/postgres.py) and for 1 on SQLite: messages per second with an instant model (30 users × 10
 messages, each user waiting for the answer before the next), the wall time until 100 users
-writing at once are all answered by a model that takes 1 s, and, with more than one instance,
-the takeover time: from the SIGKILL of an instance whose turns wait for the model until the
-first answer in one of its chats. Every message's answers are counted (the crash rig's tokens):
-lost and duplicated must both be 0.
+writing at once are all answered by a model that takes 1 s, the same for 1,000 users (`--crowd`:
+wall time, p50/p99 latency, CPU per message, the largest peak RSS), and, with more than one
+instance, the takeover time: from the SIGKILL of an instance whose turns wait for the model
+until the first answer in one of its chats. Every message's answers are counted (the crash
+rig's tokens): lost and duplicated must both be 0.
 
 All of it shares this machine's cores, so throughput alone cannot show how instances scale here;
 the CPU each message costs the instances (together, and each one's share) and the PostgreSQL
@@ -75,6 +76,7 @@ class Result:
     cpu_ms: float = 0.0  # the instances' CPU per message, together
     db_cpu_ms: float = 0.0  # the PostgreSQL server's
     each_ms: tuple[float, ...] = ()  # each instance's CPU per message (of all the messages)
+    crowd: tuple[float, ...] = ()  # --crowd users at once: wall s, p50 s, p99 s, CPU ms, MiB
 
 
 class Run:
@@ -157,6 +159,8 @@ async def measure(
                     burst = [run.say(30_000 + u) for u in range(args.burst)]
                     await run.answered(burst)
                     result.burst_s = loop.time() - t0
+                    if args.crowd:
+                        result.crowd = await crowd(run, pids, args.crowd)
                     model.delay_s = (0.0, 0.0)
 
                     if pg is not None and url is not None and instances > 1:
@@ -171,6 +175,32 @@ async def measure(
                             await d.wait_dead()
                 result.lost, result.duplicated = run.counts()
     return result
+
+
+async def crowd(run: Run, pids: list[int], n: int) -> tuple[float, ...]:
+    """`n` users writing at once to the 1 s model: wall time, p50 and p99 latency, the
+    instances' CPU per message, and the largest peak RSS of an instance."""
+    loop = asyncio.get_running_loop()
+    cpu0, t0 = cpu_s(pids), loop.time()
+    tokens = [run.say(50_000 + u) for u in range(n)]
+    await run.answered(tokens)
+    wall, cpu = loop.time() - t0, cpu_s(pids) - cpu0
+    took = sorted(run.ledger.answers(t)[0].accepted_at - t0 for t in tokens)
+    peak = max(_kib(p, "VmHWM") for p in pids) / 1024
+    return (
+        wall,
+        took[len(took) // 2],
+        took[min(len(took) - 1, len(took) * 99 // 100)],
+        (cpu / n * 1000),
+        peak,
+    )
+
+
+def _kib(pid: int, field: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1])
+    return 0
 
 
 async def takeover(
@@ -247,6 +277,7 @@ def medians(runs: list[list[Result]]) -> list[Result]:
                 median([r.cpu_ms for r in rows]),
                 median([r.db_cpu_ms for r in rows]),
                 tuple(each),
+                tuple(median(list(f)) for f in zip(*(r.crowd for r in rows), strict=True)),
             )
         )
     return out
@@ -268,6 +299,15 @@ def report(results: list[Result], args: argparse.Namespace) -> None:
             f"{r.label:26} {r.per_s:6.0f} {r.cpu_ms:10.1f} {each:>24} {db:>9} {scale:>6} "
             f"{r.burst_s:16.2f} s {took:>9} {r.lost:4d} {r.duplicated:4d}"
         )
+    if args.crowd:
+        print(
+            f"\n{args.crowd} users at once, LLM 1 s: all answered, p50, p99, CPU ms/msg, peak RSS"
+        )
+        for r in results:
+            wall, p50, p99, cpu, peak = r.crowd
+            print(
+                f"{r.label:26} {wall:6.2f} s {p50:6.2f} s {p99:6.2f} s {cpu:6.1f} {peak:7.1f} MiB"
+            )
 
 
 async def main_async(args: argparse.Namespace) -> int:
@@ -289,6 +329,7 @@ def main() -> int:
     parser.add_argument("--users", type=int, default=30)
     parser.add_argument("--messages", type=int, default=10, help="messages per user")
     parser.add_argument("--burst", type=int, default=100, help="users writing at once")
+    parser.add_argument("--crowd", type=int, default=1000, help="more at once, later (0: none)")
     parser.add_argument("--instances", type=int, nargs="+", default=[1, 2, 3, 4])
     parser.add_argument("--warmup", type=int, default=2, help="messages per user, not measured")
     parser.add_argument("--no-sqlite", action="store_true", help="PostgreSQL only")

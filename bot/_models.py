@@ -12,7 +12,7 @@ import functools
 from bot.config import Config, ModelEndpoint
 from engine import Model
 from engine.context import ContextSettings, discover_window
-from engine.models import DEFAULT_MAX_TOKENS, AnthropicModel, FailoverModel, OpenAIModel
+from engine.models import FailoverModel, OpenAIModel
 
 
 def build_model(config: Config) -> Model:
@@ -31,6 +31,8 @@ def endpoint_model(endpoint: ModelEndpoint, where: str = "llm", *, strict_tools:
     """One configured model (`where` names its section in errors)."""
     key = endpoint.resolve_api_key(where)
     if endpoint.provider == "anthropic":
+        from engine.models import DEFAULT_MAX_TOKENS, AnthropicModel  # only for its endpoints
+
         options = endpoint.request_options()
         max_tokens = options.pop("max_tokens", DEFAULT_MAX_TOKENS)
         return AnthropicModel(

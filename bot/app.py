@@ -33,27 +33,33 @@ log = logging.getLogger(__name__)
 
 
 @contextlib.contextmanager
-def _without_telegram_passport() -> Iterator[None]:
-    """Import python-telegram-bot without its Telegram Passport crypto.
+def _lean_telegram_import() -> Iterator[None]:
+    """Import python-telegram-bot without two things relaybot never uses through it.
 
     PTB loads ``cryptography`` when it is installed (mcp brings it, through PyJWT) only to decrypt
     Telegram Passport data, which relaybot never asks for: 7.6 MiB of the daemon's resident
-    memory. Hidden while PTB is first imported, Passport stays off in PTB; whatever imports the
-    package later (an MCP server's OAuth) gets the real one."""
-    if "telegram" in sys.modules or "cryptography" in sys.modules:
+    memory. PTB imports httpx for its own HTTP client (relaybot's requests go over aiohttp:
+    channels/telegram/_http.py), and httpx tries to import its command-line client, which loads
+    click and pygments when they are installed (~9 ms of start-up). Both are hidden while PTB is
+    first imported (httpx then keeps a stand-in for its `main`); whatever imports them later
+    gets the real ones."""
+    if "telegram" in sys.modules:
         yield
         return
-    sys.modules["cryptography"] = None  # type: ignore[assignment]  # an import of it fails
+    hidden = [name for name in ("cryptography", "httpx._main") if name not in sys.modules]
+    for name in hidden:
+        sys.modules[name] = None  # type: ignore[assignment]  # an import of it fails
     try:
         yield
     finally:
-        del sys.modules["cryptography"]
+        for name in hidden:
+            del sys.modules[name]
 
 
 def enabled_channels(config: Config) -> list[Channel]:
     channels: list[Channel] = []
     if config.telegram.enabled:
-        with _without_telegram_passport():
+        with _lean_telegram_import():
             from channels.telegram import TelegramChannel
 
         channels.append(TelegramChannel(config.telegram))

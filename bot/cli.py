@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from bot._checks import CHAT_ONLY, tool_problems, validate
+from bot._collector import loaded
 from bot._lock import lock_store
 from bot._logging import setup_logging
 from bot._reload import Reloader, record_loaded
@@ -40,6 +41,17 @@ def _version() -> str:
         return "0+unknown"
 
 
+class _ShowVersion(argparse.Action):
+    """--version: the installed version, looked up only when asked (it reads package metadata)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="show the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
+        print(f"relaybot {_version()}")
+        parser.exit()
+
+
 def _options(parser: argparse.ArgumentParser, default: str | None) -> None:
     """-c and --log-level, accepted before the command and after it."""
     parser.add_argument(
@@ -57,7 +69,7 @@ def _options(parser: argparse.ArgumentParser, default: str | None) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="relaybot", description="An LLM with tools in your chats.")
-    p.add_argument("--version", action="version", version=f"relaybot {_version()}")
+    p.add_argument("--version", action=_ShowVersion)
     _options(p, None)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands = {}
@@ -99,6 +111,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    loaded()  # what the command's modules made stays out of later collections
     args = _parser().parse_args(argv)
     if args.command == "init":
         from bot._init import run_init

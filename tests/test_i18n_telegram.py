@@ -10,6 +10,7 @@ from typing import Any
 
 from bot.config import Config
 from engine import Command
+from engine.i18n import LANGUAGES
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
 from tests.fakes.telegram_server import FakeTelegram
 from tests.test_telegram import DM, answers, daemon, deleted, telegram_config
@@ -79,6 +80,7 @@ async def test_the_default_language_and_the_command_menus(make_config, tg, llm) 
     async with daemon(config_for(make_config, tg, engine={"language": "fr"})):
         tg.inject_message(BOB, BOB, "/stop")
         await tg.wait_for_call("sendMessage", lambda p: p.get("text") == "Rien à arrêter.")
+        await tg.wait_for_call("setMyCommands", count=len(LANGUAGES))  # beside the first poll
     assert {c["command"] for c in tg.commands} == {c.value for c in Command}
     menus = {
         code: {c["command"]: c["description"] for c in m}

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from engine import Message, ToolCall
-from engine.store import ConfirmationState, SqliteStore, Store
+from engine.store import ConfirmationState, SqliteStore, Store, Summary
 from tests.test_store_contract import BACKENDS, confirmation, inbound
 
 LIMIT = 400
@@ -186,3 +186,14 @@ async def test_counters_written_soon_are_read_at_once_and_in_the_file_after_clos
     async with SqliteStore(store.path) as again:
         assert (await again.usage.totals("t", "u2", "2026")).tokens == 3
     await store.open()
+
+
+async def test_a_conversations_summary_read_for_its_turns_follows_each_save(store: Store) -> None:
+    conv = await store.conversations.active("t", "c9")
+    assert await store.context.summary(conv.id) is None  # a new conversation: none
+    await store.context.save_summary(Summary(conv.id, "they spoke of tea", 1, 4))
+    assert await store.context.summary(conv.id) == Summary(conv.id, "they spoke of tea", 1, 4)
+    await store.context.save_summary(Summary(conv.id, "tea, then coffee", 1, 9))
+    read = await store.context.summary(conv.id)
+    assert read == await truth(store, lambda: store.context.summary(conv.id))
+    assert read is not None and read.text == "tea, then coffee" and read.last_id == 9

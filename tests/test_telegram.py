@@ -25,6 +25,7 @@ from bot.config import Config
 from channels.telegram import TelegramChannel
 from channels.telegram._handlers import UNREADABLE, Handlers
 from engine import Choice, Command, parse_decision
+from engine.i18n import DEFAULT, LANGUAGES
 from tests.fakes.openai_server import FakeOpenAI, hold, text, tool_call
 from tests.fakes.telegram_server import BOT_USERNAME, FakeTelegram, parse_html
 from tools import ToolContext, tool
@@ -160,7 +161,22 @@ async def test_dm_reply_is_formatted_and_replies_to_the_message(config, tg, llm)
     }
     assert last_user_text(llm.requests[0]) == "hello"
     assert tg.chat_texts(DM) == ["Hi <there> & welcome"]
+
+
+async def test_the_first_poll_goes_out_before_the_command_menus_are_registered(
+    config, tg, llm
+) -> None:
+    menu = tg.hold("setMyCommands")  # the first menu's answer never comes until released
+    async with daemon(config()):
+        await tg.wait_for_call("getUpdates")
+        await menu.arrived.wait()
+        assert [c.method for c in tg.calls].count("setMyCommands") == 1  # one at a time
+        tg.inject_message(DM, DM, "hello")  # answered while the menus wait
+        await tg.wait_for_call("sendMessage", to(DM))
+        tg.unhold(menu)
+        await tg.wait_for_call("setMyCommands", count=len(LANGUAGES))  # each language's
     assert {c["command"] for c in tg.commands} == {c.value for c in Command}  # all of them
+    assert set(tg.localized_commands) == set(LANGUAGES) - {DEFAULT}
 
 
 async def test_typing_is_shown_and_refreshed_until_the_reply(config, tg, llm, monkeypatch) -> None:

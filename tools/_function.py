@@ -8,7 +8,6 @@ import typing
 from collections.abc import Callable
 from typing import Annotated, Any, get_origin
 
-import docstring_parser
 import pydantic
 from pydantic import ConfigDict, Field
 
@@ -26,6 +25,8 @@ def _split_docstring(doc: str) -> tuple[str, dict[str, str]]:
     The description is the docstring without its sections (Args, Returns, Raises, ...);
     a parameter's description is folded onto one line.
     """
+    import docstring_parser  # only once a tool is made: a daemon without any never loads it
+
     parsed = docstring_parser.parse(doc or "")
     params = {p.arg_name: " ".join((p.description or "").split()) for p in parsed.params}
     return (parsed.description or "").strip(), {k: v for k, v in params.items() if v}

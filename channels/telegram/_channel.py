@@ -12,9 +12,10 @@ go over aiohttp (``_http``) and Markdown becomes Telegram HTML (``_markdown``, s
 ``_format``). In webhook mode (``[telegram] mode``) ``_webhook`` receives in place of the poller.
 
 Start-up never blocks: ``start`` spawns the channel's task, which initialises the bot with
-backoff while the Bot API is unreachable or rejects the token (said once, with what to check),
-registers the commands and polls until ``stop``. With several instances on one store, only the
-one holding the channel's receiving lease polls (``set_receiving``); every one sends.
+backoff while the Bot API is unreachable or rejects the token (said once, with what to check)
+and polls until ``stop``; the command menus are registered beside the first poll, not before it.
+With several instances on one store, only the one holding the channel's receiving lease polls
+(``set_receiving``); every one sends.
 """
 
 from __future__ import annotations
@@ -91,6 +92,7 @@ class TelegramChannel(Channel):
         self._receive = asyncio.Event()  # polling wanted (set_receiving)
         self._receive.set()
         self._polling: asyncio.Task[None] | None = None
+        self._menus: asyncio.Task[None] | None = None  # the command menus being registered
         self._app = (
             Application.builder()
             .token(config.resolve_token())
@@ -137,9 +139,11 @@ class TelegramChannel(Channel):
     async def stop(self) -> None:
         """A batch of updates in progress finishes (bounded) and is confirmed; replies being
         sent are awaited (by ``Application.stop``)."""
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        for task in (self._task, self._menus):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        self._menus = None  # registered again by a later start
         app = self._app
         if app.running:
             await app.stop()
@@ -166,6 +170,26 @@ class TelegramChannel(Channel):
                 )
             api_retry(self.name)
             await backoff.sleep()
+        await self._app.start()
+        self._outbox.open()
+        receiver = self._receiver()
+        while True:
+            await self._receive.wait()
+            self._polling = asyncio.create_task(receiver.run(), name="telegram-receive")
+            if self._menus is None:  # beside the first poll, not before it: nobody waits for them
+                self._menus = asyncio.create_task(self._register_menus(), name="telegram-menus")
+                self._menus.add_done_callback(_log_failure)
+            try:
+                await self._polling
+            except asyncio.CancelledError:
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise  # stop()
+                log.info("Telegram: another instance receives now")
+
+    async def _register_menus(self) -> None:
+        """The command menu, then the same in each other language (shown by the user's app):
+        one request each, registered by the instance that receives, once it first does."""
         bot = self._app.bot
         try:
             await bot.set_my_commands([BotCommand(c.value, c.description) for c in Command])
@@ -174,19 +198,6 @@ class TelegramChannel(Channel):
                 await bot.set_my_commands(menu, language_code=language)
         except TelegramError as exc:
             log.warning("could not register the bot commands: %s", exc)
-        await self._app.start()
-        self._outbox.open()
-        receiver = self._receiver()
-        while True:
-            await self._receive.wait()
-            self._polling = asyncio.create_task(receiver.run(), name="telegram-receive")
-            try:
-                await self._polling
-            except asyncio.CancelledError:
-                current = asyncio.current_task()
-                if current is not None and current.cancelling():
-                    raise  # stop()
-                log.info("Telegram: another instance receives now")
 
     def _receiver(self) -> Poller | Webhook:
         cfg = self._config

@@ -46,8 +46,18 @@ class _Where:
     depth: int = 0  # list nesting
 
 
+# Text the parser would leave as it is: no character that can start markup anywhere in a line,
+# no line that could open a block (a list item, a setext underline), no space a paragraph would
+# strip, no run of blank lines it would fold. Most short answers are such text.
+_MARKUP = re.compile(
+    r"[*_`\[\]<>&\\~|#!\x00\t\r\v\f]|\n\n\n|^\s|\s$|^[-+=]|^\d{1,9}[.)](?:\s|$)", re.M
+)
+
+
 def markdown_to_html(markdown: str) -> str:
     """Render Markdown as Telegram HTML; everything that is not markup is escaped."""
+    if markdown and _MARKUP.search(markdown) is None:
+        return html.escape(markdown, quote=False)  # what the parser would make of it
     tree = SyntaxTreeNode(_MD.parse(markdown.replace("\x00", "")))
     return _blocks(tree.children, _Where(), "\n\n")
 

@@ -1,7 +1,8 @@
 """The model layer: what the loop sends a model and gets back, and the providers that speak it.
 
 ``_types`` is the provider-neutral contract (messages, requests, responses); ``_openai`` and
-``_anthropic`` map it to each SDK (imported only when a model of theirs is built), ``_failover``
+``_anthropic`` map it to each SDK (the SDKs imported only when a model of theirs is built;
+``_anthropic`` itself, and ``_scripted``, on first use of their names), ``_failover``
 makes one model of several, ``_scripted`` answers in-process for tests, ``_transcribe`` turns
 voice into text through the same endpoint (``_speech`` text into voice, ``_images`` words into
 pictures), ``_pricing`` says what each request costs and whom
@@ -10,7 +11,9 @@ it is charged to.
 
 from __future__ import annotations
 
-from engine.models._anthropic import DEFAULT_MAX_TOKENS, AnthropicModel
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from engine.models._failover import FailoverModel
 from engine.models._images import OpenAIPainter
 from engine.models._openai import OpenAIModel
@@ -25,7 +28,6 @@ from engine.models._pricing import (
     dollars,
     spend,
 )
-from engine.models._scripted import ScriptedModel, reply
 from engine.models._speech import OGG_OPUS, OpenAISpeaker, Speaker
 from engine.models._transcribe import OpenAITranscriber, Transcriber
 from engine.models._types import (
@@ -45,6 +47,24 @@ from engine.models._types import (
     Usage,
     sanitised,
 )
+
+if TYPE_CHECKING:
+    from engine.models._anthropic import DEFAULT_MAX_TOKENS, AnthropicModel
+    from engine.models._scripted import ScriptedModel, reply
+
+_LATER = {  # imported on first use (a daemon on an OpenAI-compatible endpoint never does)
+    "AnthropicModel": "_anthropic",
+    "DEFAULT_MAX_TOKENS": "_anthropic",
+    "ScriptedModel": "_scripted",
+    "reply": "_scripted",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LATER:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_LATER[name]}"), name)
+
 
 __all__ = [
     "BUILTIN_PRICES",

@@ -12,6 +12,7 @@ and while a write is in flight its key is read from the store.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterable
 from typing import Generic, TypeVar
 
 K = TypeVar("K")
@@ -91,3 +92,71 @@ def _down(counts: dict[K, int], key: K) -> None:
         counts[key] = left
     else:
         counts.pop(key, None)
+
+
+Arrival = tuple[float, list[float]]  # known from when on, the arrivals since then
+
+
+class Arrivals(Recent[tuple[str, str], Arrival]):
+    """Each user's latest messages' arrival (the rate limit's window), and since when every
+    arrival is known for every user (`complete_since`, after the store read them once at open:
+    one process writes them all from then on), so that a user who is not here sent nothing
+    since then, unless a user dropped to keep the size, or whose arrival is in doubt after a
+    failed write, had one later (`doubt_until`)."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(size)
+        self.complete_since: float | None = None
+        self.doubt_until = 0.0
+
+    def none_since(self, since: float) -> bool:
+        """True when a user not held here surely sent nothing since `since`."""
+        return (
+            self.complete_since is not None
+            and since >= self.complete_since
+            and (since > self.doubt_until)
+        )
+
+    def doubt(self, key: tuple[str, str], until: float) -> None:
+        """Whether `key` sent something up to `until` is not known any more."""
+        self.pop(key, None)
+        self.doubt_until = max(self.doubt_until, until)
+
+    def known_from(self) -> float:
+        """From when on a user who is not held here has every arrival held once added."""
+        assert self.complete_since is not None
+        return max(self.complete_since, self.doubt_until + 1e-6)
+
+    def popitem(self, last: bool = True) -> tuple[tuple[str, str], Arrival]:
+        dropped = super().popitem(last)
+        if times := dropped[1][1]:
+            self.doubt_until = max(self.doubt_until, times[-1])
+        return dropped
+
+    def clear(self) -> None:
+        super().clear()
+        self.complete_since = None
+
+
+class Listed(Generic[K]):
+    """The keys (chats, owners) that have rows in a table, read once when the store opens, with
+    every key this process writes rows for added before it writes them (it is the only writer):
+    a key not listed has no rows, without asking. Not known (everything is asked) until loaded,
+    and again once cleared."""
+
+    def __init__(self) -> None:
+        self._keys: set[K] | None = None
+
+    def load(self, keys: Iterable[K]) -> None:
+        self._keys = set(keys)
+
+    def add(self, key: K) -> None:
+        if self._keys is not None:
+            self._keys.add(key)
+
+    def none(self, key: K) -> bool:
+        """True when `key` surely has no rows."""
+        return self._keys is not None and key not in self._keys
+
+    def clear(self) -> None:
+        self._keys = None

@@ -51,7 +51,8 @@ class ComposedStore:
         conversations = Conversations(db)
         schedules = Schedules(db)
         self.conversations: ConversationStore = conversations
-        self.inbox: InboxStore = Inbox(db, conversations)
+        self._inbox = Inbox(db, conversations)
+        self.inbox: InboxStore = self._inbox
         self.confirmations: ConfirmationStore = Confirmations(db)
         self.jobs: JobStore = Jobs(db)
         self.memory: MemoryStore = Memory(db)
@@ -80,6 +81,21 @@ class ComposedStore:
 
     async def open(self) -> None:
         await self.db.open()
+        if self.db.caches:  # what the caches of this process, the store's only writer, start from
+            await self._inbox.prime()
+            await self._list()
+
+    async def _list(self) -> None:
+        db = self.db
+        rows = await db.fetch("SELECT DISTINCT channel, chat_id FROM grants")
+        db.granted_chats.load((r["channel"], r["chat_id"]) for r in rows)
+        rows = await db.fetch(
+            "SELECT DISTINCT channel, chat_id FROM confirmations WHERE state='pending'"
+        )
+        db.pending_chats.load((r["channel"], r["chat_id"]) for r in rows)
+        db.memory_owners.load(
+            r["owner"] for r in await db.fetch("SELECT DISTINCT owner FROM memory")
+        )
 
     async def close(self) -> None:
         await self.db.close()

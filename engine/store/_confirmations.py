@@ -27,8 +27,10 @@ class Confirmations:
         # process writes the store: only add() makes a pending one.
         self._quiet = db.quiet_chats if db.caches else None
         self._guard = db.quiet_guard
+        self._listed = db.pending_chats  # the chats with pending ones when the store opened
 
     async def add(self, row: ConfirmationRow) -> None:
+        self._listed.add((row.channel, row.chat_id))
         if self._quiet is None:
             return await self._add(row)
         chat = (row.channel, row.chat_id)
@@ -83,7 +85,7 @@ class Confirmations:
         quiet = self._quiet if state is ConfirmationState.PENDING else None
         if quiet is None:
             return [_row(r) for r in await self.db.fetch(sql, *params, *chat)]
-        if not self._guard.busy(chat) and quiet.use(chat):
+        if not self._guard.busy(chat) and (self._listed.none(chat) or quiet.use(chat)):
             return []
         mark = self._guard.reading(chat)
         rows = None

@@ -20,15 +20,20 @@ class Context:
     def __init__(self, db: Db) -> None:
         self.db = db
         self.histories = db.histories if db.caches else None  # latest messages (_history.py)
+        # each conversation's summary, written only by its own turns (one at a time)
+        self.summaries = db.summaries if db.caches else None
 
     async def summary(self, conversation_id: int) -> Summary | None:
+        if self.summaries is not None and (known := self.summaries.use(conversation_id)):
+            return known[0]
         row = await self.db.fetchrow(
             "SELECT text, first_id, last_id FROM summaries WHERE conversation_id=?",
             conversation_id,
         )
-        if row is None:
-            return None
-        return Summary(conversation_id, row["text"], row["first_id"], row["last_id"])
+        found = None if row is None else Summary(conversation_id, *row)
+        if self.summaries is not None:
+            self.summaries[conversation_id] = (found,)
+        return found
 
     async def save_summary(self, summary: Summary) -> None:
         await self.db.execute(
@@ -42,6 +47,8 @@ class Context:
             summary.last_id,
             time.time(),
         )
+        if self.summaries is not None:
+            self.summaries[summary.conversation_id] = (summary,)
 
     async def messages_after(
         self, conversation_id: int, after_id: int, limit: int

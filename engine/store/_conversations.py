@@ -49,7 +49,8 @@ class Conversations:
         if self._active is not None:
             self._active[channel, chat_id] = conversation
         if new and self.histories is not None:
-            self.histories.fresh(conversation.id)  # it has no messages yet
+            self.histories.fresh(conversation.id)  # it has no messages yet, nor a summary
+            self.db.summaries[conversation.id] = (None,)
         return conversation
 
     async def reset(self, channel: str, chat_id: str) -> None:

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.store._cache import Guard, Recent
+from engine.store._cache import Arrivals, Guard, Listed, Recent
 from engine.store._history import Histories
 from engine.store._rows import Conversation, Grant
 
@@ -104,9 +104,14 @@ class Db(abc.ABC):
         self.histories = Histories()
         self.quiet_chats = Recent[tuple[str, str], bool](65_536)
         self.quiet_guard = Guard[tuple[str, str]]()
-        self.arrivals = Recent[tuple[str, str], tuple[float, list[float]]](4096)
+        self.arrivals = Arrivals(4096)
         self.arrival_guard = Guard[tuple[str, str]]()
         self.memories = Recent[str, tuple[int, list[Any]]](1024)
+        self.summaries = Recent[int, tuple[Any]](4096)  # (summary or None,); its turns write it
+        # the chats with grants or pending confirmations and the owners of memory, read at open
+        self.granted_chats = Listed[tuple[str, str]]()
+        self.pending_chats = Listed[tuple[str, str]]()
+        self.memory_owners = Listed[str]()
         self.memory_guard = Guard[str]()
         self._listeners: dict[str, list[Listener]] = {}
 
@@ -119,10 +124,12 @@ class Db(abc.ABC):
         self.active_conversations.clear()
         self.chat_grants.clear()
         self.histories.clear()
-        for cache in (self.quiet_chats, self.arrivals, self.memories):
+        for cache in (self.quiet_chats, self.arrivals, self.memories, self.summaries):
             cache.clear()
         for guard in (self.quiet_guard, self.arrival_guard, self.memory_guard):
             guard.forget_all()
+        for listed in (self.granted_chats, self.pending_chats, self.memory_owners):
+            listed.clear()
 
     def in_transaction(self) -> bool:
         """Whether the running task is inside :meth:`transaction` (what it writes may still roll

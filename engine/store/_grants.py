@@ -17,10 +17,12 @@ class Grants:
     def __init__(self, db: Db) -> None:
         self.db = db
         self._cache = db.chat_grants if db.caches else None
+        self._listed = db.granted_chats
 
     async def grant(
         self, channel: str, chat_id: str, tool: str, user_id: str, user_name: str
     ) -> None:
+        self._listed.add((channel, chat_id))
         await self.db.execute(
             "INSERT INTO grants(channel, chat_id, tool, granted_by, granted_by_name, granted_at) "
             "VALUES (?,?,?,?,?,?) ON CONFLICT (channel, chat_id, tool) DO UPDATE SET "
@@ -40,6 +42,8 @@ class Grants:
             self._cache.pop((channel, chat_id), None)
 
     async def in_chat(self, channel: str, chat_id: str) -> list[Grant]:
+        if self._listed.none((channel, chat_id)):
+            return []
         cached = None if self._cache is None else self._cache.get((channel, chat_id))
         if cached is None:
             rows = await self.db.fetch(

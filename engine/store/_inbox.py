@@ -21,6 +21,8 @@ from engine.store._db import Db, Row
 from engine.store._rows import InboxRow
 from engine.store._states import InboxState
 
+PRIMED_S = 600.0  # the arrivals read at open: longer than any rate window in use
+
 _COLS = (
     "id, channel, chat_id, message_id, user_id, user_name, text, is_private, state, hold_until, "
     "media, quote"
@@ -48,13 +50,35 @@ class Inbox:
         try:
             added = await self._accept(msg, hold_until, quote, now)
         except BaseException:  # whether it is stored is not known: read again next time
-            self._arrivals.pop(who, None)
+            self._arrivals.doubt(who, now)
             raise
         finally:
             self._guard.written(who)
-        if added and (known := self._arrivals.get(who)) is not None:
-            known[1].append(now)
+        if added:
+            if (known := self._arrivals.get(who)) is not None:
+                known[1].append(now)
+            elif self._arrivals.none_since(now):  # the first one since the store was opened
+                self._arrivals[who] = (self._arrivals.known_from(), [now])
         return added
+
+    async def prime(self) -> None:
+        """Read once, at open, every arrival of the last PRIMED_S (one process writes every later
+        one): a user absent from the cache then sent nothing, without asking the store."""
+        if self._arrivals is None:
+            return
+        since = time.time() - PRIMED_S
+        rows = await self.db.fetch(
+            "SELECT channel, user_id, received_at FROM inbox WHERE received_at >= ? "
+            "ORDER BY received_at",
+            since,
+        )
+        known: dict[tuple[str, str], list[float]] = {}
+        for r in rows:
+            known.setdefault((r["channel"], r["user_id"]), []).append(r["received_at"])
+        self._arrivals.clear()
+        for who, times in known.items():
+            self._arrivals[who] = (since, times)
+        self._arrivals.complete_since = since
 
     async def _accept(
         self, msg: InboundMessage, hold_until: float | None, quote: str | None, now: float
@@ -133,6 +157,8 @@ class Inbox:
                 times = [t for t in known[1] if t >= since]  # older ones are never asked again
                 self._arrivals[who] = (since, times)
                 return list(times)
+            if known is None and self._arrivals.none_since(since):
+                return []
         mark = self._guard.reading(who)
         rows = None
         try:

@@ -38,6 +38,7 @@ class Memory:
         # the store: (how many were asked for, the items). A turn reads them every time.
         self._cache = db.memories if db.caches else None
         self._guard = db.memory_guard
+        self._listed = db.memory_owners
 
     @contextlib.asynccontextmanager
     async def _changing(self, owner: str) -> AsyncIterator[None]:
@@ -47,6 +48,7 @@ class Memory:
             return
         self._guard.writing(owner)
         self._cache.pop(owner, None)
+        self._listed.add(owner)
         try:
             yield
         finally:
@@ -84,6 +86,8 @@ class Memory:
         """The owner's items (those containing `query` when given), most recently used first."""
         if query or self._cache is None:
             return await self._items(owner, query, limit)
+        if not self._guard.busy(owner) and self._listed.none(owner):
+            return []
         if not self._guard.busy(owner) and (known := self._cache.use(owner)) is not None:
             if known[0] >= limit or len(known[1]) < known[0]:  # holds all that is asked for
                 return known[1][:limit]

@@ -34,14 +34,13 @@ import aiosqlite
 
 from engine import metrics
 from engine.store._db import SQLITE, Db, Row
-from engine.store._upgrade import statements
 from engine.store.sqlite._faults import Episodes, unavailable
 from engine.store.sqlite._files import owned_like_store
 from engine.store.sqlite._group import GroupCommit
 from engine.store.sqlite._schema import MIGRATIONS
 from engine.store.sqlite._soon import Soon, atomic, dropped, run_writes
 from engine.store.sqlite._trips import count_trips
-from engine.store.sqlite._upgrade import back_up_before_upgrade, failure, refusal, settle
+from engine.store.sqlite._upgrade import apply, back_up_before_upgrade, failure, refusal, settle
 from tools.errors import StoreError, StoreUnavailable
 
 log = logging.getLogger("engine.store")
@@ -114,15 +113,15 @@ class SqliteDb(Db):
                 await self._db.execute("PRAGMA busy_timeout=5000")
                 await self._check_version(older_too=True)
                 return
-            for pragma in (
+            pragmas = (
                 "journal_mode=WAL",
                 "synchronous=NORMAL",
                 "foreign_keys=ON",
                 "busy_timeout=5000",
                 f"journal_size_limit={self.wal_limit_bytes}",
                 f"wal_autocheckpoint={max(16, self.wal_limit_bytes // _PAGE_BYTES // 4)}",
-            ):
-                await self._db.execute(f"PRAGMA {pragma}")
+            )
+            await self._run(lambda conn: [conn.execute(f"PRAGMA {p}") for p in pragmas])
             await self._migrate()
             self._opened = True
         except StoreUnavailable:
@@ -314,18 +313,14 @@ class SqliteDb(Db):
                 newest,
                 self.upgrade_backup,
             )
-        number = version  # the migration being applied
+        reached = [version]  # ends with the number of the migration being applied
         try:
-            async with self.transaction():
-                for script in self.migrations[version:]:
-                    number += 1
-                    for stmt in statements(script):
-                        await self.execute(stmt)
-                await self.execute(f"PRAGMA user_version = {newest}")
+            async with self.transaction():  # one trip for them all, not one per statement
+                await self._run(lambda conn: apply(conn, self.migrations, version, reached))
         except StoreUnavailable as exc:  # a full disk, say: worth waiting for
-            raise StoreUnavailable(self._failed(version, number, exc)) from exc
+            raise StoreUnavailable(self._failed(version, reached[-1], exc)) from exc
         except sqlite3.Error as exc:
-            raise StoreError(self._failed(version, number, exc)) from exc
+            raise StoreError(self._failed(version, reached[-1], exc)) from exc
         log.info("store migrated from schema version %d to %d", version, newest)
 
     def _failed(self, version: int, number: int, exc: BaseException) -> str:

@@ -3,8 +3,9 @@
 Before the first migration of a store that holds anything, the daemon copies it next to itself
 (`relaybot.db.v10.bak` for a store of schema version 10), with SQLite's online backup
 (``_backup``): one consistent moment, checked, renamed into place only when complete. The
-migrations then run in one transaction, so a failed one leaves the store as it was; the copy is
-what the previous relaybot can run on after a successful upgrade turns out to be unwanted.
+migrations then run in one transaction, in one trip to the db thread (:func:`apply`), so a
+failed one leaves the store as it was; the copy is what the previous relaybot can run on after
+a successful upgrade turns out to be unwanted.
 
 There is one such copy at a time: a new upgrade replaces it, and it is removed at the next
 successful start after the upgrade (:func:`settle`), by then the upgraded daemon has run once.
@@ -16,9 +17,11 @@ import contextlib
 import logging
 import re
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import quote
 
+from engine.store._upgrade import statements
 from engine.store.sqlite._backup import backup_sqlite
 from tools.errors import StoreError
 
@@ -118,3 +121,16 @@ def failure(
         "To go back, install the relaybot you ran before and start it: it runs on the store as "
         "it is. Report this failure with the line above."
     )
+
+
+def apply(
+    conn: sqlite3.Connection, migrations: Sequence[str], version: int, reached: list[int]
+) -> None:
+    """The `migrations` after `version`, statement by statement on `conn` (in the db thread, in
+    the caller's transaction), then the new version; `reached` gets the number of each one as it
+    starts, so a failure can name it."""
+    for number, script in enumerate(migrations[version:], version + 1):
+        reached.append(number)
+        for stmt in statements(script):
+            conn.execute(stmt)
+    conn.execute(f"PRAGMA user_version = {len(migrations)}")
