@@ -19,7 +19,7 @@ is recorded but not answered is finished from the history (:func:`finish_after_a
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Collection
 
 from engine.chat._confirmations import DELEGATED, Confirmations
 from engine.chat._recovery import finish_after_action
@@ -45,7 +45,7 @@ class Decisions:
         self.held = confirmations.held
         self.turns = turns
         self.queues = queues
-        self._checked: set[ConversationKey] = set()  # chats looked at by _lost since start
+        self._suspects: set[ConversationKey] = set()  # chats _lost looks at (from recover)
 
     async def run(self, key: ConversationKey, confirmation_id: str) -> None:
         """A :class:`Decided` item: resume the confirmation's turn, unless that was done."""
@@ -64,13 +64,13 @@ class Decisions:
     ) -> None:
         """Before a turn that moves the chat on: what was decided before it, then the pending
         confirmations cancelled (`reason` is their calls' result). With `is_private` (the new
-        messages'), the chat's first turn in this process also looks for an answer a restart
+        messages'), a chat's first turn after a restart also looks for an answer the restart
         lost (:meth:`_lost`)."""
         while True:
             async with self.confirmations.deciding.hold(key):
                 first = self.held.in_chat(key)
                 first += [i.confirmation_id for i in self.queues.take(key, Decided)]
-                if not first and is_private is not None and key not in self._checked:
+                if not first and is_private is not None and key in self._suspects:
                     first = await self._lost(key, is_private)
                 if not first:
                     await self.confirmations.cancel_pending(key, reason)
@@ -78,15 +78,20 @@ class Decisions:
             for confirmation_id in dict.fromkeys(first):  # their turns may ask again: loop
                 await self.run(key, confirmation_id)
 
-    def adopted(self, keys: Iterable[ConversationKey]) -> None:
-        """These chats were taken over from another instance: their first turn here looks."""
-        self._checked.difference_update(keys)
+    async def recover(self, chats: Collection[ConversationKey] | None = None) -> None:
+        """At start-up (or as chats are taken over): the chats (in `chats`, else all) with a
+        declined or expired confirmation are looked at before their first turn (:meth:`_lost`).
+        Recovery queues the approved and the started ones again, not these."""
+        for state in (S.DECLINED, S.EXPIRED):
+            for conf in await self.confirmations.rows.in_state(state):
+                key = ConversationKey(conf.channel, conf.chat_id)
+                if chats is None or key in chats:
+                    self._suspects.add(key)
 
     async def _lost(self, key: ConversationKey, is_private: bool) -> list[str]:
-        """A confirmation declined or expired just before a restart, whose Decided item died
-        with the process (recovery queues the approved and the started ones again, not these):
-        its call still waits for its result at the end of the history."""
-        self._checked.add(key)
+        """A confirmation declined or expired just before a restart whose Decided item died with
+        the process: its call still waits for its result at the end of the history."""
+        self._suspects.discard(key)
         conversations = self.store.conversations
         conv = await conversations.active(key.channel, key.chat_id, is_private=is_private)
         last = await conversations.last(conv.id)

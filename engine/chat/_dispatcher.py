@@ -179,10 +179,10 @@ class Dispatcher:
         else:
             keys = [ConversationKey(*c) for c in taken.chats]
             scope = set(keys)
-            self.decisions.adopted(keys)
         for key in keys:
             self.queues.put(key, Recover())
         await self.confirmations.recover(scope)
+        await self.decisions.recover(scope)
         await self.background.recover(scope, None if taken is None else taken.jobs)
         await self.schedules.recover(scope)
         for key in keys:
