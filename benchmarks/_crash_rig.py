@@ -117,6 +117,15 @@ def wipe(target: str) -> str:
     return f"wiped {{target}}"
 
 
+@tool(destructive=True, summary="Shred {{target}}")
+async def shred(target: str, ctx: ToolContext) -> str:
+    """Shred the named target for good (asks first); says so as it finishes."""
+    with RUNS.open("a") as f:  # the side effect the rig counts
+        f.write(target + "\\n")
+    await ctx.send(f"shredding {{target}}: done")  # a fault test acts while this is on its way
+    return f"shredded {{target}}"
+
+
 @tool
 async def hold_slot(target: str, ctx: ToolContext) -> str:
     """Occupy a tool slot until the gate opens."""
@@ -335,6 +344,7 @@ class Decision:
 # (word in the user's message, tool); remind_me (a built-in) is asked for a reminder in 3 s
 ACTIONS = (
     ("wipe", "wipe"),
+    ("shred", "shred"),
     ("hold", "hold_slot"),
     ("remind", "remind_me"),
     ("archive", "load_archive"),

@@ -13,8 +13,10 @@ import pytest
 
 from bot.app import App
 from bot.config import Config
-from engine import Choice, Command, DecisionStatus, Press
-from engine.store import SqliteStore
+from engine import Choice, Command, DecisionStatus, MessageRef, Press
+from engine.loop import ConversationKey
+from engine.store import ConfirmationState, SqliteStore
+from engine.work import Notice
 from tests.fakes.openai_server import FakeOpenAI, error, hold, text, tool_call
 from tests.fakes.recording_channel import RecordingChannel
 from tools import ToolContext, tool
@@ -519,3 +521,79 @@ async def test_retry_replaces_the_last_answer_and_undo_forgets_the_exchange(
         kept = [m.text for m in await app.store.conversations.history(conv.id)]
     assert ch.texts() == ["first try", "second try", "third"]
     assert kept == ["a riddle", "second try"]
+
+
+async def test_a_press_made_while_a_message_waits_in_the_queue_runs_first(
+    config: Config, llm: FakeOpenAI
+) -> None:
+    """The chat is busy (a notice on its way) when a new message arrives, then the user presses
+    Confirm: the message's turn runs the approved action first, so its result is recorded
+    before the message; /stop during the action still leaves the message answered."""
+    on_its_way, release = asyncio.Event(), asyncio.Event()
+    shredding, never = asyncio.Event(), asyncio.Event()
+
+    class Busy(RecordingChannel):
+        async def send(
+            self, chat_id: str, text: str, *, reply_to: str | None = None, formatted: bool = True
+        ) -> MessageRef:
+            if text == "one moment":
+                on_its_way.set()
+                await release.wait()
+            return await super().send(chat_id, text, reply_to=reply_to, formatted=formatted)
+
+    @tool(destructive=True, summary="Shred {name}")
+    async def shred(name: str) -> str:
+        """Shred an item for good."""
+        shredding.set()
+        await never.wait()
+        return f"shredded {name}"
+
+    llm.script(tool_call("shred", {"name": "x"}))
+    channel = Busy()
+    async with App(config, channels=[channel], extra_tools=(*TOOLS, shred)) as app:
+        app.dispatcher.settings.allowed_users["test"] = {"u1"}
+        await app.dispatcher.handle_inbound(channel.message("shred x"))
+        (shown,) = await channel.wait_for("confirm")
+        assert shown.prompt is not None
+        app.dispatcher.queues.put(ConversationKey("test", "c1"), Notice("one moment"))
+        await on_its_way.wait()
+        await app.dispatcher.handle_inbound(channel.message("and then?"))  # queued first
+        decision = await app.dispatcher.handle_press(press(shown.prompt.id, "u1", Choice.ONCE))
+        assert decision.status is DecisionStatus.APPROVED
+        llm.script(text("here is what came next"))
+        release.set()
+        await shredding.wait()  # before the message's turn
+        assert len(llm.requests) == 1
+        stopped = await app.dispatcher.handle_command(channel.message("/stop"), Command.STOP)
+        assert stopped.text == "Stopped."
+        await channel.wait_for("send", 2)
+    assert channel.texts()[-1] == "here is what came next"
+    sent = llm.requests[-1]["messages"]
+    assert [m["role"] for m in sent[1:]] == ["user", "assistant", "tool", "assistant", "user"]
+    assert sent[3]["content"] == "cancelled: the user stopped the turn."
+    assert sent[-1]["content"] == "and then?"
+
+
+async def test_a_decline_whose_answer_died_with_the_process_is_given_before_the_next_turn(
+    config: Config, llm: FakeOpenAI
+) -> None:
+    """A SIGKILL right after a press on Cancel leaves the confirmation declined and its call
+    without a result (the Decided item died with the process; found by the soak). After the
+    restart, the chat's next message first records the refusal and finishes that turn, so the
+    model never reads "No result was recorded" and every call keeps its result before it."""
+    async with running(config) as (app, ch):
+        cid = await _ask_delete(app, ch, llm)
+        # what the press commits before its Decided item runs (the process dies there)
+        assert await app.dispatcher.store.confirmations.transition(
+            cid, ConfirmationState.PENDING, ConfirmationState.DECLINED
+        )
+    llm.script(text("Hello again."))  # after "Deleted it.", still scripted for the first turn
+    async with running(config) as (app, ch):
+        await app.dispatcher.handle_inbound(ch.message("hello"))
+        await ch.wait_for("send", 2)
+        await app.dispatcher.wait_idle("test", "c1")
+    assert ch.texts() == ["Deleted it.", "Hello again."]
+    assert deleted == []
+    sent = llm.requests[-1]["messages"]
+    assert [m["role"] for m in sent[1:]] == ["user", "assistant", "tool", "assistant", "user"]
+    assert sent[3]["content"] == "The user declined this action; it was not run."

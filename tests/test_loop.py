@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import secrets
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -20,7 +22,7 @@ from engine.models import Message
 from tests.fakes.models import BACKENDS, Backend, backend
 from tests.fakes.openai_server import error, text, tool_call, tool_calls
 from tools import ToolResult, tool
-from tools.errors import LLMError, ModelUnavailable
+from tools.errors import LLMError, ModelUnavailable, StoreUnavailable
 from tools.registry import ToolRegistry
 
 KEY = ConversationKey("test", "c1")
@@ -206,6 +208,27 @@ async def test_destructive_halts_then_approve_runs_it_and_the_rest(llm: Backend)
     assert [r.text for r in llm.sent[1].results] == ["2", "deleted x", "4"]
 
 
+async def test_an_approved_call_that_ran_already_is_recorded_not_run_again(llm: Backend) -> None:
+    """`ran` hears the approved call's result before anything records it; resumed again with
+    that result as `known` (its turn was cut off after it ran), it is recorded, not run."""
+    llm.script(tool_call("delete_item", {"name": "x"}), text("deleted x"))
+    loop = make_loop(llm, delete_item)
+    first = await loop.run(USER, ctx())
+    assert first.pending is not None
+    heard: list[ToolResult] = []
+
+    async def refused(msg: Message) -> None:
+        raise StoreUnavailable("the disk is full")
+
+    history = [*USER, *first.messages]
+    with pytest.raises(StoreUnavailable):
+        await loop.resume(history, first.pending, True, ctx(), record=refused, ran=heard.append)
+    assert deleted == ["x"] and [r.for_llm for r in heard] == ["deleted x"]
+    again = await loop.resume(history, first.pending, True, ctx(), known=heard[0])
+    assert deleted == ["x"] and again.text == "deleted x" and again.approved is heard[0]
+    assert llm.sent[-1].last_result == "deleted x"
+
+
 async def test_destructive_declined_records_refusal(llm: Backend) -> None:
     llm.script(tool_call("delete_item", {"name": "x"}), text("ok, kept it"))
     loop = make_loop(llm, delete_item)
@@ -371,6 +394,26 @@ async def test_history_pairing_is_repaired_before_sending(llm: Backend) -> None:
     sent = llm.sent[0]
     assert [(r.call_id, r.text) for r in sent.results] == [("c9", NO_RESULT)]
     assert sent.messages[-1].text == "again"
+
+
+async def test_a_repaired_history_is_logged_once_not_with_every_turn(
+    llm: Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The same broken history goes out with every later turn of the chat: one ERROR for it
+    (the fault soak counted 28 to 149 per run), and one more for a new break."""
+    from engine import ToolCall
+
+    def broken(call_id: str) -> list[Message]:
+        return [Message.assistant(None, [ToolCall(call_id, "add", "{}")]), Message.user("hi")]
+
+    first, second = (f"c{secrets.token_hex(4)}" for _ in range(2))
+    llm.script(*(text("fine") for _ in range(4)))
+    loop = make_loop(llm, add)
+    for history in (broken(first), broken(first), broken(first), broken(first) + broken(second)):
+        await loop.run(history, ctx())
+    said = [r for r in caplog.records if "broke the tool-call pairing" in r.getMessage()]
+    assert [r.levelno for r in said] == [logging.ERROR, logging.ERROR]
+    assert all(sent.results[0].text == NO_RESULT for sent in llm.sent)  # still repaired
 
 
 async def test_a_streamed_request_is_retried_by_the_sdk_only(llm: Backend) -> None:

@@ -3,7 +3,8 @@
 The states and their transitions are drawn in engine/store/_records.py; the store refuses any
 other. A press is accepted only from the platform, chat and user the request was made for, by a
 user still allowed, while it is pending and before it expires; the answer then travels through
-the chat's queue (a :class:`Decided` item), so the call runs in order with the chat's messages.
+the chat's queue (a :class:`Decided` item), so the call runs in order with the chat's messages
+(chat/_decided.py; a turn about to start takes the chat's `deciding` lock, as a decision does).
 At start-up :meth:`Confirmations.recover` settles what a restart found: expired prompts are
 closed, an approval that never started runs (it is durable and was given for exactly this call),
 and a call that had started is reported as cut off (it may have had effects).
@@ -26,14 +27,16 @@ from engine._channel import (
     DecisionStatus,
     Press,
 )
+from engine.chat._held import Held
 from engine.chat._languages import Languages
 from engine.chat._permissions import Permissions
 from engine.chat._prompt_ends import RESTARTED_WHILE, PromptEnds
 from engine.i18n import N_, translator
-from engine.loop import ConversationKey, PendingCall, TurnResult
+from engine.loop import ConversationKey, PendingCall
 from engine.store import ConfirmationRow, Conversation, Store
 from engine.store import ConfirmationState as S
-from engine.work import ChatQueues, Decided, Notice, Tasks
+from engine.work import ChatQueues, Decided, KeyedLocks, Notice, Tasks
+from tools import ToolResult
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +72,8 @@ class Confirmations:
         # Answers awaited outside the chat's turn (a delegated task's calls), by confirmation id.
         self.waiting: dict[str, asyncio.Future[str | None]] = {}
         self._deadlines: dict[str, float] = {}  # monotonic, of the pending prompts asked here
+        self.deciding = KeyedLocks[ConversationKey]()  # a decision, or a turn about to start
+        self.held = Held(self.rows)  # what is known of actions whose turn the store cut off
 
     # -- asking ---------------------------------------------------------------------------
 
@@ -179,11 +184,21 @@ class Confirmations:
         if self.queues.closing:  # the answer could not resume the turn here: not taken at all
             return Decision(DecisionStatus.NOT_NOW, _(RESTARTING))
         approved = press.choice.approves
+        key = ConversationKey(conf.channel, conf.chat_id)
+        async with self.deciding.hold(key):  # before a turn that starts now, or after it
+            if not await self._decide(conf, press, approved, key):
+                return Decision(DecisionStatus.ALREADY_DECIDED, _("Already decided."))
+        if approved:
+            return Decision(DecisionStatus.APPROVED, _("Confirmed."))
+        return Decision(DecisionStatus.DECLINED, _("Cancelled."))
+
+    async def _decide(
+        self, conf: ConfirmationRow, press: Press, approved: bool, key: ConversationKey
+    ) -> bool:
         if not await self.rows.transition(
             conf.id, S.PENDING, S.APPROVED if approved else S.DECLINED
         ):
-            return Decision(DecisionStatus.ALREADY_DECIDED, _("Already decided."))
-        key = ConversationKey(conf.channel, conf.chat_id)
+            return False
         if press.choice is Choice.ALWAYS:
             await self.permissions.grant(key, conf.tool, press.user_id, conf.user_name)
         log.info(
@@ -201,15 +216,15 @@ class Confirmations:
             self.ends.end(conf, mark)
         if not self._answered(conf, None if approved else "The user declined this action."):
             self.queues.put(key, Decided(conf.id))
-        if approved:
-            return Decision(DecisionStatus.APPROVED, _("Confirmed."))
-        return Decision(DecisionStatus.DECLINED, _("Cancelled."))
+        return True
 
     async def expire(self, conf: ConfirmationRow) -> None:
-        if await self.rows.transition(conf.id, S.PENDING, S.EXPIRED):
-            self.ends.end(conf, N_("⌛ Expired: {summary}"))
-            if not self._answered(conf, EXPIRED):
-                self.queues.put(ConversationKey(conf.channel, conf.chat_id), Decided(conf.id))
+        key = ConversationKey(conf.channel, conf.chat_id)
+        async with self.deciding.hold(key):
+            if await self.rows.transition(conf.id, S.PENDING, S.EXPIRED):
+                self.ends.end(conf, N_("⌛ Expired: {summary}"))
+                if not self._answered(conf, EXPIRED):
+                    self.queues.put(key, Decided(conf.id))
 
     async def expire_due(self) -> None:
         now = time.time()
@@ -234,22 +249,18 @@ class Confirmations:
 
     # -- running --------------------------------------------------------------------------
 
-    async def begin(self, confirmation_id: str) -> tuple[ConfirmationRow, bool, str | None] | None:
+    async def begin(self, conf: ConfirmationRow) -> tuple[ConfirmationRow, bool, str | None] | None:
         """The decided confirmation to resume: (row, approved, reason for a refusal); None when
         there is nothing to do (cancelled meanwhile, or resumed already)."""
-        conf = await self.rows.get(confirmation_id)
-        if conf is None or conf.call_id.startswith(DELEGATED):  # its task asked, and waits
+        if conf.call_id.startswith(DELEGATED):  # its task asked, and waits
             return None
         if conf.state is S.APPROVED:  # EXECUTING is recorded when the call starts: started()
             return conf, True, None
-        if conf.state is S.DECLINED:
-            return conf, False, None
-        if conf.state is S.EXPIRED:
-            return conf, False, EXPIRED
-        if conf.state is S.INTERRUPTED and not await self._resumed(conf):
-            # cut off by a restart while it ran: the turn goes on, told it may have run
-            return conf, False, STARTED_THEN_CUT
-        return None
+        refused = {S.DECLINED: None, S.EXPIRED: EXPIRED, S.INTERRUPTED: STARTED_THEN_CUT}
+        if conf.state not in refused or await self._resumed(conf):
+            return None
+        # (INTERRUPTED: cut off by a restart while it ran; the turn goes on, told it may have)
+        return conf, False, refused[conf.state]
 
     async def started(self, conf: ConfirmationRow) -> bool:
         """The approved call is about to run (it has its tool slot): record that, so a crash
@@ -257,11 +268,10 @@ class Confirmations:
         it is no longer approved (stopped, or run already)."""
         return await self.rows.transition(conf.id, S.APPROVED, S.EXECUTING)
 
-    async def finish(self, conf: ConfirmationRow, result: TurnResult | None) -> None:
-        """An approved call ran: say on the prompt what happened."""
+    async def finish(self, conf: ConfirmationRow, outcome: ToolResult | None) -> None:
+        """An approved call ran (`outcome`: its result): say on the prompt what happened."""
         if not await self.rows.transition(conf.id, S.EXECUTING, S.EXECUTED):
             return
-        outcome = result.approved if result is not None else None
         if outcome is None:
             text = self.ends.text(conf, N_("⚠️ Not finished: {summary}"))
         elif outcome.is_error:
@@ -309,8 +319,8 @@ class Confirmations:
                 self.queues.put(key, Decided(conf.id))  # then the turn goes on from there
 
     async def _resumed(self, conf: ConfirmationRow) -> bool:
-        """True when the call of an interrupted confirmation has its result in the history
-        already (the turn went on before: /stop, or an earlier start-up)."""
+        """True when the call of a refused or interrupted confirmation has its result in the
+        history already (the turn went on before: /stop, an earlier start-up or try)."""
         history = await self.store.conversations.history(conf.conversation_id, 50)
         return any(m.result is not None and m.result.call_id == conf.call_id for m in history)
 

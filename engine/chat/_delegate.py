@@ -190,5 +190,5 @@ class Delegate(Tool):
             )
             calls += result.tool_calls
             if row is not None:
-                await self.confirmations.finish(row, result)
+                await self.confirmations.finish(row, result.approved)
         return result

@@ -25,6 +25,7 @@ from engine.chat._background import Background
 from engine.chat._chat_settings import ChatSettings
 from engine.chat._commands import STOPPED, Commands
 from engine.chat._confirmations import Confirmations
+from engine.chat._decided import Decisions
 from engine.chat._forget import ForgetMe
 from engine.chat._housekeeping import Housekeeping
 from engine.chat._intake import Intake
@@ -32,7 +33,7 @@ from engine.chat._limits import Limits
 from engine.chat._media import MediaIntake
 from engine.chat._notices import Notices
 from engine.chat._pairing import Pairing
-from engine.chat._recovery import finish_after_action, recover
+from engine.chat._recovery import recover
 from engine.chat._schedules import Schedules
 from engine.chat._settings import Live, Settings
 from engine.chat._stalled import Stalled
@@ -117,6 +118,7 @@ class Dispatcher:
         self.pairing = parts.pairing
         self.cluster = parts.cluster
         self.stalled = Stalled(self.queues, self.tasks)  # chats whose work the store refused
+        self.decisions = Decisions(self.store, self.confirmations, self.turns, self.queues)
 
     @property
     def settings(self) -> Settings:
@@ -180,6 +182,7 @@ class Dispatcher:
         for key in keys:
             self.queues.put(key, Recover())
         await self.confirmations.recover(scope)
+        await self.decisions.recover(scope)
         await self.background.recover(scope, None if taken is None else taken.jobs)
         await self.schedules.recover(scope)
         for key in keys:
@@ -271,8 +274,9 @@ class Dispatcher:
                 queued = await self.store.inbox.rows(InboxState.QUEUED, key.channel, key.chat_id)
                 now = time.time()
                 ready = [r for r in queued if r.ready(now)]
-                if ready:  # a new message
-                    await self.confirmations.cancel_pending(key, CANCELLED_BY_MESSAGE)
+                if ready:  # a new message: what was decided before it first
+                    private = ready[-1].is_private
+                    await self.decisions.before_turn(key, CANCELLED_BY_MESSAGE, private)
                 rows = await self.media.take(key, ready)  # with what they carry, within limits
                 if rows:
                     await self.turns.user_turn(key, rows)
@@ -281,18 +285,7 @@ class Dispatcher:
             case Recover():
                 await recover(self.turns, key)
             case Decided(confirmation_id):
-                begun = await self.confirmations.begin(confirmation_id)
-                if begun is None:  # nothing to resume; its turn may want finishing
-                    conf = await self.confirmations.rows.get(confirmation_id)
-                    await finish_after_action(self.turns, conf)
-                    return
-                conf, approved, _ = begun
-                conv = await self.store.conversations.active(conf.channel, conf.chat_id)
-                result = await self.turns.run(
-                    conv, conf.user_id, conf.user_name, conf.reply_to, resume=begun
-                )
-                if approved:
-                    await self.confirmations.finish(conf, result)
+                await self.decisions.run(key, confirmation_id)
             case JobDone(job_id):
                 followed = await self.background.follow_up(job_id)
                 if followed is None:
@@ -305,7 +298,7 @@ class Dispatcher:
             case Notice(text, reply_to):
                 await self.notices.say(key.channel, key.chat_id, text, reply_to)
             case ScheduledRun():  # like a message, it moves the conversation on
-                await self.confirmations.cancel_pending(key, CANCELLED_BY_SCHEDULE)
+                await self.decisions.before_turn(key, CANCELLED_BY_SCHEDULE)
                 await self.schedules.execute(item)
             case Rewind():
                 await self.commands.rewind(key, item)
@@ -320,3 +313,4 @@ class Dispatcher:
         await self.schedules.stopped(key)
         rows = await self.store.inbox.rows(InboxState.TAKEN, key.channel, key.chat_id)
         await self.store.inbox.answered([r.id for r in rows])  # "Stopped." was their answer
+        self.queues.put(key, Inbound())  # messages not taken yet (the item may have been theirs)

@@ -5,7 +5,7 @@ turn had taken are answered by what the turn got to: a confirmation prompt it as
 was not yet), an answer already delivered, or else the turn is finished now, its cut-off calls
 closed as "interrupted" (except one an older turn still waits on). A turn that an approved
 action's prompt had answered, cut off after the action ran to the end, is finished from its
-history too (:func:`finish_after_action`).
+history too (:func:`finish_after_action`, also after a refusal by the store: chat/_decided.py).
 """
 
 from __future__ import annotations
@@ -53,23 +53,23 @@ async def recover(turns: TurnRunner, key: ConversationKey) -> None:
     await turns.run(conv, last.user_id, last.user_name, last.message_id, answering=rows)
 
 
-async def finish_after_action(turns: TurnRunner, conf: ConfirmationRow | None) -> None:
-    """A restart cut off the turn of an approved action after the action ran to the end (its
-    result is stored) and before the model answered: the turn is finished from the history,
-    the action not run again. Nothing when it did not run (it is resumed, told it may have)
-    or its turn answered already."""
-    if conf is None or conf.state is not ConfirmationState.INTERRUPTED:
-        return
+async def finish_after_action(
+    turns: TurnRunner, conf: ConfirmationRow, cut: str = RESTARTED
+) -> None:
+    """The turn of an answered confirmation was cut off (by a restart, or by a refusal of the
+    store) after its call's result was recorded and before the model answered: the turn is
+    finished from the history, the call not run again, the calls after it closed with `cut`.
+    Nothing when its result is not recorded (it is resumed) or its turn answered already."""
     if conf.call_id.startswith(DELEGATED):  # its delegated task asked, and finishes it
         return
     conversations = turns.store.conversations
     conv = await conversations.active(conf.channel, conf.chat_id)
     history = await conversations.history(conv.id, turns.settings.history_limit)
-    ran = any(m.result is not None and m.result.call_id == conf.call_id for m in history)
-    if not ran or history[-1].is_answer:
+    at = [i for i, m in enumerate(history) if m.result and m.result.call_id == conf.call_id]
+    if not at or any(m.is_answer for m in history[at[-1] :]):
         return
-    await conversations.close_dangling(conv.id, RESTARTED)  # calls after it, cut off
-    log.info("finishing the turn a restart cut off after %s ran in %s", conf.tool, conf.chat_id)
+    await conversations.close_dangling(conv.id, cut)  # calls after it, cut off
+    log.info("finishing the turn cut off after %s ran in %s", conf.tool, conf.chat_id)
     await turns.run(conv, conf.user_id, conf.user_name, conf.reply_to)
 
 

@@ -195,10 +195,7 @@ class TurnRunner:
                     result = await loop.run(history, ctx, record=record, window=window)
                 else:
                     conf, approved, reason = resume
-
-                    async def starting() -> bool:
-                        return await self.confirmations.started(conf)
-
+                    guard = self.confirmations.held.guard(conf, self.confirmations.started)
                     result = await loop.resume(
                         history,
                         pending_call(conf),
@@ -206,7 +203,9 @@ class TurnRunner:
                         ctx,
                         record=record,
                         reason=reason,
-                        starting=starting,
+                        starting=guard.starting,
+                        ran=guard.ran,
+                        known=guard.known,
                         window=window,
                     )
         except LLMError as exc:

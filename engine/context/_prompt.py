@@ -73,19 +73,19 @@ def _named(msg: Message) -> Message:
 def ensure_pairing(history: list[Message]) -> list[Message]:
     """Every assistant tool call followed by exactly one result; orphans dropped.
 
-    Providers reject a history that breaks this. A repaired copy is returned (and logged);
+    Providers reject a history that breaks this. A repaired copy is returned (and logged once
+    per call it repairs: the same history is sent again with every later turn of the chat);
     the common case returns `history` itself.
     """
     out: list[Message] = []
     open_ids: list[str] = []
     seen: set[str] = set()
-    repaired = False
+    repaired: list[str] = []  # the call ids repaired
 
     def close_open() -> None:
-        nonlocal repaired
         for cid in open_ids:
             out.append(Message(Role.TOOL, [ToolOutput(cid, NO_RESULT, is_error=True)]))
-            repaired = True
+            repaired.append(cid)
         open_ids.clear()
 
     for msg in history:
@@ -95,14 +95,14 @@ def ensure_pairing(history: list[Message]) -> list[Message]:
                 open_ids.remove(result.call_id)
                 out.append(msg)
             else:
-                repaired = True  # an orphan or duplicate result
+                repaired.append(result.call_id if result is not None else "")  # orphan, twice
             continue
         close_open()
         calls = msg.tool_calls
         if msg.role is Role.ASSISTANT and calls:
             fresh = [c for c in calls if c.id not in seen]
             if len(fresh) != len(calls):
-                repaired = True
+                repaired += [c.id for c in calls if c.id in seen]
                 if not fresh and not msg.text:
                     continue
                 msg = Message.assistant(msg.text, fresh)
@@ -112,5 +112,13 @@ def ensure_pairing(history: list[Message]) -> list[Message]:
     close_open()
     if not repaired:
         return history
-    log.error("conversation history broke the tool-call pairing; repaired before sending")
+    if any(cid not in _REPORTED for cid in repaired):
+        log.error("conversation history broke the tool-call pairing; repaired before sending")
+        _REPORTED.update(dict.fromkeys(repaired))
+        while len(_REPORTED) > _REPORTED_MAX:
+            del _REPORTED[next(iter(_REPORTED))]
     return out
+
+
+_REPORTED: dict[str, None] = {}  # call ids whose repair was logged (the oldest forgotten)
+_REPORTED_MAX = 10_000

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from engine import metrics
 from engine.context import CUT_NOTE, ContextBudget, Fitted, Window, for_model
@@ -109,21 +109,30 @@ class ToolLoop:
         record: Record | None = None,
         reason: str | None = None,
         starting: Starting | None = None,
+        ran: Callable[[ToolResult], None] | None = None,
+        known: ToolResult | None = None,
         window: Window | None = None,
     ) -> TurnResult:
         """Continue a halted turn: run the approved call (or record the refusal), then the calls
         left after it, then the loop. `starting` is awaited right before the approved call
-        runs (once it has a tool slot); when it returns False the call is not run."""
+        runs (once it has a tool slot); when it returns False the call is not run. `ran` is
+        told the call's result before anything records it; `known` is that result when the
+        call ran already (a turn the store cut off after it: it is recorded, not run again)."""
         state = TurnState(ctx, list(history), record, iteration=pending.iteration)
         state.window = window or Window()
         call = ToolCall(pending.call_id, pending.tool, json.dumps(pending.args))
-        if approved:
+        if approved and known is not None:
+            state.called.append(pending.tool)
+            result = known
+        elif approved:
             prepared = self.registry.prepare(pending.tool, pending.args)
             if isinstance(prepared, ToolResult):
                 result = prepared
             else:
                 state.called.append(pending.tool)
                 result = await self.calls.run_one(state, call, prepared, starting)
+                if ran is not None:
+                    ran(result)
         else:
             result = ToolResult.fail(reason or DECLINED)
         await self.calls.add_result(state, call, result)

@@ -7,6 +7,7 @@ fire-and-forget work that is logged and awaited.
 from __future__ import annotations
 
 from engine.work._cluster import Cluster, ClusterEvents, InstanceSettings
+from engine.work._locks import KeyedLocks
 from engine.work._queue import (
     ChatQueues,
     Compact,
@@ -30,6 +31,7 @@ __all__ = [
     "Inbound",
     "InstanceSettings",
     "JobDone",
+    "KeyedLocks",
     "Notice",
     "Recover",
     "Rewind",

@@ -22,7 +22,7 @@ import collections
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from engine.loop import ConversationKey
 
@@ -94,6 +94,7 @@ class Compact:
 WorkItem = Inbound | Recover | Decided | JobDone | Notice | Rewind | ScheduledRun | Compact
 Handler = Callable[[ConversationKey, WorkItem], Coroutine[Any, Any, None]]
 Stopped = Callable[[ConversationKey], Awaitable[None]]
+_I = TypeVar("_I", bound=WorkItem)
 
 
 class Leases(Protocol):
@@ -163,6 +164,16 @@ class ChatQueues:
         if self._open and chat.worker is None:
             chat.worker = asyncio.create_task(self._work(chat), name=f"chat-{key}")
         return True
+
+    def take(self, key: ConversationKey, kind: type[_I]) -> list[_I]:
+        """Remove the chat's queued items of `kind` (not the one running) and return them, in
+        order: the running item does them first (engine/chat/_decided.py)."""
+        chat = self._chats.get(key)
+        if chat is None or not any(isinstance(i, kind) for i in chat.items):
+            return []
+        taken: list[_I] = [i for i in chat.items if isinstance(i, kind)]
+        chat.items = collections.deque(i for i in chat.items if not isinstance(i, kind))
+        return taken
 
     def open(self, handle: Handler, on_stopped: Stopped) -> None:
         """Start the workers (of the chats queued so far, and of every chat from now on)."""
