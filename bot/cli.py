@@ -309,7 +309,8 @@ async def _started(app: App, stop: asyncio.Future[Any], grace_s: float) -> bool:
         await asyncio.wait({starting, stop}, return_when=asyncio.FIRST_COMPLETED)
     finally:
         stop.cancel()  # when it is not done: either way nobody waits for it any more
-    if starting.done():
+    stopped = stop.done() and not stop.cancelled()  # it came, maybe as start-up finished: taken
+    if starting.done() and not stopped:
         starting.result()  # a start-up that failed raises here
         return True
     log.info("stopping while starting up")
