@@ -7,12 +7,18 @@ load without full collections (the young generations are still collected, and wi
 little garbage there is), and once loaded they are frozen (:func:`gc.freeze`): later full
 collections traverse only what was made after. :func:`loading` is the first thing the
 `relaybot` command does, :func:`loaded` the first once its modules are in (bot/cli.py).
+
+After that the youngest generation is collected every :data:`YOUNG` allocations instead of
+Python's 700: a busy daemon allocates in bursts (a thousand chats at once made ~550 young
+collections, 160 ms of the burst); at 20,000 it is ~15 collections, 65 ms, and what a cycle
+keeps alive waits a little longer to be freed (measured: the same peak RSS).
 """
 
 from __future__ import annotations
 
 import gc
 
+YOUNG = 20_000  # allocations between collections of the youngest generation, once loaded
 _usual: tuple[int, ...] | None = None  # the thresholds before loading()
 
 
@@ -30,5 +36,6 @@ def loaded() -> None:
     global _usual
     gc.freeze()
     if _usual is not None:
-        gc.set_threshold(*_usual)
+        _, middle, old = _usual
+        gc.set_threshold(YOUNG, middle, old)
         _usual = None

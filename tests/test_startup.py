@@ -89,7 +89,9 @@ loaded = collector.loaded
 def when_loaded():
     full_before = sum(full)
     loaded()
-    print(json.dumps([full_before, gc.get_freeze_count(), gc.get_threshold() == usual]))
+    young, *older = gc.get_threshold()
+    now = young == collector.YOUNG and older == list(usual[1:])
+    print(json.dumps([full_before, gc.get_freeze_count(), now]))
 collector.loaded = when_loaded  # what bot/cli.py imports: it is not imported yet
 sys.argv = ["relaybot", "--version"]
 from bot.__main__ import main
