@@ -531,6 +531,23 @@ class Ledger:
             while not condition():
                 await self._changed.wait()
 
+    async def expect(
+        self, condition: Callable[[], bool], timeout: float, log: Callable[[], str]
+    ) -> None:
+        """:meth:`wait_until`, failing with what was delivered and `log()` (the daemon's)."""
+        try:
+            await self.wait_until(condition, timeout)
+        except TimeoutError:
+            raise AssertionError(f"nothing more happened\n{self.transcript()}\n{log()}") from None
+
+    def transcript(self, chats: set[int] | None = None) -> str:
+        """What the bot delivered (to `chats`, else everywhere), in order."""
+        return "\n".join(
+            f"  {d.chat} #{d.message_id} {d.kind}: {d.text[:100]}"
+            for d in self.deliveries
+            if chats is None or d.chat in chats
+        )
+
     def of(self, kind: Kind, chat: int | None = None) -> list[Delivery]:
         return [d for d in self.deliveries if d.kind is kind and chat in (None, d.chat)]
 

@@ -52,15 +52,10 @@ class Rig:
             self.batches.append([int(u["update_id"]) for u in result])
 
     async def until(self, condition: Callable[[], bool]) -> None:
-        try:
-            await self.ledger.wait_until(condition, WAIT_S)
-        except TimeoutError:
-            pytest.fail(f"nothing more happened\n{self.transcript()}\n{self.daemon.log_tail()}")
+        await self.ledger.expect(condition, WAIT_S, self.daemon.log_tail)
 
     def transcript(self) -> str:
-        return "\n".join(
-            f"  #{d.message_id} {d.kind}: {d.text[:100]}" for d in self.ledger.deliveries
-        )
+        return self.ledger.transcript()
 
 
 @pytest.fixture

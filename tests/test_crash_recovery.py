@@ -84,10 +84,7 @@ class Rig:
         assert await self.daemon.terminate() == 0, self.daemon.log_tail()
 
     async def wait_until(self, condition: Callable[[], bool]) -> None:
-        try:
-            await self.ledger.wait_until(condition, WAIT_S)
-        except TimeoutError:
-            pytest.fail(f"nothing more happened\n{self.transcript()}\n{self.daemon.log_tail()}")
+        await self.ledger.expect(condition, WAIT_S, self.daemon.log_tail)
 
     def assert_each_answered_once(self) -> None:
         tokens = [t for chat in self.said.values() for t in chat]
@@ -102,12 +99,7 @@ class Rig:
             assert firsts == sorted(firsts), f"out of order\n{self.transcript({chat})}"
 
     def transcript(self, chats: set[int] | None = None) -> str:
-        """What the bot delivered (to `chats`, else everywhere), in order."""
-        return "\n".join(
-            f"  {d.chat} #{d.message_id} {d.kind}: {d.text[:100]}"
-            for d in self.ledger.deliveries
-            if chats is None or d.chat in chats
-        )
+        return self.ledger.transcript(chats)
 
 
 @pytest.fixture

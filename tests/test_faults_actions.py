@@ -88,15 +88,10 @@ class Rig:
         self.lifted = asyncio.get_running_loop().time()
 
     async def until(self, condition: Callable[[], bool]) -> None:
-        try:
-            await self.ledger.wait_until(condition, WAIT_S)
-        except TimeoutError:
-            pytest.fail(f"nothing more happened\n{self.transcript()}\n{self.daemon.log_tail()}")
+        await self.ledger.expect(condition, WAIT_S, self.daemon.log_tail)
 
     def transcript(self) -> str:
-        return "\n".join(
-            f"  {d.chat} #{d.message_id} {d.kind}: {d.text[:100]}" for d in self.ledger.deliveries
-        )
+        return self.ledger.transcript()
 
     async def assert_ran_once_and_answered(self, tok: str, said: str, prompt: int) -> None:
         """The action ran once, one answer names it with its result, the prompt says done,
