@@ -19,6 +19,7 @@ retried is read from the status and body as the SDK would have raised it.
 
 from __future__ import annotations
 
+import json
 import ssl
 import urllib.parse
 import urllib.request
@@ -123,8 +124,6 @@ def _tls() -> ssl.SSLContext | bool:
 
 def error_body(answer: Answer) -> tuple[Any, str]:
     """A refusal's body (its JSON when it is JSON, else its text) and its text."""
-    import json
-
     text = answer.body.decode("utf-8", "replace").strip()
     try:
         return json.loads(text), text

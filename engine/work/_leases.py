@@ -178,4 +178,4 @@ class ChatLeases:
 
 
 def _salt(instance: int) -> bytes:
-    return instance.to_bytes(8, "little", signed=True)[:16]
+    return instance.to_bytes(8, "little", signed=True)
