@@ -11,6 +11,7 @@ counted before the assertions.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -267,6 +268,76 @@ async def test_killed_after_an_approved_action_ran_before_its_answer(rig: Rig) -
     await rig.daemon.wait_dead()
     rig.model.on_request.clear()
     assert rig.files.run_counts() == {wanted: 1}, "it ran before the kill"
+    await rig.daemon.start()
+    await rig.finish()
+    rig.assert_each_answered_once()
+    assert rig.files.run_counts() == {wanted: 1}, rig.transcript()
+    assert f"wiped {wanted}" in rig.ledger.answers(wanted)[0].text, rig.transcript()
+
+
+async def test_killed_again_before_an_action_cut_off_by_the_first_kill_is_settled(rig: Rig) -> None:
+    """An approved action is cut off by a SIGKILL while it runs; the restart records it as
+    interrupted and says so in the chat, and a second SIGKILL comes before the turn has gone on
+    (found by the soak: the message was never answered, the chat silent until its user wrote
+    again). After the next start the turn goes on by itself: the message is answered once, the
+    model told the action may have run, the action not run again."""
+    asker = CHATS[0]
+    await rig.daemon.start()
+    wanted = rig.say(asker, "please shred")
+    await rig.wait_until(lambda: bool(rig.ledger.of(Kind.PROMPT, asker)))
+    prompt = rig.ledger.of(Kind.PROMPT, asker)[0]
+    confirm = next(data for data in prompt.buttons if data.endswith(":y"))
+    running = rig.tg.hold("sendMessage", lambda p: f"shredding {wanted}" in p.get("text", ""))
+    rig.tg.inject_callback(asker, asker, prompt.message_id, confirm)
+    async with asyncio.timeout(WAIT_S):
+        await running.arrived.wait()  # the action has run its course, its result not recorded
+    await rig.kill()
+    rig.tg.unhold(running, deliver=False)
+    assert rig.files.run_counts() == {wanted: 1}
+    told = rig.tg.hold("sendMessage", lambda p: "restarted while running" in p.get("text", ""))
+    await rig.daemon.start()
+    async with asyncio.timeout(WAIT_S):
+        await told.arrived.wait()  # recorded as interrupted; the turn goes on after this notice
+    await rig.kill()
+    rig.tg.unhold(told, deliver=False)
+    await rig.daemon.start()
+    await rig.finish()
+    rig.assert_each_answered_once()
+    assert rig.files.run_counts() == {wanted: 1}, rig.transcript()
+    assert "interrupted" in rig.ledger.answers(wanted)[0].text, rig.transcript()
+
+
+async def test_killed_again_before_the_answer_after_an_action_cut_off_by_the_first_kill(
+    rig: Rig,
+) -> None:
+    """The approved action ran and its result is stored, and the daemon dies while the model is
+    asked for the answer; the restart records the action as cut off and says so in the chat,
+    and a second SIGKILL comes before the turn is finished from the history (found by the
+    soak). After the next start the turn is finished by itself: the message answered once with
+    the action's result, the action not run again."""
+    asker = CHATS[0]
+    await rig.daemon.start()
+    wanted = rig.say(asker, "please wipe")
+    await rig.wait_until(lambda: bool(rig.ledger.of(Kind.PROMPT, asker)))
+    prompt = rig.ledger.of(Kind.PROMPT, asker)[0]
+    confirm = next(data for data in prompt.buttons if data.endswith(":y"))
+
+    def kill_when_asked_after_the_result(body: dict[str, object]) -> None:
+        messages = body.get("messages")
+        if isinstance(messages, list) and any(m.get("role") == "tool" for m in messages):
+            rig.daemon.kill_now()
+
+    rig.model.on_request.append(kill_when_asked_after_the_result)
+    rig.tg.inject_callback(asker, asker, prompt.message_id, confirm)
+    await rig.daemon.wait_dead()
+    rig.model.on_request.clear()
+    assert rig.files.run_counts() == {wanted: 1}, "it ran before the kill"
+    told = rig.tg.hold("sendMessage", lambda p: "restarted while running" in p.get("text", ""))
+    await rig.daemon.start()
+    async with asyncio.timeout(WAIT_S):
+        await told.arrived.wait()  # recorded as cut off; the turn is finished after this notice
+    await rig.kill()
+    rig.tg.unhold(told, deliver=False)
     await rig.daemon.start()
     await rig.finish()
     rig.assert_each_answered_once()

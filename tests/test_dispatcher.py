@@ -574,13 +574,14 @@ async def test_a_press_made_while_a_message_waits_in_the_queue_runs_first(
     assert sent[-1]["content"] == "and then?"
 
 
-async def test_a_decline_whose_answer_died_with_the_process_is_given_before_the_next_turn(
+async def test_a_decline_whose_answer_died_with_the_process_is_given_after_the_restart(
     config: Config, llm: FakeOpenAI
 ) -> None:
     """A SIGKILL right after a press on Cancel leaves the confirmation declined and its call
-    without a result (the Decided item died with the process; found by the soak). After the
-    restart, the chat's next message first records the refusal and finishes that turn, so the
-    model never reads "No result was recorded" and every call keeps its result before it."""
+    without a result (the Decided item died with the process; found by the soak). The restart
+    records the refusal and finishes that turn by itself, before anything new in the chat: the
+    user hears back without writing again, the model never reads "No result was recorded", and
+    every call keeps its result before the next message."""
     async with running(config) as (app, ch):
         cid = await _ask_delete(app, ch, llm)
         # what the press commits before its Decided item runs (the process dies there)
@@ -589,6 +590,7 @@ async def test_a_decline_whose_answer_died_with_the_process_is_given_before_the_
         )
     llm.script(text("Hello again."))  # after "Deleted it.", still scripted for the first turn
     async with running(config) as (app, ch):
+        await ch.wait_for("send")  # nobody wrote since the restart
         await app.dispatcher.handle_inbound(ch.message("hello"))
         await ch.wait_for("send", 2)
         await app.dispatcher.wait_idle("test", "c1")

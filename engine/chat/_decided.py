@@ -10,6 +10,12 @@ press is either before the turn (its action runs first) or after it (it finds th
 cancelled): the new turn never starts while a call of the history waits for its result, which
 would put the result after a later user message.
 
+At start-up (and as chats are taken over) the turn of a decision that a crash cut off is queued
+again (:meth:`Decisions.recover`): a decline or an expiry, and an action a restart recorded as cut
+off, whose call still waits for its result at the end of the history (its Decided item died with
+the process) or whose result ends it (the model had not answered yet). Its turn then goes on
+before anything new in the chat, without waiting for the user to write again.
+
 A refusal by the store in the middle of such a turn is settled as a restart settles a crash, but
 from what this process knows (chat/_held.py): an action that surely did not start is run, once;
 one that ran has its result recorded, and the turn goes on from there. A turn whose call's result
@@ -21,10 +27,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Collection
 
+from engine.chat._commands import STOPPED
 from engine.chat._confirmations import DELEGATED, Confirmations
 from engine.chat._recovery import finish_after_action
 from engine.chat._turns import RESTARTED, TurnRunner
 from engine.loop import ConversationKey
+from engine.models import Message
 from engine.store import ConfirmationRow, Store
 from engine.store import ConfirmationState as S
 from engine.work import ChatQueues, Decided
@@ -45,7 +53,6 @@ class Decisions:
         self.held = confirmations.held
         self.turns = turns
         self.queues = queues
-        self._suspects: set[ConversationKey] = set()  # chats _lost looks at (from recover)
 
     async def run(self, key: ConversationKey, confirmation_id: str) -> None:
         """A :class:`Decided` item: resume the confirmation's turn, unless that was done."""
@@ -59,19 +66,13 @@ class Decisions:
             raise
         self.held.forget(confirmation_id)
 
-    async def before_turn(
-        self, key: ConversationKey, reason: str, is_private: bool | None = None
-    ) -> None:
+    async def before_turn(self, key: ConversationKey, reason: str) -> None:
         """Before a turn that moves the chat on: what was decided before it, then the pending
-        confirmations cancelled (`reason` is their calls' result). With `is_private` (the new
-        messages'), a chat's first turn after a restart also looks for an answer the restart
-        lost (:meth:`_lost`)."""
+        confirmations cancelled (`reason` is their calls' result)."""
         while True:
             async with self.confirmations.deciding.hold(key):
                 first = self.held.in_chat(key)
                 first += [i.confirmation_id for i in self.queues.take(key, Decided)]
-                if not first and is_private is not None and key in self._suspects:
-                    first = await self._lost(key, is_private)
                 if not first:
                     await self.confirmations.cancel_pending(key, reason)
                     return
@@ -79,30 +80,32 @@ class Decisions:
                 await self.run(key, confirmation_id)
 
     async def recover(self, chats: Collection[ConversationKey] | None = None) -> None:
-        """At start-up (or as chats are taken over): the chats (in `chats`, else all) with a
-        declined or expired confirmation are looked at before their first turn (:meth:`_lost`).
-        Recovery queues the approved and the started ones again, not these."""
-        for state in (S.DECLINED, S.EXPIRED):
+        """At start-up (or as chats are taken over; in `chats`, else all), before recovery
+        queues the approved and the started confirmations again: a confirmation declined,
+        expired or recorded as cut off by a restart whose turn a crash left unfinished (the
+        history ends with its call or its result: :func:`_unfinished`) is queued again; its
+        Decided item records the result, or finishes the turn from the history."""
+        by_conversation: dict[int, list[ConfirmationRow]] = {}
+        for state in _REFUSED:
             for conf in await self.confirmations.rows.in_state(state):
                 key = ConversationKey(conf.channel, conf.chat_id)
-                if chats is None or key in chats:
-                    self._suspects.add(key)
-
-    async def _lost(self, key: ConversationKey, is_private: bool) -> list[str]:
-        """A confirmation declined or expired just before a restart whose Decided item died with
-        the process: its call still waits for its result at the end of the history."""
-        self._suspects.discard(key)
+                if (chats is None or key in chats) and not conf.call_id.startswith(DELEGATED):
+                    by_conversation.setdefault(conf.conversation_id, []).append(conf)
         conversations = self.store.conversations
-        conv = await conversations.active(key.channel, key.chat_id, is_private=is_private)
-        last = await conversations.last(conv.id)
-        calls = {c.id for c in last.tool_calls} if last is not None else set()
-        if not calls:
-            return []
-        lost: list[str] = []
-        for state in (S.DECLINED, S.EXPIRED):
-            rows = await self.confirmations.rows.in_state(state, key.channel, key.chat_id)
-            lost += [c.id for c in rows if c.call_id in calls]
-        return lost
+        for conversation_id, confs in by_conversation.items():
+            last = await conversations.last(conversation_id)
+            for conf in confs:
+                if last is None or not _unfinished(last, conf.call_id):
+                    continue
+                key = ConversationKey(conf.channel, conf.chat_id)
+                if (await conversations.active(key.channel, key.chat_id)).id == conversation_id:
+                    log.warning(
+                        "going on with the turn of confirmation %s (%s, %s) the restart held up",
+                        conf.id,
+                        conf.tool,
+                        conf.state.value,
+                    )
+                    self.queues.put(key, Decided(conf.id))
 
     async def _run(self, confirmation_id: str) -> None:
         conf = await self.confirmations.rows.get(confirmation_id)
@@ -144,3 +147,12 @@ class Decisions:
         """The call's result is in the history."""
         history = await self.store.conversations.history(conf.conversation_id, 50)
         return any(m.result is not None and m.result.call_id == conf.call_id for m in history)
+
+
+def _unfinished(last: Message, call_id: str) -> bool:
+    """The history ends with the call (its result never recorded), or with its result (the
+    model had not answered; not a /stop's, which ended the turn)."""
+    if any(call.id == call_id for call in last.tool_calls):
+        return True
+    result = last.result
+    return result is not None and result.call_id == call_id and result.text != STOPPED

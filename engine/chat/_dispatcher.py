@@ -181,8 +181,8 @@ class Dispatcher:
             scope = set(keys)
         for key in keys:
             self.queues.put(key, Recover())
+        await self.decisions.recover(scope)  # before the started ones are recorded as cut off
         await self.confirmations.recover(scope)
-        await self.decisions.recover(scope)
         await self.background.recover(scope, None if taken is None else taken.jobs)
         await self.schedules.recover(scope)
         for key in keys:
@@ -275,8 +275,7 @@ class Dispatcher:
                 now = time.time()
                 ready = [r for r in queued if r.ready(now)]
                 if ready:  # a new message: what was decided before it first
-                    private = ready[-1].is_private
-                    await self.decisions.before_turn(key, CANCELLED_BY_MESSAGE, private)
+                    await self.decisions.before_turn(key, CANCELLED_BY_MESSAGE)
                 rows = await self.media.take(key, ready)  # with what they carry, within limits
                 if rows:
                     await self.turns.user_turn(key, rows)
