@@ -599,3 +599,47 @@ async def test_a_decline_whose_answer_died_with_the_process_is_given_after_the_r
     sent = llm.requests[-1]["messages"]
     assert [m["role"] for m in sent[1:]] == ["user", "assistant", "tool", "assistant", "user"]
     assert sent[3]["content"] == "The user declined this action; it was not run."
+
+
+async def test_a_turn_stopped_while_its_approved_action_ran_stays_stopped_after_a_restart(
+    config: Config, llm: FakeOpenAI
+) -> None:
+    """/stop while an approved action runs ends its turn (the call's result says so, the
+    confirmation is recorded as interrupted). A restart finishes what a crash cut off, not
+    this: nothing is said until the user writes again, and then once."""
+    started, release = asyncio.Event(), asyncio.Event()
+
+    @tool(destructive=True, summary="Shred the item {name}")
+    async def shred(name: str) -> str:
+        """Shred an item for good."""
+        started.set()
+        await release.wait()
+        return f"shredded {name}"
+
+    llm.script(tool_call("shred", {"name": "x"}))
+    async with App(config, channels=[RecordingChannel()], extra_tools=(*TOOLS, shred)) as app:
+        ch = app.dispatcher.channels["test"]
+        assert isinstance(ch, RecordingChannel)
+        app.dispatcher.settings.allowed_users["test"] = {"u1"}
+        await app.dispatcher.handle_inbound(ch.message("shred x"))
+        (shown,) = await ch.wait_for("confirm")
+        assert shown.prompt is not None
+        decision = await app.dispatcher.handle_press(press(shown.prompt.id, "u1", Choice.ONCE))
+        assert decision.status is DecisionStatus.APPROVED
+        await started.wait()
+        stopped = await app.dispatcher.handle_command(ch.message("/stop"), Command.STOP)
+        assert stopped.text == "Stopped."
+        await app.dispatcher.wait_idle("test", "c1")
+    llm.script(text("Hello again."))
+    async with App(config, channels=[RecordingChannel()], extra_tools=(*TOOLS, shred)) as app:
+        ch = app.dispatcher.channels["test"]
+        assert isinstance(ch, RecordingChannel)
+        app.dispatcher.settings.allowed_users["test"] = {"u1"}
+        await app.dispatcher.handle_inbound(ch.message("hello"))
+        await ch.wait_for("send")
+        await app.dispatcher.wait_idle("test", "c1")
+        assert ch.texts() == ["Hello again."]
+    assert len(llm.requests) == 2
+    sent = llm.requests[-1]["messages"]
+    assert [m["role"] for m in sent[1:]] == ["user", "assistant", "tool", "assistant", "user"]
+    assert sent[3]["content"] == "cancelled: the user stopped the turn."
