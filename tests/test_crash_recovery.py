@@ -310,24 +310,27 @@ async def test_killed_again_before_an_action_cut_off_by_the_first_kill_is_settle
 async def test_killed_again_before_the_answer_after_an_action_cut_off_by_the_first_kill(
     rig: Rig,
 ) -> None:
-    """The approved action ran and its result is stored, and the daemon dies while the model is
-    asked for the answer; the restart records the action as cut off and says so in the chat,
-    and a second SIGKILL comes before the turn is finished from the history (found by the
-    soak). After the next start the turn is finished by itself: the message answered once with
-    the action's result, the action not run again."""
+    """The approved action ran and its result is stored, the turn went on to another tool, and
+    the daemon dies while the model is asked for the answer; the restart records the action as
+    cut off and says so in the chat, and a second SIGKILL comes before the turn is finished
+    from the history (found by the soak). After the next start the turn is finished by itself:
+    both messages answered once, with both results, the action not run again."""
     asker = CHATS[0]
+    rig.files.gate.touch()  # hold_slot returns at once
+    wanted, then = rig.say(asker, "please wipe"), rig.say(asker, "please hold")  # one turn
     await rig.daemon.start()
-    wanted = rig.say(asker, "please wipe")
     await rig.wait_until(lambda: bool(rig.ledger.of(Kind.PROMPT, asker)))
     prompt = rig.ledger.of(Kind.PROMPT, asker)[0]
     confirm = next(data for data in prompt.buttons if data.endswith(":y"))
 
-    def kill_when_asked_after_the_result(body: dict[str, object]) -> None:
+    def kill_when_asked_after_both_results(body: dict[str, object]) -> None:
         messages = body.get("messages")
-        if isinstance(messages, list) and any(m.get("role") == "tool" for m in messages):
+        if isinstance(messages, list) and any(
+            m.get("role") == "tool" and "held a slot" in str(m.get("content")) for m in messages
+        ):
             rig.daemon.kill_now()
 
-    rig.model.on_request.append(kill_when_asked_after_the_result)
+    rig.model.on_request.append(kill_when_asked_after_both_results)
     rig.tg.inject_callback(asker, asker, prompt.message_id, confirm)
     await rig.daemon.wait_dead()
     rig.model.on_request.clear()
@@ -342,4 +345,6 @@ async def test_killed_again_before_the_answer_after_an_action_cut_off_by_the_fir
     await rig.finish()
     rig.assert_each_answered_once()
     assert rig.files.run_counts() == {wanted: 1}, rig.transcript()
-    assert f"wiped {wanted}" in rig.ledger.answers(wanted)[0].text, rig.transcript()
+    answer = rig.ledger.answers(wanted)[0].text
+    assert then in answer and f"wiped {wanted}" in answer, rig.transcript()
+    assert f"held a slot for {then}" in answer, rig.transcript()

@@ -12,9 +12,9 @@ would put the result after a later user message.
 
 At start-up (and as chats are taken over) the turn of a decision that a crash cut off is queued
 again (:meth:`Decisions.recover`): a decline or an expiry, and an action a restart recorded as cut
-off, whose call still waits for its result at the end of the history (its Decided item died with
-the process) or whose result ends it (the model had not answered yet). Its turn then goes on
-before anything new in the chat, without waiting for the user to write again.
+off, with no answer in the history since its call (its Decided item died with the process, or
+the model had not answered yet). Its turn then goes on before anything new in the chat, without
+waiting for the user to write again; a turn /stop ended stays ended.
 
 A refusal by the store in the middle of such a turn is settled as a restart settles a crash, but
 from what this process knows (chat/_held.py): an action that surely did not start is run, once;
@@ -25,14 +25,14 @@ is recorded but not answered is finished from the history (:func:`finish_after_a
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 from engine.chat._commands import STOPPED
 from engine.chat._confirmations import DELEGATED, Confirmations
 from engine.chat._recovery import finish_after_action
 from engine.chat._turns import RESTARTED, TurnRunner
 from engine.loop import ConversationKey
-from engine.models import Message
+from engine.models import Message, Role
 from engine.store import ConfirmationRow, Store
 from engine.store import ConfirmationState as S
 from engine.work import ChatQueues, Decided
@@ -53,6 +53,7 @@ class Decisions:
         self.held = confirmations.held
         self.turns = turns
         self.queues = queues
+        self._restarted: set[str] = set()  # queued by recover: what cut them off is a restart
 
     async def run(self, key: ConversationKey, confirmation_id: str) -> None:
         """A :class:`Decided` item: resume the confirmation's turn, unless that was done."""
@@ -65,6 +66,7 @@ class Decisions:
             self.held.forget(confirmation_id)
             raise
         self.held.forget(confirmation_id)
+        self._restarted.discard(confirmation_id)
 
     async def before_turn(self, key: ConversationKey, reason: str) -> None:
         """Before a turn that moves the chat on: what was decided before it, then the pending
@@ -82,9 +84,9 @@ class Decisions:
     async def recover(self, chats: Collection[ConversationKey] | None = None) -> None:
         """At start-up (or as chats are taken over; in `chats`, else all), before recovery
         queues the approved and the started confirmations again: a confirmation declined,
-        expired or recorded as cut off by a restart whose turn a crash left unfinished (the
-        history ends with its call or its result: :func:`_unfinished`) is queued again; its
-        Decided item records the result, or finishes the turn from the history."""
+        expired or recorded as cut off by a restart whose turn a crash left unfinished (no
+        answer since its call: :func:`_unfinished`) is queued again; its Decided item records
+        the call's result, or finishes the turn from the history."""
         by_conversation: dict[int, list[ConfirmationRow]] = {}
         for state in _REFUSED:
             for conf in await self.confirmations.rows.in_state(state):
@@ -94,8 +96,11 @@ class Decisions:
         conversations = self.store.conversations
         for conversation_id, confs in by_conversation.items():
             last = await conversations.last(conversation_id)
+            if last is None or not _mid_turn(last):
+                continue  # the usual case: one trip per conversation
+            history = await conversations.history(conversation_id, 50)
             for conf in confs:
-                if last is None or not _unfinished(last, conf.call_id):
+                if not _unfinished(history, conf.call_id):
                     continue
                 key = ConversationKey(conf.channel, conf.chat_id)
                 if (await conversations.active(key.channel, key.chat_id)).id == conversation_id:
@@ -105,6 +110,7 @@ class Decisions:
                         conf.tool,
                         conf.state.value,
                     )
+                    self._restarted.add(conf.id)
                     self.queues.put(key, Decided(conf.id))
 
     async def _run(self, confirmation_id: str) -> None:
@@ -131,8 +137,8 @@ class Decisions:
             begun = await self.confirmations.begin(conf)
         if begun is None:  # resumed already: its turn may want finishing
             if conf.state in _REFUSED:
-                cut = RESTARTED if conf.state is S.INTERRUPTED else CUT
-                await finish_after_action(self.turns, conf, cut)
+                restarted = conf.state is S.INTERRUPTED or conf.id in self._restarted
+                await finish_after_action(self.turns, conf, RESTARTED if restarted else CUT)
             return
         conf, approved, _ = begun
         conv = await self.store.conversations.active(conf.channel, conf.chat_id)
@@ -149,10 +155,14 @@ class Decisions:
         return any(m.result is not None and m.result.call_id == conf.call_id for m in history)
 
 
-def _unfinished(last: Message, call_id: str) -> bool:
-    """The history ends with the call (its result never recorded), or with its result (the
-    model had not answered; not a /stop's, which ended the turn)."""
-    if any(call.id == call_id for call in last.tool_calls):
-        return True
-    result = last.result
-    return result is not None and result.call_id == call_id and result.text != STOPPED
+def _mid_turn(last: Message) -> bool:
+    """The history ends inside a turn: with a call, or a call's result (not a /stop's, which
+    ended the turn)."""
+    return bool(last.tool_calls) or (last.result is not None and last.result.text != STOPPED)
+
+
+def _unfinished(history: Sequence[Message], call_id: str) -> bool:
+    """The call is in the history and nothing since answered it or moved the chat on: its
+    result was never recorded, or the turn was cut off before the model answered."""
+    at = [i for i, m in enumerate(history) if any(c.id == call_id for c in m.tool_calls)]
+    return bool(at) and not any(m.is_answer or m.role is Role.USER for m in history[at[-1] :])
