@@ -110,7 +110,18 @@ class ClusterStore(Protocol):
         """Tell every instance (this one too); delivered once committed."""
         ...
 
+    async def hand_over(
+        self, channel: str, chat_id: str, home: int | None, payload: str
+    ) -> int | None:
+        """Tell the chat's holder, else instance `home`, alone; returns the instance told (None:
+        every instance was told, as by :meth:`publish`)."""
+        ...
+
     def on_signal(self, listener: Callable[[str], None]) -> None: ...
+
+    def on_addressed(self, listener: Callable[[str], None]) -> None:
+        """`listener` hears what :meth:`hand_over` addressed to this instance."""
+        ...
 
     def on_reconnect(self, hook: Callable[[], Awaitable[None]]) -> None:
         """Run `hook` after notifications may have been missed."""

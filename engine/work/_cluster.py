@@ -8,10 +8,10 @@ holding the chat's lease, one at a time, so a chat's turns stay strictly ordered
 instance runs them:
 
 - work for a chat that is not held here (a message the receiving instance committed, a press,
-  a finished job, a scheduled run) is *handed over*: published to every instance (NOTIFY). The
-  instance holding the chat queues it; if nobody holds it, every instance that has the chat's
-  channel tries to claim it, the less busy ones first, and the one that wins queues it. Nothing
-  polls, so a message reaches an idle instance at once;
+  a finished job, a scheduled run) is *handed over* (NOTIFY): a message to the instance holding
+  the chat, else to the chat's home (the instance rendezvous hashing picks), which claims it;
+  anything else to every instance, of which the holder queues it, and if nobody holds the chat
+  its home claims it. Nothing polls, so a message reaches an idle instance at once;
 - a chat whose queue runs dry is released, so the next burst goes to whoever is least busy;
 - a dead instance (no heartbeat for ``lease_s``) is *adopted* by the first live instance that
   sees it: its chats and running jobs become the adopter's, which recovers them exactly as a
@@ -56,7 +56,6 @@ from engine.work._signals import (
     JOINED,
     SETTINGS,
     STOP,
-    Publisher,
     decode,
 )
 from engine.work._signals import signal as chat_signal
@@ -109,15 +108,15 @@ class Cluster:
         self.settings = settings
         self._events: ClusterEvents | None = None  # given by join
         self._publishing: asyncio.Task[None] | None = None
-        self._publisher = Publisher(store.publish, self._unreachable)
         self._tasks: set[asyncio.Task[None]] = set()
         self.receivers = Receivers(store, channels, settings.lease_s)
         self._renewed_at = 0.0  # monotonic time the last successful heartbeat was sent
         self._unreachable_since: float | None = None
         self._reported_at = 0.0
         self._fenced = False
-        self.leases = ChatLeases(store, queues, self._publisher, self._spawn, self._unreachable)
+        self.leases = ChatLeases(store, queues, self._spawn, self._unreachable)
         store.on_signal(self._signal)
+        store.on_addressed(self._addressed)
         store.on_reconnect(self._sweep)
 
     @property
@@ -142,7 +141,9 @@ class Cluster:
         self._fenced = False
         self.receivers.joined(sent)
         if self._publishing is None:
-            self._publishing = asyncio.create_task(self._publisher.run(), name="cluster-publish")
+            self._publishing = asyncio.create_task(
+                self.leases.publisher.run(), name="cluster-publish"
+            )
             self._tasks.add(self._publishing)
         await self.store.listen()
         await self.store.publish(json.dumps({"k": JOINED, "o": number}))  # chats it is home to
@@ -170,7 +171,7 @@ class Cluster:
     async def leave(self) -> None:
         """A clean stop: what is still held is taken over at once."""
         await self.stop_receiving()
-        await self._publisher.flush(_FLUSH_S)  # what was handed over goes out first
+        await self.leases.publisher.flush(_FLUSH_S)  # what was handed over goes out first
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -286,7 +287,10 @@ class Cluster:
 
     # -- signals --------------------------------------------------------------------------
 
-    def _signal(self, payload: str) -> None:
+    def _addressed(self, payload: str) -> None:
+        self._signal(payload, addressed=True)
+
+    def _signal(self, payload: str, *, addressed: bool = False) -> None:
         try:
             data = json.loads(payload)
             kind = data["k"]
@@ -324,8 +328,9 @@ class Cluster:
         item = decode(kind, data)
         if item is None:
             return
-        to = data.get("t")
-        self.leases.arrived(key, item, to if isinstance(to, int) else None)
+        to, hops = data.get("t"), data.get("h")
+        hops = (hops if isinstance(hops, int) else 0) if addressed else None
+        self.leases.arrived(key, item, to if isinstance(to, int) else None, hops)
 
     async def _learn_live(self) -> None:
         try:

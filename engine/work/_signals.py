@@ -5,7 +5,9 @@ A signal is a small JSON object published through the store (PostgreSQL's NOTIFY
 this way to the instance holding their chat (:func:`encode`, :func:`decode`); a few kinds are
 about the whole instance (a stop, changed settings, a forgotten user). The :class:`Publisher`
 sends handed-over items one at a time in the order they were handed over, waiting out a
-database that is away rather than reordering or dropping them.
+database that is away rather than reordering or dropping them. A new message (:class:`Inbound`:
+most of the traffic) is addressed to one instance, the chat's holder or home, on its own
+channel; every other kind is told to every instance, as each may have to act on it.
 """
 
 from __future__ import annotations
@@ -14,9 +16,11 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from engine.loop import ConversationKey
+from engine.store import ClusterStore
 from engine.work._queue import Decided, Inbound, JobDone, Notice, Recover, ScheduledRun, WorkItem
 from tools.errors import StoreError
 
@@ -28,6 +32,7 @@ FORGOT = "forgot"
 JOINED = "joined"  # a new instance: the others learn the live instances again
 IDS_PER_SIGNAL = 100  # job ids per notification (PostgreSQL caps a payload at 8000 bytes)
 _RETRY_S = 0.5  # the database is away: publish again after this long, keeping the order
+MAX_HOPS = 3  # an addressed item whose instance lost the chat is sent on at most this often
 
 
 def signal(kind: str, key: ConversationKey, origin: int | None, **extra: object) -> str:
@@ -35,14 +40,14 @@ def signal(kind: str, key: ConversationKey, origin: int | None, **extra: object)
 
 
 def encode(
-    key: ConversationKey, item: WorkItem, origin: int | None, to: int | None = None
+    key: ConversationKey, item: WorkItem, origin: int | None, to: int | None = None, hops: int = 0
 ) -> str | None:
     """The signal that carries `item` to the chat's holder, or, when nobody holds the chat, to
     instance `to` (its home: the only one to claim it; None: any, the least busy first);
-    None when it cannot travel."""
+    None when it cannot travel. `hops`: how often an addressed item was sent on."""
     match item:
         case Inbound():
-            return signal("inbound", key, origin, t=to)
+            return signal("inbound", key, origin, t=to, h=hops)
         case Recover():
             return signal("recover", key, origin, t=to)
         case Decided(confirmation_id):
@@ -79,20 +84,47 @@ def decode(kind: str, data: dict[str, object]) -> WorkItem | None:
     return None
 
 
+def addressed(item: WorkItem) -> bool:
+    """Whether `item` goes to one instance (its chat's holder or home) rather than to all."""
+    return isinstance(item, Inbound)
+
+
+@dataclass(frozen=True, slots=True)
+class Address:
+    """Where an addressed signal goes: the holder of `key`, else instance `home`."""
+
+    key: ConversationKey
+    home: int | None
+
+
 class Publisher:
-    """Publishes payloads in the order they were put, retrying while the database is away."""
+    """Publishes payloads in the order they were put, retrying while the database is away.
+    `told_another(key)` is called for an addressed signal that went to another instance (it will
+    not come back here)."""
 
     def __init__(
         self,
-        publish: Callable[[str], Awaitable[None]],
+        store: ClusterStore,
         unreachable: Callable[[BaseException], None],
+        told_another: Callable[[ConversationKey], None],
     ) -> None:
-        self._publish = publish
+        self._store = store
         self._unreachable = unreachable
-        self._outbox: asyncio.Queue[str] = asyncio.Queue()
+        self._told_another = told_another
+        self._outbox: asyncio.Queue[tuple[str, Address | None]] = asyncio.Queue()
 
-    def put(self, payload: str) -> None:
-        self._outbox.put_nowait(payload)
+    def put(self, payload: str, to: Address | None = None) -> None:
+        """Publish `payload` to every instance, or only to the one `to` finds."""
+        self._outbox.put_nowait((payload, to))
+
+    async def _send(self, payload: str, to: Address | None) -> None:
+        if to is None:
+            await self._store.publish(payload)
+            return
+        key = to.key
+        told = await self._store.hand_over(key.channel, key.chat_id, to.home, payload)
+        if told is not None and told != self._store.incarnation:
+            self._told_another(key)
 
     async def flush(self, timeout_s: float) -> None:
         """Wait (at most `timeout_s`) until everything put so far is published."""
@@ -101,10 +133,10 @@ class Publisher:
 
     async def run(self) -> None:
         while True:
-            payload = await self._outbox.get()
+            payload, to = await self._outbox.get()
             while True:
                 try:
-                    await self._publish(payload)
+                    await self._send(payload, to)
                     break
                 except StoreError as exc:
                     self._unreachable(exc)

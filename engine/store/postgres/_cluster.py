@@ -17,13 +17,19 @@ of it:
   session: Discord sends the events it missed again);
 - ``jobs.instance``: the background jobs each instance runs.
 
-Work is announced with NOTIFY on ``relaybot_work`` (sent at commit); each instance LISTENs. What
-a missed notification would have said is still in the tables: :meth:`PgCluster.orphans` claims
-every chat with unfinished work that nobody holds.
+Work is announced with NOTIFY (sent at commit). What concerns every instance goes on
+``relaybot_work``, which each one LISTENs to; a new message for a chat goes to one instance only,
+on the channel of its own that each instance names in its row (``instances.channel``): the chat's
+holder, found in the statement that notifies, else the chat's home (:meth:`PgCluster.hand_over`),
+so an instance is not woken by the messages of chats it has nothing to do with. An instance
+without a channel (an older relaybot, in a rolling upgrade) is told on ``relaybot_work``, as
+before. What a missed notification would have said is still in the tables:
+:meth:`PgCluster.orphans` claims every chat with unfinished work that nobody holds.
 """
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
@@ -48,9 +54,20 @@ _WORK_CHATS = (
 )
 
 
+# The chat's holder, else `home`; notified on its own channel (none: an older relaybot, or no
+# instance named: on the shared one). Returns the instance addressed, if any.
+_HAND_OVER = (
+    f"SELECT CASE WHEN i.channel IS NOT NULL THEN i.id END AS id, pg_notify(coalesce(i.channel, "
+    f"'{WORK}'), $4) FROM (SELECT coalesce("
+    "(SELECT instance FROM chat_leases WHERE channel = $1 AND chat_id = $2), $3::bigint) AS id) t "
+    "LEFT JOIN instances i ON i.id = t.id"
+)
+
+
 class PgCluster:
     def __init__(self, db: PgDb) -> None:
         self.db = db
+        self.address = f"{WORK}_{secrets.token_hex(8)}"  # this process's own channel
 
     @property
     def incarnation(self) -> int | None:
@@ -67,10 +84,11 @@ class PgCluster:
         """Register this process as a new live instance; returns its incarnation id."""
         self.db.incarnation = int(
             await self.db.fetchval(
-                "INSERT INTO instances(name, lease_s, started_at, heartbeat_at) "
-                f"VALUES ($1, $2, {_NOW}, {_NOW}) RETURNING id",
+                "INSERT INTO instances(name, lease_s, started_at, heartbeat_at, channel) "
+                f"VALUES ($1, $2, {_NOW}, {_NOW}, $3) RETURNING id",
                 name,
                 lease_s,
+                self.address,
             )
         )
         return self.db.incarnation
@@ -233,8 +251,20 @@ class PgCluster:
         """Tell every instance (this one too) about work; delivered at commit."""
         await self.db.execute("SELECT pg_notify($1, $2)", WORK, payload)
 
+    async def hand_over(
+        self, channel: str, chat_id: str, home: int | None, payload: str
+    ) -> int | None:
+        """Tell the chat's holder, else instance `home`, on its own channel; returns the
+        instance told that way (None: every instance was told, on the shared channel)."""
+        row = await self.db.fetchrow(_HAND_OVER, channel, chat_id, home, payload)
+        return None if row is None or row["id"] is None else int(row["id"])
+
     def on_signal(self, listener: Callable[[str], None]) -> None:
         self.db.on_notify(WORK, listener)
+
+    def on_addressed(self, listener: Callable[[str], None]) -> None:
+        """`listener` hears what is addressed to this instance alone (:meth:`hand_over`)."""
+        self.db.on_notify(self.address, listener)
 
     def on_reconnect(self, hook: Callable[[], Awaitable[None]]) -> None:
         self.db.on_reconnect(hook)
