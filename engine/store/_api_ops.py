@@ -3,7 +3,7 @@ instances sharing one store keep there (:class:`ClusterStore`)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Protocol
 
 from engine.store._reports import (
@@ -80,8 +80,12 @@ class ClusterStore(Protocol):
         """Take over one dead instance's chats (of `channels`) and running jobs, if any."""
         ...
 
-    async def orphans(self, channels: Sequence[str]) -> Adoption:
-        """Claim the chats (of `channels`) with unfinished work nobody holds, and the jobs
+    async def unheld(self, channels: Sequence[str]) -> frozenset[tuple[str, str]]:
+        """The chats (of `channels`) with unfinished work that no instance holds."""
+        ...
+
+    async def orphans(self, chats: Collection[tuple[str, str]]) -> Adoption:
+        """Claim those of `chats` that still have unfinished work nobody holds, and the jobs
         nobody runs."""
         ...
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 
 from engine.store._reports import Adoption, ServerInfo
 from engine.store.postgres._db import PgDb
@@ -149,18 +149,31 @@ class PgCluster:
             tuple(r["id"] for r in jobs),
         )
 
-    async def orphans(self, channels: Sequence[str]) -> Adoption:
-        """Claim every chat (of `channels`) with unfinished work that no instance holds, and
-        every running job that no live instance runs (a store copied from SQLite, say)."""
+    async def unheld(self, channels: Sequence[str]) -> frozenset[tuple[str, str]]:
+        """The chats (of `channels`) with unfinished work that no instance holds."""
+        rows = await self.db.fetch(
+            f"SELECT w.channel, w.chat_id FROM ({_WORK_CHATS}) w WHERE w.channel = ANY($1::text[]) "
+            "AND NOT EXISTS (SELECT 1 FROM chat_leases l WHERE l.channel = w.channel AND "
+            "l.chat_id = w.chat_id)",
+            list(channels),
+        )
+        return frozenset((r["channel"], r["chat_id"]) for r in rows)
+
+    async def orphans(self, chats: Collection[tuple[str, str]]) -> Adoption:
+        """Claim those of `chats` that still have unfinished work no instance holds, and every
+        running job that no live instance runs (a store copied from SQLite, say)."""
         me = self._me()
-        chats = await self.db.fetch(
+        pairs = sorted(chats)
+        chats_taken = await self.db.fetch(
             "INSERT INTO chat_leases(channel, chat_id, instance, since) "
             f"SELECT w.channel, w.chat_id, $1, {_NOW} FROM ({_WORK_CHATS}) w "
-            "WHERE w.channel = ANY($2::text[]) AND NOT EXISTS (SELECT 1 FROM chat_leases l "
-            "WHERE l.channel = w.channel AND l.chat_id = w.chat_id) "
+            "JOIN unnest($2::text[], $3::text[]) AS s(channel, chat_id) "
+            "ON s.channel = w.channel AND s.chat_id = w.chat_id WHERE NOT EXISTS "
+            "(SELECT 1 FROM chat_leases l WHERE l.channel = w.channel AND l.chat_id = w.chat_id) "
             "ON CONFLICT DO NOTHING RETURNING channel, chat_id",
             me,
-            list(channels),
+            [c for c, _ in pairs],
+            [i for _, i in pairs],
         )
         jobs = await self.db.fetch(
             "UPDATE jobs SET instance = $1 WHERE state IN ('running', 'resumed') AND "
@@ -169,7 +182,9 @@ class PgCluster:
             me,
         )
         return Adoption(
-            "", tuple((r["channel"], r["chat_id"]) for r in chats), tuple(r["id"] for r in jobs)
+            "",
+            tuple((r["channel"], r["chat_id"]) for r in chats_taken),
+            tuple(r["id"] for r in jobs),
         )
 
     # -- chats ----------------------------------------------------------------------------
