@@ -14,7 +14,7 @@ import pytest
 
 from engine.loop import ConversationKey
 from engine.store.postgres import PgStore
-from engine.work import ChatQueues, Inbound, WorkItem
+from engine.work import ChatQueues, Inbound, JobDone, WorkItem
 from engine.work._leases import LINGER_S, ChatLeases
 from tests.postgres import PostgresServer
 from tests.test_pg_cluster import cluster, pair  # noqa: F401 (a fixture)
@@ -123,6 +123,11 @@ async def trio(postgres: PostgresServer) -> AsyncIterator[tuple[list[PgStore], H
             await store.close()
 
 
+def mark(leases: ChatLeases, marker: str) -> None:
+    """Publish `marker` to every instance, after what was handed over so far."""
+    leases.publisher.put(json.dumps({"k": marker}), CHATS[-1], None, alone=False)
+
+
 async def heard_by_all(heard: Heard, marker: str) -> None:
     """Wait until every instance heard `marker` (published after what the test checks: one
     sender's notifications arrive in the order they were committed)."""
@@ -144,19 +149,20 @@ async def test_a_message_wakes_only_the_instance_holding_its_chat_or_its_home(tr
     try:
         leases.hand_over(held, Inbound())  # to b, which holds it
         leases.hand_over(free, Inbound())  # to c, its home: nobody holds it
-        leases.publisher.put(json.dumps({"k": "marker-1"}))
+        mark(leases, "marker-1")
         await heard_by_all(heard, "marker-1")
         told = {
             n: [(how, s["i"], s["h"]) for how, s in h if s["k"] == "inbound"]
             for n, h in heard.items()
         }
         assert told == {"a": [], "b": [("me", held.chat_id, 0)], "c": [("me", free.chat_id, 0)]}
+        await leases.publisher.flush(5)
         assert leases.holds(held) is False and not leases._inflight[held]  # nothing to come back
 
         # b is an older relaybot (no channel of its own): every instance hears, as before
         await a.db.execute("UPDATE instances SET channel = NULL WHERE id = $1", ids["b"])
         leases.hand_over(held, Inbound())
-        leases.publisher.put(json.dumps({"k": "marker-2"}))
+        mark(leases, "marker-2")
         await heard_by_all(heard, "marker-2")
         for name in "abc":
             after = [
@@ -181,7 +187,7 @@ async def test_an_instance_that_lost_the_chat_sends_its_message_on(trio) -> None
     try:
         leases.arrived(chat, Inbound(), leases.home(chat), hops=0)  # addressed to a alone
         await asyncio.gather(*tasks["claim"])  # lost: b holds it
-        leases.publisher.put(json.dumps({"k": "marker"}))
+        mark(leases, "marker")
         await heard_by_all(heard, "marker")
         sent_on = [
             (n, how, s["h"]) for n, h in heard.items() for how, s in h if s["k"] == "inbound"
@@ -190,3 +196,37 @@ async def test_an_instance_that_lost_the_chat_sends_its_message_on(trio) -> None
         assert await cluster(a).holder(chat.channel, chat.chat_id) == "b"
     finally:
         publishing.cancel()
+
+
+async def test_signals_handed_over_together_go_out_in_order_and_once(trio) -> None:
+    stores, heard = trio
+    a, b, _c = stores
+    leases = leases_of(a, ChatQueues(), {})
+    leases.live = await cluster(a).live()
+    held = CHATS[:6]
+    for chat in held:
+        assert await cluster(b).claim(chat.channel, chat.chat_id)
+    for chat in held:  # put before the publisher runs: one batch
+        leases.hand_over(chat, Inbound())
+    leases.hand_over(held[0], Inbound())  # again: says nothing new, merged
+    leases.hand_over(held[1], JobDone("j1"))  # to every instance
+    leases.hand_over(held[1], JobDone("j1"))  # the same again: in the next statement
+    mark(leases, "marker")
+    publishing = asyncio.create_task(leases.publisher.run())
+    try:
+        await heard_by_all(heard, "marker")
+        await leases.publisher.flush(5)
+    finally:
+        publishing.cancel()
+    got = {
+        n: [(how, s["k"], s.get("i")) for how, s in h if s["k"] != "joined"]
+        for n, h in heard.items()
+    }
+    to_b = [("me", "inbound", chat.chat_id) for chat in held]
+    jobs = [("all", "job", held[1].chat_id)] * 2
+    assert got == {
+        "a": [*jobs, ("all", "marker", None)],
+        "b": [*to_b, *jobs, ("all", "marker", None)],
+        "c": [*jobs, ("all", "marker", None)],
+    }
+    assert not any(leases._inflight[c] for c in [held[0], *held[2:]])  # told b alone: done

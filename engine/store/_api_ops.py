@@ -115,10 +115,11 @@ class ClusterStore(Protocol):
         ...
 
     async def hand_over(
-        self, channel: str, chat_id: str, home: int | None, payload: str
-    ) -> int | None:
-        """Tell the chat's holder, else instance `home`, alone; returns the instance told (None:
-        every instance was told, as by :meth:`publish`)."""
+        self, signals: Sequence[tuple[str, str, int | None, bool, str]]
+    ) -> list[int | None]:
+        """Publish chat signals ``(channel, chat_id, home, alone, payload)`` in order: those
+        `alone` to the chat's holder, else `home`, alone; returns the instance each went to
+        alone (None: every instance was told, as by :meth:`publish`)."""
         ...
 
     def on_signal(self, listener: Callable[[str], None]) -> None: ...

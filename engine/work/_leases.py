@@ -33,7 +33,7 @@ from engine.loop import ConversationKey
 from engine.store import ClusterStore
 from engine.work._locks import KeyedLocks
 from engine.work._queue import ChatQueues, WorkItem
-from engine.work._signals import MAX_HOPS, Address, Publisher, addressed, encode
+from engine.work._signals import MAX_HOPS, Publisher, alone, encode
 from tools.errors import StoreError
 
 log = logging.getLogger("engine.work._cluster")
@@ -104,7 +104,7 @@ class ChatLeases:
         if payload is None:
             return False
         self._inflight[key] += 1
-        self.publisher.put(payload, Address(key, home) if addressed(item) else None)
+        self.publisher.put(payload, key, home, alone=alone(item))
         return True
 
     def released(self, key: ConversationKey) -> None:

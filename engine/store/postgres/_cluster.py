@@ -54,13 +54,16 @@ _WORK_CHATS = (
 )
 
 
-# The chat's holder, else `home`; notified on its own channel (none: an older relaybot, or no
-# instance named: on the shared one). Returns the instance addressed, if any.
+# Each chat signal in order (`n`): to the chat's holder, else its home, on that instance's own
+# channel, or, for those not `alone` (and an older relaybot, or none named), on the shared one.
+# Returns the instance each went to alone, if any.
 _HAND_OVER = (
-    f"SELECT CASE WHEN i.channel IS NOT NULL THEN i.id END AS id, pg_notify(coalesce(i.channel, "
-    f"'{WORK}'), $4) FROM (SELECT coalesce("
-    "(SELECT instance FROM chat_leases WHERE channel = $1 AND chat_id = $2), $3::bigint) AS id) t "
-    "LEFT JOIN instances i ON i.id = t.id"
+    "SELECT q.id, pg_notify(q.ch, q.payload) FROM (SELECT s.n, s.payload, CASE WHEN i.channel "
+    f"IS NOT NULL THEN i.id END AS id, coalesce(i.channel, '{WORK}') AS ch FROM unnest($1::text[], "
+    "$2::text[], $3::bigint[], $4::bool[], $5::text[]) WITH ORDINALITY AS "
+    "s(channel, chat_id, home, alone, payload, n) LEFT JOIN instances i ON s.alone AND i.id = "
+    "coalesce((SELECT l.instance FROM chat_leases l WHERE l.channel = s.channel AND "
+    "l.chat_id = s.chat_id), s.home) ORDER BY s.n) q"
 )
 
 
@@ -267,12 +270,21 @@ class PgCluster:
         await self.db.execute("SELECT pg_notify($1, $2)", WORK, payload)
 
     async def hand_over(
-        self, channel: str, chat_id: str, home: int | None, payload: str
-    ) -> int | None:
-        """Tell the chat's holder, else instance `home`, on its own channel; returns the
-        instance told that way (None: every instance was told, on the shared channel)."""
-        row = await self.db.fetchrow(_HAND_OVER, channel, chat_id, home, payload)
-        return None if row is None or row["id"] is None else int(row["id"])
+        self, signals: Sequence[tuple[str, str, int | None, bool, str]]
+    ) -> list[int | None]:
+        """Publish chat signals ``(channel, chat_id, home, alone, payload)``, in order, in one
+        statement: those `alone` to the chat's holder, else instance `home`, on its own channel
+        (it alone hears them), the others to every instance. Returns, for each, the instance it
+        went to alone (None: every instance was told)."""
+        rows = await self.db.fetch(
+            _HAND_OVER,
+            [s[0] for s in signals],
+            [s[1] for s in signals],
+            [s[2] for s in signals],
+            [s[3] for s in signals],
+            [s[4] for s in signals],
+        )
+        return [None if r["id"] is None else int(r["id"]) for r in rows]
 
     def on_signal(self, listener: Callable[[str], None]) -> None:
         self.db.on_notify(WORK, listener)
