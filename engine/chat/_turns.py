@@ -107,11 +107,9 @@ class TurnRunner:
         """The tool loop in force (a turn uses the one it started with)."""
         return self._tooling().loop
 
-    async def user_turn(self, key: ConversationKey, rows: Sequence[InboxRow]) -> None:
+    async def user_turn(self, conv: Conversation, rows: Sequence[InboxRow]) -> None:
+        """Answer `rows`, just taken into `conv`."""
         last = rows[-1]
-        conv = await self.store.conversations.active(
-            key.channel, key.chat_id, is_private=last.is_private
-        )
         await self.run(conv, last.user_id, last.user_name, last.message_id, answering=rows)
 
     async def run(
