@@ -285,9 +285,9 @@ class TurnRunner:
         backoff = Backoff(1.0, max_s=5.0)
         while True:
             try:
-                async with self.store.transaction():
-                    await self.store.conversations.delivered(message_id, ref)
-                    await self.store.inbox.answered([r.id for r in answering])
+                await self.store.inbox.answered(
+                    [r.id for r in answering], delivered=(message_id, ref)
+                )
                 return
             except StoreUnavailable:  # the store says why, once
                 await backoff.sleep()
