@@ -100,7 +100,12 @@ async def test_the_sweep_claims_work_nobody_holds_but_not_messages_held_back(
     await a.inbox.accept(inbound("hi", "m1", chat_id="free"))
     await a.inbox.accept(inbound("hi", "m2", chat_id="held"))
     await a.inbox.accept(inbound("later", "m3", chat_id="later"), hold_until=time.time() + 60)
+    await a.inbox.accept(inbound("hi", "m4", chat_id="on its way"))
     assert await ca.claim("t", "held")
-    swept = await cb.orphans(["t"])
+    seen = await cb.unheld(["t"])
+    assert seen == {("t", "free"), ("t", "on its way")}
+    assert await ca.claim("t", "on its way")  # its home claimed it meanwhile
+    swept = await cb.orphans(seen & await cb.unheld(["t"]))  # nobody held it at both sweeps
     assert swept.chats == (("t", "free"),)
-    assert (await cb.orphans(["t"])).chats == ()  # claimed now
+    assert await cb.unheld(["t"]) == set()
+    assert (await cb.orphans(seen)).chats == ()  # claimed now

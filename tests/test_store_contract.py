@@ -202,6 +202,20 @@ async def test_taking_moves_queued_messages_into_the_conversation_in_order(store
     assert await store.inbox.unfinished_chats() == []
 
 
+async def test_an_answer_delivered_answers_its_messages_in_the_same_write(store: Store) -> None:
+    await store.inbox.accept(inbound("one", "m1"))
+    taken = await store.inbox.take_queued("t", "c1")  # one message: taken in one write
+    conv = await store.conversations.active("t", "c1")
+    assert [m.text for m in await store.conversations.history(conv.id)] == ["one"]
+    answer = await store.conversations.append(conv.id, Message.assistant("1"), deliver="m1")
+    assert await store.inbox.unfinished_chats() == [("t", "c1")]
+    await store.inbox.answered([r.id for r in taken], delivered=(answer, "p1"))
+    assert await store.inbox.unfinished_chats() == []  # nothing pending, nothing unanswered
+    assert await store.inbox.rows(InboxState.TAKEN, "t", "c1") == []
+    await store.inbox.answered([], delivered=(answer, "p2"))  # recorded once
+    assert await store.conversations.undelivered("t", "c1") == []
+
+
 async def test_only_old_answered_messages_are_pruned(store: Store) -> None:
     await store.inbox.accept(inbound("old", "a"))
     await store.inbox.accept(inbound("waiting", "b"))

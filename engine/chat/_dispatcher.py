@@ -276,9 +276,9 @@ class Dispatcher:
                 ready = [r for r in queued if r.ready(now)]
                 if ready:  # a new message: what was decided before it first
                     await self.decisions.before_turn(key, CANCELLED_BY_MESSAGE)
-                rows = await self.media.take(key, ready)  # with what they carry, within limits
-                if rows:
-                    await self.turns.user_turn(key, rows)
+                taken = await self.media.take(key, ready)  # with what they carry, within limits
+                if taken is not None:
+                    await self.turns.user_turn(*taken)
                 if len(ready) < len(queued):  # some held back by the rate limit: later
                     await self.intake.schedule_release(key)
             case Recover():

@@ -35,7 +35,7 @@ from engine.context import DOWNLOAD_TIMEOUT_S, ImageCache, human_size
 from engine.i18n import translator
 from engine.loop import ConversationKey
 from engine.models import Image, Message, Part, Role, Text, Transcriber
-from engine.store import InboxRow, Store
+from engine.store import Conversation, InboxRow, Store
 from tools.errors import LLMError
 
 log = logging.getLogger(__name__)
@@ -188,25 +188,27 @@ class MediaIntake:
         transcribes = self.transcriber is not None
         return refusal(self.settings, msg.attachments, transcribes, msg.language)
 
-    async def take(self, key: ConversationKey, rows: list[InboxRow]) -> list[InboxRow]:
+    async def take(
+        self, key: ConversationKey, rows: list[InboxRow]
+    ) -> tuple[Conversation, list[InboxRow]] | None:
         """Take the chat's queued messages that may be taken now (`rows`) as one turn; returns
-        the rows taken (none when every one was refused)."""
+        the conversation they went into and the rows taken (None when every one was refused)."""
         if not rows:
-            return []
+            return None
         rows = await self._within_image_limit(key, rows)
         channel = self.channels.get(key.channel)
         shows = channel if channel is not None and any(r.attachments for r in rows) else None
         async with typing(shows, key.chat_id) if shows else contextlib.nullcontext():
             taken, heard = await self._messages(key, rows)
         if not taken:
-            return []
+            return None
         conv = await self.store.conversations.active(
             key.channel, key.chat_id, is_private=taken[-1][0].is_private
         )
         await self.store.inbox.take(conv.id, taken)
         for row, transcript in heard:  # what was understood, before the answer to it
             await self.say(key.channel, key.chat_id, _heard(transcript), row.message_id)
-        return [row for row, _ in taken]
+        return conv, [row for row, _ in taken]
 
     async def _messages(
         self, key: ConversationKey, rows: list[InboxRow]

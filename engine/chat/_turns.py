@@ -107,11 +107,9 @@ class TurnRunner:
         """The tool loop in force (a turn uses the one it started with)."""
         return self._tooling().loop
 
-    async def user_turn(self, key: ConversationKey, rows: Sequence[InboxRow]) -> None:
+    async def user_turn(self, conv: Conversation, rows: Sequence[InboxRow]) -> None:
+        """Answer `rows`, just taken into `conv`."""
         last = rows[-1]
-        conv = await self.store.conversations.active(
-            key.channel, key.chat_id, is_private=last.is_private
-        )
         await self.run(conv, last.user_id, last.user_name, last.message_id, answering=rows)
 
     async def run(
@@ -287,9 +285,9 @@ class TurnRunner:
         backoff = Backoff(1.0, max_s=5.0)
         while True:
             try:
-                async with self.store.transaction():
-                    await self.store.conversations.delivered(message_id, ref)
-                    await self.store.inbox.answered([r.id for r in answering])
+                await self.store.inbox.answered(
+                    [r.id for r in answering], delivered=(message_id, ref)
+                )
                 return
             except StoreUnavailable:  # the store says why, once
                 await backoff.sleep()

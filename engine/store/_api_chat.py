@@ -98,7 +98,12 @@ class InboxStore(Protocol):
         """The chat's inbox rows in `state` (an InboxState), oldest first."""
         ...
 
-    async def answered(self, ids: Sequence[int]) -> None: ...
+    async def answered(
+        self, ids: Sequence[int], *, delivered: tuple[int, str] | None = None
+    ) -> None:
+        """These rows are answered; `delivered`: by the answer (its message id, and the
+        platform's id for it) whose delivery is recorded with them, at once."""
+        ...
 
     async def unfinished_chats(self) -> list[tuple[str, str]]:
         """Chats with messages not answered yet."""

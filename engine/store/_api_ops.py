@@ -3,7 +3,7 @@ instances sharing one store keep there (:class:`ClusterStore`)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Protocol
 
 from engine.store._reports import (
@@ -80,8 +80,12 @@ class ClusterStore(Protocol):
         """Take over one dead instance's chats (of `channels`) and running jobs, if any."""
         ...
 
-    async def orphans(self, channels: Sequence[str]) -> Adoption:
-        """Claim the chats (of `channels`) with unfinished work nobody holds, and the jobs
+    async def unheld(self, channels: Sequence[str]) -> frozenset[tuple[str, str]]:
+        """The chats (of `channels`) with unfinished work that no instance holds."""
+        ...
+
+    async def orphans(self, chats: Collection[tuple[str, str]]) -> Adoption:
+        """Claim those of `chats` that still have unfinished work nobody holds, and the jobs
         nobody runs."""
         ...
 
@@ -110,7 +114,19 @@ class ClusterStore(Protocol):
         """Tell every instance (this one too); delivered once committed."""
         ...
 
+    async def hand_over(
+        self, signals: Sequence[tuple[str, str, int | None, bool, str]]
+    ) -> list[int | None]:
+        """Publish chat signals ``(channel, chat_id, home, alone, payload)`` in order: those
+        `alone` to the chat's holder, else `home`, alone; returns the instance each went to
+        alone (None: every instance was told, as by :meth:`publish`)."""
+        ...
+
     def on_signal(self, listener: Callable[[str], None]) -> None: ...
+
+    def on_addressed(self, listener: Callable[[str], None]) -> None:
+        """`listener` hears what :meth:`hand_over` addressed to this instance."""
+        ...
 
     def on_reconnect(self, hook: Callable[[], Awaitable[None]]) -> None:
         """Run `hook` after notifications may have been missed."""

@@ -112,11 +112,15 @@ class Conversations:
             self.histories.guard.writing(conversation_id)
         added = None
         try:
-            results = await self.db.together(*inserts, then)
-            added = [
-                (int(rows[0][0]), stored(p))
-                for rows, (_, p) in zip(results[:-1], inserts, strict=True)
-            ]
+            if len(inserts) == 1:  # one statement where the backend can
+                rows = await self.db.at_once(inserts[0], then)
+                added = [(int(rows[0][0]), stored(inserts[0][1]))]
+            else:
+                results = await self.db.together(*inserts, then)
+                added = [
+                    (int(rows[0][0]), stored(p))
+                    for rows, (_, p) in zip(results[:-1], inserts, strict=True)
+                ]
         finally:
             if self.histories is not None:
                 kept = not self.db.in_transaction()
@@ -213,16 +217,21 @@ class Conversations:
             for r in rows
         ]
 
-    async def delivered(self, message_id: int, ref: str | None, *, failed: bool = False) -> None:
+    async def delivered(
+        self, message_id: int, ref: str | None, *, failed: bool = False, then: Any = None
+    ) -> None:
+        """Record an answer's delivery (and run `then`, a statement independent of it, with
+        it: at once)."""
         state = DeliveryState.FAILED if failed else DeliveryState.SENT
-        await self.db.execute_later(
+        update = (
             "UPDATE deliveries SET state=?, ref=?, sent_at=? "
             "WHERE message_id=? AND state='pending'",
-            state.value,
-            ref,
-            time.time(),
-            message_id,
+            (state.value, ref, time.time(), message_id),
         )
+        if then is None:
+            await self.db.execute_later(update[0], *update[1])
+        else:
+            await self.db.at_once(update, then)
 
 
 _ACTIVE = "SELECT id, is_private FROM conversations WHERE channel=? AND chat_id=? AND active = TRUE"

@@ -159,6 +159,18 @@ class Db(abc.ABC):
         async with self.transaction():
             return [await self.fetch(sql, *params) for sql, params in statements]
 
+    async def at_once(self, *statements: tuple[str, Sequence[Any]]) -> list[Row]:
+        """Writes committed together that are independent of each other (none reads or writes
+        what another writes: they may see the same snapshot); the rows the first returns. One
+        statement where the backend can (a data-modifying WITH: no BEGIN and COMMIT trips),
+        else :meth:`together`."""
+        if len(statements) == 1 or not self.dialect.writable_cte:
+            return (await self.together(*statements))[0]
+        (first, first_params), rest = statements[0], statements[1:]
+        parts = ", ".join(f"w{n} AS ({sql})" for n, (sql, _) in enumerate(rest))
+        params = [p for _, ps in rest for p in ps]  # in the order their marks come
+        return await self.fetch(f"WITH {parts} {first}", *params, *first_params)
+
     @abc.abstractmethod
     async def fetch(self, sql: str, *params: Any) -> list[Row]:
         """The rows a statement returns (a read, or a write with RETURNING)."""

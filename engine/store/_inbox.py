@@ -134,12 +134,17 @@ class Inbox:
         )
         return [_row(r) for r in found]
 
-    async def answered(self, ids: Sequence[int]) -> None:
-        if ids:
-            among, params = self.db.dialect.among(ids)
-            await self.db.execute_later(
-                f"UPDATE inbox SET state='answered' WHERE id {among}", *params
-            )
+    async def answered(
+        self, ids: Sequence[int], *, delivered: tuple[int, str] | None = None
+    ) -> None:
+        """These rows are answered; `delivered`: by the answer (its message id, and the
+        platform's id for it) whose delivery is recorded with them."""
+        among, params = self.db.dialect.among(ids)
+        update = (f"UPDATE inbox SET state='answered' WHERE id {among}", params) if ids else None
+        if delivered is not None:
+            await self.conversations.delivered(*delivered, then=update)
+        elif update is not None:
+            await self.db.execute_later(update[0], *update[1])
 
     async def unfinished_chats(self) -> list[tuple[str, str]]:
         rows = await self.db.fetch(

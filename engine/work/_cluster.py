@@ -7,18 +7,17 @@ Each instance joins the store as a live *incarnation* and renews its heartbeat e
 holding the chat's lease, one at a time, so a chat's turns stay strictly ordered whichever
 instance runs them:
 
-- work for a chat that is not held here (a message the receiving instance committed, a press,
-  a finished job, a scheduled run) is *handed over*: published to every instance (NOTIFY). The
-  instance holding the chat queues it; if nobody holds it, every instance that has the chat's
-  channel tries to claim it, the less busy ones first, and the one that wins queues it. Nothing
-  polls, so a message reaches an idle instance at once;
-- a chat whose queue runs dry is released, so the next burst goes to whoever is least busy;
+- work for a chat that is not held here (a message, a press, a finished job, a scheduled run)
+  is *handed over* (NOTIFY) to the chat's holder, else to its home, which claims it
+  (engine/work/_leases.py); nothing polls, so a message reaches an idle instance at once;
+- a chat whose queue runs dry is released (2 s later, unless more work comes);
 - a dead instance (no heartbeat for ``lease_s``) is *adopted* by the first live instance that
   sees it: its chats and running jobs become the adopter's, which recovers them exactly as a
   restart recovers its own (``Dispatcher.recover``: stored answers delivered, cut-off turns
   finished, approved actions run once, started ones reported, jobs resumed or reported);
-- every tick also claims chats with unfinished work that nobody holds (a notification missed
-  while the database was away), so nothing waits for a message that will not come;
+- every tick also claims chats with unfinished work that nobody held at the tick before either
+  (a notification missed while the database was away), so nothing waits for a message that
+  will not come;
 - each part of a channel's receiving side (Telegram's polling, the Discord gateway or one of its
   shards) is held by one instance, which resumes what its previous holder left
   (engine/work/_receivers.py).
@@ -28,8 +27,7 @@ another instance found it dead) *fences* itself: it stops receiving and drops al
 without recording anything, since another instance is about to recover it; it then keeps trying
 to reach the database (logging once a minute), and joins again as a new incarnation.
 
-Which chats this instance holds, and how a chat's work finds its holder: engine/work/_leases.py;
-what the instances tell each other, and in which order: engine/work/_signals.py.
+What the instances tell each other, and in which order: engine/work/_signals.py.
 """
 
 from __future__ import annotations
@@ -56,7 +54,6 @@ from engine.work._signals import (
     JOINED,
     SETTINGS,
     STOP,
-    Publisher,
     decode,
 )
 from engine.work._signals import signal as chat_signal
@@ -109,15 +106,16 @@ class Cluster:
         self.settings = settings
         self._events: ClusterEvents | None = None  # given by join
         self._publishing: asyncio.Task[None] | None = None
-        self._publisher = Publisher(store.publish, self._unreachable)
         self._tasks: set[asyncio.Task[None]] = set()
         self.receivers = Receivers(store, channels, settings.lease_s)
         self._renewed_at = 0.0  # monotonic time the last successful heartbeat was sent
         self._unreachable_since: float | None = None
         self._reported_at = 0.0
         self._fenced = False
-        self.leases = ChatLeases(store, queues, self._publisher, self._spawn, self._unreachable)
+        self._unheld: frozenset[tuple[str, str]] = frozenset()  # as the last sweep found them
+        self.leases = ChatLeases(store, queues, self._spawn, self._unreachable)
         store.on_signal(self._signal)
+        store.on_addressed(lambda payload: self._signal(payload, addressed=True))
         store.on_reconnect(self._sweep)
 
     @property
@@ -142,7 +140,9 @@ class Cluster:
         self._fenced = False
         self.receivers.joined(sent)
         if self._publishing is None:
-            self._publishing = asyncio.create_task(self._publisher.run(), name="cluster-publish")
+            self._publishing = asyncio.create_task(
+                self.leases.publisher.run(), name="cluster-publish"
+            )
             self._tasks.add(self._publishing)
         await self.store.listen()
         await self.store.publish(json.dumps({"k": JOINED, "o": number}))  # chats it is home to
@@ -170,7 +170,7 @@ class Cluster:
     async def leave(self) -> None:
         """A clean stop: what is still held is taken over at once."""
         await self.stop_receiving()
-        await self._publisher.flush(_FLUSH_S)  # what was handed over goes out first
+        await self.leases.publisher.flush(_FLUSH_S)  # what was handed over goes out first
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -212,10 +212,12 @@ class Cluster:
         await self.receivers.tick(self.incarnation)
 
     async def _sweep(self) -> None:
-        """Claim the chats with unfinished work that nobody holds (and jobs nobody runs)."""
+        """Claim the chats with unfinished work that nobody held at the last sweep either (one
+        nobody holds now may be on its way to its home), and jobs nobody runs."""
         if self._fenced:
             return  # joining again sweeps
-        orphans = await self.store.orphans(list(self.channels))
+        seen, self._unheld = self._unheld, await self.store.unheld(list(self.channels))
+        orphans = await self.store.orphans(seen & self._unheld)
         if orphans.chats or orphans.jobs:
             await self._take(orphans)
 
@@ -286,7 +288,7 @@ class Cluster:
 
     # -- signals --------------------------------------------------------------------------
 
-    def _signal(self, payload: str) -> None:
+    def _signal(self, payload: str, *, addressed: bool = False) -> None:
         try:
             data = json.loads(payload)
             kind = data["k"]
@@ -324,8 +326,9 @@ class Cluster:
         item = decode(kind, data)
         if item is None:
             return
-        to = data.get("t")
-        self.leases.arrived(key, item, to if isinstance(to, int) else None)
+        to, hops = data.get("t"), data.get("h")
+        hops = (hops if isinstance(hops, int) else 0) if addressed else None
+        self.leases.arrived(key, item, to if isinstance(to, int) else None, hops)
 
     async def _learn_live(self) -> None:
         try:

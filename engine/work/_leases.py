@@ -4,15 +4,20 @@
 instance holds the chat, else handed over as a signal to whoever holds (or claims) it. A chat
 whose queue runs dry is released :data:`LINGER_S` later unless work came back meanwhile (a
 conversation in full flow is not claimed and released again for each message: two database
-writes each time). Every instance hears every signal; the holder queues it. A
-signal for a chat nobody holds is claimed by the chat's *home* only: the live instance that
-rendezvous hashing picks for the chat (:meth:`ChatLeases.home`, named in the signal by its
-sender), so one instance claims instead of all of them racing for it (each losing claim was a
-database round trip: with four instances, three per message). A sender that knows no live
-instances yet, or an older relaybot's signal, names none: then every instance claims, the less
-busy ones first. A home that died before its sender noticed leaves the chat to the sweep of
-unheld work (engine/work/_cluster.py, every second). Claims and releases of one chat never
-overlap (:class:`KeyedLocks`).
+writes each time).
+
+A chat nobody holds is claimed by its *home* only: the live instance that rendezvous hashing
+picks for the chat (:meth:`ChatLeases.home`), so one instance claims instead of all of them
+racing for it (each losing claim was a database round trip: with four instances, three per
+message). A new message is addressed to one instance (engine/work/_signals.py): the holder the
+database names as it notifies, else the home; an instance told so claims the chat unless it
+holds it, and sends the message on to the holder if that claim is lost (the chat changed hands
+meanwhile). Every other signal is heard by every instance: the holder queues it, and when
+nobody holds the chat the home named in it claims it. A sender that knows no live instances
+yet, or an older relaybot's signal, names none: then every instance claims, the less busy ones
+first. A home that died before its sender noticed leaves the chat to the sweep of unheld work
+(engine/work/_cluster.py, every second). Claims and releases of one chat never overlap
+(:class:`KeyedLocks`).
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from engine.loop import ConversationKey
 from engine.store import ClusterStore
 from engine.work._locks import KeyedLocks
 from engine.work._queue import ChatQueues, WorkItem
-from engine.work._signals import Publisher, encode
+from engine.work._signals import MAX_HOPS, Publisher, alone, encode
 from tools.errors import StoreError
 
 log = logging.getLogger("engine.work._cluster")
@@ -45,17 +50,17 @@ class ChatLeases:
         self,
         store: ClusterStore,
         queues: ChatQueues,
-        publisher: Publisher,
         spawn: Callable[[Awaitable[None], str], None],
         unreachable: Callable[[BaseException], None],
     ) -> None:
         self.store = store
         self.queues = queues
-        self._publisher = publisher
+        self.publisher = Publisher(store, unreachable, self.came_back)  # run by the cluster
         self._spawn = spawn
         self._unreachable = unreachable
         self._held: set[ConversationKey] = set()
-        self._claiming: dict[ConversationKey, list[WorkItem]] = {}
+        # items waiting for a claim, each with its hops when addressed here (sent on if lost)
+        self._claiming: dict[ConversationKey, list[tuple[WorkItem, int | None]]] = {}
         self._inflight: collections.Counter[ConversationKey] = collections.Counter()
         self._locks: KeyedLocks[ConversationKey] = KeyedLocks()
         self._lingering: dict[ConversationKey, asyncio.TimerHandle] = {}
@@ -93,12 +98,13 @@ class ChatLeases:
             self.live, key=lambda i: hashlib.blake2b(chat, digest_size=8, salt=_salt(i)).digest()
         )
 
-    def hand_over(self, key: ConversationKey, item: WorkItem) -> bool:
-        payload = encode(key, item, self.store.incarnation, self.home(key))
+    def hand_over(self, key: ConversationKey, item: WorkItem, hops: int = 0) -> bool:
+        home = self.home(key)
+        payload = encode(key, item, self.store.incarnation, home, hops)
         if payload is None:
             return False
         self._inflight[key] += 1
-        self._publisher.put(payload)
+        self.publisher.put(payload, key, home, alone=alone(item))
         return True
 
     def released(self, key: ConversationKey) -> None:
@@ -142,22 +148,26 @@ class ChatLeases:
     # -- chat signals ---------------------------------------------------------------------
 
     def came_back(self, key: ConversationKey) -> None:
-        """A signal this instance published for the chat was delivered (to everyone)."""
+        """A signal this instance published for the chat was delivered (to everyone, or to the
+        one instance it was addressed to)."""
         if self._inflight[key]:
             self._inflight[key] -= 1
 
-    def arrived(self, key: ConversationKey, item: WorkItem, to: int | None = None) -> None:
-        """A work item for the chat: queued here if held, else claimed first by the instance it
-        is addressed to (`to`; None: by any)."""
+    def arrived(
+        self, key: ConversationKey, item: WorkItem, to: int | None = None, hops: int | None = None
+    ) -> None:
+        """A work item for the chat: queued here if held, else claimed first by its home (`to`;
+        None: by any). `hops` (how often it was sent on) is given for an item addressed to this
+        instance alone: it claims the chat whatever its home, and sends the item on if it lost."""
         if key in self._held:
             self.queues.put(key, item, here=True)
-        elif to is not None and to != self.store.incarnation:
+        elif hops is None and to is not None and to != self.store.incarnation:
             return  # its holder has it too, or its home claims it
         elif key in self._claiming:
-            self._claiming[key].append(item)
+            self._claiming[key].append((item, hops))
         else:
-            self._claiming[key] = [item]
-            self._spawn(self._claim(key, contested=to is None), "claim")
+            self._claiming[key] = [(item, hops)]
+            self._spawn(self._claim(key, contested=to is None and hops is None), "claim")
 
     async def _claim(self, key: ConversationKey, *, contested: bool) -> None:
         if contested:  # every instance claims it: let the idle ones win
@@ -170,10 +180,13 @@ class ChatLeases:
             won = False  # the sweep finds the chat's work once the database is back
         items = self._claiming.pop(key, [])
         log.debug("claim of %s: %s (%d items)", key, "won" if won else "held elsewhere", len(items))
-        if not won:
-            return  # its holder has these items too
+        if not won:  # its holder has these items too, but for those addressed here alone
+            for item, hops in items:
+                if hops is not None and hops < MAX_HOPS:
+                    self.hand_over(key, item, hops + 1)
+            return
         self._held.add(key)
-        for item in items:
+        for item, _hops in items:
             self.queues.put(key, item, here=True)
 
 

@@ -4,19 +4,25 @@ A signal is a small JSON object published through the store (PostgreSQL's NOTIFY
 ``{"k": kind, "c": channel, "i": chat id, "o": origin incarnation, ...}``. Work items travel
 this way to the instance holding their chat (:func:`encode`, :func:`decode`); a few kinds are
 about the whole instance (a stop, changed settings, a forgotten user). The :class:`Publisher`
-sends handed-over items one at a time in the order they were handed over, waiting out a
-database that is away rather than reordering or dropping them.
+sends handed-over items in the order they were handed over (those handed over meanwhile in one
+statement), waiting out a database that is away rather than reordering or dropping them. A
+new message (:class:`Inbound`: most of the traffic) is addressed to one instance, the chat's
+holder or home, on its own channel; every other kind is told to every instance, as each may
+have to act on it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from engine.loop import ConversationKey
+from engine.store import ClusterStore
 from engine.work._queue import Decided, Inbound, JobDone, Notice, Recover, ScheduledRun, WorkItem
 from tools.errors import StoreError
 
@@ -28,6 +34,8 @@ FORGOT = "forgot"
 JOINED = "joined"  # a new instance: the others learn the live instances again
 IDS_PER_SIGNAL = 100  # job ids per notification (PostgreSQL caps a payload at 8000 bytes)
 _RETRY_S = 0.5  # the database is away: publish again after this long, keeping the order
+BATCH = 200  # chat signals published in one statement at most
+MAX_HOPS = 3  # an addressed item whose instance lost the chat is sent on at most this often
 
 
 def signal(kind: str, key: ConversationKey, origin: int | None, **extra: object) -> str:
@@ -35,14 +43,14 @@ def signal(kind: str, key: ConversationKey, origin: int | None, **extra: object)
 
 
 def encode(
-    key: ConversationKey, item: WorkItem, origin: int | None, to: int | None = None
+    key: ConversationKey, item: WorkItem, origin: int | None, to: int | None = None, hops: int = 0
 ) -> str | None:
     """The signal that carries `item` to the chat's holder, or, when nobody holds the chat, to
     instance `to` (its home: the only one to claim it; None: any, the least busy first);
-    None when it cannot travel."""
+    None when it cannot travel. `hops`: how often an addressed item was sent on."""
     match item:
         case Inbound():
-            return signal("inbound", key, origin, t=to)
+            return signal("inbound", key, origin, t=to, h=hops)
         case Recover():
             return signal("recover", key, origin, t=to)
         case Decided(confirmation_id):
@@ -79,34 +87,90 @@ def decode(kind: str, data: dict[str, object]) -> WorkItem | None:
     return None
 
 
+def alone(item: WorkItem) -> bool:
+    """Whether `item` goes to one instance (its chat's holder or home) rather than to all."""
+    return isinstance(item, Inbound)
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    """A chat signal to publish: to the holder of `key` (else instance `home`) alone, or to
+    every instance."""
+
+    payload: str
+    key: ConversationKey
+    home: int | None
+    alone: bool
+
+
 class Publisher:
-    """Publishes payloads in the order they were put, retrying while the database is away."""
+    """Publishes chat signals in the order they were put, those put meanwhile together in one
+    statement, retrying while the database is away. `told_another(key)` is called for a signal
+    that went to another instance alone (it will not come back here), and for a new message
+    whose signal was already on its way (the same one again would say nothing new)."""
 
     def __init__(
         self,
-        publish: Callable[[str], Awaitable[None]],
+        store: ClusterStore,
         unreachable: Callable[[BaseException], None],
+        told_another: Callable[[ConversationKey], None],
     ) -> None:
-        self._publish = publish
+        self._store = store
         self._unreachable = unreachable
-        self._outbox: asyncio.Queue[str] = asyncio.Queue()
+        self._told_another = told_another
+        self._outbox: collections.deque[Outgoing] = collections.deque()
+        self._put = asyncio.Event()  # something was put since the outbox ran dry
+        self._sent = asyncio.Event()  # everything put was published
+        self._sent.set()
 
-    def put(self, payload: str) -> None:
-        self._outbox.put_nowait(payload)
+    def put(self, payload: str, key: ConversationKey, home: int | None, *, alone: bool) -> None:
+        self._outbox.append(Outgoing(payload, key, home, alone))
+        self._put.set()
+        self._sent.clear()
+
+    def _batch(self) -> list[Outgoing]:
+        """The next signals in the outbox, up to one already among them (PostgreSQL would
+        deliver two equal ones of a transaction once), less repeated new messages (told at
+        once: they would say nothing new)."""
+        batch: list[Outgoing] = []
+        payloads: set[str] = set()
+        while self._outbox and len(batch) < BATCH:
+            item = self._outbox[0]
+            if item.payload in payloads and not item.alone:
+                break  # the next statement's
+            self._outbox.popleft()
+            if item.payload in payloads:
+                self._told_another(item.key)
+                continue
+            payloads.add(item.payload)
+            batch.append(item)
+        return batch
+
+    async def _send(self, batch: list[Outgoing]) -> None:
+        told = await self._store.hand_over(
+            [(o.key.channel, o.key.chat_id, o.home, o.alone, o.payload) for o in batch]
+        )
+        for item, instance in zip(batch, told, strict=True):
+            if instance is not None and instance != self._store.incarnation:
+                self._told_another(item.key)
 
     async def flush(self, timeout_s: float) -> None:
         """Wait (at most `timeout_s`) until everything put so far is published."""
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._outbox.join(), timeout_s)
+            await asyncio.wait_for(self._sent.wait(), timeout_s)
 
     async def run(self) -> None:
         while True:
-            payload = await self._outbox.get()
+            if not self._outbox:
+                self._sent.set()
+                self._put.clear()
+                await self._put.wait()
+                continue
+            batch = self._batch()
             while True:
                 try:
-                    await self._publish(payload)
+                    await self._send(batch)
                     break
                 except StoreError as exc:
                     self._unreachable(exc)
                     await asyncio.sleep(_RETRY_S)
-            self._outbox.task_done()

@@ -17,15 +17,21 @@ of it:
   session: Discord sends the events it missed again);
 - ``jobs.instance``: the background jobs each instance runs.
 
-Work is announced with NOTIFY on ``relaybot_work`` (sent at commit); each instance LISTENs. What
-a missed notification would have said is still in the tables: :meth:`PgCluster.orphans` claims
-every chat with unfinished work that nobody holds.
+Work is announced with NOTIFY (sent at commit). What concerns every instance goes on
+``relaybot_work``, which each one LISTENs to; a new message for a chat goes to one instance only,
+on the channel of its own that each instance names in its row (``instances.channel``): the chat's
+holder, found in the statement that notifies, else the chat's home (:meth:`PgCluster.hand_over`),
+so an instance is not woken by the messages of chats it has nothing to do with. An instance
+without a channel (an older relaybot, in a rolling upgrade) is told on ``relaybot_work``, as
+before. What a missed notification would have said is still in the tables:
+:meth:`PgCluster.orphans` claims every chat with unfinished work that nobody holds.
 """
 
 from __future__ import annotations
 
+import secrets
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 
 from engine.store._reports import Adoption, ServerInfo
 from engine.store.postgres._db import PgDb
@@ -48,9 +54,23 @@ _WORK_CHATS = (
 )
 
 
+# Each chat signal in order (`n`): to the chat's holder, else its home, on that instance's own
+# channel, or, for those not `alone` (and an older relaybot, or none named), on the shared one.
+# Returns the instance each went to alone, if any.
+_HAND_OVER = (
+    "SELECT q.id, pg_notify(q.ch, q.payload) FROM (SELECT s.n, s.payload, CASE WHEN i.channel "
+    f"IS NOT NULL THEN i.id END AS id, coalesce(i.channel, '{WORK}') AS ch FROM unnest($1::text[], "
+    "$2::text[], $3::bigint[], $4::bool[], $5::text[]) WITH ORDINALITY AS "
+    "s(channel, chat_id, home, alone, payload, n) LEFT JOIN instances i ON s.alone AND i.id = "
+    "coalesce((SELECT l.instance FROM chat_leases l WHERE l.channel = s.channel AND "
+    "l.chat_id = s.chat_id), s.home) ORDER BY s.n) q"
+)
+
+
 class PgCluster:
     def __init__(self, db: PgDb) -> None:
         self.db = db
+        self.address = f"{WORK}_{secrets.token_hex(8)}"  # this process's own channel
 
     @property
     def incarnation(self) -> int | None:
@@ -67,10 +87,11 @@ class PgCluster:
         """Register this process as a new live instance; returns its incarnation id."""
         self.db.incarnation = int(
             await self.db.fetchval(
-                "INSERT INTO instances(name, lease_s, started_at, heartbeat_at) "
-                f"VALUES ($1, $2, {_NOW}, {_NOW}) RETURNING id",
+                "INSERT INTO instances(name, lease_s, started_at, heartbeat_at, channel) "
+                f"VALUES ($1, $2, {_NOW}, {_NOW}, $3) RETURNING id",
                 name,
                 lease_s,
+                self.address,
             )
         )
         return self.db.incarnation
@@ -131,18 +152,31 @@ class PgCluster:
             tuple(r["id"] for r in jobs),
         )
 
-    async def orphans(self, channels: Sequence[str]) -> Adoption:
-        """Claim every chat (of `channels`) with unfinished work that no instance holds, and
-        every running job that no live instance runs (a store copied from SQLite, say)."""
+    async def unheld(self, channels: Sequence[str]) -> frozenset[tuple[str, str]]:
+        """The chats (of `channels`) with unfinished work that no instance holds."""
+        rows = await self.db.fetch(
+            f"SELECT w.channel, w.chat_id FROM ({_WORK_CHATS}) w WHERE w.channel = ANY($1::text[]) "
+            "AND NOT EXISTS (SELECT 1 FROM chat_leases l WHERE l.channel = w.channel AND "
+            "l.chat_id = w.chat_id)",
+            list(channels),
+        )
+        return frozenset((r["channel"], r["chat_id"]) for r in rows)
+
+    async def orphans(self, chats: Collection[tuple[str, str]]) -> Adoption:
+        """Claim those of `chats` that still have unfinished work no instance holds, and every
+        running job that no live instance runs (a store copied from SQLite, say)."""
         me = self._me()
-        chats = await self.db.fetch(
+        pairs = sorted(chats)
+        chats_taken = await self.db.fetch(
             "INSERT INTO chat_leases(channel, chat_id, instance, since) "
             f"SELECT w.channel, w.chat_id, $1, {_NOW} FROM ({_WORK_CHATS}) w "
-            "WHERE w.channel = ANY($2::text[]) AND NOT EXISTS (SELECT 1 FROM chat_leases l "
-            "WHERE l.channel = w.channel AND l.chat_id = w.chat_id) "
+            "JOIN unnest($2::text[], $3::text[]) AS s(channel, chat_id) "
+            "ON s.channel = w.channel AND s.chat_id = w.chat_id WHERE NOT EXISTS "
+            "(SELECT 1 FROM chat_leases l WHERE l.channel = w.channel AND l.chat_id = w.chat_id) "
             "ON CONFLICT DO NOTHING RETURNING channel, chat_id",
             me,
-            list(channels),
+            [c for c, _ in pairs],
+            [i for _, i in pairs],
         )
         jobs = await self.db.fetch(
             "UPDATE jobs SET instance = $1 WHERE state IN ('running', 'resumed') AND "
@@ -151,7 +185,9 @@ class PgCluster:
             me,
         )
         return Adoption(
-            "", tuple((r["channel"], r["chat_id"]) for r in chats), tuple(r["id"] for r in jobs)
+            "",
+            tuple((r["channel"], r["chat_id"]) for r in chats_taken),
+            tuple(r["id"] for r in jobs),
         )
 
     # -- chats ----------------------------------------------------------------------------
@@ -233,8 +269,29 @@ class PgCluster:
         """Tell every instance (this one too) about work; delivered at commit."""
         await self.db.execute("SELECT pg_notify($1, $2)", WORK, payload)
 
+    async def hand_over(
+        self, signals: Sequence[tuple[str, str, int | None, bool, str]]
+    ) -> list[int | None]:
+        """Publish chat signals ``(channel, chat_id, home, alone, payload)``, in order, in one
+        statement: those `alone` to the chat's holder, else instance `home`, on its own channel
+        (it alone hears them), the others to every instance. Returns, for each, the instance it
+        went to alone (None: every instance was told)."""
+        rows = await self.db.fetch(
+            _HAND_OVER,
+            [s[0] for s in signals],
+            [s[1] for s in signals],
+            [s[2] for s in signals],
+            [s[3] for s in signals],
+            [s[4] for s in signals],
+        )
+        return [None if r["id"] is None else int(r["id"]) for r in rows]
+
     def on_signal(self, listener: Callable[[str], None]) -> None:
         self.db.on_notify(WORK, listener)
+
+    def on_addressed(self, listener: Callable[[str], None]) -> None:
+        """`listener` hears what is addressed to this instance alone (:meth:`hand_over`)."""
+        self.db.on_notify(self.address, listener)
 
     def on_reconnect(self, hook: Callable[[], Awaitable[None]]) -> None:
         self.db.on_reconnect(hook)

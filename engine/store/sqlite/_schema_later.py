@@ -1,0 +1,90 @@
+"""The SQLite schema's migrations from 11 on (the third batch of features), in order after
+those of ``_schema.py``, which lists them all as ``MIGRATIONS``."""
+
+from __future__ import annotations
+
+LATER: list[str] = [
+    # 11: replies: the message a user replied to, as the model is shown it with theirs (bounded,
+    #     marked as a quote); kept with the inbox message (a turn after a restart has it too) and
+    #     with the user message, whose quote is sent only in the turn that answers it
+    """
+    ALTER TABLE inbox ADD COLUMN quote TEXT;
+    ALTER TABLE messages ADD COLUMN quote TEXT;
+    """,
+    # 12: memory (issue 28): the notes become short facts about a user (or a group), put into
+    #     the prompt most recently used first; each note keeps its text and owner, and counts as
+    #     used when it was written
+    """
+    ALTER TABLE notes RENAME TO memory;
+    ALTER TABLE memory ADD COLUMN used_at REAL NOT NULL DEFAULT 0;
+    UPDATE memory SET used_at = created_at;
+    DROP INDEX notes_owner;
+    CREATE INDEX memory_owner ON memory(owner, used_at);
+    """,
+    # 13: pairing: strangers' requests to use the bot (at most one pending per person) and the
+    #     people an owner let in, per platform (issue 29)
+    """
+    CREATE TABLE access_requests (
+        code TEXT PRIMARY KEY,
+        channel TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        user_name TEXT NOT NULL,
+        username TEXT NOT NULL,
+        chat_id TEXT NOT NULL,
+        asked_at REAL NOT NULL,
+        expires_at REAL NOT NULL,
+        state TEXT NOT NULL,
+        decided_by TEXT,
+        decided_at REAL
+    );
+    CREATE UNIQUE INDEX access_requests_pending ON access_requests(channel, user_id)
+        WHERE state = 'pending';
+    CREATE INDEX access_requests_asked ON access_requests(asked_at);
+    CREATE TABLE approved_users (
+        channel TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        user_name TEXT NOT NULL,
+        approved_by TEXT NOT NULL,
+        approved_at REAL NOT NULL,
+        PRIMARY KEY (channel, user_id)
+    );
+    """,
+    # 14: what requests cost (engine/chat/_spend.py): per chat, user, day and model, in
+    #     nano-dollars; and a chat's choice of voice replies (/settings)
+    """
+    CREATE TABLE spend (
+        channel TEXT NOT NULL,
+        chat_id TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        day TEXT NOT NULL,
+        model TEXT NOT NULL,
+        requests INTEGER NOT NULL DEFAULT 0,
+        prompt_tokens INTEGER NOT NULL DEFAULT 0,
+        completion_tokens INTEGER NOT NULL DEFAULT 0,
+        images INTEGER NOT NULL DEFAULT 0,
+        chars INTEGER NOT NULL DEFAULT 0,
+        seconds REAL NOT NULL DEFAULT 0,
+        nano_usd INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (channel, chat_id, user_id, day, model)
+    );
+    CREATE INDEX spend_user ON spend(channel, user_id, day);
+    CREATE INDEX spend_day ON spend(day);
+    ALTER TABLE chat_settings ADD COLUMN voice TEXT;
+    """,
+    # 15: the web console (issue 32): sign-in links and sessions, as their tokens' SHA-256 only
+    """
+    CREATE TABLE console_links (token_hash TEXT PRIMARY KEY, admin TEXT NOT NULL,
+        role TEXT NOT NULL, created_at REAL NOT NULL, expires_at REAL NOT NULL,
+        used_at REAL);
+    CREATE INDEX console_links_expiry ON console_links(expires_at);
+    CREATE TABLE console_sessions (token_hash TEXT PRIMARY KEY, admin TEXT NOT NULL,
+        role TEXT NOT NULL, csrf TEXT NOT NULL, created_at REAL NOT NULL,
+        expires_at REAL NOT NULL, ended_at REAL);
+    CREATE INDEX console_sessions_expiry ON console_sessions(expires_at);
+    """,
+    # 16: a chat's language for relaybot's own words (/settings language; issue 29)
+    "ALTER TABLE chat_settings ADD COLUMN language TEXT;",
+    # 17: several instances each hear their chats' work on a channel of their own (its name;
+    #     none: an older relaybot, which hears everything on the shared one)
+    "ALTER TABLE instances ADD COLUMN channel TEXT;",
+]
