@@ -119,6 +119,17 @@ async def test_history_is_cut_at_a_user_message_so_no_result_loses_its_call(stor
     assert await store.conversations.last(conv.id) == Message.assistant("a2")
 
 
+async def test_the_newest_message_of_several_conversations_at_once(store: Store) -> None:
+    convs = [await store.conversations.active("t", f"c{i}") for i in range(3)]
+    call = Message.assistant(None, [ToolCall("k", "x", "{}")])
+    for msg in (Message.user("q"), call):
+        await store.conversations.append(convs[0].id, msg)
+    await store.conversations.append(convs[1].id, Message.user("only"))
+    got = await store.conversations.lasts([c.id for c in convs])
+    assert got == {convs[0].id: call, convs[1].id: Message.user("only")}  # none for the empty one
+    assert await store.conversations.lasts([]) == {}
+
+
 async def test_dangling_calls_are_closed_once(store: Store) -> None:
     conv = await store.conversations.active("t", "c1")
     await store.conversations.append(conv.id, Message.user("go"))

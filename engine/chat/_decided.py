@@ -94,10 +94,11 @@ class Decisions:
                 if (chats is None or key in chats) and not conf.call_id.startswith(DELEGATED):
                     by_conversation.setdefault(conf.conversation_id, []).append(conf)
         conversations = self.store.conversations
+        lasts = await conversations.lasts(list(by_conversation))
         for conversation_id, confs in by_conversation.items():
-            last = await conversations.last(conversation_id)
+            last = lasts.get(conversation_id)
             if last is None or not _mid_turn(last):
-                continue  # the usual case: one trip per conversation
+                continue  # the usual case: nothing more to read
             history = await conversations.history(conversation_id, 50)
             for conf in confs:
                 if not _unfinished(history, conf.call_id):

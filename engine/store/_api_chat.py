@@ -50,6 +50,11 @@ class ConversationStore(Protocol):
         """The conversation's newest message."""
         ...
 
+    async def lasts(self, conversation_ids: Sequence[int]) -> dict[int, Message]:
+        """The newest message of each of these conversations (those that have one), in one
+        statement per few hundred."""
+        ...
+
     async def rewind(self, conversation_id: int, *, keep_question: bool = False) -> int:
         """Delete everything after the last user message (and that message too unless
         `keep_question`); returns how many messages were deleted."""

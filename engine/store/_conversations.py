@@ -145,6 +145,18 @@ class Conversations:
         )
         return message_from_row(row) if row is not None else None
 
+    async def lasts(self, conversation_ids: Sequence[int]) -> dict[int, Message]:
+        found: dict[int, Message] = {}
+        for at in range(0, len(conversation_ids), _LASTS_PER_TRIP):
+            among, ids = self.db.dialect.among(conversation_ids[at : at + _LASTS_PER_TRIP])
+            rows = await self.db.fetch(
+                f"SELECT conversation_id, {MESSAGE_COLS} FROM messages WHERE id IN (SELECT "
+                f"MAX(id) FROM messages WHERE conversation_id {among} GROUP BY conversation_id)",
+                *ids,
+            )
+            found.update((r["conversation_id"], message_from_row(r)) for r in rows)
+        return found
+
     async def rewind(self, conversation_id: int, *, keep_question: bool = False) -> int:
         if self.histories is not None:
             self.histories.guard.writing(conversation_id)
@@ -235,6 +247,7 @@ class Conversations:
 
 
 _ACTIVE = "SELECT id, is_private FROM conversations WHERE channel=? AND chat_id=? AND active = TRUE"
+_LASTS_PER_TRIP = 500  # conversations whose last message one statement reads
 MESSAGE_COLS = "role, content, tool_calls, tool_call_id, is_error, speaker, media, quote"
 
 _INSERT_MESSAGE = (
