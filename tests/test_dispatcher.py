@@ -643,3 +643,35 @@ async def test_a_turn_stopped_while_its_approved_action_ran_stays_stopped_after_
     sent = llm.requests[-1]["messages"]
     assert [m["role"] for m in sent[1:]] == ["user", "assistant", "tool", "assistant", "user"]
     assert sent[3]["content"] == "cancelled: the user stopped the turn."
+
+
+async def test_a_turn_waiting_on_its_second_prompt_after_a_decline_still_waits_after_a_restart(
+    config: Config, llm: FakeOpenAI
+) -> None:
+    """The user declined the turn's first action and the model asked for a second one, whose
+    prompt waits. That turn is not cut off: a restart leaves it waiting (it does not finish it
+    as a crash's), and the press after the restart runs the second action once."""
+    llm.script(
+        tool_call("delete_item", {"name": "a"}),
+        tool_call("delete_item", {"name": "b"}),
+        text("Deleted b, kept a."),
+    )
+    async with running(config) as (app, ch):
+        await app.dispatcher.handle_inbound(ch.message("delete a and b"))
+        (first,) = await ch.wait_for("confirm")
+        assert first.prompt is not None
+        await app.dispatcher.handle_press(press(first.prompt.id, "u1", Choice.CANCEL))
+        second = (await ch.wait_for("confirm", 2))[-1]
+        assert second.prompt is not None and second.text == "Delete the item b"
+        await app.dispatcher.wait_idle("test", "c1")
+    async with running(config) as (app, ch):
+        decision = await app.dispatcher.handle_press(press(second.prompt.id, "u1", Choice.ONCE))
+        assert decision.status is DecisionStatus.APPROVED
+        await ch.wait_for("send")
+        await app.dispatcher.wait_idle("test", "c1")
+        assert ch.texts() == ["Deleted b, kept a."]
+    assert deleted == ["b"]
+    sent = llm.requests[-1]["messages"]
+    assert [m["role"] for m in sent[1:]] == ["user", "assistant", "tool", "assistant", "tool"]
+    assert sent[3]["content"] == "The user declined this action; it was not run."
+    assert sent[5]["content"] == "deleted b"

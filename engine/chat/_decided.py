@@ -85,8 +85,9 @@ class Decisions:
         """At start-up (or as chats are taken over; in `chats`, else all), before recovery
         queues the approved and the started confirmations again: a confirmation declined,
         expired or recorded as cut off by a restart whose turn a crash left unfinished (no
-        answer since its call: :func:`_unfinished`) is queued again; its Decided item records
-        the call's result, or finishes the turn from the history."""
+        answer since its call, the latest of them: :func:`_unfinished`; no prompt of the chat
+        waiting) is queued again; its Decided item records the call's result, or finishes the
+        turn from the history."""
         by_conversation: dict[int, list[ConfirmationRow]] = {}
         for state in _REFUSED:
             for conf in await self.confirmations.rows.in_state(state):
@@ -100,19 +101,30 @@ class Decisions:
             if last is None or not _mid_turn(last):
                 continue  # the usual case: nothing more to read
             history = await conversations.history(conversation_id, 50)
-            for conf in confs:
-                if not _unfinished(history, conf.call_id):
-                    continue
-                key = ConversationKey(conf.channel, conf.chat_id)
-                if (await conversations.active(key.channel, key.chat_id)).id == conversation_id:
-                    log.warning(
-                        "going on with the turn of confirmation %s (%s, %s) the restart held up",
-                        conf.id,
-                        conf.tool,
-                        conf.state.value,
-                    )
-                    self._restarted.add(conf.id)
-                    self.queues.put(key, Decided(conf.id))
+            conf = _unfinished(history, confs)
+            if conf is None:
+                continue
+            key = ConversationKey(conf.channel, conf.chat_id)
+            if (
+                await self._waits(key)
+                or (await conversations.active(key.channel, key.chat_id)).id != conversation_id
+            ):
+                continue
+            log.warning(
+                "going on with the turn of confirmation %s (%s, %s) the restart held up",
+                conf.id,
+                conf.tool,
+                conf.state.value,
+            )
+            self._restarted.add(conf.id)
+            self.queues.put(key, Decided(conf.id))
+
+    async def _waits(self, key: ConversationKey) -> bool:
+        """The chat's turn waits for a press, or for an approved action recovery goes on with:
+        not cut off (a later call of the turn asked again)."""
+        if await self.confirmations.open_in(key):
+            return True
+        return bool(await self.confirmations.rows.in_state(S.EXECUTING, key.channel, key.chat_id))
 
     async def _run(self, confirmation_id: str) -> None:
         conf = await self.confirmations.rows.get(confirmation_id)
@@ -162,8 +174,17 @@ def _mid_turn(last: Message) -> bool:
     return bool(last.tool_calls) or (last.result is not None and last.result.text != STOPPED)
 
 
-def _unfinished(history: Sequence[Message], call_id: str) -> bool:
-    """The call is in the history and nothing since answered it or moved the chat on: its
-    result was never recorded, or the turn was cut off before the model answered."""
-    at = [i for i, m in enumerate(history) if any(c.id == call_id for c in m.tool_calls)]
-    return bool(at) and not any(m.is_answer or m.role is Role.USER for m in history[at[-1] :])
+def _unfinished(
+    history: Sequence[Message], confs: Sequence[ConfirmationRow]
+) -> ConfirmationRow | None:
+    """Of `confs`, the one whose call comes last in the history, when nothing since answered
+    it or moved the chat on: its result was never recorded, or the turn was cut off before the
+    model answered."""
+    at = {call.id: i for i, m in enumerate(history) for call in m.tool_calls}
+    placed = [(at[conf.call_id], conf) for conf in confs if conf.call_id in at]
+    if not placed:
+        return None
+    i, conf = max(placed, key=lambda p: p[0])
+    if any(m.is_answer or m.role is Role.USER for m in history[i:]):
+        return None
+    return conf
