@@ -101,10 +101,10 @@ class Decisions:
             if last is None or not _mid_turn(last):
                 continue  # the usual case: nothing more to read
             history = await conversations.history(conversation_id, 50)
-            conf = _unfinished(history, confs)
-            if conf is None:
+            cut = _unfinished(history, confs)
+            if cut is None:
                 continue
-            key = ConversationKey(conf.channel, conf.chat_id)
+            key = ConversationKey(cut.channel, cut.chat_id)
             if (
                 await self._waits(key)
                 or (await conversations.active(key.channel, key.chat_id)).id != conversation_id
@@ -112,12 +112,12 @@ class Decisions:
                 continue
             log.warning(
                 "going on with the turn of confirmation %s (%s, %s) the restart held up",
-                conf.id,
-                conf.tool,
-                conf.state.value,
+                cut.id,
+                cut.tool,
+                cut.state.value,
             )
-            self._restarted.add(conf.id)
-            self.queues.put(key, Decided(conf.id))
+            self._restarted.add(cut.id)
+            self.queues.put(key, Decided(cut.id))
 
     async def _waits(self, key: ConversationKey) -> bool:
         """The chat's turn waits for a press, or for an approved action recovery goes on with:
