@@ -30,7 +30,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._crash_rig import Daemon, Ledger, TokenModel, token, write_files  # noqa: E402
+from benchmarks._crash_rig import (  # noqa: E402
+    Daemon,
+    Ledger,
+    TokenModel,
+    reaped,
+    token,
+    write_files,
+)
 from benchmarks.bench_instances import cpu_s  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAI  # noqa: E402
 from tests.fakes.telegram_server import FakeTelegram  # noqa: E402
@@ -87,7 +94,7 @@ async def measure(n: int, clustered: bool, pg: PostgresServer, args: argparse.Na
                 )
                 daemons.append(Daemon(files, tgs[bot]))
             users = [Bot(tg, ledger, number) for number, tg in enumerate(tgs)]
-            try:
+            async with reaped(daemons):
                 if clustered:
                     await daemons[0].start()
                     await asyncio.gather(*(d.start(polls=False) for d in daemons[1:]))
@@ -110,11 +117,6 @@ async def measure(n: int, clustered: bool, pg: PostgresServer, args: argparse.Na
                 )
                 for d in daemons:
                     await d.terminate()
-            finally:
-                for d in daemons:
-                    if d.running:
-                        d.kill_now()
-                        await d.wait_dead()
     return cost
 
 
