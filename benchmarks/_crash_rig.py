@@ -27,7 +27,7 @@ import signal
 import sys
 import textwrap
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -328,6 +328,18 @@ class Daemon:
         except OSError:
             return "(no log)"
         return "\n".join(text_.splitlines()[-lines:])
+
+
+@contextlib.asynccontextmanager
+async def reaped(daemons: Sequence[Daemon]) -> AsyncIterator[None]:
+    """Whatever happens inside, no daemon outlives the block (one still running: SIGKILL)."""
+    try:
+        yield
+    finally:
+        for d in daemons:
+            if d.running:
+                d.kill_now()
+                await d.wait_dead()
 
 
 # -- the model -----------------------------------------------------------------------------------

@@ -32,7 +32,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._crash_rig import Daemon, Ledger, TokenModel, token, write_files  # noqa: E402
+from benchmarks._crash_rig import (  # noqa: E402
+    Daemon,
+    Ledger,
+    TokenModel,
+    reaped,
+    token,
+    write_files,
+)
 from tests.fakes.openai_server import FakeOpenAI  # noqa: E402
 from tests.fakes.telegram_server import FakeTelegram  # noqa: E402
 from tests.postgres import PostgresServer  # noqa: E402
@@ -129,7 +136,7 @@ async def measure(
                     for n in names
                 ]
                 run = Run(tg, model, ledger)
-                try:
+                async with reaped(daemons):
                     await daemons[0].start()
                     await asyncio.gather(*(d.start(polls=False) for d in daemons[1:]))
                     pids = [d.pid for d in daemons if d.pid is not None]
@@ -168,11 +175,6 @@ async def measure(
                     for d in daemons:
                         if d.running:
                             await d.terminate()
-                finally:
-                    for d in daemons:
-                        if d.running:
-                            d.kill_now()
-                            await d.wait_dead()
                 result.lost, result.duplicated = run.counts()
     return result
 

@@ -142,7 +142,7 @@ class Delegate(Tool):
             send=ctx.send,
             tools=names,
             system=SYSTEM,
-            granted=await self.permissions.granted(key),
+            grants=functools.partial(self.permissions.granted, key),
             is_private=ctx.is_private,
         )
         model = _Bounded(self.model, self.settings.max_tokens)

@@ -193,8 +193,6 @@ class MediaIntake:
     ) -> tuple[Conversation, list[InboxRow]] | None:
         """Take the chat's queued messages that may be taken now (`rows`) as one turn; returns
         the conversation they went into and the rows taken (None when every one was refused)."""
-        if not rows:
-            return None
         rows = await self._within_image_limit(key, rows)
         channel = self.channels.get(key.channel)
         shows = channel if channel is not None and any(r.attachments for r in rows) else None

@@ -11,6 +11,7 @@ crash between the platform accepting a message and that commit (measured in benc
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -171,7 +172,7 @@ class TurnRunner:
         started: float,
     ) -> TurnResult | None:
         user_id, user_name = ctx.user_id, ctx.user_name
-        ctx.granted = await self.permissions.granted(ctx.key)
+        ctx.grants = functools.partial(self.permissions.granted, ctx.key)
         loop = tooling.loop
         for part in (*self.parts, *tooling.parts):
             if text := await part.prompt(conv.channel, conv.chat_id, user_id, conv.is_private):

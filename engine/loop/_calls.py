@@ -79,6 +79,8 @@ class ToolCalls:
             prepared = self._prepare(state, call)
             if isinstance(prepared, PreparedCall):
                 tool = prepared.tool
+                if tool.destructive and state.ctx.grants is not None:  # read when first needed
+                    state.ctx.granted, state.ctx.grants = await state.ctx.grants(), None
                 if tool.destructive and tool.name not in state.ctx.granted:
                     await self._run_batch(state, batch)
                     if state.stop_text is not None:

@@ -39,6 +39,8 @@ class TurnContext:
     system: str = ""  # the system prompt of this turn
     send_files: SendFiles | None = None  # sends a tool's files to the user
     granted: frozenset[str] = frozenset()  # destructive tools that run here without asking
+    # where `granted` is read from, at the turn's first destructive call (None: read already)
+    grants: Callable[[], Awaitable[frozenset[str]]] | None = None
     max_tool_calls: int | None = None  # tool calls this turn may make (None: no limit)
     model: str | None = None  # the model this chat chose (/settings); None: the default
     is_private: bool = False  # a private chat (tools then act for the user alone)
