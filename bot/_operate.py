@@ -24,7 +24,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from bot._lock import holder, lock_store
 from bot._reload import read_loaded
@@ -267,13 +267,12 @@ async def forget(config: Config, who: str, yes: bool, out: TextIO = sys.stdout) 
 
 
 def _dump(url: str) -> str:
-    """The URL for pg_dump, its password left out (pg_dump asks, or reads ~/.pgpass)."""
+    """The URL for pg_dump, its passwords left out (pg_dump asks, or reads ~/.pgpass)."""
     parts = urlsplit(url)
-    if parts.password is None:
-        return f"'{url}'"
     host = parts.netloc.rpartition("@")[2]
     user = parts.username or ""
-    return f"'{parts._replace(netloc=f'{user}@{host}' if user else host).geturl()}'"
+    query = urlencode([(k, v) for k, v in parse_qsl(parts.query) if k != "password"])
+    return f"'{parts._replace(netloc=f'{user}@{host}' if user else host, query=query).geturl()}'"
 
 
 def _n(n: int, word: str) -> str:

@@ -12,7 +12,6 @@ import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from bot._checks import CHAT_ONLY, tool_problems, validate
 from bot._collector import loaded
@@ -122,8 +121,9 @@ def main(argv: list[str] | None = None) -> int:
         return install_service(args)
     if args.command == "migrate-store":  # needs no config: both stores are named
         from bot._migrate import migrate_store
+        from engine.store import passwords
 
-        setup_logging(args.log_level or "INFO", secrets=[urlsplit(args.target).password or ""])
+        setup_logging(args.log_level or "INFO", secrets=passwords(args.target))
         try:
             return migrate_store(Path(args.source), args.target)
         except RelaybotError as exc:

@@ -14,7 +14,6 @@ import re
 import tomllib
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from pydantic import PrivateAttr, SecretStr, ValidationError, model_validator
 
@@ -150,8 +149,10 @@ class Config(Section):
         storage = self.storage
         url = storage.url.get_secret_value() if storage.url is not None else None
         url = url or (read_secret(storage.url_env) if storage.url_env else None)
-        if url and (password := urlsplit(url).password):
-            found.append(password)
+        if url:
+            from engine.store import passwords  # the store's URLs are the store's to read
+
+            found += passwords(url)
         for server in self.mcp.servers:  # what a server is given to authenticate with
             found += server.headers.values()
             found += [v for k, v in server.env.items() if _SECRET_NAME.search(k)]

@@ -60,6 +60,12 @@ async def test_backup_of_a_postgresql_store_says_to_use_pg_dump(
     assert code == 1 and out == ""
     assert "PostgreSQL database" in err and "pg_dump --format=custom" in err and "pg_restore" in err
     assert "pw" not in err.replace("pg_", "")  # the password stays out of the example
+    asked = url.replace("postgres:pw@", "postgres@") + "?sslmode=disable&password=pw"
+    code, _, err = await relaybot(
+        "backup", str(tmp_path / "copy"), "-c", str(cli_config(tmp_path, asked))
+    )
+    assert "pg_dump --format=custom" in err and "sslmode=disable" in err
+    assert "pw" not in err.replace("pg_", "")  # as a parameter too
     assert files_in(tmp_path) == ["cli.toml"]  # no backup file
     named = tmp_path / "env.toml"
     named.write_text('[llm]\napi_key = "sk-cli-0123456789"\n\n[storage]\nurl_env = "RB_DB"\n')

@@ -97,4 +97,12 @@ def test_storage_url_is_checked_and_its_password_never_shown(
     monkeypatch.setenv("RB_TEST_DB", "postgresql://bot:s3cret-pw@db.example/relaybot")
     assert config.storage.describe() == "postgresql://bot:***@db.example/relaybot"
     assert "s3cret-pw" in config.secrets()  # redacted from every log line
+    # libpq also takes the password as a parameter: hidden and redacted the same
+    monkeypatch.setenv(
+        "RB_TEST_DB", "postgresql://bot@db.example/relaybot?password=p4ss&sslmode=require"
+    )
+    assert config.storage.describe() == (
+        "postgresql://bot@db.example/relaybot?password=***&sslmode=require"
+    )
+    assert "p4ss" in config.secrets()
     assert parse_config({}).storage.resolved_url() is None  # SQLite, as before

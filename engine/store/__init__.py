@@ -81,7 +81,7 @@ from engine.store._states import (
     VoiceReplies,
 )
 from engine.store._upgrade import plan as upgrade_plan
-from engine.store._urls import is_postgres, redact
+from engine.store._urls import is_postgres, passwords, redact
 from engine.store.sqlite import MIGRATIONS, BackupMade, SqliteStore, backup_sqlite
 
 __all__ = [
@@ -155,6 +155,7 @@ __all__ = [
     "backup_sqlite",
     "is_postgres",
     "open_store",
+    "passwords",
     "redact",
     "upgrade_plan",
 ]
