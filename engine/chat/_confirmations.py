@@ -239,12 +239,14 @@ class Confirmations:
         """Cancel the chat's pending confirmations; their calls get `reason` as result."""
         cancelled = 0
         for conf in await self.rows.in_state(S.PENDING, key.channel, key.chat_id):
-            if await self.rows.transition(conf.id, S.PENDING, S.CANCELLED):
+            async with self.store.transaction():  # a crash never leaves its call unanswered
+                if not await self.rows.transition(conf.id, S.PENDING, S.CANCELLED):
+                    continue
                 if not self._answered(conf, reason):
                     await self.store.conversations.close_dangling(conf.conversation_id, reason)
-                self.ends.end(conf, N_("✖️ Cancelled: {summary}"))
-                log.info("confirmation %s (%s) in %s cancelled", conf.id, conf.tool, key)
-                cancelled += 1
+            self.ends.end(conf, N_("✖️ Cancelled: {summary}"))
+            log.info("confirmation %s (%s) in %s cancelled", conf.id, conf.tool, key)
+            cancelled += 1
         return cancelled
 
     # -- running --------------------------------------------------------------------------
