@@ -164,9 +164,11 @@ class Db(abc.ABC):
         what another writes: they may see the same snapshot); the rows the first returns. One
         statement where the backend can (a data-modifying WITH: no BEGIN and COMMIT trips),
         else :meth:`together`."""
-        if len(statements) == 1 or not self.dialect.writable_cte:
-            return (await self.together(*statements))[0]
         (first, first_params), rest = statements[0], statements[1:]
+        if not rest:  # one statement is its own transaction
+            return await self.fetch(first, *first_params)
+        if not self.dialect.writable_cte:
+            return (await self.together(*statements))[0]
         parts = ", ".join(f"w{n} AS ({sql})" for n, (sql, _) in enumerate(rest))
         params = [p for _, ps in rest for p in ps]  # in the order their marks come
         return await self.fetch(f"WITH {parts} {first}", *params, *first_params)

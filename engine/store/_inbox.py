@@ -139,8 +139,10 @@ class Inbox:
     ) -> None:
         """These rows are answered; `delivered`: by the answer (its message id, and the
         platform's id for it) whose delivery is recorded with them."""
-        among, params = self.db.dialect.among(ids)
-        update = (f"UPDATE inbox SET state='answered' WHERE id {among}", params) if ids else None
+        update = None
+        if ids:
+            among, params = self.db.dialect.among(ids)
+            update = (f"UPDATE inbox SET state='answered' WHERE id {among}", params)
         if delivered is not None:
             await self.conversations.delivered(*delivered, then=update)
         elif update is not None:

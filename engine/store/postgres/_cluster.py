@@ -167,16 +167,20 @@ class PgCluster:
         running job that no live instance runs (a store copied from SQLite, say)."""
         me = self._me()
         pairs = sorted(chats)
-        chats_taken = await self.db.fetch(
-            "INSERT INTO chat_leases(channel, chat_id, instance, since) "
-            f"SELECT w.channel, w.chat_id, $1, {_NOW} FROM ({_WORK_CHATS}) w "
-            "JOIN unnest($2::text[], $3::text[]) AS s(channel, chat_id) "
-            "ON s.channel = w.channel AND s.chat_id = w.chat_id WHERE NOT EXISTS "
-            "(SELECT 1 FROM chat_leases l WHERE l.channel = w.channel AND l.chat_id = w.chat_id) "
-            "ON CONFLICT DO NOTHING RETURNING channel, chat_id",
-            me,
-            [c for c, _ in pairs],
-            [i for _, i in pairs],
+        chats_taken = (
+            []
+            if not pairs
+            else await self.db.fetch(
+                "INSERT INTO chat_leases(channel, chat_id, instance, since) "
+                f"SELECT w.channel, w.chat_id, $1, {_NOW} FROM ({_WORK_CHATS}) w "
+                "JOIN unnest($2::text[], $3::text[]) AS s(channel, chat_id) "
+                "ON s.channel = w.channel AND s.chat_id = w.chat_id WHERE NOT EXISTS (SELECT 1 "
+                "FROM chat_leases l WHERE l.channel = w.channel AND l.chat_id = w.chat_id) "
+                "ON CONFLICT DO NOTHING RETURNING channel, chat_id",
+                me,
+                [c for c, _ in pairs],
+                [i for _, i in pairs],
+            )
         )
         jobs = await self.db.fetch(
             "UPDATE jobs SET instance = $1 WHERE state IN ('running', 'resumed') AND "
