@@ -33,8 +33,11 @@ class Surface(Protocol[P]):
     def render(self, text: str, formatted: bool) -> list[P]:
         """`text` as message parts in order (Markdown when `formatted`); never empty."""
 
-    async def send_part(self, chat_id: str, part: P, reply_to: str | None) -> str:
-        """Send one part as a new message; returns its message id."""
+    async def send_part(
+        self, chat_id: str, part: P, reply_to: str | None, *, once: str | None = None
+    ) -> str:
+        """Send one part as a new message; returns its message id. `once` names this part's
+        creation, the same when a restart sends it again (see :meth:`Channel.send`)."""
 
     async def edit_part(self, chat_id: str, message_id: str, part: P) -> None:
         """Make message `message_id` show `part` ("not modified" is not an error)."""
@@ -58,13 +61,25 @@ class ShownMessages(Generic[P]):
         self._shown: OrderedDict[tuple[str, str], list[_Shown[P]]] = OrderedDict()
 
     async def send(
-        self, chat_id: str, text: str, *, reply_to: str | None, formatted: bool
+        self,
+        chat_id: str,
+        text: str,
+        *,
+        reply_to: str | None,
+        formatted: bool,
+        once: str | None = None,
     ) -> MessageRef:
         """Send every part in order (the first replies to `reply_to`); returns the reference of
-        the last part, which a later :meth:`edit` rewrites as a whole."""
+        the last part, which a later :meth:`edit` rewrites as a whole. With `once`, each part's
+        creation is named after it and its place (``once:0``, ``once:1``, …)."""
         shown: list[_Shown[P]] = []
         for i, part in enumerate(self._surface.render(text, formatted)):
-            message_id = await self._surface.send_part(chat_id, part, reply_to if i == 0 else None)
+            message_id = await self._surface.send_part(
+                chat_id,
+                part,
+                reply_to if i == 0 else None,
+                once=None if once is None else f"{once}:{i}",
+            )
             shown.append(_Shown(message_id, part))
         ref = MessageRef(chat_id, shown[-1].message_id)
         self._keep(ref, shown)

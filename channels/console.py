@@ -274,7 +274,13 @@ class ConsoleChannel(Channel):
         self._out.flush()
 
     async def send(
-        self, chat_id: str, text: str, *, reply_to: str | None = None, formatted: bool = True
+        self,
+        chat_id: str,
+        text: str,
+        *,
+        reply_to: str | None = None,
+        formatted: bool = True,
+        once: str | None = None,
     ) -> MessageRef:
         self._write(text)
         return MessageRef(chat_id, str(next(self._ids)))

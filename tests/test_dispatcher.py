@@ -534,7 +534,13 @@ async def test_a_press_made_while_a_message_waits_in_the_queue_runs_first(
 
     class Busy(RecordingChannel):
         async def send(
-            self, chat_id: str, text: str, *, reply_to: str | None = None, formatted: bool = True
+            self,
+            chat_id: str,
+            text: str,
+            *,
+            reply_to: str | None = None,
+            formatted: bool = True,
+            once: str | None = None,
         ) -> MessageRef:
             if text == "one moment":
                 on_its_way.set()

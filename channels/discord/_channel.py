@@ -253,9 +253,16 @@ class DiscordChannel(Channel):
         return await self._guilds.is_chat_admin(chat_id, user_id)
 
     async def send(
-        self, chat_id: str, text: str, *, reply_to: str | None = None, formatted: bool = True
+        self,
+        chat_id: str,
+        text: str,
+        *,
+        reply_to: str | None = None,
+        formatted: bool = True,
+        once: str | None = None,
     ) -> MessageRef:
-        return await self._outbox.shown.send(chat_id, text, reply_to=reply_to, formatted=formatted)
+        shown = self._outbox.shown
+        return await shown.send(chat_id, text, reply_to=reply_to, formatted=formatted, once=once)
 
     async def edit(self, ref: MessageRef, text: str, *, formatted: bool = True) -> None:
         """Edit in place; text past 2000 characters goes to follow-up messages, kept for later

@@ -10,6 +10,7 @@ the shared ``channels._prompt``). Sending needs no gateway connection: every ins
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import logging
 from collections.abc import Callable, Sequence
@@ -108,9 +109,11 @@ class Outbox:
             text = discord.utils.escape_markdown(text)
         return split_text(text, LIMIT) or ["…"]
 
-    async def send_part(self, chat_id: str, part: str, reply_to: str | None) -> str:
-        reference = _reference(chat_id, reply_to)
-        sent = await self._send(chat_id, part, reference=reference)
+    async def send_part(
+        self, chat_id: str, part: str, reply_to: str | None, *, once: str | None = None
+    ) -> str:
+        key = None if once is None else nonce(chat_id, once, part)  # None: discord.py's random one
+        sent = await self._send(chat_id, part, reference=_reference(chat_id, reply_to), nonce=key)
         return str(sent.id)
 
     async def edit_part(self, chat_id: str, message_id: str, part: str) -> None:
@@ -147,6 +150,17 @@ class Outbox:
         if client is None:
             raise RuntimeError("the Discord channel is not running")
         return client.get_partial_messageable(int(chat_id))
+
+
+def nonce(chat_id: str, once: str, content: str) -> str:
+    """The message nonce of the delivery named `once` of `content` in `chat_id`: 24 hex
+    characters (Discord takes 25 at most). discord.py sends it with ``enforce_nonce``, so Discord
+    creates the message once: a second create with the same nonce within a few minutes returns
+    the first message, which closes the window between Discord taking an answer and the store
+    recording it. Chat and content are in the digest, so a new store that numbers its answers
+    from 1 again cannot be handed back an older store's message (but an identical one)."""
+    digest = hashlib.blake2b(f"{chat_id}\n{once}\n{content}".encode(), digest_size=12)
+    return digest.hexdigest()
 
 
 def _reference(chat_id: str, message_id: str | None) -> discord.MessageReference | None:

@@ -239,9 +239,16 @@ class TelegramChannel(Channel):
         return member.status in (ChatMemberStatus.OWNER, ChatMemberStatus.ADMINISTRATOR)
 
     async def send(
-        self, chat_id: str, text: str, *, reply_to: str | None = None, formatted: bool = True
+        self,
+        chat_id: str,
+        text: str,
+        *,
+        reply_to: str | None = None,
+        formatted: bool = True,
+        once: str | None = None,
     ) -> MessageRef:
-        return await self._outbox.shown.send(chat_id, text, reply_to=reply_to, formatted=formatted)
+        shown = self._outbox.shown
+        return await shown.send(chat_id, text, reply_to=reply_to, formatted=formatted, once=once)
 
     async def edit(self, ref: MessageRef, text: str, *, formatted: bool = True) -> None:
         """Text past 4096 characters continues in follow-up messages, kept up to date by later

@@ -206,6 +206,8 @@ class Outbox:
         part: Part,
         reply_to: str | None,
         markup: InlineKeyboardMarkup | None = None,
+        *,
+        once: str | None = None,  # Telegram has no idempotency key: the send window stays
     ) -> str:
         chat, topic = place(chat_id)
 

@@ -105,10 +105,19 @@ class Channel(abc.ABC):
 
     @abc.abstractmethod
     async def send(
-        self, chat_id: str, text: str, *, reply_to: str | None = None, formatted: bool = True
+        self,
+        chat_id: str,
+        text: str,
+        *,
+        reply_to: str | None = None,
+        formatted: bool = True,
+        once: str | None = None,
     ) -> MessageRef:
         """Send `text` (Markdown when `formatted`), split to the platform's limit.
 
+        `once` names this delivery and stays the same when a restart sends it again (the stored
+        answer's id): a platform that can make a create idempotent (Discord's message nonce)
+        derives its key from it, so the platform keeps one copy; others ignore it.
         Returns the reference of the last part sent.
         """
 

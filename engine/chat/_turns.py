@@ -268,7 +268,7 @@ class TurnRunner:
             return
         self.notices.check_lease()
         try:
-            ref = await channel.send(conv.chat_id, text, reply_to=reply_to)
+            ref = await channel.send(conv.chat_id, text, reply_to=reply_to, once=str(message_id))
         except Exception as exc:
             # Still pending: the next start-up tries again, unless this was that try.
             log.warning("could not deliver an answer in %s:%s: %s", conv.channel, conv.chat_id, exc)

@@ -50,6 +50,13 @@ is known here: 400, code 10014); in a channel of ``no_reactions`` the bot lacks 
 (403, code 50013). A message's JSON carries ``reactions`` as Discord's does;
 ``bot_reactions(message id)`` lists the bot's own, in the order they were added.
 
+Nonces, as Discord has them: a message created with a ``nonce`` (at most 25 characters, else 400
+with code 50035) carries it back; with ``enforce_nonce`` a second create by the bot with a nonce
+used in the last ``NONCE_WINDOW_S`` seconds creates nothing and returns the first message.
+``on_created``, when set, is awaited after a message is created and before it is answered: a
+test can kill the bot there, in the send window (the platform has the message, the bot never
+hears so).
+
 Files users send: ``upload(content, filename, content_type)`` (``duration=`` makes a voice
 message) keeps the bytes and returns the attachment JSON for ``inject_message(attachments=...)``.
 Every attachment URL (a user's or the bot's) is served by ``GET /attachments/...``, as Discord's
@@ -68,7 +75,7 @@ import re
 import secrets
 import socket
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,6 +87,7 @@ _DISCORD_EPOCH_MS = 1420070400000
 _MESSAGE_CONTENT_INTENT = 1 << 15
 _EPHEMERAL = 64
 _ACK_DEADLINE_S = 3.0
+NONCE_WINDOW_S = 300.0  # "the past few minutes" that enforce_nonce looks back
 
 Json = dict[str, Any]
 
@@ -178,6 +186,8 @@ class FakeDiscord:
         self._sessions: dict[int, _Session] = {}  # shard id -> its gateway session
         self.heartbeat_interval_ms = heartbeat_interval_ms  # what HELLO asks of the client
         self._deaf: set[web.WebSocketResponse] = set()  # connections that went quiet (deafen)
+        self._nonces: dict[str, tuple[float, int]] = {}  # nonce -> (when, message id)
+        self.on_created: Callable[[Json], Awaitable[None]] | None = None  # see Nonces above
         self._cond = asyncio.Condition()
         self._runner: web.AppRunner | None = None
         self._port = 0
@@ -768,8 +778,16 @@ class FakeDiscord:
 
     async def _post_message(self, call: Call, channel_id: str) -> web.Response:
         body = call.json or {}
+        nonce = body.get("nonce")
+        if nonce is not None and len(str(nonce)) > 25:
+            return _error(400, "Invalid Form Body (nonce: Must be 25 or fewer in length.)", 50035)
         if (refused := await self._thread_refuses(int(channel_id))) is not None:
             return refused
+        if body.get("enforce_nonce") and nonce is not None:
+            seen = self._nonces.get(str(nonce))
+            if seen is not None and time.monotonic() - seen[0] < NONCE_WINDOW_S:
+                if (first := self.messages.get(seen[1])) is not None:
+                    return _json(first)  # created once: the first message, nothing new
         guild_id = self._guild_of(int(channel_id))
         msg = self._message(
             int(channel_id),
@@ -782,7 +800,12 @@ class FakeDiscord:
             msg["type"] = 19
             msg["message_reference"] = body["message_reference"]
         msg["attachments"] = [self._attach(int(msg["id"]), n, c) for n, c in call.files.items()]
+        if nonce is not None:
+            msg["nonce"] = str(nonce)
+            self._nonces[str(nonce)] = (time.monotonic(), int(msg["id"]))
         self.messages[int(msg["id"])] = msg
+        if self.on_created is not None:
+            await self.on_created(msg)
         return _json(msg)
 
     def _attach(self, message_id: int, filename: str, content: bytes) -> Json:

@@ -125,7 +125,13 @@ class RecordingChannel(Channel):
         self.engine = None
 
     async def send(
-        self, chat_id: str, text: str, *, reply_to: str | None = None, formatted: bool = True
+        self,
+        chat_id: str,
+        text: str,
+        *,
+        reply_to: str | None = None,
+        formatted: bool = True,
+        once: str | None = None,
     ) -> MessageRef:
         ref = MessageRef(chat_id, f"s{next(self._ids)}")
         await self._record(Shown("send", chat_id, text, ref.message_id, reply_to))
