@@ -69,6 +69,7 @@ class Outbox:
             message.text,
             view=view,
             reference=_reference(prompt.chat_id, prompt.reply_to),
+            nonce=nonce(prompt.chat_id, f"prompt:{prompt.id}", message.text),  # shown once
             **attached,
         )
         return MessageRef(prompt.chat_id, str(sent.id))
