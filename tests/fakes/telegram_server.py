@@ -11,6 +11,11 @@ after it is carried out, until the test releases it; `answer_listeners` are told
 once its bytes are handed to the socket, so a test can act (e.g. kill the bot) right after the
 bot could have read it.
 
+Every request is first checked against the Bot API's own description (`telegram_spec`): an
+unknown method, a parameter or field the API does not have, a missing required one, a value of the
+wrong type, an over-long caption or callback data are refused with 400 (404 for the method), so a
+request the real API would refuse or ignore fails the test that made it.
+
 It answers the methods the adapter uses, keeps the messages the bot sent (so edits can say "not
 modified" and tests can read the visible text), checks HTML like Telegram does, and records every
 call. Faults: `fail_next(method, ...)`, `down = True` (502 for everything), `bad_entities = True`
@@ -72,6 +77,7 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.fakes import telegram_spec
 from tests.fakes.telegram_webhook import FakeWebhook
 
 BOT_ID = 7000000001
@@ -577,6 +583,10 @@ class FakeTelegram:
         if faults := self._faults.get(call.method):
             status, retry_after = faults.pop(0)
             raise ApiError(status, _describe(status, retry_after), retry_after)
+        try:
+            telegram_spec.check(call.method, call.params)
+        except telegram_spec.SpecError as exc:
+            raise ApiError(exc.status, exc.description) from None
         handler = getattr(self, f"_api_{call.method}", None)
         if handler is None:
             raise ApiError(404, "Not Found")
