@@ -5,9 +5,11 @@ in tests/test_instances.py."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 
+import asyncpg
 import pytest
 
 from engine.store.postgres import PgCluster, PgStore
@@ -109,3 +111,61 @@ async def test_the_sweep_claims_work_nobody_holds_but_not_messages_held_back(
     assert swept.chats == (("t", "free"),)
     assert await cb.unheld(["t"]) == set()
     assert (await cb.orphans(seen)).chats == ()  # claimed now
+
+
+async def test_a_claim_of_an_instance_taken_over_lands_nothing(
+    pair: tuple[PgStore, PgStore, str], postgres: PostgresServer
+) -> None:
+    a, b, database = pair
+    ca, cb = cluster(a), cluster(b)
+    await ca.join("a", 5)
+    await cb.join("b", 5)
+    postgres.psql("UPDATE instances SET heartbeat_at = 0 WHERE name = 'a'", database)
+    taken = await cb.adopt(["t"])
+    assert taken is not None and taken.instance == "a"
+    assert not await ca.claim("t", "c1")  # a does not know yet: its claim must not land
+    await a.inbox.accept(inbound("hi", "m1", chat_id="c2"))
+    assert (await ca.orphans([("t", "c2")])).chats == ()  # nor its sweep's
+    assert await cb.claim("t", "c1") and await cb.holder("t", "c1") == "b"
+
+
+async def test_a_claim_racing_the_adoption_of_its_instance_lands_nothing(
+    pair: tuple[PgStore, PgStore, str], postgres: PostgresServer
+) -> None:
+    a, b, _ = pair
+    ca, cb = cluster(a), cluster(b)
+    me = await ca.join("a", 5)
+    await cb.join("b", 5)
+    adopter = await asyncpg.connect(a.db.url)  # an adoption of a, stopped half-way
+    try:
+        tx = adopter.transaction()
+        await tx.start()
+        await adopter.execute("SELECT id FROM instances WHERE id = $1 FOR UPDATE", me)
+        claim = asyncio.create_task(ca.claim("t", "c1"))  # a still thinks it is alive
+        await adopter.execute("DELETE FROM chat_leases WHERE instance = $1", me)
+        await adopter.execute("DELETE FROM instances WHERE id = $1", me)
+        await tx.commit()
+        assert not await claim
+    finally:
+        await adopter.close()
+    assert await cb.claim("t", "c1") and await cb.holder("t", "c1") == "b"
+
+
+async def test_a_lease_naming_an_instance_that_is_gone_is_taken_by_the_sweep_and_a_claim(
+    pair: tuple[PgStore, PgStore, str], postgres: PostgresServer
+) -> None:
+    a, b, database = pair
+    ca, cb = cluster(a), cluster(b)
+    await ca.join("a", 5)
+    await cb.join("b", 5)
+    await a.inbox.accept(inbound("hi", "m1", chat_id="stranded"))
+    postgres.psql(  # what an earlier relaybot's late claim left: nobody could take it
+        "INSERT INTO chat_leases(channel, chat_id, instance, since) VALUES "
+        "('t', 'stranded', 424242, 0), ('t', 'idle', 424242, 0)",
+        database,
+    )
+    seen = await cb.unheld(["t"])
+    assert seen == {("t", "stranded")}
+    assert (await cb.orphans(seen & await cb.unheld(["t"]))).chats == (("t", "stranded"),)
+    assert await ca.holder("t", "stranded") == "b"
+    assert await ca.claim("t", "idle") and await cb.holder("t", "idle") == "a"
