@@ -15,6 +15,7 @@ import pytest
 from engine.store.postgres import PgCluster, PgStore
 from tests.postgres import PostgresServer
 from tests.test_store_contract import inbound
+from tools.errors import StoreUnavailable
 
 
 @pytest.fixture
@@ -89,7 +90,7 @@ async def test_a_dead_instance_is_adopted_once_with_its_chats_and_jobs(
         "telegram": None,
         "discord": "session at 3",
     }
-    assert not await ca.heartbeat()  # a learns it was taken over
+    assert not await ca.heartbeat(5)  # a learns it was taken over
 
 
 async def test_the_sweep_claims_work_nobody_holds_but_not_messages_held_back(
@@ -169,3 +170,35 @@ async def test_a_lease_naming_an_instance_that_is_gone_is_taken_by_the_sweep_and
     assert (await cb.orphans(seen & await cb.unheld(["t"]))).chats == (("t", "stranded"),)
     assert await ca.holder("t", "stranded") == "b"
     assert await ca.claim("t", "idle") and await cb.holder("t", "idle") == "a"
+
+
+async def test_a_heartbeat_held_up_is_not_cancelled_midway_its_connection_is_replaced(
+    pair: tuple[PgStore, PgStore, str],
+) -> None:
+    a, b, _ = pair
+    ca, cb = cluster(a), cluster(b)
+    me = await ca.join("a", 5)
+    await cb.join("b", 5)
+    heard: asyncio.Queue[str] = asyncio.Queue()
+    ca.on_signal(heard.put_nowait)
+    reconnected = asyncio.Event()
+
+    async def came_back() -> None:
+        reconnected.set()
+
+    ca.on_reconnect(came_back)
+    await ca.listen()
+    locker = await asyncpg.connect(a.db.url)
+    try:
+        tx = locker.transaction()
+        await tx.start()
+        await locker.execute("SELECT 1 FROM instances WHERE id = $1 FOR UPDATE", me)
+        with pytest.raises(StoreUnavailable, match=r"did not answer within 0\.3 s"):
+            await ca.heartbeat(0.3)  # held up by the lock
+        await asyncio.wait_for(reconnected.wait(), 10)  # dropped, and a new one made
+        await tx.rollback()
+    finally:
+        await locker.close()
+    assert await ca.heartbeat(5)  # the next one is not refused as busy
+    await cb.publish("still listening")
+    assert await asyncio.wait_for(heard.get(), 10) == "still listening"

@@ -111,14 +111,10 @@ class PgCluster:
         )
         return self.db.incarnation
 
-    async def heartbeat(self) -> bool:
+    async def heartbeat(self, timeout: float) -> bool:
         """Renew this instance's lease; False when it was found dead and taken over."""
-        return (
-            await self.db.on_listener(
-                f"UPDATE instances SET heartbeat_at = {_NOW} WHERE id = $1", self._me()
-            )
-            == 1
-        )
+        sql = f"UPDATE instances SET heartbeat_at = {_NOW} WHERE id = $1"
+        return await self.db.on_listener(sql, self._me(), timeout=timeout) == 1
 
     async def live(self) -> tuple[int, ...]:
         rows = await self.db.fetch(f"SELECT i.id FROM instances i WHERE {_ALIVE} ORDER BY i.id")
