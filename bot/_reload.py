@@ -101,6 +101,9 @@ class Reloader:
             except ConfigError as exc:
                 log.error("config error: %s; the running config stays", exc)
                 return False
+            except Exception:  # a fault of relaybot's own: the daemon goes on all the same
+                log.exception("the config could not be reloaded; the running config stays")
+                return False
             return await self.apply(config)
 
     async def apply(self, config: Config) -> bool:
