@@ -1,5 +1,6 @@
-"""The signals instances on one PostgreSQL store send each other (engine/work/_signals.py),
-published by the real :class:`Publisher` through a real server and heard by another instance."""
+"""engine/work's cluster parts against a real PostgreSQL server: the signals instances send each
+other (the real :class:`Publisher`, heard by another instance), and the chat leases of an
+instance that is fenced while a claim is on its way."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import pytest
 
 from engine.loop import ConversationKey
 from engine.store.postgres import PgStore
-from engine.work._queue import Notice
+from engine.work._leases import ChatLeases
+from engine.work._queue import ChatQueues, Inbound, Notice
 from engine.work._signals import Publisher, encode
 from tests.test_pg_cluster import cluster, pair
 
@@ -54,3 +56,22 @@ async def test_a_signal_the_server_refuses_is_logged_and_the_next_ones_still_go_
     finally:
         publishing.cancel()
         await asyncio.gather(publishing, return_exceptions=True)
+
+
+async def test_a_claim_on_its_way_when_the_instance_is_fenced_holds_nothing_here(
+    pair: tuple[PgStore, PgStore, str],
+) -> None:
+    a, _, _ = pair
+    ca = cluster(a)
+    me = await ca.join("a", 5)
+    spawned: list[asyncio.Future[None]] = []
+    queues = ChatQueues()
+    leases = ChatLeases(
+        ca, queues, lambda work, _name: spawned.append(asyncio.ensure_future(work)), print
+    )
+    leases.live = (me,)
+    leases.arrived(KEY, Inbound(), to=me)  # its home claims the chat...
+    leases.clear()  # ...and is fenced before the claim is back: another instance recovers it
+    await asyncio.gather(*spawned)
+    assert not leases.holds(KEY)  # its items are not run here as well
+    assert not queues.holding(KEY)
