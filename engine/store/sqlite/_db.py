@@ -3,8 +3,8 @@
 aiosqlite runs the connection in its own thread, so the event loop never waits on the disk. The
 file is in WAL mode with synchronous=NORMAL: a commit survives a crash of the process (not
 necessarily of the machine's power). Statements are autocommit unless inside
-:meth:`SqliteDb.transaction`; a write from another task waits until an open transaction commits,
-or it would silently become part of it (and not be durable when its caller returns).
+:meth:`SqliteDb.transaction`; meanwhile a write from another task waits until it commits (or
+would become part of it), and a read goes to a second connection (sqlite/_reader.py).
 
 The WAL stays bounded: SQLite checkpoints it after every commit that takes it past a quarter of
 `wal_limit_bytes` (``wal_autocheckpoint``), and truncates it back to the limit once a checkpoint
