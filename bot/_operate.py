@@ -30,7 +30,7 @@ from bot._lock import holder, lock_store
 from bot._reload import read_loaded
 from bot.config import Config
 from engine.models import dollars
-from engine.store import Spent, SqliteStore, StatusSnapshot, Store, backup_sqlite
+from engine.store import CONSOLE_CLI, Spent, SqliteStore, StatusSnapshot, Store, backup_sqlite
 from tools.errors import ConfigError, StoreError
 
 _SHOWN = 20  # lines per section; the rest is counted
@@ -198,7 +198,7 @@ async def console_link(config: Config, out: TextIO = sys.stdout, role: str = "ad
     if base is None:
         raise ConfigError("web.listen", 'the console is off: set e.g. listen = "127.0.0.1:8765"')
     async with open_store(config.storage.resolved_url(), config.storage.resolved_path()) as store:
-        token = await store.console.new_link("cli", config.web.link_minutes * 60, role)
+        token = await store.console.new_link(CONSOLE_CLI, config.web.link_minutes * 60, role)
     out.write(f"{base}/signin?t={token}\n")
     print(f"(works once, for {config.web.link_minutes:g} minutes)", file=sys.stderr)
     return 0

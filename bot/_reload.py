@@ -32,7 +32,7 @@ from bot._generation import put_in_force
 from bot._logging import setup_logging
 from bot._secrets import seal_secrets
 from bot.config import Config, load_config
-from tools.errors import ConfigError
+from tools.errors import ConfigError, StoreError
 
 if TYPE_CHECKING:
     from bot.app import App
@@ -101,6 +101,9 @@ class Reloader:
             except ConfigError as exc:
                 log.error("config error: %s; the running config stays", exc)
                 return False
+            except Exception:  # a fault of relaybot's own: the daemon goes on all the same
+                log.exception("the config could not be reloaded; the running config stays")
+                return False
             return await self.apply(config)
 
     async def apply(self, config: Config) -> bool:
@@ -118,10 +121,23 @@ class Reloader:
         if config.log.level != old.log.level:
             setup_logging(config.log.level, secrets=config.secrets())
         log.info("config reloaded from %s", config._path or self.path)
+        if set(old.access.admins) - set(config.access.admins):
+            await self._sign_out_removed(config)
         if later:
             log.warning("not changed until a restart: %s", ", ".join(later))
         self.record()
         return True
+
+    async def _sign_out_removed(self, config: Config) -> None:
+        """Owners removed from `[access] admins`: their console sessions end, on every
+        instance (each also refuses them at their next request: bot/web/_server.py)."""
+        try:
+            ended = await self.app.store.console.end_others(config.access.admins)
+        except StoreError as exc:
+            log.error("console: the sessions of removed owners could not be ended now: %s", exc)
+            return
+        if ended:
+            log.info("console: %d sessions of owners no longer in [access] admins ended", ended)
 
     def record(self) -> None:
         """Say when the config was loaded (for `relaybot status`)."""

@@ -300,6 +300,13 @@ def load_config(path: str | Path | None = None) -> Config:
         ) from None
     except OSError as exc:
         raise ConfigError("", f"cannot read {file}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        line = exc.object[: exc.start].count(b"\n") + 1
+        raise ConfigError(
+            "",
+            f"{file} is not UTF-8 text: byte {exc.object[exc.start]:#04x} on line {line} "
+            "(save it as UTF-8)",
+        ) from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

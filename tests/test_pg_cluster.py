@@ -5,14 +5,17 @@ in tests/test_instances.py."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 
+import asyncpg
 import pytest
 
 from engine.store.postgres import PgCluster, PgStore
 from tests.postgres import PostgresServer
 from tests.test_store_contract import inbound
+from tools.errors import StoreUnavailable
 
 
 @pytest.fixture
@@ -87,7 +90,7 @@ async def test_a_dead_instance_is_adopted_once_with_its_chats_and_jobs(
         "telegram": None,
         "discord": "session at 3",
     }
-    assert not await ca.heartbeat()  # a learns it was taken over
+    assert not await ca.heartbeat(5)  # a learns it was taken over
 
 
 async def test_the_sweep_claims_work_nobody_holds_but_not_messages_held_back(
@@ -109,3 +112,93 @@ async def test_the_sweep_claims_work_nobody_holds_but_not_messages_held_back(
     assert swept.chats == (("t", "free"),)
     assert await cb.unheld(["t"]) == set()
     assert (await cb.orphans(seen)).chats == ()  # claimed now
+
+
+async def test_a_claim_of_an_instance_taken_over_lands_nothing(
+    pair: tuple[PgStore, PgStore, str], postgres: PostgresServer
+) -> None:
+    a, b, database = pair
+    ca, cb = cluster(a), cluster(b)
+    await ca.join("a", 5)
+    await cb.join("b", 5)
+    postgres.psql("UPDATE instances SET heartbeat_at = 0 WHERE name = 'a'", database)
+    taken = await cb.adopt(["t"])
+    assert taken is not None and taken.instance == "a"
+    assert not await ca.claim("t", "c1")  # a does not know yet: its claim must not land
+    await a.inbox.accept(inbound("hi", "m1", chat_id="c2"))
+    assert (await ca.orphans([("t", "c2")])).chats == ()  # nor its sweep's
+    assert await cb.claim("t", "c1") and await cb.holder("t", "c1") == "b"
+
+
+async def test_a_claim_racing_the_adoption_of_its_instance_lands_nothing(
+    pair: tuple[PgStore, PgStore, str], postgres: PostgresServer
+) -> None:
+    a, b, _ = pair
+    ca, cb = cluster(a), cluster(b)
+    me = await ca.join("a", 5)
+    await cb.join("b", 5)
+    adopter = await asyncpg.connect(a.db.url)  # an adoption of a, stopped half-way
+    try:
+        tx = adopter.transaction()
+        await tx.start()
+        await adopter.execute("SELECT id FROM instances WHERE id = $1 FOR UPDATE", me)
+        claim = asyncio.create_task(ca.claim("t", "c1"))  # a still thinks it is alive
+        await adopter.execute("DELETE FROM chat_leases WHERE instance = $1", me)
+        await adopter.execute("DELETE FROM instances WHERE id = $1", me)
+        await tx.commit()
+        assert not await claim
+    finally:
+        await adopter.close()
+    assert await cb.claim("t", "c1") and await cb.holder("t", "c1") == "b"
+
+
+async def test_a_lease_naming_an_instance_that_is_gone_is_taken_by_the_sweep_and_a_claim(
+    pair: tuple[PgStore, PgStore, str], postgres: PostgresServer
+) -> None:
+    a, b, database = pair
+    ca, cb = cluster(a), cluster(b)
+    await ca.join("a", 5)
+    await cb.join("b", 5)
+    await a.inbox.accept(inbound("hi", "m1", chat_id="stranded"))
+    postgres.psql(  # what an earlier relaybot's late claim left: nobody could take it
+        "INSERT INTO chat_leases(channel, chat_id, instance, since) VALUES "
+        "('t', 'stranded', 424242, 0), ('t', 'idle', 424242, 0)",
+        database,
+    )
+    seen = await cb.unheld(["t"])
+    assert seen == {("t", "stranded")}
+    assert (await cb.orphans(seen & await cb.unheld(["t"]))).chats == (("t", "stranded"),)
+    assert await ca.holder("t", "stranded") == "b"
+    assert await ca.claim("t", "idle") and await cb.holder("t", "idle") == "a"
+
+
+async def test_a_heartbeat_held_up_is_not_cancelled_midway_its_connection_is_replaced(
+    pair: tuple[PgStore, PgStore, str],
+) -> None:
+    a, b, _ = pair
+    ca, cb = cluster(a), cluster(b)
+    me = await ca.join("a", 5)
+    await cb.join("b", 5)
+    heard: asyncio.Queue[str] = asyncio.Queue()
+    ca.on_signal(heard.put_nowait)
+    reconnected = asyncio.Event()
+
+    async def came_back() -> None:
+        reconnected.set()
+
+    ca.on_reconnect(came_back)
+    await ca.listen()
+    locker = await asyncpg.connect(a.db.url)
+    try:
+        tx = locker.transaction()
+        await tx.start()
+        await locker.execute("SELECT 1 FROM instances WHERE id = $1 FOR UPDATE", me)
+        with pytest.raises(StoreUnavailable, match=r"did not answer within 0\.3 s"):
+            await ca.heartbeat(0.3)  # held up by the lock
+        await asyncio.wait_for(reconnected.wait(), 10)  # dropped, and a new one made
+        await tx.rollback()
+    finally:
+        await locker.close()
+    assert await ca.heartbeat(5)  # the next one is not refused as busy
+    await cb.publish("still listening")
+    assert await asyncio.wait_for(heard.get(), 10) == "still listening"

@@ -152,3 +152,48 @@ async def test_sighup_lets_a_user_in_and_changes_the_persona_without_losing_a_me
     for each in ("held answer", "echo: second", "echo: now?", "echo: still?"):
         assert answers.count(each) == 1, answers
     assert "sk-reload-key-123456" not in "".join(err.lines)
+
+
+async def test_sighup_with_a_file_that_cannot_be_read_keeps_the_running_config(
+    tmp_path: Path, llm: FakeOpenAI, tg: FakeTelegram
+) -> None:
+    llm.default = echo
+    cfg = tmp_path / "config.toml"
+    good = config_text(tmp_path, llm, tg, f'"{ALICE}"', "You are A.")
+    cfg.write_text(good)
+    env = {**os.environ, "RB_TEST_API_KEY": "sk-reload-key-123456", "RB_TEST_TG_TOKEN": tg.token}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bot", "run", "-c", str(cfg), env=env,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    err = Lines(proc.stderr)
+    try:
+        await err.wait_for("relaybot .* running")
+        # saved by an editor in Latin-1: "André" is one byte 0xe9, not UTF-8
+        cfg.write_bytes(good.replace("You are A.", "You are Andr\xe9.").encode("latin-1"))
+        proc.send_signal(signal.SIGHUP)
+        [refused] = await err.wait_for("the running config stays")
+        assert f"{cfg} is not UTF-8 text: byte 0xe9 on line 7" in refused
+        tg.inject_message(ALICE, ALICE, "still there?")
+        await tg.wait_for_call("sendMessage", to(ALICE, "echo: still there?"))
+        cfg.unlink()
+        cfg.mkdir()  # not a file at all
+        proc.send_signal(signal.SIGHUP)
+        [*_, unreadable] = await err.wait_for("the running config stays", 2)
+        assert f"cannot read {cfg}: Is a directory" in unreadable
+        cfg.rmdir()
+        cfg.write_text(good.replace("You are A.", "You are B."))
+        proc.send_signal(signal.SIGHUP)
+        await err.wait_for("config reloaded")
+        tg.inject_message(ALICE, ALICE, "and now?")
+        await tg.wait_for_call("sendMessage", to(ALICE, "echo: and now?"))
+        assert llm.requests[-1]["messages"][0]["content"].startswith("You are B.")
+        assert proc.returncode is None
+        proc.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(proc.wait(), 30) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert not [line for line in err.lines if "Traceback" in line], "".join(err.lines)

@@ -596,6 +596,30 @@ async def test_a_transaction_spans_the_parts_and_rolls_back_whole(store: Store) 
     assert await store.inbox.accept(inbound("kept", "m1"))
 
 
+async def test_other_tasks_never_read_what_an_open_transaction_wrote(store: Store) -> None:
+    written, looked = asyncio.Event(), asyncio.Event()
+
+    async def rolled_back() -> None:
+        async with store.transaction():
+            await store.inbox.accept(inbound("may yet roll back", "m1"))
+            assert len(await store.inbox.rows(InboxState.QUEUED, "t", "c1")) == 1  # its own
+            written.set()
+            await looked.wait()
+            raise RuntimeError("crash inside")
+
+    writing = asyncio.create_task(rolled_back())
+    await written.wait()
+    assert await store.inbox.rows(InboxState.QUEUED, "t", "c1") == []  # not committed
+    assert await store.inbox.unfinished_chats() == []
+    looked.set()
+    with pytest.raises(RuntimeError):
+        await writing
+    assert await store.inbox.rows(InboxState.QUEUED, "t", "c1") == []
+    async with store.transaction():  # committed: then every task reads it
+        await store.inbox.accept(inbound("kept", "m2"))
+    assert len(await store.inbox.rows(InboxState.QUEUED, "t", "c1")) == 1
+
+
 # -- operating it: status, settled rows, history by age, forgetting ------------------------------
 
 
@@ -902,6 +926,30 @@ async def test_an_expired_console_link_or_session_lets_nobody_in(store: Store) -
     opened = await store.console.redeem(viewer, -1)
     assert opened is not None and opened[1].role == "viewer"
     assert await store.console.session(opened[0]) is None  # expired at once
+
+
+async def test_a_link_is_looked_at_without_being_used_and_removed_owners_are_signed_out(
+    store: Store,
+) -> None:
+    console = store.console
+    link = await console.new_link("telegram:1", ttl_s=60)
+    assert await console.usable(link) and await console.usable(link)  # a look uses nothing
+    assert not await console.usable("A" * 43)
+    sessions = {}
+    for admin in ("telegram:1", "telegram:2", "discord:3", "cli"):
+        opened = await console.redeem(await console.new_link(admin, ttl_s=60), 3600)
+        assert opened is not None
+        sessions[admin] = opened[0]
+    assert await console.redeem(link, 3600) is not None
+    assert not await console.usable(link)  # used
+    assert await console.end_others(["telegram:1", "discord:3"]) == 1  # telegram:2's
+    assert [a for a, t in sessions.items() if await console.session(t)] == [
+        "telegram:1",
+        "discord:3",
+        "cli",
+    ]
+    assert await console.end_others([]) == 3  # every owner's but the server's own
+    assert [a for a, t in sessions.items() if await console.session(t)] == ["cli"]
 
 
 async def test_the_console_finds_conversations_by_chat_user_and_date(store: Store) -> None:

@@ -78,3 +78,58 @@ async def test_a_chat_lock_admits_one_holder_however_many_chats_come_and_go() ->
     await asyncio.gather(*later)
     assert overlaps == []
     assert len(locks) == 0  # nothing kept for chats nobody is working on
+
+
+async def test_an_abandoned_item_winds_down_before_the_chats_next_items_run() -> None:
+    running: list[str] = []
+    most = 0
+    ran: list[str] = []
+    first_runs = asyncio.Event()
+    first_cut = asyncio.Event()  # the first item was cancelled and is winding down
+    wound_down = asyncio.Event()  # ... let it finish
+    second_runs = asyncio.Event()
+    second_may_end = asyncio.Event()
+
+    async def handle(key: ConversationKey, item: WorkItem) -> None:
+        nonlocal most
+        assert isinstance(item, Notice)
+        running.append(item.text)
+        most = max(most, len(running))
+        ran.append(item.text)
+        try:
+            if item.text == "first":
+                first_runs.set()
+                try:
+                    await asyncio.Event().wait()  # runs until abandoned
+                finally:
+                    first_cut.set()
+                    await wound_down.wait()  # its clean-up takes a while
+            elif item.text == "second":
+                second_runs.set()
+                await second_may_end.wait()
+        finally:
+            running.remove(item.text)
+
+    async def on_stopped(key: ConversationKey) -> None:
+        pass
+
+    queues = ChatQueues()
+    queues.open(handle, on_stopped)
+    queues.put(KEY, Notice("first", None))
+    await first_runs.wait()
+    abandoning = asyncio.create_task(queues.abandon())  # this instance was fenced
+    await first_cut.wait()
+    queues.put(KEY, Notice("second", None))  # the chat's work comes back (joined again)
+    for _ in range(5):  # everything runnable runs (no time passes): the second must wait
+        await asyncio.sleep(0)
+    assert ran == ["first"]
+    wound_down.set()
+    await abandoning
+    await second_runs.wait()
+    assert queues.holding(KEY)  # the second runs: what the abandoned worker left is not this
+    queues.put(KEY, Notice("third", None))  # queued behind the second, not beside it
+    second_may_end.set()
+    await queues.wait_idle(KEY)
+    assert ran == ["first", "second", "third"]
+    assert most == 1  # never two items of the chat at once
+    assert not queues.holding(KEY)

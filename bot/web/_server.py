@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from bot.web._html import Html, e, form, page, tag
-from engine.store import ConsoleSession
+from engine.store import CONSOLE_CLI, ConsoleSession
 
 if TYPE_CHECKING:
     from bot.app import App
@@ -35,6 +36,7 @@ COOKIE = "relaybot_console"
 _FAILS = 5  # failed sign-ins per address per window
 _FAILS_ALL = 50  # from every address together
 _WINDOW_S = 600.0
+_LINK = re.compile(r"[A-Za-z0-9_-]{43}")  # a link's token (secrets.token_urlsafe(32))
 _HEADERS = {
     "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; "
     "frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
@@ -78,7 +80,10 @@ def respond(html: str, status: int = 200) -> web.Response:
 
 
 class Limiter:
-    """Failed sign-ins in the last `_WINDOW_S`, per address and overall."""
+    """Failed sign-ins in the last `_WINDOW_S`, per address and overall. Past either count a
+    sign-in is refused without using its link, unless the link would sign in (one an owner was
+    given: a look-up that changes nothing), so that nobody can lock the owners out by failing
+    from many addresses, or from the owner's own (a shared proxy, say)."""
 
     def __init__(self) -> None:
         self._fails: dict[str, list[float]] = {}
@@ -155,17 +160,22 @@ class Server:
 
     async def signin(self, request: web.Request) -> web.Response:
         address = request.remote or "?"
-        if self.limiter.blocked(address):
+        token = str((await request.post()).get("t", ""))
+        console = self.daemon.store.console
+        if self.limiter.blocked(address) and not await self._usable(token):
             log.warning("console: sign-in refused: too many failed attempts (%s)", address)
             return _signin_page(note="Too many failed attempts: wait ten minutes.", status=429)
-        token = str((await request.post()).get("t", ""))
-        opened = await self.daemon.store.console.redeem(token, self.session_s) if token else None
+        opened = await console.redeem(token, self.session_s) if token else None
         if opened is None:
             self.limiter.failed(address)
             log.warning("console: a sign-in link was refused (%s)", address)
             note = "This link is used, expired or wrong. Ask for a new one with /console."
             return _signin_page(note=note)
         cookie, session = opened
+        if not self._owner(session.admin):  # removed from [access] admins since the link
+            await console.end(cookie)
+            log.warning("console: %s is not an owner any more: sign-in refused", session.admin)
+            return _signin_page(note="This link's owner is no longer one of the bot's owners.")
         log.info("console: %s signed in", session.admin)
         response = web.HTTPSeeOther("/")
         response.set_cookie(
@@ -193,8 +203,25 @@ class Server:
         return respond(page("Not found", tag("p", "There is no such page.")), 404)
 
     async def _session(self, request: web.Request) -> ConsoleSession | None:
+        """The request's open session, if any; one whose owner was removed from `[access]
+        admins` (by a reload, a restart, on another instance) is ended here and now."""
         token = request.cookies.get(COOKIE)
-        return await self.daemon.store.console.session(token) if token else None
+        session = await self.daemon.store.console.session(token) if token else None
+        if session is None or self._owner(session.admin):
+            return session
+        await self.daemon.store.console.end(token or "")
+        log.warning("console: %s is not an owner any more: their session ended", session.admin)
+        return None
+
+    async def _usable(self, token: str) -> bool:
+        """Whether `token` is a link that would sign in now (cheaply refused when it cannot
+        be one)."""
+        return bool(_LINK.fullmatch(token)) and await self.daemon.store.console.usable(token)
+
+    def _owner(self, admin: str) -> bool:
+        """Whether `admin` may use the console now: an owner in the config in force, or the
+        server's own shell (`relaybot console-link`)."""
+        return admin == CONSOLE_CLI or admin in self.daemon.dispatcher.live.settings.admins
 
     def guard(self, handler: Handler) -> Callable[[web.Request], Awaitable[web.Response]]:
         """`handler` for a signed-in request only; a POST must carry the session's token."""

@@ -36,6 +36,7 @@ from engine.store._browse import (
     StoredMessage,
 )
 from engine.store._composed import ComposedStore
+from engine.store._console import CLI as CONSOLE_CLI
 from engine.store._console import ConsoleSession
 from engine.store._db import Db, Dialect
 from engine.store._memory import MemoryItem
@@ -85,6 +86,7 @@ from engine.store._urls import is_postgres, passwords, redact
 from engine.store.sqlite import MIGRATIONS, BackupMade, SqliteStore, backup_sqlite
 
 __all__ = [
+    "CONSOLE_CLI",
     "MIGRATIONS",
     "AccessRequest",
     "AccessStore",

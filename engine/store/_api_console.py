@@ -4,6 +4,7 @@ and what it reads across the whole store (:class:`BrowseStore`). One protocol pe
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Protocol
 
 from engine.store._browse import (
@@ -27,6 +28,14 @@ class ConsoleStore(Protocol):
         ...
 
     async def session(self, token: str) -> ConsoleSession | None: ...
+
+    async def usable(self, token: str) -> bool:
+        """Whether a link would sign in now; nothing changes."""
+        ...
+
+    async def end_others(self, owners: Collection[str]) -> int:
+        """End the open sessions of all but `owners` (and the server's own, ``cli``)."""
+        ...
 
     async def end(self, token: str) -> bool: ...
 

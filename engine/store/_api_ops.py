@@ -64,8 +64,9 @@ class ClusterStore(Protocol):
         """Register this process as a new live instance; returns its id."""
         ...
 
-    async def heartbeat(self) -> bool:
-        """Renew this instance's lease; False when it was found dead and taken over."""
+    async def heartbeat(self, timeout: float) -> bool:
+        """Renew this instance's lease; False when it was found dead and taken over.
+        :class:`tools.errors.StoreUnavailable` when it took longer than `timeout` seconds."""
         ...
 
     async def live(self) -> tuple[int, ...]:

@@ -12,11 +12,13 @@ from __future__ import annotations
 import hashlib
 import secrets
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from engine.store._db import Db
 
 _KEEP_S = 86_400.0  # expired links and sessions are deleted a day after they expire
+CLI = "cli"  # who a link made on the server (`relaybot console-link`) signs in
 
 
 def token_hash(token: str) -> str:
@@ -98,6 +100,26 @@ class Console:
         if row is None:
             return None
         return ConsoleSession(row["admin"], row["role"], row["csrf"], row["expires_at"])
+
+    async def usable(self, token: str) -> bool:
+        """Whether the link `token` would sign in now (unused, unexpired); nothing changes."""
+        row = await self.db.fetchrow(
+            "SELECT 1 FROM console_links WHERE token_hash=? AND used_at IS NULL AND expires_at > ?",
+            token_hash(token),
+            time.time(),
+        )
+        return row is not None
+
+    async def end_others(self, owners: Collection[str]) -> int:
+        """End every open session but those of `owners` (and those opened on the server,
+        ``cli``): owners no longer among ``[access] admins`` are signed out everywhere."""
+        among, params = self.db.dialect.among([CLI, *owners], "text")
+        return await self.db.execute(
+            "UPDATE console_sessions SET ended_at=? WHERE ended_at IS NULL "
+            f"AND NOT (admin {among})",
+            time.time(),
+            *params,
+        )
 
     async def end(self, token: str) -> bool:
         """Sign out: the session is refused from now on, on every instance."""

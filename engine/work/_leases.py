@@ -65,6 +65,7 @@ class ChatLeases:
         self._locks: KeyedLocks[ConversationKey] = KeyedLocks()
         self._lingering: dict[ConversationKey, asyncio.TimerHandle] = {}
         self.live: tuple[int, ...] = ()  # the live instances, as the last heartbeat found them
+        self._fenced = 0  # how often this instance was fenced: a claim sent before is void
         queues.leases = self
 
     def take(self, chats: Iterable[tuple[str, str]]) -> None:
@@ -73,7 +74,9 @@ class ChatLeases:
             self._held.add(ConversationKey(channel, chat_id))
 
     def clear(self) -> None:
-        """This instance was fenced: it holds nothing any more."""
+        """This instance was fenced: it holds nothing any more (nor what a claim on its way
+        wins: another instance is recovering the chat)."""
+        self._fenced += 1
         self._held.clear()
         self._claiming.clear()
         self._inflight.clear()
@@ -136,8 +139,9 @@ class ChatLeases:
         deadline = time.monotonic() + timeout
         while not self.holds(key):
             if key not in self._held and key not in self._claiming:
+                fenced = self._fenced
                 async with self._locks.hold(key):
-                    if await self.store.claim(key.channel, key.chat_id):
+                    if await self.store.claim(key.channel, key.chat_id) and fenced == self._fenced:
                         self._held.add(key)
                         continue
             if time.monotonic() > deadline:
@@ -167,9 +171,10 @@ class ChatLeases:
             self._claiming[key].append((item, hops))
         else:
             self._claiming[key] = [(item, hops)]
-            self._spawn(self._claim(key, contested=to is None and hops is None), "claim")
+            contested = to is None and hops is None
+            self._spawn(self._claim(key, contested=contested, fenced=self._fenced), "claim")
 
-    async def _claim(self, key: ConversationKey, *, contested: bool) -> None:
+    async def _claim(self, key: ConversationKey, *, contested: bool, fenced: int) -> None:
         if contested:  # every instance claims it: let the idle ones win
             await asyncio.sleep(min(self.queues.busy * 0.002, _MAX_CLAIM_DELAY_S))
         try:
@@ -178,6 +183,8 @@ class ChatLeases:
         except StoreError as exc:
             self._unreachable(exc)
             won = False  # the sweep finds the chat's work once the database is back
+        if fenced != self._fenced:
+            return  # fenced meanwhile: what it claimed is recovered elsewhere, as the rest
         items = self._claiming.pop(key, [])
         log.debug("claim of %s: %s (%d items)", key, "won" if won else "held elsewhere", len(items))
         if not won:  # its holder has these items too, but for those addressed here alone

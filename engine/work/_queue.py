@@ -132,6 +132,9 @@ class ChatQueues:
         self._on_stopped: Stopped | None = None
         self.leases: Leases | None = None  # set when several instances share the store
         self._chats: dict[ConversationKey, _Chat] = {}
+        # the workers of abandoned chats, until their cut-off item has wound down: a chat's
+        # next worker waits for its abandoned one (two items of one chat never run at once)
+        self._winding: dict[ConversationKey, asyncio.Task[None]] = {}
         self._open = False
         self._closing = False
 
@@ -200,6 +203,8 @@ class ChatQueues:
 
     async def _work(self, chat: _Chat) -> None:
         try:
+            if (abandoned := self._winding.get(chat.key)) is not None:
+                await asyncio.wait([abandoned])
             while chat.items:
                 item = chat.items.popleft()
                 assert self._handle is not None  # workers start once opened
@@ -217,8 +222,9 @@ class ChatQueues:
                     chat.turn = None
         finally:
             chat.worker = None
-            if not chat.items:
-                self._chats.pop(chat.key, None)
+            # an abandoned chat is not in the map any more: the chat there is a newer one's
+            if not chat.items and self._chats.get(chat.key) is chat:
+                del self._chats[chat.key]
                 chat.idle.set()
                 if self.leases is not None and not self._closing:
                     self.leases.released(chat.key)
@@ -247,9 +253,20 @@ class ChatQueues:
                 if task is not None:
                     task.cancel()
             chat.idle.set()
+            if chat.worker is not None:
+                self._wind_down(chat.key, chat.worker)
         await asyncio.gather(
             *(c.worker for c in chats if c.worker is not None), return_exceptions=True
         )
+
+    def _wind_down(self, key: ConversationKey, worker: asyncio.Task[None]) -> None:
+        self._winding[key] = worker
+
+        def wound_down(_task: asyncio.Task[None]) -> None:
+            if self._winding.get(key) is worker:
+                del self._winding[key]
+
+        worker.add_done_callback(wound_down)
 
     async def aclose(self, grace_s: float) -> list[ConversationKey]:
         """Let running items finish (bounded), then cancel; returns the chats cut off."""

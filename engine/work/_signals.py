@@ -21,6 +21,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from engine._backoff import Backoff
 from engine.loop import ConversationKey
 from engine.store import ClusterStore
 from engine.work._queue import Decided, Inbound, JobDone, Notice, Recover, ScheduledRun, WorkItem
@@ -34,6 +35,7 @@ FORGOT = "forgot"
 JOINED = "joined"  # a new instance: the others learn the live instances again
 IDS_PER_SIGNAL = 100  # job ids per notification (PostgreSQL caps a payload at 8000 bytes)
 _RETRY_S = 0.5  # the database is away: publish again after this long, keeping the order
+_RESTART_MAX_S = 30.0  # publishing that failed otherwise starts again after at most this long
 BATCH = 200  # chat signals published in one statement at most
 MAX_HOPS = 3  # an addressed item whose instance lost the chat is sent on at most this often
 
@@ -160,6 +162,23 @@ class Publisher:
             await asyncio.wait_for(self._sent.wait(), timeout_s)
 
     async def run(self) -> None:
+        """Publish until cancelled. A failure that is not the database being away (a signal
+        the server refuses: a payload too long for NOTIFY, say) is logged, that one signal is
+        dropped (what it carried is still in the tables: the sweep finds the chat's work), and
+        publishing starts again after a pause that grows while failures repeat."""
+        backoff = Backoff(_RETRY_S, max_s=_RESTART_MAX_S)
+        while True:
+            try:
+                await self._run(backoff)
+            except Exception:
+                log.exception(
+                    "publishing a signal to the instances failed; it is dropped, and publishing "
+                    "starts again in %.1f s",
+                    backoff.upcoming_s,
+                )
+                await backoff.sleep()
+
+    async def _run(self, backoff: Backoff) -> None:
         while True:
             if not self._outbox:
                 self._sent.set()
@@ -167,10 +186,32 @@ class Publisher:
                 await self._put.wait()
                 continue
             batch = self._batch()
-            while True:
-                try:
-                    await self._send(batch)
-                    break
-                except StoreError as exc:
-                    self._unreachable(exc)
-                    await asyncio.sleep(_RETRY_S)
+            try:
+                await self._publish(batch)
+            except Exception:
+                if len(batch) == 1:
+                    self._told_another(batch[0].key)  # it will not come back here
+                    raise
+                # one signal of the statement was refused: send them one by one
+                self._outbox.extendleft(reversed(batch))
+                await self._publish_alone(len(batch))
+            backoff.reset()
+
+    async def _publish_alone(self, count: int) -> None:
+        for _ in range(count):
+            item = self._outbox.popleft()
+            try:
+                await self._publish([item])
+            except Exception:
+                self._told_another(item.key)
+                raise
+
+    async def _publish(self, batch: list[Outgoing]) -> None:
+        """Send `batch`, again and again while the database is away (keeping the order)."""
+        while True:
+            try:
+                await self._send(batch)
+                return
+            except StoreError as exc:
+                self._unreachable(exc)
+                await asyncio.sleep(_RETRY_S)

@@ -53,6 +53,21 @@ _WORK_CHATS = (
     "ON s.id = r.schedule_id WHERE r.state IN ('queued', 'running')"
 )
 
+# A chat's lease names an instance that exists (live, or dead and not yet adopted). One naming an
+# instance that is gone (left by an earlier relaybot, whose claim could land after its instance
+# was taken over) holds nothing: a claim or the sweep takes it.
+_HELD_BY_ONE = (
+    "SELECT 1 FROM chat_leases l JOIN instances h ON h.id = l.instance "
+    "WHERE l.channel = w.channel AND l.chat_id = w.chat_id"
+)
+_TAKE_STRANDED = (
+    "instance = excluded.instance, since = excluded.since WHERE chat_leases.instance = "
+    "excluded.instance OR NOT EXISTS (SELECT 1 FROM instances g WHERE g.id = chat_leases.instance)"
+)
+# A claim locks its instance's row until it commits: an adoption (which deletes that row after
+# moving its leases) waits for the claim, or the claim for it, and then finds no row and lands
+# nothing. Without it a claim landing after the adoption left a lease naming a deleted instance.
+_STILL_HERE = "FOR KEY SHARE OF i"
 
 # Each chat signal in order (`n`): to the chat's holder, else its home, on that instance's own
 # channel, or, for those not `alone` (and an older relaybot, or none named), on the shared one.
@@ -96,14 +111,10 @@ class PgCluster:
         )
         return self.db.incarnation
 
-    async def heartbeat(self) -> bool:
+    async def heartbeat(self, timeout: float) -> bool:
         """Renew this instance's lease; False when it was found dead and taken over."""
-        return (
-            await self.db.on_listener(
-                f"UPDATE instances SET heartbeat_at = {_NOW} WHERE id = $1", self._me()
-            )
-            == 1
-        )
+        sql = f"UPDATE instances SET heartbeat_at = {_NOW} WHERE id = $1"
+        return await self.db.on_listener(sql, self._me(), timeout=timeout) == 1
 
     async def live(self) -> tuple[int, ...]:
         rows = await self.db.fetch(f"SELECT i.id FROM instances i WHERE {_ALIVE} ORDER BY i.id")
@@ -156,8 +167,7 @@ class PgCluster:
         """The chats (of `channels`) with unfinished work that no instance holds."""
         rows = await self.db.fetch(
             f"SELECT w.channel, w.chat_id FROM ({_WORK_CHATS}) w WHERE w.channel = ANY($1::text[]) "
-            "AND NOT EXISTS (SELECT 1 FROM chat_leases l WHERE l.channel = w.channel AND "
-            "l.chat_id = w.chat_id)",
+            f"AND NOT EXISTS ({_HELD_BY_ONE})",
             list(channels),
         )
         return frozenset((r["channel"], r["chat_id"]) for r in rows)
@@ -174,9 +184,10 @@ class PgCluster:
                 "INSERT INTO chat_leases(channel, chat_id, instance, since) "
                 f"SELECT w.channel, w.chat_id, $1, {_NOW} FROM ({_WORK_CHATS}) w "
                 "JOIN unnest($2::text[], $3::text[]) AS s(channel, chat_id) "
-                "ON s.channel = w.channel AND s.chat_id = w.chat_id WHERE NOT EXISTS (SELECT 1 "
-                "FROM chat_leases l WHERE l.channel = w.channel AND l.chat_id = w.chat_id) "
-                "ON CONFLICT DO NOTHING RETURNING channel, chat_id",
+                "ON s.channel = w.channel AND s.chat_id = w.chat_id JOIN instances i ON i.id = $1 "
+                f"WHERE NOT EXISTS ({_HELD_BY_ONE}) {_STILL_HERE} "
+                f"ON CONFLICT (channel, chat_id) DO UPDATE SET {_TAKE_STRANDED} "
+                "RETURNING channel, chat_id",
                 me,
                 [c for c, _ in pairs],
                 [i for _, i in pairs],
@@ -198,13 +209,13 @@ class PgCluster:
 
     async def claim(self, channel: str, chat_id: str) -> bool:
         """Hold a chat nobody holds (or this instance holds already, say after a release that
-        did not reach the database); False when another instance (live or not yet adopted)
-        holds it."""
+        did not reach the database, or a lease names an instance that is gone); False when
+        another instance (live or not yet adopted) holds it, or this one was taken over."""
         return (
             await self.db.execute(
                 "INSERT INTO chat_leases(channel, chat_id, instance, since) "
-                f"VALUES ($1, $2, $3, {_NOW}) ON CONFLICT (channel, chat_id) DO UPDATE "
-                "SET since = excluded.since WHERE chat_leases.instance = excluded.instance",
+                f"SELECT $1, $2, i.id, {_NOW} FROM instances i WHERE i.id = $3 {_STILL_HERE} "
+                f"ON CONFLICT (channel, chat_id) DO UPDATE SET {_TAKE_STRANDED}",
                 channel,
                 chat_id,
                 self._me(),

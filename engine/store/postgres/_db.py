@@ -32,9 +32,10 @@ from typing import Any
 import asyncpg
 
 from engine import metrics
-from engine.store._db import POSTGRES, Db, Listener, Row, numbered
+from engine.store._db import POSTGRES, Db, Row, numbered
 from engine.store._urls import redact
 from engine.store.postgres._faults import READ_ONLY, UNREACHABLE, reason, session_attrs, unavailable
+from engine.store.postgres._listen import Listening
 from engine.store.postgres._schema import MIGRATIONS
 from engine.store.postgres._soon import HeldCounters
 from tools.errors import StoreError, StoreUnavailable
@@ -68,11 +69,8 @@ class PgDb(Db):
         self._tx: contextvars.ContextVar[tuple[asyncio.Task[Any] | None, Any] | None] = (
             contextvars.ContextVar(f"pg-tx-{id(self)}", default=None)
         )
-        self._listen_conn: Any = None
-        self._listen_lock = asyncio.Lock()  # one statement at a time on that connection
-        self._listen_task: asyncio.Task[None] | None = None
-        self._on_reconnect: list[Callable[[], Awaitable[None]]] = []
         self._attrs = session_attrs(url, readonly=readonly)
+        self._listening = Listening(url, self._attrs, self.where, self._listeners)
         self._counters = HeldCounters()  # execute_soon's, while the store is unavailable
 
     @property
@@ -113,15 +111,7 @@ class PgDb(Db):
 
     async def close(self) -> None:
         await self._counters.close(self.execute)  # those kept while the store was away
-        if self._listen_task is not None:
-            self._listen_task.cancel()
-            with contextlib.suppress(BaseException):
-                await self._listen_task
-            self._listen_task = None
-        if self._listen_conn is not None:
-            conn, self._listen_conn = self._listen_conn, None
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(conn.close(), 2)
+        await self._listening.close()
         if self._pool is not None:
             pool, self._pool = self._pool, None
             try:
@@ -259,21 +249,17 @@ class PgDb(Db):
 
     # -- notifications --------------------------------------------------------------------
 
-    async def on_listener(self, sql: str, *args: Any) -> int:
-        """Run a write on the listening connection, not the pool: an instance's heartbeat is
-        then never held up by its own busy pool, and it fails when notifications would."""
-        if self._listen_task is None:  # not listening (yet): any connection will do
-            return await self.execute(sql, *args)
-        conn = self._listen_conn
-        if conn is None or conn.is_closed():
-            raise StoreUnavailable(f"the database at {self.where} is unreachable")
+    async def on_listener(self, sql: str, *args: Any, timeout: float) -> int:
+        """Run a write on the listening connection (postgres/_listen.py), not the pool;
+        StoreUnavailable when it takes longer than `timeout` seconds."""
         try:
-            async with self._listen_lock:
-                return rowcount(await conn.execute(numbered(sql), *args))
+            if not self._listening.started:  # not listening (yet): any connection will do
+                return rowcount(await self.pool.execute(numbered(sql), *args, timeout=timeout))
+            return rowcount(await self._listening.ask(sql, args, timeout))
         except UNREACHABLE as exc:
-            if isinstance(exc, READ_ONLY):  # listening on a server that takes no writes
-                self._listen_lost.set()  # reconnects, to one that does if any now
-            raise unavailable(self.where, exc) from exc
+            if isinstance(exc, READ_ONLY) and self._listening.started:  # on a standby
+                self._listening.lost()  # reconnects, to a server taking writes if any now
+            raise await self._unavailable(exc) from exc
 
     async def notify(self, channel: str) -> None:
         """NOTIFY `channel`: every instance listening hears it (inside a transaction, at its
@@ -288,58 +274,11 @@ class PgDb(Db):
     def on_reconnect(self, hook: Callable[[], Awaitable[None]]) -> None:
         """Run `hook` after the listening connection was lost and made again (notifications
         sent meanwhile were missed: look at the tables instead)."""
-        self._on_reconnect.append(hook)
+        self._listening.on_reconnect(hook)
 
     async def listen(self) -> None:
         """Open the listening connection; it reconnects by itself until :meth:`close`."""
-        if self._listen_task is not None:
-            return
-        await self._connect_listener()
-        self._listen_task = asyncio.create_task(self._keep_listening(), name="pg-listen")
-
-    async def _connect_listener(self) -> None:
-        conn = await asyncpg.connect(self.url, timeout=10, target_session_attrs=self._attrs)
-        lost = asyncio.Event()
-        conn.add_termination_listener(lambda _c: lost.set())
-        for channel, listeners in self._listeners.items():
-
-            def deliver(
-                _c: Any, _pid: int, _ch: str, payload: str, ls: list[Listener] = listeners
-            ) -> None:
-                for listener in ls:
-                    listener(payload)
-
-            await conn.add_listener(channel, deliver)
-        self._listen_conn = conn
-        self._listen_lost = lost
-
-    async def _keep_listening(self) -> None:
-        from engine._backoff import Backoff
-
-        while True:
-            # A dead socket is noticed on the next read or write: ask something every second.
-            while not self._listen_lost.is_set():
-                try:
-                    async with self._listen_lock:
-                        await asyncio.wait_for(self._listen_conn.fetchval("SELECT 1"), 5)
-                except (*UNREACHABLE, asyncpg.PostgresError):
-                    break
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._listen_lost.wait(), 1)
-            with contextlib.suppress(Exception):
-                self._listen_conn.terminate()
-            backoff = Backoff(0.2, max_s=5)
-            while True:
-                try:
-                    await self._connect_listener()
-                    break
-                except (*UNREACHABLE, asyncpg.PostgresError):
-                    await backoff.sleep()
-            for hook in self._on_reconnect:
-                try:
-                    await hook()
-                except Exception:
-                    log.exception("after the database came back")
+        await self._listening.start()
 
 
 async def _no_reset(_connection: Any) -> None:

@@ -3,8 +3,8 @@
 aiosqlite runs the connection in its own thread, so the event loop never waits on the disk. The
 file is in WAL mode with synchronous=NORMAL: a commit survives a crash of the process (not
 necessarily of the machine's power). Statements are autocommit unless inside
-:meth:`SqliteDb.transaction`; a write from another task waits until an open transaction commits,
-or it would silently become part of it (and not be durable when its caller returns).
+:meth:`SqliteDb.transaction`; meanwhile a write from another task waits until it commits (or
+would become part of it), and a read goes to a second connection (sqlite/_reader.py).
 
 The WAL stays bounded: SQLite checkpoints it after every commit that takes it past a quarter of
 `wal_limit_bytes` (``wal_autocheckpoint``), and truncates it back to the limit once a checkpoint
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import sqlite3
 import time
@@ -37,6 +36,7 @@ from engine.store._db import SQLITE, Db, Row
 from engine.store.sqlite._faults import Episodes, unavailable
 from engine.store.sqlite._files import owned_like_store
 from engine.store.sqlite._group import GroupCommit
+from engine.store.sqlite._reader import Reader, reads
 from engine.store.sqlite._schema import MIGRATIONS
 from engine.store.sqlite._soon import Soon, atomic, dropped, run_writes
 from engine.store.sqlite._trips import count_trips
@@ -76,6 +76,7 @@ class SqliteDb(Db):
         self._soon = Soon(self._send_soon)  # execute_soon
         self._group = GroupCommit(self._write, lambda exc: unavailable(self.path, exc) is not None)
         self._owned: contextlib.ExitStack | None = None
+        self._reader = Reader(self.path)  # reads beside another task's transaction
         self.episodes = Episodes(self.path)  # the machine refusing writes, said once
         self._opened = False  # open() finished
 
@@ -123,6 +124,7 @@ class SqliteDb(Db):
             )
             await self._run(lambda conn: [conn.execute(f"PRAGMA {p}") for p in pragmas])
             await self._migrate()
+            await self._reader.open()
             self._opened = True
         except StoreUnavailable:
             await self.close()
@@ -138,6 +140,7 @@ class SqliteDb(Db):
             with contextlib.suppress(sqlite3.Error, StoreUnavailable):
                 await self._send_soon()
         self._soon.cancel()
+        await self._reader.close()
         if self._db is not None:
             db, self._db = self._db, None
             await db.close()
@@ -175,6 +178,10 @@ class SqliteDb(Db):
 
     def in_transaction(self) -> bool:
         return self._tx_owner is not None and self._tx_owner is asyncio.current_task()
+
+    def _begun_elsewhere(self) -> bool:
+        """Another task's transaction has sent its BEGIN (sqlite/_reader.py)."""
+        return self._tx_owner is not None and not self._begin and not self.in_transaction()
 
     async def _run(
         self, fn: Callable[[sqlite3.Connection], Any], *, write: bool = False, commit: bool = False
@@ -262,7 +269,10 @@ class SqliteDb(Db):
 
     async def fetch(self, sql: str, *params: Any) -> list[Row]:
         started = time.perf_counter()
-        if _reads(sql):
+        if reads(sql) and self._begun_elsewhere():  # what it wrote may yet roll back
+            rows = await self._reader.fetch(sql, params)
+            metrics.store_call("read", started)
+        elif reads(sql):
             rows = await self._run(lambda conn: conn.execute(sql, params).fetchall())
             metrics.store_call("read", started)
         else:  # INSERT ... RETURNING and the like: a write
@@ -330,12 +340,6 @@ class SqliteDb(Db):
         """The daemon runs on this store: the copy an earlier upgrade made is not needed."""
         if not self.readonly:
             await asyncio.to_thread(settle, self.path, self.upgrade_backup)
-
-
-@functools.lru_cache(maxsize=1024)
-def _reads(sql: str) -> bool:
-    """Whether `sql` only reads (so it need not wait for another task's transaction)."""
-    return sql.lstrip().split(None, 1)[0].upper() in ("SELECT", "PRAGMA")
 
 
 def _size(path: Path) -> int:
