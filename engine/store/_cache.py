@@ -142,21 +142,29 @@ class Listed(Generic[K]):
     """The keys (chats, owners) that have rows in a table, read once when the store opens, with
     every key this process writes rows for added before it writes them (it is the only writer):
     a key not listed has no rows, without asking. Not known (everything is asked) until loaded,
-    and again once cleared."""
+    and again once cleared; the keys known before, and those added meanwhile, are kept for the
+    next load (which may have read the table before their rows were written: a key listed
+    without rows is only asked about)."""
 
     def __init__(self) -> None:
         self._keys: set[K] | None = None
+        self._added: set[K] = set()  # while not known
 
     def load(self, keys: Iterable[K]) -> None:
-        self._keys = set(keys)
+        self._keys = set(keys) | self._added
+        self._added = set()
 
     def add(self, key: K) -> None:
         if self._keys is not None:
             self._keys.add(key)
+        else:
+            self._added.add(key)
 
     def none(self, key: K) -> bool:
         """True when `key` surely has no rows."""
         return self._keys is not None and key not in self._keys
 
     def clear(self) -> None:
+        if self._keys is not None:
+            self._added |= self._keys
         self._keys = None

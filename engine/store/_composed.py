@@ -84,6 +84,11 @@ class ComposedStore:
         if self.db.caches:  # what the caches of this process, the store's only writer, start from
             await self._inbox.prime()
             await self._list()
+            self.db.after_outside_write(self._list)
+
+    async def watch(self) -> None:
+        """Hear of what other processes write from now on (the daemon). A shared store caches
+        nothing and tells through its notifications (the cluster listens); SQLite overrides."""
 
     async def _list(self) -> None:
         db = self.db

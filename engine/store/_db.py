@@ -18,7 +18,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +27,13 @@ from engine.store._history import Histories
 from engine.store._rows import Conversation, Grant
 
 Row = Any  # a sqlite3.Row or an asyncpg.Record: both read by column name and by position
-Listener = Callable[[str], None]
+Listener = Callable[[str], object]
+Hook = Callable[[], Awaitable[None]]
+
+# What other processes tell through :meth:`Db.notify` (besides the cluster's own channels): a
+# part whose rows a process keeps in memory listens, and reads them again.
+ACCESS = "relaybot_access"  # who is let in changed (approved, revoked)
+FORGOT = "relaybot_forgot"  # a user was forgotten
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,20 +120,26 @@ class Db(abc.ABC):
         self.memory_owners = Listed[str]()
         self.memory_guard = Guard[str]()
         self._listeners: dict[str, list[Listener]] = {}
+        self._outside: list[Hook] = []  # refill caches after another process wrote (watch)
 
     @property
     def caches(self) -> bool:
         return not self.dialect.shared
 
-    def forget_cached(self) -> None:
-        """Drop every cached row (after deleting rows wholesale, say)."""
+    def forget_cached(self, *, arrivals: bool = True) -> None:
+        """Drop every cached row (after deleting rows wholesale, say). `arrivals` False keeps
+        the arrivals: only this process adds them, and one deleted elsewhere only makes the
+        rate limit count it a while longer."""
         self.active_conversations.clear()
         self.chat_grants.clear()
         self.histories.clear()
-        for cache in (self.quiet_chats, self.arrivals, self.memories, self.summaries):
+        for cache in (self.quiet_chats, self.memories, self.summaries):
             cache.clear()
-        for guard in (self.quiet_guard, self.arrival_guard, self.memory_guard):
+        for guard in (self.quiet_guard, self.memory_guard):
             guard.forget_all()
+        if arrivals:
+            self.arrivals.clear()
+            self.arrival_guard.forget_all()
         for listed in (self.granted_chats, self.pending_chats, self.memory_owners):
             listed.clear()
 
@@ -211,6 +223,21 @@ class Db(abc.ABC):
         """Give space back between bursts (by default nothing: a server keeps its own log)."""
 
     # -- notifications --------------------------------------------------------------------------
+
+    def after_outside_write(self, hook: Hook) -> None:
+        """Run `hook` once the cached rows were dropped because another process wrote the
+        store (:meth:`outside_write`), before the listeners hear of it."""
+        self._outside.append(hook)
+
+    async def outside_write(self) -> None:
+        """Another process wrote the store, nobody knows what: every cached row goes (then the
+        hooks refill what they keep), and every listener, whatever its channel, hears of it."""
+        self.forget_cached(arrivals=False)
+        for hook in self._outside:
+            await hook()
+        for listeners in list(self._listeners.values()):
+            for listener in list(listeners):
+                listener("")
 
     def on_notify(self, channel: str, listener: Listener) -> None:
         """Call `listener(payload)` for each :meth:`notify` on `channel` (by any process)."""

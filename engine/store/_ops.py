@@ -12,10 +12,10 @@ when it started).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
-from engine.store._db import Db
+from engine.store._db import FORGOT, Db
 from engine.store._forget import drop_summaries_before, forget_user
 from engine.store._reports import (
     ChannelError,
@@ -203,12 +203,16 @@ class Ops:
 
     # -- forgetting -----------------------------------------------------------------------
 
+    def on_forgot(self, listener: Callable[[], object]) -> None:
+        self.db.on_notify(FORGOT, lambda _payload: listener())
+
     async def forget_user(
         self, channel: str | None, user_id: str, *, dry_run: bool = False
     ) -> Forgotten:
         forgotten = await forget_user(self.db, channel, user_id, dry_run=dry_run)
         if not dry_run:
             self.db.forget_cached()  # some conversations and grants may be gone
+            await self.db.notify(FORGOT)  # what processes keep in memory about them goes
         if forgotten.schedules and not dry_run:
             await self.schedules.changed()
         return forgotten
