@@ -15,7 +15,7 @@ import json
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
-from engine.store._db import FORGOT, Db
+from engine.store._db import ACCESS, FORGOT, Db
 from engine.store._forget import drop_summaries_before, forget_user
 from engine.store._reports import (
     ChannelError,
@@ -213,6 +213,8 @@ class Ops:
         if not dry_run:
             self.db.forget_cached()  # some conversations and grants may be gone
             await self.db.notify(FORGOT)  # what processes keep in memory about them goes
+            if forgotten.access:  # an owner's approval went with the rest
+                await self.db.notify(ACCESS)
         if forgotten.schedules and not dry_run:
             await self.schedules.changed()
         return forgotten
