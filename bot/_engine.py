@@ -112,11 +112,17 @@ def build_engine(
     )
     meter = Meter(store, lambda: live.settings.prices)
     background = Background(store, registry, queues, notices.sender)
-    shared = cluster is not None
-    loop = _tool_loop(store, background, confirmations, permissions, shared, model, registry, s,
-                      loop_options or LoopOptions())  # fmt: skip
+    loop = _tool_loop(
+        store,
+        background,
+        confirmations,
+        permissions,
+        model,
+        registry,
+        s,
+        loop_options or LoopOptions(),
+    )
     live.tooling = Tooling(loop, parts)
-    context = loop.context
     voice = None
     if speaker is not None:
         voice = VoiceAnswers(speaker, s.media.max_speech_chars, chat_settings)
@@ -143,10 +149,8 @@ def build_engine(
     media_settings = lambda: live.settings.media  # noqa: E731
     media = MediaIntake(store, channels, media_settings, cache, notices.say, transcriber, meter)
     intake = Intake(store, queues, notices, tasks, chat_settings, media, limits, pairing, live)
-    forget = ForgetMe(store, background.runner, chat_settings, context, cluster)
-    housekeeping = Housekeeping(
-        store, s.retention, lambda: queues.busy, trimmed=forget.drop_cached_summaries
-    )
+    forget = ForgetMe(store, background.runner, chat_settings, cluster, tasks)
+    housekeeping = Housekeeping(store, s.retention, lambda: queues.busy)
     commands = Commands(
         store=store,
         queues=queues,
@@ -192,7 +196,6 @@ def _tool_loop(
     background: Background,
     confirmations: Confirmations,
     permissions: Permissions,
-    shared: bool,
     model: Model,
     registry: ToolRegistry,
     s: Settings,
@@ -214,7 +217,7 @@ def _tool_loop(
         )
     context = None
     if s.context is not None:
-        context = ContextBudget(model, store.context, s.context, shared=shared)
+        context = ContextBudget(model, store.context, s.context)
     return ToolLoop(
         model,
         registry,
@@ -237,7 +240,14 @@ def retool(
     """A new tooling for `engine` (a reload's model and tools), built as build_engine builds
     the first; `engine.reload(settings, tooling)` puts it in force."""
     e = engine
-    shared = e.cluster is not None
-    loop = _tool_loop(e.store, e.background, e.confirmations, e.turns.permissions, shared,
-                      model, registry, settings, options)  # fmt: skip
+    loop = _tool_loop(
+        e.store,
+        e.background,
+        e.confirmations,
+        e.turns.permissions,
+        model,
+        registry,
+        settings,
+        options,
+    )
     return Tooling(loop, parts)

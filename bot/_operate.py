@@ -8,10 +8,10 @@
 - backup copies a SQLite store with SQLite's online backup API
   (engine/store/_sqlite_backup.py), also while the daemon runs. A PostgreSQL store is the
   server's to back up: the command says to use pg_dump, and how, and fails.
-- forget needs the store to itself: the daemon keeps running jobs (a reminder) and chats'
-  settings in memory, and would bring back what was deleted. So it takes the daemon's lock (with
-  PostgreSQL: no instance may be alive), and is refused while the daemon runs (/forget_me works
-  then); it shows what it will delete, and asks.
+- forget works while the daemon runs: the store tells it (SQLite: through the file's data
+  version, read once a second; PostgreSQL: a notification to every instance), and it drops what
+  it keeps in memory, stops the user's jobs it runs and reads the chats' settings again, within
+  about a second (engine/chat/_forget.py). It shows what it will delete, and asks.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TextIO
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-from bot._lock import holder, lock_store
+from bot._lock import holder
 from bot._reload import read_loaded
 from bot.config import Config
 from engine.models import dollars
@@ -230,24 +230,9 @@ async def forget(config: Config, who: str, yes: bool, out: TextIO = sys.stdout) 
 
         store = PgStore(url, max_connections=2)
     else:
-        path = config.storage.resolved_path()
-        try:
-            lock_store(path)
-        except StoreError as exc:
-            raise StoreError(
-                f"{exc} While it runs, the user can send /forget_me instead."
-            ) from None
-        store = SqliteStore(path)
+        store = SqliteStore(config.storage.resolved_path())
     whom = f"user {user_id}" + (f" of {channel}" if channel else " (every channel)")
     async with store:
-        if store.cluster is not None:
-            alive = (await store.cluster.server()).instances
-            if alive:
-                raise StoreError(
-                    f"relaybot is running on this store ({', '.join(alive)}): stop every "
-                    "instance first (they keep jobs and settings in memory), or let the user "
-                    "send /forget_me instead."
-                )
         found = await store.ops.forget_user(channel or None, user_id, dry_run=True)
         if found.described() == "nothing":
             out.write(f"Nothing is stored about {whom}.\n")

@@ -83,7 +83,7 @@ def _parser() -> argparse.ArgumentParser:
         ("init", "ask for the essentials and write a config file"),
         ("status", "what the daemon is doing, read from the store (works while it runs)"),
         ("backup", "a consistent copy of the store, made while the daemon runs"),
-        ("forget", "delete everything stored about a user (the daemon must be stopped)"),
+        ("forget", "delete everything stored about a user (also while the daemon runs)"),
         ("users", "who may use the bot and from where; let someone in or out"),
         ("migrate", "upgrade the store to this version's schema (the daemon must be stopped)"),
         ("console-link", "print a one-time sign-in link to the web console ([web] listen)"),

@@ -33,7 +33,7 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
 
 
 async def truth(store: Store, read: Any) -> Any:
-    store.db.forget_cached()  # type: ignore[attr-defined]
+    store.caches.drop()  # type: ignore[attr-defined]
     return await read()
 
 
@@ -59,7 +59,7 @@ async def test_the_history_in_memory_is_the_history_in_the_store(store: Store) -
     await store.conversations.append(conv.id, Message.assistant("hi"), deliver="m1")
     await say("again", "m2")
     if caches(store):
-        assert store.db.histories.after(conv.id, 0, LIMIT) is not None  # type: ignore[attr-defined]
+        assert store.context.histories.after(conv.id, 0, LIMIT) is not None  # type: ignore[attr-defined]
     seen = await history()
     assert [m for _, m in seen] == [m for _, m in await truth(store, history)]
     assert [m.text for _, m in seen] == ["hello", None, "42", "hi", "again"]
@@ -109,7 +109,7 @@ async def test_a_new_conversation_is_known_empty_and_its_first_message_is_read_f
     await store.inbox.accept(inbound("first", "m1", chat_id="new"))
     await store.inbox.take_queued("t", "new")
     if caches(store):
-        known = store.db.histories.after(conv.id, 0, LIMIT)  # type: ignore[attr-defined]
+        known = store.context.histories.after(conv.id, 0, LIMIT)  # type: ignore[attr-defined]
         assert known is not None and [m.text for _, m in known] == ["first"]
     assert [m.text for _, m in await store.context.messages_after(conv.id, 0, LIMIT)] == ["first"]
 

@@ -70,7 +70,7 @@ async def test_the_rate_window_of_a_user_never_seen_costs_no_trip_after_a_restar
         assert _trips._count == before  # both from what was read at open
         assert await store.inbox.accept(inbound("hi", "m2", user_id="bob"))
         assert len(await store.inbox.sent_since("t", "bob", since)) == 1
-        store.db.forget_cached()  # as after a prune: nothing is known any more
+        store.caches.drop()  # as after a prune: nothing is known any more
         assert len(await store.inbox.sent_since("t", "bob", since)) == 1  # read again
         assert _trips._count > before
 

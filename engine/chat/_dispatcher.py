@@ -190,7 +190,9 @@ class Dispatcher:
             await self.intake.schedule_release(key)
 
     async def start(self) -> None:
-        """The channels run: open the queues, watch for expiries."""
+        """The channels run: open the queues, watch for expiries and for what other processes
+        write to the store (the command line)."""
+        await self.store.watch()
         self.confirmations.ready.set()
         self.queues.open(self._handle, self._stopped)
         self.tasks.spawn(self._expiry_watch(), "confirmation-expiry")

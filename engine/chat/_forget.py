@@ -4,10 +4,12 @@ The command answers with what would go (counted by a dry run of the store's forg
 engine/store/_sqlite_forget.py describes) and two buttons. A press counts only from the user it
 names: the platform says who pressed, the button's payload whom it is for. "Delete everything"
 forgets them in one transaction; then what the daemon holds in memory goes too (`forgotten`: their
-background jobs and reminders still running are cancelled, the settings of their private chats
-and the cached conversation summaries dropped, on every instance sharing the store); the reply
-says what was deleted.
-`relaybot forget --user ID` does the same from the command line while the daemon is stopped.
+background jobs and reminders still running are cancelled and the settings of their private chats
+dropped, on every instance sharing the store); the reply says what was deleted. The rows the
+store keeps in memory (summaries, history, memory) are its own to drop (engine/store/_ops.py).
+`relaybot forget --user ID` does the same from the command line, also while the daemon runs:
+the store tells the daemon (`on_forgot`), which stops the jobs whose rows went and reads the
+chats' settings again (`_settle`), within about a second.
 """
 
 from __future__ import annotations
@@ -16,11 +18,10 @@ import logging
 
 from engine._channel import Action, Button, InboundMessage, Reply
 from engine.chat._chat_settings import ChatSettings
-from engine.context import ContextBudget
 from engine.i18n import translator
 from engine.loop import JobRunner
 from engine.store import Forgotten, Store
-from engine.work import Cluster
+from engine.work import Cluster, Tasks
 
 log = logging.getLogger(__name__)
 
@@ -38,32 +39,33 @@ class ForgetMe:
         store: Store,
         jobs: JobRunner,
         chat_settings: ChatSettings,
-        context: ContextBudget | None,
         cluster: Cluster | None,
+        tasks: Tasks,
     ) -> None:
         self.store = store
         self.jobs = jobs
         self.chat_settings = chat_settings
-        self.context = context
         self.cluster = cluster
+        store.ops.on_forgot(lambda: tasks.spawn(self._settle(), "forgotten"))
 
     async def forgotten(self, done: Forgotten) -> None:
-        """A user was forgotten here: stop their jobs, let go of their private chats' settings
-        and of cached summaries; tell the other instances to do the same."""
+        """A user was forgotten here: stop their jobs, let go of their private chats'
+        settings; tell the other instances to do the same."""
         await self.jobs.cancel(done.job_ids)
         self.chat_settings.drop(done.private_chats)
-        self.drop_cached_summaries()
         if self.cluster is not None:
             await self.cluster.forgot(done.job_ids)
 
     async def forgotten_elsewhere(self, job_ids: list[str]) -> None:
         await self.jobs.cancel(job_ids)
-        self.drop_cached_summaries()
         await self.chat_settings.load()  # what is no longer stored goes
 
-    def drop_cached_summaries(self) -> None:
-        if self.context is not None:
-            self.context.drop_cached()
+    async def _settle(self) -> None:
+        """A user was forgotten, here or by another process (which may not know our jobs):
+        the jobs running here whose rows are gone stop, the chats' settings are read again."""
+        gone = [j for j in self.jobs.running if await self.store.jobs.get(j) is None]
+        await self.jobs.cancel(gone)
+        await self.chat_settings.load()
 
     async def ask(self, msg: InboundMessage) -> Reply:
         _ = translator(msg.language).gettext

@@ -10,7 +10,7 @@ One task, woken by a periodic timer every few seconds:
 - every `prune_every_s` (a tenth of the shortest retention, between 10 s and an hour) settled
   rows older than `settled_days` are deleted (answered inbox rows, sent deliveries, finished jobs
   and scheduled runs, decided confirmations), and with `keep_days` each conversation's history
-  older than that (`trimmed` is then told, e.g. to drop cached summaries).
+  older than that (the store drops what it keeps in memory of them).
 
 With PostgreSQL there is no WAL of relaybot's own (the server checkpoints its log); instances
 sharing the store each prune, which is harmless (a row is deleted once). While the store cannot
@@ -60,13 +60,11 @@ class Housekeeping:
         busy: Callable[[], int],
         *,
         tick_s: float = 5.0,
-        trimmed: Callable[[], None] = lambda: None,
     ) -> None:
         self.store = store
         self.retention = retention
         self.busy = busy
         self.tick_s = tick_s
-        self.trimmed = trimmed
         self._next_prune = 0.0  # the first tick prunes
 
     async def run(self) -> None:
@@ -104,8 +102,6 @@ class Housekeeping:
         now = time.time()
         keep = now - r.keep_days * DAY_S if r.keep_days is not None else None
         pruned = await self.store.ops.prune(now - r.settled_days * DAY_S, keep)
-        if pruned.messages:
-            self.trimmed()
         if pruned.total:
             log.info(
                 "pruned %d settled rows and %d history messages",

@@ -12,6 +12,12 @@ no answer; other refusals at most one answer per person every ten minutes.
 
 The buttons' payloads name the request's code only: a press is checked against the store (still
 pending, pressed by an owner), so they keep working after a restart, on any instance.
+
+Who an owner let in is kept in memory (asked at every message), and read again whenever it may
+have changed anywhere: a revoke or an approval by another instance, by `relaybot users`, or by a
+console, is told through the store (engine/store/_access.py) and in force within about a
+second. A read begun before a change here is not kept (`_generation`), so a revoke is never
+undone by a read that raced it.
 """
 
 from __future__ import annotations
@@ -65,11 +71,17 @@ class Pairing:
         self.notices = notices
         self.tasks = tasks
         self._approved: set[tuple[str, str]] = set()
+        self._generation = 0  # changed by every load begun and every revoke here
         self._told: dict[tuple[str, str], float] = {}
+        store.access.on_change(lambda: tasks.spawn(self.load(), "pairing-reload"))
 
     async def load(self) -> None:
-        """The people owners let in, from the store (at start-up)."""
-        self._approved = {(a.channel, a.user_id) for a in await self.store.access.approved()}
+        """The people owners let in, from the store (at start-up, and after any change)."""
+        self._generation += 1
+        mine = self._generation
+        approved = {(a.channel, a.user_id) for a in await self.store.access.approved()}
+        if mine == self._generation:  # no later load nor revoke began meanwhile
+            self._approved = approved
 
     def allowed(self, channel: str, user_id: str) -> bool:
         """The config's users, the owners, and those an owner let in (as known here)."""
@@ -81,8 +93,10 @@ class Pairing:
 
     async def recheck(self, channel: str, user_id: str) -> bool:
         """Ask the store (let in or revoked meanwhile by another instance, or the CLI)."""
+        before = self._generation
         if await self.store.access.is_approved(channel, user_id):
-            self._approved.add((channel, user_id))
+            if before == self._generation:  # else a load or a revoke began meanwhile
+                self._approved.add((channel, user_id))
             return True
         self._approved.discard((channel, user_id))
         return self.allowed(channel, user_id)
@@ -230,6 +244,7 @@ class Pairing:
     async def revoke(self, channel: str, user_id: str, by: str, language: str | None = None) -> str:
         _ = translator(language).gettext
         self._approved.discard((channel, user_id))
+        self._generation += 1  # a load reading before the revoke must not bring them back
         if await self.store.access.revoke(channel, user_id):
             log.info("pairing: %s user %s revoked by %s", channel, user_id, by)
             revoked = _("Revoked: {platform} user {user_id} is no longer let in.")

@@ -40,14 +40,13 @@ from engine.context._tokens import (
 )
 from engine.context._window import DEFAULT_WINDOW, WindowInfo, WindowSource
 from engine.models import Message, Model, ModelRequest, Role, ToolSpec, Usage
-from engine.store import ContextStore, Summary
+from engine.store import ContextStore
 from tools.errors import ContextOverflow, PromptTooLarge
 
 log = logging.getLogger(__name__)
 
 HARDER = 0.8  # the share of the budget a retry after an overflow plans with
 RESULT_SHARE = 60  # an older turn's tool result takes at most 1/60 of the budget
-_SUMMARIES_KEPT = 10_000  # conversations whose summary is kept in memory
 
 
 class ContextBudget:
@@ -56,8 +55,6 @@ class ContextBudget:
         model: Model,
         store: ContextStore | None,
         settings: ContextSettings,
-        *,
-        shared: bool = False,
     ):
         self.model = model
         self.store = store
@@ -69,28 +66,14 @@ class ContextBudget:
             self.ratios,
             tool_result_chars=settings.tool_result_chars,
             history_limit=settings.history_limit,
-            remember=self._remember,
         )
         self._windows: dict[str, asyncio.Future[WindowInfo]] = {}
-        # Each conversation's summary as last read or written, when this process owns the store
-        # (`shared`: other instances write summaries too, so they are read each time).
-        self._summaries: dict[int, Summary | None] = {}
-        self._cache = not shared
         self._warned: set[frozenset[str]] = set()
         self._counted: set[str] = set()  # models whose last overflow stated its count
 
     @property
     def summary_requests(self) -> int:
         return self.folder.summary_requests
-
-    def _remember(self, conversation_id: int, summary: Summary) -> None:
-        if self._cache:
-            self._summaries[conversation_id] = summary
-
-    def drop_cached(self) -> None:
-        """Forget the summaries read so far: some were deleted (a user forgotten, history
-        capped by age), and are read again from the store."""
-        self._summaries.clear()
 
     # -- the window and the budget --------------------------------------------------------
 
@@ -145,14 +128,7 @@ class ContextBudget:
         """The conversation's summary and the messages after it. Up to twice history_limit are
         loaded, so messages past the limit are folded into the summary, not silently dropped."""
         assert self.store is not None
-        if conversation_id in self._summaries:
-            summary = self._summaries[conversation_id]
-        else:
-            summary = await self.store.summary(conversation_id)
-            if len(self._summaries) >= _SUMMARIES_KEPT:
-                self._summaries.clear()
-            if self._cache:
-                self._summaries[conversation_id] = summary
+        summary = await self.store.summary(conversation_id)  # kept in memory by the store
         after = summary.last_id if summary is not None else 0
         limit = 2 * self.settings.history_limit
         rows = await self.store.messages_after(conversation_id, after, limit)

@@ -16,7 +16,7 @@ rather than remembered as a fragment.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from engine.context._compaction import (
@@ -67,7 +67,8 @@ def summary_output(words: int, ratio: float) -> int:
 
 
 class Folder:
-    """Folds turns into a conversation's summary; `remember` hears each summary stored."""
+    """Folds turns into a conversation's summary (the store keeps it, and whatever copy of it
+    it holds in memory: engine/store/_context.py)."""
 
     def __init__(
         self,
@@ -76,13 +77,11 @@ class Folder:
         *,
         tool_result_chars: int,
         history_limit: int,
-        remember: Callable[[int, Summary], None],
     ) -> None:
         self.store = store
         self.ratios = ratios
         self.tool_result_chars = tool_result_chars
         self.history_limit = history_limit
-        self.remember = remember
         self.summary_requests = 0
 
     async def fold_for(
@@ -138,7 +137,6 @@ class Folder:
                 summary = Summary(window.conversation_id or 0, text, first, _id(ids, end - 1))
                 if self.store is not None and window.conversation_id is not None:
                     await self.store.save_summary(summary)
-                    self.remember(window.conversation_id, summary)
                 window.summary = summary
                 folded = end
         finally:  # what was folded leaves the turn's history, even if a later chunk failed

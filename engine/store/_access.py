@@ -3,16 +3,20 @@
 A stranger's request is a row with a short code, pending until an owner answers it or it
 expires; at most one is pending per person (a unique index on the pending ones). Allowing it
 records the person as approved on that platform in the same transaction, so a press that
-counts is never half done. Approvals are kept until revoked.
+counts is never half done. Approvals are kept until revoked. Each change is told (`ACCESS`,
+through the store's notifications: on PostgreSQL every instance hears it; SQLite's daemon hears
+a command line's write through its watch, engine/store/sqlite/_watch.py), so a process that
+keeps who is let in in memory reads it again.
 """
 
 from __future__ import annotations
 
 import enum
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from engine.store._db import Db, Row
+from engine.store._db import ACCESS, Db, Row
 
 
 class RequestState(enum.StrEnum):
@@ -64,6 +68,9 @@ class Access:
     def __init__(self, db: Db) -> None:
         self.db = db
 
+    def on_change(self, listener: Callable[[], object]) -> None:
+        self.db.on_notify(ACCESS, lambda _payload: listener())
+
     async def is_approved(self, channel: str, user_id: str) -> bool:
         found = await self.db.fetchval(
             "SELECT 1 FROM approved_users WHERE channel=? AND user_id=?", channel, user_id
@@ -79,7 +86,7 @@ class Access:
 
     async def approve(self, channel: str, user_id: str, user_name: str, by: str) -> bool:
         """Let the person in; False when they were already."""
-        return bool(
+        done = bool(
             await self.db.execute(
                 "INSERT INTO approved_users(channel, user_id, user_name, approved_by, "
                 "approved_at) VALUES (?,?,?,?,?) ON CONFLICT (channel, user_id) DO NOTHING",
@@ -90,13 +97,19 @@ class Access:
                 time.time(),
             )
         )
+        if done:
+            await self.db.notify(ACCESS)
+        return done
 
     async def revoke(self, channel: str, user_id: str) -> bool:
-        return bool(
+        done = bool(
             await self.db.execute(
                 "DELETE FROM approved_users WHERE channel=? AND user_id=?", channel, user_id
             )
         )
+        if done:
+            await self.db.notify(ACCESS)
+        return done
 
     async def ask(self, request: AccessRequest) -> bool:
         """Record a new pending request; False when the person has one pending already (an

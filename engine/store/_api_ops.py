@@ -52,6 +52,10 @@ class OpsStore(Protocol):
         that cover any of it. `dry_run` counts without deleting."""
         ...
 
+    def on_forgot(self, listener: Callable[[], object]) -> None:
+        """Call `listener` when a user may have been forgotten, by any process."""
+        ...
+
 
 class ClusterStore(Protocol):
     """What instances sharing one store keep there (engine/work/_cluster.py drives it): liveness,

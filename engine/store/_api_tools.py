@@ -3,7 +3,7 @@ scheduled tasks and each chat's settings. One protocol per part (see ``_api``)."
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from engine.store._access import AccessRequest, ApprovedUser
@@ -36,6 +36,10 @@ class AccessStore(Protocol):
     """Pairing: strangers' requests and the people owners let in (engine/store/_access.py)."""
 
     async def is_approved(self, channel: str, user_id: str) -> bool: ...
+
+    def on_change(self, listener: Callable[[], object]) -> None:
+        """Call `listener` when who is approved may have changed, by any process."""
+        ...
 
     async def approved(self) -> list[ApprovedUser]: ...
 

@@ -1,5 +1,12 @@
-"""What the caches of a single-owner store are made of: a bounded mapping, and the rule that keeps
-a cache coherent with the store while reads and writes of the same key overlap.
+"""What the caches of a single-owner store are made of: a bounded mapping, the rule that keeps
+a cache coherent with the store while reads and writes of the same key overlap, and the list of
+every part's cache (:class:`Caches`), so that one write can drop them all.
+
+Each cache belongs to the part of the store that reads it (engine/store/_conversations.py, ...):
+it is made there, bounded there, and changed there by every write of that part. What no part can
+see is said through :class:`Caches`: a write that changes rows wholesale (a prune, a forget) and
+a write by another process (heard of by the SQLite store's watch, engine/store/sqlite/_watch.py)
+drop every cache at once.
 
 A cache is changed where a statement's answer comes back: a read replaces the value, a write
 adds itself to it (or drops it). SQLite answers one connection's statements in the order they
@@ -12,11 +19,32 @@ and while a write is in flight its key is read from the store.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Generic, TypeVar
 
 K = TypeVar("K")
 V = TypeVar("V")
+
+
+class Caches:
+    """The caches of one store's parts: each part enrolls how to let go of its own. `enabled`
+    when this process alone writes the store (SQLite); a store several processes write
+    (PostgreSQL) keeps nothing in memory."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self._drops: list[tuple[Callable[[], None], bool]] = []
+
+    def enroll(self, drop: Callable[[], None], *, outside: bool = True) -> None:
+        """`drop` empties a part's cache. `outside` False: not after another process's write
+        (what it holds only this process adds, and one deleted elsewhere does no harm)."""
+        self._drops.append((drop, outside))
+
+    def drop(self, *, outside: bool = False) -> None:
+        """Drop what every part keeps (`outside`: because another process wrote the store)."""
+        for drop, also_outside in self._drops:
+            if also_outside or not outside:
+                drop()
 
 
 class Recent(OrderedDict[K, V]):
@@ -142,21 +170,29 @@ class Listed(Generic[K]):
     """The keys (chats, owners) that have rows in a table, read once when the store opens, with
     every key this process writes rows for added before it writes them (it is the only writer):
     a key not listed has no rows, without asking. Not known (everything is asked) until loaded,
-    and again once cleared."""
+    and again once cleared; the keys known before, and those added meanwhile, are kept for the
+    next load (which may have read the table before their rows were written: a key listed
+    without rows is only asked about)."""
 
     def __init__(self) -> None:
         self._keys: set[K] | None = None
+        self._added: set[K] = set()  # while not known
 
     def load(self, keys: Iterable[K]) -> None:
-        self._keys = set(keys)
+        self._keys = set(keys) | self._added
+        self._added = set()
 
     def add(self, key: K) -> None:
         if self._keys is not None:
             self._keys.add(key)
+        else:
+            self._added.add(key)
 
     def none(self, key: K) -> bool:
         """True when `key` surely has no rows."""
         return self._keys is not None and key not in self._keys
 
     def clear(self) -> None:
+        if self._keys is not None:
+            self._added |= self._keys
         self._keys = None

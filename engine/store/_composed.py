@@ -28,6 +28,7 @@ from engine.store._api import (
     UsageStore,
 )
 from engine.store._browse import Browse
+from engine.store._cache import Caches
 from engine.store._chat_settings import ChatSettings
 from engine.store._confirmations import Confirmations
 from engine.store._console import Console
@@ -48,24 +49,29 @@ class ComposedStore:
 
     def __init__(self, db: Db) -> None:
         self.db = db
-        conversations = Conversations(db)
+        self.caches = caches = Caches(db.caches)  # each part's own, enrolled here to drop
+        context = Context(db, caches)
+        conversations = Conversations(db, caches, context.histories, context.summaries)
         schedules = Schedules(db)
         self.conversations: ConversationStore = conversations
-        self._inbox = Inbox(db, conversations)
+        self._inbox = Inbox(db, conversations, caches)
         self.inbox: InboxStore = self._inbox
-        self.confirmations: ConfirmationStore = Confirmations(db)
+        self._confirmations = Confirmations(db, caches)
+        self.confirmations: ConfirmationStore = self._confirmations
         self.jobs: JobStore = Jobs(db)
-        self.memory: MemoryStore = Memory(db)
-        self.grants: GrantStore = Grants(db)
+        self._memory = Memory(db, caches)
+        self.memory: MemoryStore = self._memory
+        self._grants = Grants(db, caches)
+        self.grants: GrantStore = self._grants
         self.usage: UsageStore = Usage(db)
         self.spend: SpendStore = Spend(db)
         self.schedules: ScheduleStore = schedules
         self.chat_settings: ChatSettingsStore = ChatSettings(db)
-        self.context: ContextStore = Context(db)
+        self.context: ContextStore = context
         self.access: AccessStore = Access(db)
         self.console: ConsoleStore = Console(db)
         self.browse: BrowseStore = Browse(db)
-        self.ops: OpsStore = Ops(db, schedules)
+        self.ops: OpsStore = Ops(db, schedules, caches)
         self.cluster: ClusterStore | None = None  # a backend several processes share sets it
 
     @contextlib.asynccontextmanager
@@ -84,18 +90,21 @@ class ComposedStore:
         if self.db.caches:  # what the caches of this process, the store's only writer, start from
             await self._inbox.prime()
             await self._list()
+            self.db.after_outside_write(self._outside_write)
+
+    async def watch(self) -> None:
+        """Hear of what other processes write from now on (the daemon). A shared store caches
+        nothing and tells through its notifications (the cluster listens); SQLite overrides."""
 
     async def _list(self) -> None:
-        db = self.db
-        rows = await db.fetch("SELECT DISTINCT channel, chat_id FROM grants")
-        db.granted_chats.load((r["channel"], r["chat_id"]) for r in rows)
-        rows = await db.fetch(
-            "SELECT DISTINCT channel, chat_id FROM confirmations WHERE state='pending'"
-        )
-        db.pending_chats.load((r["channel"], r["chat_id"]) for r in rows)
-        db.memory_owners.load(
-            r["owner"] for r in await db.fetch("SELECT DISTINCT owner FROM memory")
-        )
+        """Which chats and owners have rows at all (a key not listed has none, unasked)."""
+        await self._grants.list_chats()
+        await self._confirmations.list_chats()
+        await self._memory.list_owners()
+
+    async def _outside_write(self) -> None:
+        self.caches.drop(outside=True)
+        await self._list()
 
     async def close(self) -> None:
         await self.db.close()

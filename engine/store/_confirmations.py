@@ -10,6 +10,7 @@ import json
 import time
 
 from engine.models import ToolCall
+from engine.store._cache import Caches, Guard, Listed, Recent
 from engine.store._db import Db, Row
 from engine.store._rows import ConfirmationRow
 from engine.store._states import CONFIRMATION_TRANSITIONS, ConfirmationState, guard
@@ -20,14 +21,31 @@ _COLS = (
 )
 
 
+_QUIET_KEPT = 65_536  # chats known to have no pending confirmation
+
+
 class Confirmations:
-    def __init__(self, db: Db) -> None:
+    def __init__(self, db: Db, caches: Caches) -> None:
         self.db = db
         # The chats known to have no pending confirmation (every message asks), when only this
         # process writes the store: only add() makes a pending one.
-        self._quiet = db.quiet_chats if db.caches else None
-        self._guard = db.quiet_guard
-        self._listed = db.pending_chats  # the chats with pending ones when the store opened
+        self._quiet = Recent[tuple[str, str], bool](_QUIET_KEPT) if caches.enabled else None
+        self._guard = Guard[tuple[str, str]]()
+        self._listed = Listed[tuple[str, str]]()  # the chats with pending ones (list_chats)
+        caches.enroll(self._drop)
+
+    async def list_chats(self) -> None:
+        """Read which chats have pending confirmations (at open, after another's write)."""
+        rows = await self.db.fetch(
+            "SELECT DISTINCT channel, chat_id FROM confirmations WHERE state='pending'"
+        )
+        self._listed.load((r["channel"], r["chat_id"]) for r in rows)
+
+    def _drop(self) -> None:
+        if self._quiet is not None:
+            self._quiet.clear()
+        self._guard.forget_all()
+        self._listed.clear()
 
     async def add(self, row: ConfirmationRow) -> None:
         self._listed.add((row.channel, row.chat_id))

@@ -11,17 +11,32 @@ from __future__ import annotations
 import time
 
 from engine.models import Message, Role
+from engine.store._cache import Caches, Recent
 from engine.store._conversations import MESSAGE_COLS, message_from_row
 from engine.store._db import Db
+from engine.store._history import Histories
 from engine.store._rows import Summary, TokenRatio
+
+_SUMMARIES = 4096  # conversations whose summary is kept in memory
 
 
 class Context:
-    def __init__(self, db: Db) -> None:
+    """What a turn's context is read from. Its caches, when this process alone writes the store:
+    each conversation's latest messages (_history.py; the conversations part writes them as it
+    stores messages) and its summary (or that it has none), written only by its own turns, one
+    at a time."""
+
+    def __init__(self, db: Db, caches: Caches) -> None:
         self.db = db
-        self.histories = db.histories if db.caches else None  # latest messages (_history.py)
-        # each conversation's summary, written only by its own turns (one at a time)
-        self.summaries = db.summaries if db.caches else None
+        self.histories = Histories() if caches.enabled else None
+        self.summaries = Recent[int, tuple[Summary | None]](_SUMMARIES) if caches.enabled else None
+        caches.enroll(self._drop)
+
+    def _drop(self) -> None:
+        if self.histories is not None:
+            self.histories.clear()
+        if self.summaries is not None:
+            self.summaries.clear()
 
     async def summary(self, conversation_id: int) -> Summary | None:
         if self.summaries is not None and (known := self.summaries.use(conversation_id)):

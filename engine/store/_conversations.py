@@ -13,19 +13,34 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 from engine.models import Image, Message, Part, Role, Text, ToolCall, ToolOutput
+from engine.store._cache import Caches, Recent
 from engine.store._db import Db, Row
-from engine.store._rows import Conversation, Delivery
+from engine.store._history import Histories
+from engine.store._rows import Conversation, Delivery, Summary
 from engine.store._states import DeliveryState
+
+_ACTIVE_KEPT = 65_536  # chats whose active conversation is kept in memory
 
 
 class Conversations:
-    def __init__(self, db: Db) -> None:
+    def __init__(
+        self,
+        db: Db,
+        caches: Caches,
+        histories: Histories | None = None,
+        summaries: Recent[int, tuple[Summary | None]] | None = None,
+    ) -> None:
         self.db = db
         # Each chat's active conversation, asked for several times a turn, is kept in memory
         # when only this process writes the store (reset() ends a conversation; forgetting a
-        # user deletes some and empties the db's caches).
-        self._active = db.active_conversations if db.caches else None
-        self.histories = db.histories if db.caches else None  # latest messages (_history.py)
+        # user deletes some and drops every cache). The context part's latest messages and
+        # summaries are given: the writes here change them.
+        self._active = (
+            Recent[tuple[str, str], Conversation](_ACTIVE_KEPT) if caches.enabled else None
+        )
+        self.histories = histories
+        self._summaries = summaries
+        caches.enroll(self._drop)
         self._insert_active = (
             "INSERT INTO conversations(channel, chat_id, is_private, created_at) VALUES (?,?,?,?) "
             f"ON CONFLICT (channel, chat_id) WHERE {db.dialect.active_conflict} DO NOTHING"
@@ -50,8 +65,13 @@ class Conversations:
             self._active[channel, chat_id] = conversation
         if new and self.histories is not None:
             self.histories.fresh(conversation.id)  # it has no messages yet, nor a summary
-            self.db.summaries[conversation.id] = (None,)
+        if new and self._summaries is not None:
+            self._summaries[conversation.id] = (None,)
         return conversation
+
+    def _drop(self) -> None:
+        if self._active is not None:
+            self._active.clear()
 
     async def reset(self, channel: str, chat_id: str) -> None:
         try:

@@ -10,7 +10,9 @@ What truly differs between the dialects is a small :class:`Dialect`: an id list 
 against ``= ANY($1::bigint[])``), the predicate of the conversations' partial unique index an
 upsert names, whether an INSERT may sit in a WITH (one statement for an answer and its delivery),
 and the name of the substring-position function. Whether rows may be cached in memory is
-:attr:`Dialect.shared`: a store several processes write (PostgreSQL) caches nothing.
+:attr:`Dialect.shared`: a store several processes write (PostgreSQL) caches nothing. The caches
+themselves are the parts' own (engine/store/_cache.py); the Db only tells of a write another
+process made (:meth:`Db.outside_write`) and of what processes notify each other.
 """
 
 from __future__ import annotations
@@ -18,16 +20,18 @@ from __future__ import annotations
 import abc
 import contextlib
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.store._cache import Arrivals, Guard, Listed, Recent
-from engine.store._history import Histories
-from engine.store._rows import Conversation, Grant
-
 Row = Any  # a sqlite3.Row or an asyncpg.Record: both read by column name and by position
-Listener = Callable[[str], None]
+Listener = Callable[[str], object]
+Hook = Callable[[], Awaitable[None]]
+
+# What other processes tell through :meth:`Db.notify` (besides the cluster's own channels): a
+# part whose rows a process keeps in memory listens, and reads them again.
+ACCESS = "relaybot_access"  # who is let in changed (approved, revoked)
+FORGOT = "relaybot_forgot"  # a user was forgotten
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,40 +98,13 @@ class Db(abc.ABC):
 
     def __init__(self) -> None:
         self.incarnation: int | None = None  # this process's instance row (a shared store)
-        # Caches of a store only this process writes (Dialect.shared False): each chat's active
-        # conversation (asked for several times a turn), its standing permissions, its latest
-        # messages (engine/store/_history.py), whether it has confirmations pending (False:
-        # none), each user's latest messages' arrival (the rate limit's window), each owner's
-        # memory as a prompt reads it.
-        self.active_conversations: dict[tuple[str, str], Conversation] = {}
-        self.chat_grants: dict[tuple[str, str], tuple[Grant, ...]] = {}
-        self.histories = Histories()
-        self.quiet_chats = Recent[tuple[str, str], bool](65_536)
-        self.quiet_guard = Guard[tuple[str, str]]()
-        self.arrivals = Arrivals(4096)
-        self.arrival_guard = Guard[tuple[str, str]]()
-        self.memories = Recent[str, tuple[int, list[Any]]](1024)
-        self.summaries = Recent[int, tuple[Any]](4096)  # (summary or None,); its turns write it
-        # the chats with grants or pending confirmations and the owners of memory, read at open
-        self.granted_chats = Listed[tuple[str, str]]()
-        self.pending_chats = Listed[tuple[str, str]]()
-        self.memory_owners = Listed[str]()
-        self.memory_guard = Guard[str]()
         self._listeners: dict[str, list[Listener]] = {}
+        self._outside: list[Hook] = []  # refill caches after another process wrote (watch)
 
     @property
     def caches(self) -> bool:
+        """Whether the parts may keep rows in memory (this process alone writes the store)."""
         return not self.dialect.shared
-
-    def forget_cached(self) -> None:
-        """Drop every cached row (after deleting rows wholesale, say)."""
-        self.active_conversations.clear()
-        self.chat_grants.clear()
-        self.histories.clear()
-        for cache in (self.quiet_chats, self.arrivals, self.memories, self.summaries):
-            cache.clear()
-        for guard in (self.quiet_guard, self.arrival_guard, self.memory_guard):
-            guard.forget_all()
         for listed in (self.granted_chats, self.pending_chats, self.memory_owners):
             listed.clear()
 
@@ -211,6 +188,20 @@ class Db(abc.ABC):
         """Give space back between bursts (by default nothing: a server keeps its own log)."""
 
     # -- notifications --------------------------------------------------------------------------
+
+    def after_outside_write(self, hook: Hook) -> None:
+        """Run `hook` when another process wrote the store (:meth:`outside_write`), before the
+        listeners hear of it: the store drops and refills its parts' caches."""
+        self._outside.append(hook)
+
+    async def outside_write(self) -> None:
+        """Another process wrote the store, nobody knows what: the hooks drop what the parts
+        keep, and every listener, whatever its channel, hears of it."""
+        for hook in self._outside:
+            await hook()
+        for listeners in list(self._listeners.values()):
+            for listener in list(listeners):
+                listener("")
 
     def on_notify(self, channel: str, listener: Listener) -> None:
         """Call `listener(payload)` for each :meth:`notify` on `channel` (by any process)."""

@@ -97,8 +97,11 @@ async def _private_chats(db: Db, channel: str | None, user_id: str) -> list[tupl
         f"AND {where} "
         "UNION SELECT c.channel, c.chat_id FROM conversations c WHERE c.is_private = TRUE "
         f"AND {in_conversation} AND (c.chat_id=? OR EXISTS ("
-        "SELECT 1 FROM messages m WHERE m.conversation_id=c.id AND m.user_id=?))",
-        *(user_id, *p, user_id, *p, *p, user_id, user_id),
+        "SELECT 1 FROM messages m WHERE m.conversation_id=c.id AND m.user_id=?)) "
+        # their private chat's settings, also when nothing was said there (a persona set alone):
+        # a chat named by the user's own id is theirs (Telegram's private chats)
+        f"UNION SELECT channel, chat_id FROM chat_settings WHERE chat_id=? AND {where}",
+        *(user_id, *p, user_id, *p, *p, user_id, user_id, user_id, *p),
     )
     return sorted((r["channel"], r["chat_id"]) for r in rows)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from engine.store._cache import Caches, Listed
 from engine.store._db import Db, Row
 from engine.store._rows import Grant, UsageTotals
 
@@ -14,10 +15,23 @@ class Grants:
     """A turn reads its chat's grants: they are kept in memory when only this process writes the
     store (a SQLite file: bot/_lock.py), and dropped for the chat whenever they change."""
 
-    def __init__(self, db: Db) -> None:
+    def __init__(self, db: Db, caches: Caches) -> None:
         self.db = db
-        self._cache = db.chat_grants if db.caches else None
-        self._listed = db.granted_chats
+        self._cache: dict[tuple[str, str], tuple[Grant, ...]] | None = (
+            {} if caches.enabled else None
+        )
+        self._listed = Listed[tuple[str, str]]()  # the chats with grants (list_chats)
+        caches.enroll(self._drop)
+
+    async def list_chats(self) -> None:
+        """Read which chats have grants (at open, and after another process wrote)."""
+        rows = await self.db.fetch("SELECT DISTINCT channel, chat_id FROM grants")
+        self._listed.load((r["channel"], r["chat_id"]) for r in rows)
+
+    def _drop(self) -> None:
+        if self._cache is not None:
+            self._cache.clear()
+        self._listed.clear()
 
     async def grant(
         self, channel: str, chat_id: str, tool: str, user_id: str, user_name: str

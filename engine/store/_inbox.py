@@ -16,12 +16,14 @@ from typing import Any
 
 from engine._channel import Attachment, InboundMessage, MediaKind
 from engine.models import Message
+from engine.store._cache import Arrivals, Caches, Guard
 from engine.store._conversations import Conversations
 from engine.store._db import Db, Row
 from engine.store._rows import InboxRow
 from engine.store._states import InboxState
 
 PRIMED_S = 600.0  # the arrivals read at open: longer than any rate window in use
+_ARRIVALS_KEPT = 4096  # users whose latest arrivals are kept in memory
 
 _COLS = (
     "id, channel, chat_id, message_id, user_id, user_name, text, is_private, state, hold_until, "
@@ -30,13 +32,22 @@ _COLS = (
 
 
 class Inbox:
-    def __init__(self, db: Db, conversations: Conversations) -> None:
+    def __init__(self, db: Db, conversations: Conversations, caches: Caches) -> None:
         self.db = db
         self.conversations = conversations
+        self.caches = caches
         # When each user's latest messages arrived (the rate limit's window), when only this
-        # process writes the store: (from when on every arrival is known, the arrivals).
-        self._arrivals = db.arrivals if db.caches else None
-        self._guard = db.arrival_guard
+        # process writes the store: (from when on every arrival is known, the arrivals). Only
+        # this process adds them: another's write (a forget) leaves them (one deleted elsewhere
+        # only counts a while longer).
+        self._arrivals = Arrivals(_ARRIVALS_KEPT) if caches.enabled else None
+        self._guard = Guard[tuple[str, str]]()
+        caches.enroll(self._drop, outside=False)
+
+    def _drop(self) -> None:
+        if self._arrivals is not None:
+            self._arrivals.clear()
+        self._guard.forget_all()
 
     async def accept(
         self, msg: InboundMessage, *, hold_until: float | None = None, quote: str | None = None
@@ -196,7 +207,7 @@ class Inbox:
             "DELETE FROM inbox WHERE state='answered' AND received_at < ?", older_than
         )
         if pruned and self._arrivals is not None:
-            self.db.forget_cached()  # some arrivals it holds may be gone
+            self.caches.drop()  # some arrivals it holds may be gone
         return pruned
 
 

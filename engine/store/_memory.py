@@ -17,6 +17,7 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
+from engine.store._cache import Caches, Guard, Listed, Recent
 from engine.store._db import Db
 
 
@@ -29,16 +30,31 @@ class MemoryItem:
 
 
 _CACHED_CHARS = 8_000  # an owner's items kept in memory up to this much text
+_OWNERS_KEPT = 1024  # owners whose items are kept in memory
 
 
 class Memory:
-    def __init__(self, db: Db) -> None:
+    def __init__(self, db: Db, caches: Caches) -> None:
         self.db = db
         # Each owner's items as a prompt reads them (no query), when only this process writes
         # the store: (how many were asked for, the items). A turn reads them every time.
-        self._cache = db.memories if db.caches else None
-        self._guard = db.memory_guard
-        self._listed = db.memory_owners
+        self._cache = (
+            Recent[str, tuple[int, list[MemoryItem]]](_OWNERS_KEPT) if caches.enabled else None
+        )
+        self._guard = Guard[str]()
+        self._listed = Listed[str]()  # the owners of memory (list_owners)
+        caches.enroll(self._drop)
+
+    async def list_owners(self) -> None:
+        """Read who has memory (at open, and after another process wrote)."""
+        rows = await self.db.fetch("SELECT DISTINCT owner FROM memory")
+        self._listed.load(r["owner"] for r in rows)
+
+    def _drop(self) -> None:
+        if self._cache is not None:
+            self._cache.clear()
+        self._guard.forget_all()
+        self._listed.clear()
 
     @contextlib.asynccontextmanager
     async def _changing(self, owner: str) -> AsyncIterator[None]:

@@ -12,10 +12,11 @@ when it started).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
-from engine.store._db import Db
+from engine.store._cache import Caches
+from engine.store._db import ACCESS, FORGOT, Db
 from engine.store._forget import drop_summaries_before, forget_user
 from engine.store._reports import (
     ChannelError,
@@ -38,9 +39,10 @@ _DECIDED = "('declined', 'expired', 'cancelled', 'executed', 'interrupted')"
 
 
 class Ops:
-    def __init__(self, db: Db, schedules: Schedules) -> None:
+    def __init__(self, db: Db, schedules: Schedules, caches: Caches) -> None:
         self.db = db
         self.schedules = schedules
+        self.caches = caches
 
     # -- status ---------------------------------------------------------------------------
 
@@ -184,7 +186,7 @@ class Ops:
                 messages = await self._trim(history_before)
                 await drop_summaries_before(self.db)
         if inbox or messages:  # arrivals or messages the caches hold may be gone
-            self.db.forget_cached()
+            self.caches.drop()
         return Pruned(inbox, deliveries, jobs, runs, decided, messages)
 
     async def _trim(self, cut: float) -> int:
@@ -203,12 +205,18 @@ class Ops:
 
     # -- forgetting -----------------------------------------------------------------------
 
+    def on_forgot(self, listener: Callable[[], object]) -> None:
+        self.db.on_notify(FORGOT, lambda _payload: listener())
+
     async def forget_user(
         self, channel: str | None, user_id: str, *, dry_run: bool = False
     ) -> Forgotten:
         forgotten = await forget_user(self.db, channel, user_id, dry_run=dry_run)
         if not dry_run:
-            self.db.forget_cached()  # some conversations and grants may be gone
+            self.caches.drop()  # some conversations and grants may be gone
+            await self.db.notify(FORGOT)  # what processes keep in memory about them goes
+            if forgotten.access:  # an owner's approval went with the rest
+                await self.db.notify(ACCESS)
         if forgotten.schedules and not dry_run:
             await self.schedules.changed()
         return forgotten

@@ -1,5 +1,6 @@
 """The SQLite backend: one file holds every part of the store, and one process writes it
-(bot/_lock.py), so its active conversations and standing permissions are kept in memory.
+(bot/_lock.py), so what its parts read often is kept in memory; what the command line writes
+meanwhile is heard of within a second (sqlite/_watch.py).
 
 ``async with SqliteStore(path) as store:`` opens (creating or migrating) and closes the file.
 """
@@ -12,6 +13,7 @@ from pathlib import Path
 from engine.store._composed import ComposedStore
 from engine.store.sqlite._db import WAL_LIMIT_BYTES, SqliteDb
 from engine.store.sqlite._schema import MIGRATIONS
+from engine.store.sqlite._watch import Watch
 
 
 class SqliteStore(ComposedStore):
@@ -34,3 +36,12 @@ class SqliteStore(ComposedStore):
             SqliteDb(path, readonly=readonly, wal_limit_bytes=limit, migrations=migrations)
         )
         self.path = self.db.path
+        self._watch = Watch(lambda: self.db.db, self.db.outside_write)
+
+    async def watch(self) -> None:
+        """Hear of what other processes write (sqlite/_watch.py), until closed."""
+        self._watch.start()
+
+    async def close(self) -> None:
+        await self._watch.stop()
+        await super().close()
