@@ -98,8 +98,8 @@ def build_engine(
         store,
         channels,
         policy,
-        list(s.models),
-        model.name,
+        lambda: list(live.settings.models),
+        lambda: live.tooling.loop.model.name,
         changed=cluster.settings_changed if cluster is not None else None,
         language=lambda: live.settings.language,
         speaks=speaker is not None,
@@ -119,9 +119,9 @@ def build_engine(
     context = loop.context
     voice = None
     if speaker is not None:
-        voice = VoiceAnswers(speaker, s.media.max_speech_chars, chat_settings)
+        voice = VoiceAnswers(speaker, lambda: live.settings.media.max_speech_chars, chat_settings)
     cache = ImageCache()
-    remembered = Remembered(store.memory, policy, s.memory)
+    remembered = Remembered(store.memory, policy, lambda: live.settings.memory)
     turns = TurnRunner(
         store,
         lambda: live.tooling,
@@ -131,7 +131,10 @@ def build_engine(
         lambda: turn_settings(live.settings),
         notices,
         images=RecentImages(
-            channels, cache, vision=s.media.vision, max_bytes=s.media.max_image_bytes
+            channels,
+            cache,
+            vision=lambda: live.settings.media.vision,
+            max_bytes=lambda: live.settings.media.max_image_bytes,
         ),
         chat_settings=chat_settings,
         meter=meter,
@@ -139,13 +142,18 @@ def build_engine(
         parts=(remembered,),
         tasks=tasks,
     )
-    schedules = Schedules(store, queues, turns, s.schedules, clock or SystemClock())
+    schedules = Schedules(
+        store, queues, turns, lambda: live.settings.schedules, clock or SystemClock()
+    )
     media_settings = lambda: live.settings.media  # noqa: E731
     media = MediaIntake(store, channels, media_settings, cache, notices.say, transcriber, meter)
     intake = Intake(store, queues, notices, tasks, chat_settings, media, limits, pairing, live)
     forget = ForgetMe(store, background.runner, chat_settings, context, cluster)
     housekeeping = Housekeeping(
-        store, s.retention, lambda: queues.busy, trimmed=forget.drop_cached_summaries
+        store,
+        lambda: live.settings.retention,
+        lambda: queues.busy,
+        trimmed=forget.drop_cached_summaries,
     )
     commands = Commands(
         store=store,

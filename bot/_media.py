@@ -8,6 +8,7 @@ chat's); with Anthropic models only, each is off and the log says why.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from bot._models import openai_compatible
@@ -36,8 +37,13 @@ class MediaParts:
     picture_tool: GenerateImage | None = None
 
 
-def media_parts(cfg: Config, model: Model, store: Store) -> MediaParts:
+def media_parts(
+    cfg: Config, model: Model, store: Store, live: Callable[[], Config] | None = None
+) -> MediaParts:
+    """The parts `cfg` asks for; `live` gives the config in force (the App's, which a reload
+    replaces), read where a limit applies."""
     media = cfg.media
+    now = live or (lambda: cfg)
     wanted = {
         "transcription_model": media.transcription_model,
         "speech_model": media.speech_model,
@@ -59,8 +65,8 @@ def media_parts(cfg: Config, model: Model, store: Store) -> MediaParts:
         painter = DailyPictures(
             OpenAIPainter(lambda: sdk.sdk, media.image_model),
             store,
-            cfg.limits.images_per_day,
-            frozenset(cfg.access.admins),
+            lambda: now().limits.images_per_day,
+            lambda: now().access.admins,
         )
         tool = GenerateImage(painter, media.image_size)
     return MediaParts(transcriber, speaker, tool)

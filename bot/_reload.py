@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot._checks import tool_problems, validate
 from bot._generation import put_in_force
+from bot._in_force import waiting
 from bot._logging import setup_logging
 from bot._secrets import seal_secrets
 from bot.config import Config, load_config
@@ -38,38 +39,6 @@ if TYPE_CHECKING:
     from bot.app import App
 
 log = logging.getLogger("relaybot")
-
-# What a running daemon cannot change: whole sections, or a section but the keys named.
-_RESTART_SECTIONS = ("storage", "instance", "metrics")
-_RESTART_BUT = {
-    "telegram": {"allowed_users"},
-    "discord": {"allowed_users"},
-}
-
-
-def needs_restart(old: Config, new: Config) -> list[str]:
-    """The keys whose change `new` makes that only a restart puts in force."""
-    changed = []
-    for name in _RESTART_SECTIONS:
-        if getattr(old, name) != getattr(new, name):
-            changed.append(f"[{name}]")
-    for name, live in _RESTART_BUT.items():
-        before = getattr(old, name).model_dump()
-        after = getattr(new, name).model_dump()
-        changed += [
-            f"{name}.{key}" for key in before if key not in live and before[key] != after.get(key)
-        ]
-    made_at_start = [  # the media parts (bot/_media.py)
-        *(("media", k) for k in ("transcription_model", "speech_model", "speech_voice")),
-        *(("media", k) for k in ("image_model", "image_size")),
-        ("limits", "images_per_day"),
-    ]
-    for section, key in made_at_start:
-        if getattr(getattr(old, section), key) != getattr(getattr(new, section), key):
-            changed.append(f"{section}.{key}")
-    if new.media.transcription_model and old.llm.base_url != new.llm.base_url:
-        changed.append("media.transcription_model's endpoint (llm.base_url)")
-    return changed
 
 
 def read_checked(path: Path | str | None, *, fresh: bool = False) -> Config:
@@ -92,6 +61,8 @@ class Reloader:
         self.app = app
         self.path = path
         self.command = command
+        self.waiting: list[str] = []  # keys changed since start-up that wait for a restart
+        self._started = app.config  # what a restart would change them from
         self._lock = asyncio.Lock()
 
     async def reload(self) -> bool:
@@ -104,22 +75,29 @@ class Reloader:
             return await self.apply(config)
 
     async def apply(self, config: Config) -> bool:
-        """Put `config` in force: its model and tools built, then one swap of the engine's
-        settings and tooling (no await in between)."""
+        """Put `config` in force: the console moved where `[web]` says, the model and tools
+        built, then one swap of the engine's settings and tooling and the App's config (no await
+        in between); the console it replaces stops."""
         app = self.app
         old = app.config
-        later = needs_restart(old, config)
+        try:
+            console = await app.console.move(config.web)
+        except ConfigError as exc:  # [web] listen on an address in use, say
+            log.error("config error: %s; the running config stays", exc)
+            return False
         try:
             await put_in_force(app, config)
         except ConfigError as exc:  # a fallback's key missing, say
+            await console.drop()
             log.error("config error: %s; the running config stays", exc)
             return False
-        app.config = config
+        await console.keep()
         if config.log.level != old.log.level:
             setup_logging(config.log.level, secrets=config.secrets())
         log.info("config reloaded from %s", config._path or self.path)
-        if later:
-            log.warning("not changed until a restart: %s", ", ".join(later))
+        self.waiting = waiting(self._started, config)
+        if self.waiting:
+            log.warning("not changed until a restart: %s", ", ".join(self.waiting))
         self.record()
         return True
 
@@ -127,7 +105,8 @@ class Reloader:
         """Say when the config was loaded (for `relaybot status`)."""
         if self.app.config.storage.resolved_url() is not None:
             return
-        record_loaded(self.app.config, self.command, self.app.dispatcher.live.loaded_at)
+        live = self.app.dispatcher.live
+        record_loaded(self.app.config, self.command, live.loaded_at, self.waiting)
 
 
 def loaded_path(config: Config) -> Path:
@@ -135,14 +114,18 @@ def loaded_path(config: Config) -> Path:
     return store.with_name(store.name + ".config")
 
 
-def record_loaded(config: Config, command: str, at: float | None = None) -> None:
-    """Write when `config` was loaded, by which process, next to the SQLite store."""
+def record_loaded(
+    config: Config, command: str, at: float | None = None, waiting: list[str] | None = None
+) -> None:
+    """Write when `config` was loaded, by which process, and what of it waits for a restart,
+    next to the SQLite store."""
     path = loaded_path(config)
     data = {
         "pid": os.getpid(),
         "command": command,
         "loaded_at": at or time.time(),
         "config": str(config._path or ""),
+        "waiting": waiting or [],
     }
     try:
         tmp = path.with_name(path.name + ".tmp")

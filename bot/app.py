@@ -19,6 +19,7 @@ from bot._logging import RedactingFilter
 from bot._media import media_parts
 from bot._models import build_model
 from bot._settings import engine_settings
+from bot._web import WebConsole
 from bot.config import Config
 from engine import Backoff, Channel, Clock, SystemClock
 from engine.chat import Dispatcher
@@ -88,6 +89,7 @@ class App:
         self._stack = contextlib.AsyncExitStack()
         self.retiring: set[asyncio.Task[None]] = set()  # tools a reload replaced, closing
         self.pictures: tuple[Tool, ...] = ()  # the picture tool ([media] image_model)
+        self.console = WebConsole(self)  # served where [web] listen in force says
         self.generation: Generation  # the model and tools in force (bot/_generation.py)
         self.store: Store
         self.dispatcher: Dispatcher
@@ -113,7 +115,7 @@ class App:
         stack.callback(use_error_log(ErrorLog(RedactingFilter(cfg.secrets()).redact)))
         self.model = build_model(cfg)  # the first: warmed up, and the media parts use it
         stack.push_async_callback(self.model.aclose)
-        media = media_parts(cfg, self.model, self.store)
+        media = media_parts(cfg, self.model, self.store, lambda: self.config)
         self.pictures = (media.picture_tool,) if media.picture_tool is not None else ()
         self.generation = await open_generation(self, cfg, model=self.model)
         stack.push_async_callback(close_generations, self)  # after the turns have ended
@@ -150,11 +152,8 @@ class App:
 
             host, port = cfg.metrics.address()
             await stack.enter_async_context(metrics_server(host, port, self._metrics_state))
-        if cfg.web.listen:
-            from bot.web import console_server  # the console: only when asked for
-
-            host, port = cfg.web.address()
-            await stack.enter_async_context(console_server(self, host, port))
+        stack.push_async_callback(self.console.aclose)
+        await (await self.console.move(cfg.web)).keep()  # [web] listen: bot/_web.py
         await self.model.warm_up()  # in a thread; the channels are already listening
         await self.store.settled()  # a successful start: an upgrade's copy is not needed now
 

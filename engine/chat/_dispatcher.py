@@ -144,8 +144,6 @@ class Dispatcher:
         now on, in one step; what runs keeps what it started with (bot/_reload.py)."""
         if tooling is not None:
             self.background.use(tooling.loop.registry)
-            self.chat_settings.models = list(settings.models)
-            self.chat_settings.default_model = tooling.loop.model.name
             if tooling.loop.context is not None:
                 tooling.loop.context.discover_soon()
         self.live.swap(settings, tooling)
