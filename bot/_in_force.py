@@ -25,21 +25,19 @@ RESTART: dict[str, str] = {
     "storage.url": "the store is opened at start",
     "storage.url_env": "the store is opened at start",
     "storage.wal_limit_mb": "the store is opened at start",
-    "instance": "this instance's name and lease in the cluster",
-    "metrics.listen": "the /metrics server",
-    "telegram": "the Telegram connection (all but allowed_users)",
-    "discord": "the Discord connection (all but allowed_users)",
+    "instance": "this instance joins the cluster under its name and lease at start",
+    "metrics.listen": "the /metrics server is started with the daemon",
+    "telegram": "the connection to each platform is made at start",
+    "discord": "the connection to each platform is made at start",
     "media.transcription_model": "the media models are made at start",
     "media.speech_model": "the media models are made at start",
     "media.speech_voice": "the media models are made at start",
     "media.image_model": "the media models are made at start",
     "media.image_size": "the media models are made at start",
 }
+_SECRET_PAIRS = (("token", "token_env"), ("api_key", "api_key_env"))  # bot/_secrets.py
 # keys of a section in RESTART that a reload applies all the same
 LIVE_IN: dict[str, set[str]] = {"telegram": {"allowed_users"}, "discord": {"allowed_users"}}
-# what the media models send their requests with: the [llm] endpoint of start-up
-_MEDIA_ENDPOINT = ("base_url", "api_key", "api_key_env", "request_timeout_s", "max_retries")
-_MEDIA_MODELS = ("transcription_model", "speech_model", "image_model")
 
 
 def schema_keys(model: type[BaseModel] = Config, prefix: str = "") -> list[str]:
@@ -86,25 +84,22 @@ def value(config: Config, key: str) -> Any:
 def waiting(old: Config, new: Config) -> list[str]:
     """The keys that `new` changes from `old` (the config of start-up) and only a restart puts
     in force."""
-    changed = [key for key in restart_keys() if value(old, key) != value(new, key)]
-    if any(getattr(new.media, m) for m in _MEDIA_MODELS):
-        for key in _MEDIA_ENDPOINT:
-            if getattr(old.llm, key) != getattr(new.llm, key):
-                changed.append(f"llm.{key} (for [media]'s models)")
-    return changed
+    waits = restart_keys()
+    changed = {key for key in waits if value(old, key) != value(new, key)}
+    for key in list(changed):  # a secret named by variable is read into the config (sealed):
+        section, _, name = key.rpartition(".")  # either key of the pair may be the one changed
+        for pair in _SECRET_PAIRS:
+            if name in pair:
+                changed.update(f"{section}.{k}" for k in pair if f"{section}.{k}" in waits)
+    return [key for key in waits if key in changed]
 
 
 def readme_list() -> str:
     """The table above as README.md words it (between its `restart-keys` markers)."""
-    lines = []
+    by_reason: dict[str, list[str]] = {}
     for key, why in RESTART.items():
-        but = LIVE_IN.get(key)
         shown = f"`[{key}]`" if "." not in key else f"`{key}`"
-        if but:
-            shown += " (but " + ", ".join(f"`{k}`" for k in sorted(but)) + ")"
-        lines.append(f"- {shown}: {why}")
-    lines.append(
-        "- `[llm]` " + ", ".join(f"`{k}`" for k in _MEDIA_ENDPOINT) + ", for the media models "
-        "only (the chat's model takes them at a reload)"
-    )
-    return "\n".join(lines)
+        if but := LIVE_IN.get(key):
+            shown += " (all but " + ", ".join(f"`{k}`" for k in sorted(but)) + ")"
+        by_reason.setdefault(why, []).append(shown)
+    return "\n".join(f"- {', '.join(keys)}: {why}" for why, keys in by_reason.items())

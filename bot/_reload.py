@@ -3,18 +3,15 @@
 The file is read and checked exactly as `relaybot check-config` checks it (bot/_checks.py); a
 file with a mistake is refused with the same words, logged, and the running config stays. A good
 one is put in force in one step: the engine's settings are one object (engine.chat.Live) that
-every part reads where a message, a press or a turn starts, and the reload replaces it whole, so
-a turn already running finishes with what it started with, and nothing queued is dropped or run
-twice. What changes live: who may use the bot (allowed_users, admins, pairing), [limits],
-[access] max_message_chars, the system prompt, the tool policy, [media], the log level, and the
-model and tools: the model, its fallbacks and the models chats may choose, the built-ins,
-plugins (their modules imported again), skills and MCP servers are built anew from the file
-(bot/_generation.py), and those replaced are closed once the turns running with them end. What
-needs a restart is named in one log line: tokens and the channels' receiving side, the store,
-the instance and metrics settings, the transcription model.
+every part reads where a message, a press or a turn starts, and the reload replaces it whole
+together with the App's config and the model and tools (bot/_generation.py: built anew from the
+file, those replaced closed once the turns running with them end), so a turn already running
+finishes with what it started with, and nothing queued is dropped or run twice. `[web] listen`
+moves the console (bot/_web.py) before that step, so an address in use refuses the reload. Every
+key is put in force but those of bot/_in_force.py's table, which the one log line names.
 
-When the config was loaded is kept next to a SQLite store (``<store>.config``), for
-`relaybot status`, with the pid and the command (`run` or `chat`) that loaded it.
+When the config was loaded, and what of it waits for a restart, is kept next to a SQLite store
+(``<store>.config``), for `relaybot status`, with the pid and the command (`run` or `chat`).
 """
 
 from __future__ import annotations
@@ -103,10 +100,11 @@ class Reloader:
 
     def record(self) -> None:
         """Say when the config was loaded (for `relaybot status`)."""
-        if self.app.config.storage.resolved_url() is not None:
+        store = self._started  # the store in use is the one of start-up
+        if store.storage.resolved_url() is not None:
             return
         live = self.app.dispatcher.live
-        record_loaded(self.app.config, self.command, live.loaded_at, self.waiting)
+        record_loaded(store, self.command, live.loaded_at, self.waiting)
 
 
 def loaded_path(config: Config) -> Path:

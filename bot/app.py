@@ -115,7 +115,9 @@ class App:
         stack.callback(use_error_log(ErrorLog(RedactingFilter(cfg.secrets()).redact)))
         self.model = build_model(cfg)  # the first: warmed up, and the media parts use it
         stack.push_async_callback(self.model.aclose)
-        media = media_parts(cfg, self.model, self.store, lambda: self.config)
+        media = media_parts(
+            cfg, self.model, self.store, lambda: self.config, lambda: self.generation.model
+        )
         self.pictures = (media.picture_tool,) if media.picture_tool is not None else ()
         self.generation = await open_generation(self, cfg, model=self.model)
         stack.push_async_callback(close_generations, self)  # after the turns have ended
