@@ -89,8 +89,10 @@ class Reloader:
             log.error("config error: %s; the running config stays", exc)
             return False
         await console.keep()
-        if config.log.level != old.log.level:
-            setup_logging(config.log.level, secrets=config.secrets())
+        secrets = [*old.secrets(), *config.secrets()]  # a turn may still run with the old ones
+        if config.log.level != old.log.level or set(config.secrets()) - set(old.secrets()):
+            level = config.log.level if config.log.level != old.log.level else _level_now()
+            setup_logging(level, secrets=secrets)
         log.info("config reloaded from %s", config._path or self.path)
         self.waiting = waiting(self._started, config)
         if self.waiting:
@@ -105,6 +107,11 @@ class Reloader:
             return
         live = self.app.dispatcher.live
         record_loaded(store, self.command, live.loaded_at, self.waiting)
+
+
+def _level_now() -> str:
+    """The log level in force (`--log-level` may have set it over the file's)."""
+    return logging.getLevelName(logging.getLogger().level)
 
 
 def loaded_path(config: Config) -> Path:

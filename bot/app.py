@@ -90,6 +90,7 @@ class App:
         self.retiring: set[asyncio.Task[None]] = set()  # tools a reload replaced, closing
         self.pictures: tuple[Tool, ...] = ()  # the picture tool ([media] image_model)
         self.console = WebConsole(self)  # served where [web] listen in force says
+        self._redacting: tuple[tuple[str, ...], RedactingFilter] = ((), RedactingFilter())
         self.generation: Generation  # the model and tools in force (bot/_generation.py)
         self.store: Store
         self.dispatcher: Dispatcher
@@ -112,7 +113,7 @@ class App:
             enable_metrics()  # counting from the start; served once the channels run
         self.store = await _opened(cfg)
         stack.push_async_callback(self.store.__aexit__, None, None, None)
-        stack.callback(use_error_log(ErrorLog(RedactingFilter(cfg.secrets()).redact)))
+        stack.callback(use_error_log(ErrorLog(self.redact)))
         self.model = build_model(cfg)  # the first: warmed up, and the media parts use it
         stack.push_async_callback(self.model.aclose)
         media = media_parts(
@@ -158,6 +159,13 @@ class App:
         await (await self.console.move(cfg.web)).keep()  # [web] listen: bot/_web.py
         await self.model.warm_up()  # in a thread; the channels are already listening
         await self.store.settled()  # a successful start: an upgrade's copy is not needed now
+
+    def redact(self, text: str) -> str:
+        """`text` without the secrets of the config in force (for the store's error log)."""
+        secrets = tuple(self.config.secrets())
+        if self._redacting[0] != secrets:
+            self._redacting = (secrets, RedactingFilter(secrets))
+        return self._redacting[1].redact(text)
 
     @property
     def registry(self) -> ToolRegistry:
