@@ -79,11 +79,13 @@ def build_engine(
     instance: InstanceSettings | None = None,
     parts: Sequence[PromptPart] = (),
     speaker: Speaker | None = None,
+    source: object = None,
 ) -> Dispatcher:
     """The engine (its dispatcher, as adapters see it) over `store`, `model` and `registry`;
-    `parts` add to each turn's system prompt after what is remembered (the skills offered)."""
+    `parts` add to each turn's system prompt after what is remembered (the skills offered);
+    `source` is what the settings were made from (the App's config: engine.chat.Live)."""
     s = settings or Settings()
-    live = Live(s)  # what a reload swaps (bot/_reload.py); the parts below read it there
+    live = Live(s, source)  # what a reload swaps (bot/_reload.py); the parts below read it there
     channels: dict[str, Channel] = {}  # filled as the channels are added
     tasks = Tasks()
     queues = ChatQueues()

@@ -82,7 +82,7 @@ class App:
         extra_tools: Sequence[Tool] = (),
         clock: Clock | None = None,
     ) -> None:
-        self.config = config
+        self._config = config  # until the engine holds it (see `config`)
         self.clock = clock or SystemClock()  # scheduled tasks run by it (tests pass their own)
         self.channels = list(enabled_channels(config) if channels is None else channels)
         self.extra_tools = extra_tools
@@ -133,6 +133,7 @@ class App:
             clock=self.clock,
             instance=InstanceSettings(cfg.instance.name(), cfg.instance.lease_s),
             parts=[self.generation.skills] if self.generation.skills else [],
+            source=cfg,
         )
         # Exit order (reverse): the dispatcher finishes running turns while the channels can
         # still deliver their answers; then the channels stop.
@@ -159,6 +160,15 @@ class App:
         await (await self.console.move(cfg.web)).keep()  # [web] listen: bot/_web.py
         await self.model.warm_up()  # in a thread; the channels are already listening
         await self.store.settled()  # a successful start: an upgrade's copy is not needed now
+
+    @property
+    def config(self) -> Config:
+        """The config in force: what the engine's settings in force were made from (a reload
+        swaps both in one step: engine.chat.Live), or the one given, until the engine is built."""
+        dispatcher: Dispatcher | None = getattr(self, "dispatcher", None)
+        if dispatcher is not None and isinstance(dispatcher.live.source, Config):
+            return dispatcher.live.source
+        return self._config
 
     def redact(self, text: str) -> str:
         """`text` without the secrets of the config in force (for the store's error log)."""
