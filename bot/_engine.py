@@ -79,11 +79,13 @@ def build_engine(
     instance: InstanceSettings | None = None,
     parts: Sequence[PromptPart] = (),
     speaker: Speaker | None = None,
+    source: object = None,
 ) -> Dispatcher:
     """The engine (its dispatcher, as adapters see it) over `store`, `model` and `registry`;
-    `parts` add to each turn's system prompt after what is remembered (the skills offered)."""
+    `parts` add to each turn's system prompt after what is remembered (the skills offered);
+    `source` is what the settings were made from (the App's config: engine.chat.Live)."""
     s = settings or Settings()
-    live = Live(s)  # what a reload swaps (bot/_reload.py); the parts below read it there
+    live = Live(s, source)  # what a reload swaps (bot/_reload.py); the parts below read it there
     channels: dict[str, Channel] = {}  # filled as the channels are added
     tasks = Tasks()
     queues = ChatQueues()
@@ -98,8 +100,8 @@ def build_engine(
         store,
         channels,
         policy,
-        list(s.models),
-        model.name,
+        lambda: list(live.settings.models),
+        lambda: live.tooling.loop.model.name,
         changed=cluster.settings_changed if cluster is not None else None,
         language=lambda: live.settings.language,
         speaks=speaker is not None,
@@ -125,9 +127,9 @@ def build_engine(
     live.tooling = Tooling(loop, parts)
     voice = None
     if speaker is not None:
-        voice = VoiceAnswers(speaker, s.media.max_speech_chars, chat_settings)
+        voice = VoiceAnswers(speaker, lambda: live.settings.media.max_speech_chars, chat_settings)
     cache = ImageCache()
-    remembered = Remembered(store.memory, policy, s.memory)
+    remembered = Remembered(store.memory, policy, lambda: live.settings.memory)
     turns = TurnRunner(
         store,
         lambda: live.tooling,
@@ -137,7 +139,10 @@ def build_engine(
         lambda: turn_settings(live.settings),
         notices,
         images=RecentImages(
-            channels, cache, vision=s.media.vision, max_bytes=s.media.max_image_bytes
+            channels,
+            cache,
+            vision=lambda: live.settings.media.vision,
+            max_bytes=lambda: live.settings.media.max_image_bytes,
         ),
         chat_settings=chat_settings,
         meter=meter,
@@ -145,12 +150,14 @@ def build_engine(
         parts=(remembered,),
         tasks=tasks,
     )
-    schedules = Schedules(store, queues, turns, s.schedules, clock or SystemClock())
+    schedules = Schedules(
+        store, queues, turns, lambda: live.settings.schedules, clock or SystemClock()
+    )
     media_settings = lambda: live.settings.media  # noqa: E731
     media = MediaIntake(store, channels, media_settings, cache, notices.say, transcriber, meter)
     intake = Intake(store, queues, notices, tasks, chat_settings, media, limits, pairing, live)
     forget = ForgetMe(store, background.runner, chat_settings, cluster, tasks)
-    housekeeping = Housekeeping(store, s.retention, lambda: queues.busy)
+    housekeeping = Housekeeping(store, lambda: live.settings.retention, lambda: queues.busy)
     commands = Commands(
         store=store,
         queues=queues,

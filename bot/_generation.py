@@ -147,7 +147,7 @@ async def put_in_force(app: App, cfg: Config) -> None:
         [generation.skills] if generation.skills else [],
     )
     old, replaced = engine.live.tooling, app.generation
-    engine.reload(settings, tooling)  # no await between building and this: one step
+    engine.reload(settings, tooling, cfg)  # no await between building and this: one step
     app.generation = generation
     task = asyncio.create_task(_close_after(old, replaced), name="retire-tools")
     app.retiring.add(task)

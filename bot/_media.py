@@ -8,7 +8,9 @@ chat's); with Anthropic models only, each is off and the log says why.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from bot._models import openai_compatible
 from bot.config import Config
@@ -36,8 +38,19 @@ class MediaParts:
     picture_tool: GenerateImage | None = None
 
 
-def media_parts(cfg: Config, model: Model, store: Store) -> MediaParts:
+def media_parts(
+    cfg: Config,
+    model: Model,
+    store: Store,
+    live: Callable[[], Config] | None = None,
+    model_now: Callable[[], Model] | None = None,
+) -> MediaParts:
+    """The parts `cfg` asks for. `live` gives the config in force and `model_now` the model
+    (both the App's, which a reload replaces): a limit is read where it applies, and a request
+    goes to the OpenAI-compatible endpoint in force then (`model`'s, when the model in force has
+    none: every model of the new file Anthropic's, say; `model` stays open until the App exits)."""
     media = cfg.media
+    now = live or (lambda: cfg)
     wanted = {
         "transcription_model": media.transcription_model,
         "speech_model": media.speech_model,
@@ -49,18 +62,23 @@ def media_parts(cfg: Config, model: Model, store: Store) -> MediaParts:
             if name:
                 log.warning("[media] %s needs an OpenAI-compatible [llm] endpoint; it is off", key)
         return MediaParts()
-    sdk = endpoint  # bound once: the lambdas below read its client when a request is made
+    first = endpoint  # bound once for `sdk` below, which reads a client when a request is made
+    current = model_now or (lambda: model)
+
+    def sdk() -> Any:
+        return (openai_compatible(current()) or first).sdk
+
     transcriber = speaker = tool = None
     if media.transcription_model:
-        transcriber = OpenAITranscriber(lambda: sdk.sdk, media.transcription_model)
+        transcriber = OpenAITranscriber(sdk, media.transcription_model)
     if media.speech_model:
-        speaker = OpenAISpeaker(lambda: sdk.sdk, media.speech_model, media.speech_voice)
+        speaker = OpenAISpeaker(sdk, media.speech_model, media.speech_voice)
     if media.image_model:
         painter = DailyPictures(
-            OpenAIPainter(lambda: sdk.sdk, media.image_model),
+            OpenAIPainter(sdk, media.image_model),
             store,
-            cfg.limits.images_per_day,
-            frozenset(cfg.access.admins),
+            lambda: now().limits.images_per_day,
+            lambda: now().access.admins,
         )
         tool = GenerateImage(painter, media.image_size)
     return MediaParts(transcriber, speaker, tool)

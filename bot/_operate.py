@@ -74,6 +74,10 @@ async def status(config: Config, as_json: bool, out: TextIO = sys.stdout) -> int
             found["command"] = loaded.get("command")
             when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))
             daemon = f"{what}: running (pid {pid}); config loaded {when} ({_ago(time.time(), at)})"
+            waiting = [str(key) for key in loaded.get("waiting") or ()]
+            found["waiting_for_restart"] = waiting
+            if waiting:  # changed in the file, put in force by the next restart (bot/_in_force.py)
+                daemon += f"\nwaiting for a restart: {', '.join(waiting)}"
     now = time.time()
     if as_json:
         spend = {"spent_today": [dataclasses.asdict(s) for s in spent]}

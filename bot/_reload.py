@@ -3,18 +3,15 @@
 The file is read and checked exactly as `relaybot check-config` checks it (bot/_checks.py); a
 file with a mistake is refused with the same words, logged, and the running config stays. A good
 one is put in force in one step: the engine's settings are one object (engine.chat.Live) that
-every part reads where a message, a press or a turn starts, and the reload replaces it whole, so
-a turn already running finishes with what it started with, and nothing queued is dropped or run
-twice. What changes live: who may use the bot (allowed_users, admins, pairing), [limits],
-[access] max_message_chars, the system prompt, the tool policy, [media], the log level, and the
-model and tools: the model, its fallbacks and the models chats may choose, the built-ins,
-plugins (their modules imported again), skills and MCP servers are built anew from the file
-(bot/_generation.py), and those replaced are closed once the turns running with them end. What
-needs a restart is named in one log line: tokens and the channels' receiving side, the store,
-the instance and metrics settings, the transcription model.
+every part reads where a message, a press or a turn starts, and the reload replaces it whole
+together with the App's config and the model and tools (bot/_generation.py: built anew from the
+file, those replaced closed once the turns running with them end), so a turn already running
+finishes with what it started with, and nothing queued is dropped or run twice. `[web] listen`
+moves the console (bot/_web.py) before that step, so an address in use refuses the reload. Every
+key is put in force but those of bot/_in_force.py's table, which the one log line names.
 
-When the config was loaded is kept next to a SQLite store (``<store>.config``), for
-`relaybot status`, with the pid and the command (`run` or `chat`) that loaded it.
+When the config was loaded, and what of it waits for a restart, is kept next to a SQLite store
+(``<store>.config``), for `relaybot status`, with the pid and the command (`run` or `chat`).
 """
 
 from __future__ import annotations
@@ -29,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot._checks import tool_problems, validate
 from bot._generation import put_in_force
+from bot._in_force import waiting
 from bot._logging import setup_logging
 from bot._secrets import seal_secrets
 from bot.config import Config, load_config
@@ -38,38 +36,6 @@ if TYPE_CHECKING:
     from bot.app import App
 
 log = logging.getLogger("relaybot")
-
-# What a running daemon cannot change: whole sections, or a section but the keys named.
-_RESTART_SECTIONS = ("storage", "instance", "metrics")
-_RESTART_BUT = {
-    "telegram": {"allowed_users"},
-    "discord": {"allowed_users"},
-}
-
-
-def needs_restart(old: Config, new: Config) -> list[str]:
-    """The keys whose change `new` makes that only a restart puts in force."""
-    changed = []
-    for name in _RESTART_SECTIONS:
-        if getattr(old, name) != getattr(new, name):
-            changed.append(f"[{name}]")
-    for name, live in _RESTART_BUT.items():
-        before = getattr(old, name).model_dump()
-        after = getattr(new, name).model_dump()
-        changed += [
-            f"{name}.{key}" for key in before if key not in live and before[key] != after.get(key)
-        ]
-    made_at_start = [  # the media parts (bot/_media.py)
-        *(("media", k) for k in ("transcription_model", "speech_model", "speech_voice")),
-        *(("media", k) for k in ("image_model", "image_size")),
-        ("limits", "images_per_day"),
-    ]
-    for section, key in made_at_start:
-        if getattr(getattr(old, section), key) != getattr(getattr(new, section), key):
-            changed.append(f"{section}.{key}")
-    if new.media.transcription_model and old.llm.base_url != new.llm.base_url:
-        changed.append("media.transcription_model's endpoint (llm.base_url)")
-    return changed
 
 
 def read_checked(path: Path | str | None, *, fresh: bool = False) -> Config:
@@ -92,6 +58,8 @@ class Reloader:
         self.app = app
         self.path = path
         self.command = command
+        self.waiting: list[str] = []  # keys changed since start-up that wait for a restart
+        self._started = app.config  # what a restart would change them from
         self._lock = asyncio.Lock()
 
     async def reload(self) -> bool:
@@ -107,24 +75,33 @@ class Reloader:
             return await self.apply(config)
 
     async def apply(self, config: Config) -> bool:
-        """Put `config` in force: its model and tools built, then one swap of the engine's
-        settings and tooling (no await in between)."""
+        """Put `config` in force: the console moved where `[web]` says, the model and tools
+        built, then one swap of the engine's settings and tooling and the App's config (no await
+        in between); the console it replaces stops."""
         app = self.app
         old = app.config
-        later = needs_restart(old, config)
+        try:
+            console = await app.console.move(config.web)
+        except ConfigError as exc:  # [web] listen on an address in use, say
+            log.error("config error: %s; the running config stays", exc)
+            return False
         try:
             await put_in_force(app, config)
         except ConfigError as exc:  # a fallback's key missing, say
+            await console.drop()
             log.error("config error: %s; the running config stays", exc)
             return False
-        app.config = config
-        if config.log.level != old.log.level:
-            setup_logging(config.log.level, secrets=config.secrets())
+        await console.keep()
+        secrets = [*old.secrets(), *config.secrets()]  # a turn may still run with the old ones
+        if config.log.level != old.log.level or set(config.secrets()) - set(old.secrets()):
+            level = config.log.level if config.log.level != old.log.level else _level_now()
+            setup_logging(level, secrets=secrets)
         log.info("config reloaded from %s", config._path or self.path)
         if set(old.access.admins) - set(config.access.admins):
             await self._sign_out_removed(config)
-        if later:
-            log.warning("not changed until a restart: %s", ", ".join(later))
+        self.waiting = waiting(self._started, config)
+        if self.waiting:
+            log.warning("not changed until a restart: %s", ", ".join(self.waiting))
         self.record()
         return True
 
@@ -141,9 +118,16 @@ class Reloader:
 
     def record(self) -> None:
         """Say when the config was loaded (for `relaybot status`)."""
-        if self.app.config.storage.resolved_url() is not None:
+        store = self._started  # the store in use is the one of start-up
+        if store.storage.resolved_url() is not None:
             return
-        record_loaded(self.app.config, self.command, self.app.dispatcher.live.loaded_at)
+        live = self.app.dispatcher.live
+        record_loaded(store, self.command, live.loaded_at, self.waiting)
+
+
+def _level_now() -> str:
+    """The log level in force (`--log-level` may have set it over the file's)."""
+    return logging.getLevelName(logging.getLogger().level)
 
 
 def loaded_path(config: Config) -> Path:
@@ -151,14 +135,18 @@ def loaded_path(config: Config) -> Path:
     return store.with_name(store.name + ".config")
 
 
-def record_loaded(config: Config, command: str, at: float | None = None) -> None:
-    """Write when `config` was loaded, by which process, next to the SQLite store."""
+def record_loaded(
+    config: Config, command: str, at: float | None = None, waiting: list[str] | None = None
+) -> None:
+    """Write when `config` was loaded, by which process, and what of it waits for a restart,
+    next to the SQLite store."""
     path = loaded_path(config)
     data = {
         "pid": os.getpid(),
         "command": command,
         "loaded_at": at or time.time(),
         "config": str(config._path or ""),
+        "waiting": waiting or [],
     }
     try:
         tmp = path.with_name(path.name + ".tmp")

@@ -19,6 +19,7 @@ from bot._logging import RedactingFilter
 from bot._media import media_parts
 from bot._models import build_model
 from bot._settings import engine_settings
+from bot._web import WebConsole
 from bot.config import Config
 from engine import Backoff, Channel, Clock, SystemClock
 from engine.chat import Dispatcher
@@ -81,13 +82,15 @@ class App:
         extra_tools: Sequence[Tool] = (),
         clock: Clock | None = None,
     ) -> None:
-        self.config = config
+        self._config = config  # until the engine holds it (see `config`)
         self.clock = clock or SystemClock()  # scheduled tasks run by it (tests pass their own)
         self.channels = list(enabled_channels(config) if channels is None else channels)
         self.extra_tools = extra_tools
         self._stack = contextlib.AsyncExitStack()
         self.retiring: set[asyncio.Task[None]] = set()  # tools a reload replaced, closing
         self.pictures: tuple[Tool, ...] = ()  # the picture tool ([media] image_model)
+        self.console = WebConsole(self)  # served where [web] listen in force says
+        self._redacting: tuple[tuple[str, ...], RedactingFilter] = ((), RedactingFilter())
         self.generation: Generation  # the model and tools in force (bot/_generation.py)
         self.store: Store
         self.dispatcher: Dispatcher
@@ -110,10 +113,12 @@ class App:
             enable_metrics()  # counting from the start; served once the channels run
         self.store = await _opened(cfg)
         stack.push_async_callback(self.store.__aexit__, None, None, None)
-        stack.callback(use_error_log(ErrorLog(RedactingFilter(cfg.secrets()).redact)))
+        stack.callback(use_error_log(ErrorLog(self.redact)))
         self.model = build_model(cfg)  # the first: warmed up, and the media parts use it
         stack.push_async_callback(self.model.aclose)
-        media = media_parts(cfg, self.model, self.store)
+        media = media_parts(
+            cfg, self.model, self.store, lambda: self.config, lambda: self.generation.model
+        )
         self.pictures = (media.picture_tool,) if media.picture_tool is not None else ()
         self.generation = await open_generation(self, cfg, model=self.model)
         stack.push_async_callback(close_generations, self)  # after the turns have ended
@@ -128,6 +133,7 @@ class App:
             clock=self.clock,
             instance=InstanceSettings(cfg.instance.name(), cfg.instance.lease_s),
             parts=[self.generation.skills] if self.generation.skills else [],
+            source=cfg,
         )
         # Exit order (reverse): the dispatcher finishes running turns while the channels can
         # still deliver their answers; then the channels stop.
@@ -150,13 +156,26 @@ class App:
 
             host, port = cfg.metrics.address()
             await stack.enter_async_context(metrics_server(host, port, self._metrics_state))
-        if cfg.web.listen:
-            from bot.web import console_server  # the console: only when asked for
-
-            host, port = cfg.web.address()
-            await stack.enter_async_context(console_server(self, host, port))
+        stack.push_async_callback(self.console.aclose)
+        await (await self.console.move(cfg.web)).keep()  # [web] listen: bot/_web.py
         await self.model.warm_up()  # in a thread; the channels are already listening
         await self.store.settled()  # a successful start: an upgrade's copy is not needed now
+
+    @property
+    def config(self) -> Config:
+        """The config in force: what the engine's settings in force were made from (a reload
+        swaps both in one step: engine.chat.Live), or the one given, until the engine is built."""
+        dispatcher: Dispatcher | None = getattr(self, "dispatcher", None)
+        if dispatcher is not None and isinstance(dispatcher.live.source, Config):
+            return dispatcher.live.source
+        return self._config
+
+    def redact(self, text: str) -> str:
+        """`text` without the secrets of the config in force (for the store's error log)."""
+        secrets = tuple(self.config.secrets())
+        if self._redacting[0] != secrets:
+            self._redacting = (secrets, RedactingFilter(secrets))
+        return self._redacting[1].redact(text)
 
     @property
     def registry(self) -> ToolRegistry:

@@ -18,11 +18,12 @@ from typing import Any
 import pytest
 
 from tests.fakes.notify_socket import NotifySocket
-from tests.fakes.openai_server import FakeOpenAI, echo, hold, text
+from tests.fakes.openai_server import FakeOpenAI, echo, error, hold, text
 from tests.fakes.telegram_server import FakeTelegram
 from tests.test_cli import finish, relaybot
 
 ALICE, BOB = 101, 202
+NEW = "sk-reloaded-key-987654"  # the key a reload brings
 
 
 @pytest.fixture
@@ -142,6 +143,16 @@ async def test_sighup_lets_a_user_in_and_changes_the_persona_without_losing_a_me
             cfg.write_text(cfg.read_text().replace('pairing = "no"', "pairing = false"))
             code, out, _ = await finish(*await relaybot("status", "-c", str(cfg)))
             assert f"daemon: running (pid {proc.pid}); config loaded" in out
+            assert "waiting for a restart: telegram.poll_timeout_s" in out
+            # a key the reload brings is kept out of the log too (an error that echoes it)
+            key = cfg.read_text().replace('api_key_env = "RB_TEST_API_KEY"', f'api_key = "{NEW}"')
+            cfg.write_text(key)
+            proc.send_signal(signal.SIGHUP)
+            await err.wait_for("config reloaded", count=2)
+            llm.script(error(401, f"Incorrect API key provided: {NEW}."))
+            tg.inject_message(BOB, BOB, "and now?")
+            await tg.wait_for_call("sendMessage", lambda p: p.get("chat_id") == BOB, count=4)
+            await err.wait_for("Incorrect API key provided: \\*\\*\\*")
             proc.send_signal(signal.SIGTERM)
             assert await asyncio.wait_for(proc.wait(), 30) == 0
         finally:
@@ -152,6 +163,7 @@ async def test_sighup_lets_a_user_in_and_changes_the_persona_without_losing_a_me
     for each in ("held answer", "echo: second", "echo: now?", "echo: still?"):
         assert answers.count(each) == 1, answers
     assert "sk-reload-key-123456" not in "".join(err.lines)
+    assert NEW not in "".join(err.lines)
 
 
 async def test_sighup_with_a_file_that_cannot_be_read_keeps_the_running_config(

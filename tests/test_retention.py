@@ -67,7 +67,7 @@ async def test_housekeeping_truncates_the_wal_when_idle_and_stores_the_errors(
     stop = use_error_log(errors)
     try:
         async with SqliteStore(tmp_path / "h.db") as store:
-            keeper = Housekeeping(store, Retention(settled_days=7), lambda: busy)
+            keeper = Housekeeping(store, lambda: Retention(settled_days=7), lambda: busy)
             for n in range(200):
                 await one_exchange(store, n)
             errors.note("telegram", "sendMessage: HTTP 502 with key sk-secret")
@@ -98,7 +98,7 @@ async def test_housekeeping_on_postgresql_stores_errors_and_prunes_with_no_wal_w
         async with PgStore(postgres.new_database()) as store:
             keeper = Housekeeping(
                 store,
-                Retention(settled_days=7, keep_days=1e-9),  # history: only what is newer
+                lambda: Retention(settled_days=7, keep_days=1e-9),  # history: only what is newer
                 lambda: 0,  # idle: SQLite's WAL would be truncated now
             )
             for n in range(50):

@@ -128,14 +128,20 @@ class Server:
     def __init__(self, daemon: App) -> None:
         self.daemon = daemon
         self.limiter = Limiter()
-        web_cfg = daemon.config.web
-        self.secure = (web_cfg.public_url or "").startswith("https://")
-        self.session_s = web_cfg.session_hours * 3600
         static = files("bot.web") / "static"
         self.static = {
             "console.css": ((static / "console.css").read_bytes(), "text/css"),
             "console.js": ((static / "console.js").read_bytes(), "text/javascript"),
         }
+
+    @property
+    def secure(self) -> bool:
+        """The cookie is Secure: `[web] public_url` in force is https."""
+        return (self.daemon.config.web.public_url or "").startswith("https://")
+
+    @property
+    def session_s(self) -> float:
+        return self.daemon.config.web.session_hours * 3600
 
     def application(self, pages: dict[tuple[str, str], Handler]) -> web.Application:
         app = web.Application(client_max_size=64 * 1024)

@@ -56,8 +56,8 @@ class ChatSettings:
         store: Store,
         channels: Mapping[str, Channel],
         policy: Policy,
-        models: Sequence[str],
-        default_model: str,
+        models: Callable[[], Sequence[str]],
+        default_model: Callable[[], str],
         changed: Callable[[], Awaitable[None]] | None = None,
         language: Callable[[], str] = lambda: "en",
         speaks: bool = False,
@@ -66,12 +66,21 @@ class ChatSettings:
         self.speaks = speaks  # answers can be spoken: the voice replies choice is offered
         self.channels = channels
         self.policy = policy
-        self.models = list(models)  # [llm] models_allowed
-        self.default_model = default_model
+        self._models = models  # [llm] models_allowed in force (a reload changes them)
+        self._default_model = default_model  # the model in force's name
         self._prefs: dict[ConversationKey, ChatPrefs] = {}
         self._all: set[ConversationKey] = set()  # chats whose reply mode is "all"
         self.changed = changed  # told to the other instances sharing the store
         self.languages = Languages(language, lambda key: self.of(key).language)
+
+    @property
+    def models(self) -> Sequence[str]:
+        """The models a chat may choose (`[llm] models_allowed`), as now in force."""
+        return self._models()
+
+    @property
+    def default_model(self) -> str:
+        return self._default_model()
 
     async def load(self) -> None:
         """Read every chat's settings (again: what is no longer stored is forgotten)."""

@@ -139,16 +139,16 @@ class Dispatcher:
     def add_channel(self, channel: Channel) -> None:
         self.channels[channel.name] = channel
 
-    def reload(self, settings: Settings, tooling: Tooling | None = None) -> None:
+    def reload(
+        self, settings: Settings, tooling: Tooling | None = None, source: object = None
+    ) -> None:
         """Put `settings` (and `tooling`: a new model and tools) in force for what starts from
         now on, in one step; what runs keeps what it started with (bot/_reload.py)."""
         if tooling is not None:
             self.background.use(tooling.loop.registry)
-            self.chat_settings.models = list(settings.models)
-            self.chat_settings.default_model = tooling.loop.model.name
             if tooling.loop.context is not None:
                 tooling.loop.context.discover_soon()
-        self.live.swap(settings, tooling)
+        self.live.swap(settings, tooling, source)
 
     @property
     def busy(self) -> int:

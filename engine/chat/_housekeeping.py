@@ -56,16 +56,16 @@ class Housekeeping:
     def __init__(
         self,
         store: Store,
-        retention: Retention,
+        retention: Callable[[], Retention],
         busy: Callable[[], int],
         *,
         tick_s: float = 5.0,
     ) -> None:
         self.store = store
-        self.retention = retention
+        self.retention = retention  # in force, read at each tick (a reload changes it)
         self.busy = busy
         self.tick_s = tick_s
-        self._next_prune = 0.0  # the first tick prunes
+        self._pruned_at: float | None = None  # None: the first tick prunes
 
     async def run(self) -> None:
         failing: str | None = None  # the failure reported already (once, not every tick)
@@ -87,8 +87,9 @@ class Housekeeping:
     async def tick(self) -> None:
         await self.flush()
         now = time.monotonic()
-        if now >= self._next_prune:
-            self._next_prune = now + self.retention.prune_every_s
+        last = self._pruned_at
+        if last is None or now - last >= self.retention().prune_every_s:
+            self._pruned_at = now
             await self.prune()
         if self.busy() == 0:
             await self.store.ops.compact()
@@ -98,7 +99,7 @@ class Housekeeping:
         await self.store.ops.record_errors(metrics.take_errors())
 
     async def prune(self) -> Pruned:
-        r = self.retention
+        r = self.retention()
         now = time.time()
         keep = now - r.keep_days * DAY_S if r.keep_days is not None else None
         pruned = await self.store.ops.prune(now - r.settled_days * DAY_S, keep)

@@ -15,6 +15,7 @@ group it lists the group's memory, which only admins change.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from engine._channel import Action, Button, InboundMessage, Reply
@@ -45,14 +46,16 @@ class MemorySettings:
 class Remembered:
     """The memory part of a turn's system prompt, and /memory."""
 
-    def __init__(self, memory: MemoryStore, policy: Policy, settings: MemorySettings) -> None:
+    def __init__(
+        self, memory: MemoryStore, policy: Policy, settings: Callable[[], MemorySettings]
+    ) -> None:
         self.memory = memory
         self.policy = policy
-        self.settings = settings
+        self.settings = settings  # those in force, read per turn (a reload changes them)
 
     async def prompt(self, channel: str, chat_id: str, user_id: str, is_private: bool) -> str:
         """The system prompt's lines about what is remembered here ("" when nothing is)."""
-        budget = self.settings.max_tokens
+        budget = self.settings().max_tokens
         if budget <= 0 or (is_private and not user_id):
             return ""
         owner = user_owner(channel, user_id) if is_private else group_owner(channel, chat_id)

@@ -61,14 +61,14 @@ class Schedules:
         store: Store,
         queues: ChatQueues,
         turns: TurnRunner,
-        settings: ScheduleSettings,
+        settings: Callable[[], ScheduleSettings],
         clock: Clock,
     ) -> None:
         self.store = store
         self.book = store.schedules
         self.queues = queues
         self.turns = turns
-        self.settings = settings
+        self.settings = settings  # those in force (a reload changes them)
         self.clock = clock
 
     # -- start-up -------------------------------------------------------------------------
@@ -104,7 +104,7 @@ class Schedules:
                 continue
             if row is None or row.state is not ScheduleState.ACTIVE:
                 await self.book.transition(run.schedule_id, run.due, R.QUEUED, R.SKIPPED)
-            elif now - run.due <= self.settings.catch_up_s:
+            elif now - run.due <= self.settings().catch_up_s:
                 self.queues.put(_key(row), ScheduledRun(row.id, run.due))
             elif await self.book.transition(row.id, run.due, R.QUEUED, R.SKIPPED, "too late"):
                 self._tell(row, _skipped(row, run.due, run.missed + 1, self._words(row)))
@@ -139,7 +139,7 @@ class Schedules:
         for row in await self.book.due(now):
             step = recurrence_of(row).step(row.next_due, now)
             late = now - step.latest
-            state = R.QUEUED if late <= self.settings.catch_up_s else R.SKIPPED
+            state = R.QUEUED if late <= self.settings().catch_up_s else R.SKIPPED
             run = ScheduleRun(row.id, step.latest, state, missed=step.missed)
             if not await self.book.claim(row.id, row.next_due, run, step.following):
                 continue  # cancelled meanwhile, or claimed before

@@ -76,18 +76,26 @@ class Live:
     """The settings in force, and the tooling (the model and tools, engine/chat/_tooling.py).
     The parts that hold settings read them here, where a message, a press or a turn starts; a
     reload replaces them whole with :meth:`swap` (assignments between two steps of the event
-    loop: a turn never sees half of each)."""
+    loop: a turn never sees half of each). `source` is what they were made from (the config
+    file, as the composition root reads it: bot/app.py), swapped with them, for the parts
+    outside the engine."""
 
     tooling: Tooling  # set by the composition root once the loop is built
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, source: object = None) -> None:
         self.settings = settings
+        self.source = source
         self.loaded_at = time.time()
 
-    def swap(self, settings: Settings, tooling: Tooling | None = None) -> Settings:
-        """Put `settings` (and `tooling`) in force; returns the settings they replace."""
+    def swap(
+        self, settings: Settings, tooling: Tooling | None = None, source: object = None
+    ) -> Settings:
+        """Put `settings` (and `tooling`, and their `source`) in force; returns the settings
+        they replace."""
         old, self.settings = self.settings, settings
         if tooling is not None:
             self.tooling = tooling
+        if source is not None:
+            self.source = source
         self.loaded_at = time.time()
         return old

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from engine._channel import Channel, MediaKind, OutgoingFile
 from engine.chat._chat_settings import ChatSettings
@@ -54,10 +54,13 @@ def began_with_voice(rows: Sequence[InboxRow]) -> bool:
 
 class VoiceAnswers:
     def __init__(
-        self, speaker: Speaker, max_chars: int, chat_settings: ChatSettings | None = None
+        self,
+        speaker: Speaker,
+        max_chars: Callable[[], int],
+        chat_settings: ChatSettings | None = None,
     ) -> None:
         self.speaker = speaker
-        self.max_chars = max_chars
+        self.max_chars = max_chars  # `[media] max_speech_chars` in force (a reload changes it)
         self.chat_settings = chat_settings
         self._failing = False  # a failure was logged; quiet until speech works again
 
@@ -78,7 +81,7 @@ class VoiceAnswers:
         """Send `text` spoken, when this chat wants it for this turn; never raises."""
         if not self.wanted(key, answering):
             return
-        spoken, cut = speakable(text, self.max_chars)
+        spoken, cut = speakable(text, self.max_chars())
         if not spoken:
             return
         try:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 
 from engine import metrics
@@ -96,25 +96,30 @@ class DailyPictures:
     work charged to nobody are not limited)."""
 
     def __init__(
-        self, painter: Painter, store: Store, per_day: int | None, admins: frozenset[str]
+        self,
+        painter: Painter,
+        store: Store,
+        per_day: Callable[[], int | None],
+        admins: Callable[[], Collection[str]],
     ) -> None:
         self.painter = painter
         self.store = store
-        self.per_day = per_day
-        self.admins = admins
+        self.per_day = per_day  # the limit and the admins in force, read at each picture (a
+        self.admins = admins  # reload changes them)
 
     async def paint(self, prompt: str, size: str) -> bytes:
         payer = charged()
+        per_day = self.per_day()
         if (
-            self.per_day is not None
+            per_day is not None
             and payer is not None
-            and f"{payer.channel}:{payer.user_id}" not in self.admins
+            and f"{payer.channel}:{payer.user_id}" not in self.admins()
         ):
             made = (await self.store.spend.of_user(payer.channel, payer.user_id, today())).images
-            if made >= self.per_day:
+            if made >= per_day:
                 log.info("limit: user %s is past images_per_day (%d)", payer.user_id, made)
                 raise PictureRefused(
-                    f"The user has had today's {self.per_day} pictures (the limit resets at "
+                    f"The user has had today's {per_day} pictures (the limit resets at "
                     "00:00 UTC); tell them so, and do not try again today."
                 )
         return await self.painter.paint(prompt, size)

@@ -14,7 +14,7 @@ import asyncio
 import collections
 import dataclasses
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from engine._channel import Attachment, Channel, MediaKind
 from engine.models import Image, Message, Part, Role, Text
@@ -70,21 +70,21 @@ class RecentImages:
         channels: Mapping[str, Channel],
         cache: ImageCache,
         *,
-        vision: bool,
-        max_bytes: int,
+        vision: Callable[[], bool],
+        max_bytes: Callable[[], int],
         turns: int = RECENT_TURNS,
     ) -> None:
         self.channels = channels
         self.cache = cache
-        self.vision = vision
-        self.max_bytes = max_bytes
+        self.vision = vision  # `[llm] vision` and `[media] max_image_mb` in force, read per
+        self.max_bytes = max_bytes  # turn (a reload changes them)
         self.turns = turns
 
     async def for_turn(self, channel: str, history: Sequence[Message]) -> list[Message]:
         """`history` with each stored picture given its bytes, or replaced by its marker."""
         if not any(m.images for m in history):
             return list(history)
-        recent = _recent_start(history, self.turns) if self.vision else len(history)
+        recent = _recent_start(history, self.turns) if self.vision() else len(history)
         out = []
         for i, msg in enumerate(history):
             if msg.role is not Role.USER or not msg.images:
@@ -112,7 +112,7 @@ class RecentImages:
         )
         try:
             async with asyncio.timeout(DOWNLOAD_TIMEOUT_S):
-                data = await channel.download(attachment, max_bytes=self.max_bytes)
+                data = await channel.download(attachment, max_bytes=self.max_bytes())
         except Exception as exc:  # gone, expired, too large now: the marker stands in
             log.warning("could not fetch %s again for the model: %s", image.name, exc)
             return None

@@ -69,6 +69,7 @@ class ToolCalls:
         self.max_output_chars = max_output_chars
         self.retry_budget = retry_budget
         self.confirmation_timeout_s = confirmation_timeout_s
+        self.max_parallel_tools = max_parallel_tools
         self._slots = asyncio.Semaphore(max_parallel_tools)
 
     async def process(self, state: TurnState, calls: list[ToolCall]) -> TurnResult | None:
