@@ -15,6 +15,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from bot._shipped import SHOW_EXAMPLE
+
 # Examples for keys whose default does not show the form a value takes.
 _EXAMPLES: dict[str, Any] = {
     "allowed_users": ["123456789"],
@@ -64,7 +66,7 @@ def explain(err: Any, root: type[BaseModel]) -> str:
 
         close = difflib.get_close_matches(loc[-1], known, n=1, cutoff=0.6)
         hint = f"did you mean {close[0]!r}? " if close else ""
-        return f"unknown key ({hint}see config.example.toml for the keys there are)"
+        return f"unknown key ({hint}`{SHOW_EXAMPLE}` prints every key there is)"
     if err["type"] == "model_type":
         return f"must be a table: a [{'.'.join(loc)}] section with keys under it"
     example = _example(root, loc)

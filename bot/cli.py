@@ -90,6 +90,11 @@ def _parser() -> argparse.ArgumentParser:
     ):
         sp = commands[name] = sub.add_parser(name, help=text, description=text)
         _options(sp, argparse.SUPPRESS)  # absent here: keep what was given before the command
+    commands["init"].add_argument(
+        "--example",
+        action="store_true",
+        help="print config.example.toml (every key, with its default) and exit",
+    )
     commands["status"].add_argument("--json", action="store_true", help="for scripts")
     commands["backup"].add_argument("path", metavar="PATH", help="a new file, or a directory")
     commands["forget"].add_argument(
@@ -113,6 +118,11 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     loaded()  # what the command's modules made stays out of later collections
     args = _parser().parse_args(argv)
+    if args.command == "init" and args.example:  # needs no config: it is the reference
+        from bot._shipped import example_text
+
+        sys.stdout.write(example_text())
+        return 0
     if args.command == "init":
         from bot._init import run_init
 

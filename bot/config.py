@@ -39,6 +39,7 @@ from bot._sections import (
     WebConfig,
     default_state_dir,
 )
+from bot._shipped import SHOW_EXAMPLE
 from channels import DiscordConfig, TelegramConfig, read_secret, resolve_secret
 from tools.config import McpConfig, ToolsConfig
 from tools.errors import ConfigError
@@ -296,7 +297,7 @@ def load_config(path: str | Path | None = None) -> Config:
         raise ConfigError(
             "",
             f"no config file at {file}: run `relaybot init` to write one (it asks for the "
-            "essentials), or copy config.example.toml there, or pass -c PATH",
+            f"essentials), or `{SHOW_EXAMPLE} > {file}` and edit that, or pass -c PATH",
         ) from None
     except OSError as exc:
         raise ConfigError("", f"cannot read {file}: {exc.strerror}") from None
