@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import typing
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -124,22 +125,19 @@ def model_in(annotation: Any) -> Any:
     return None
 
 
-def loose_boolean(model: Any, data: Any, loc: tuple[str, ...] = ()) -> tuple[str, ...] | None:
-    """The key of the first boolean setting given as something else (e.g. "yes"), or None."""
+def loose_booleans(model: Any, data: Any, loc: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    """The key of each boolean setting given as something else (e.g. "yes")."""
     if not isinstance(data, dict):
-        return None
+        return
     for key, value in data.items():
         field = model.model_fields.get(key)
         if field is None:
             continue
         if field.annotation is bool and not isinstance(value, bool):
-            return (*loc, key)
+            yield (*loc, key)
         sub = model_in(field.annotation)
         if sub is None:
             continue
         items = enumerate(value) if isinstance(value, list) else [(None, value)]
         for i, item in items:
-            found = loose_boolean(sub, item, (*loc, key) if i is None else (*loc, key, str(i)))
-            if found is not None:
-                return found
-    return None
+            yield from loose_booleans(sub, item, (*loc, key) if i is None else (*loc, key, str(i)))

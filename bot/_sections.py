@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from bot._config_secrets import shape_of, shown
 from channels import resolve_secret
 from engine.store import is_postgres, redact
 from tools.errors import ConfigError
@@ -35,6 +36,12 @@ _SDK_EXTRAS = {"anthropic": "anthropic"}  # provider -> the extra (and module) i
 
 def url_fix(url: str) -> str:
     """Why `url` is not a model endpoint's address, and the fix."""
+    if (shape := shape_of(url)) is not None:  # a key where the address goes: never shown
+        return (
+            f"{shown(url.strip())} looks like {shape}, not a URL: the key goes in the environment"
+            f' (api_key_env = "OPENAI_API_KEY"), base_url is the server\'s address, e.g. '
+            f'base_url = "https://api.openai.com/v1"'
+        )
     local = url.startswith(("localhost", "127.", "0.0.0.0", "[::1]", "192.168.", "10."))
     example = f"{'http' if local else 'https'}://{url or 'localhost:8080/v1'}"
     return (

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot._checks import CHAT_ONLY, tool_problems, validate
 from bot._collector import loaded
+from bot._config_secrets import hide_secrets
 from bot._lock import lock_store
 from bot._logging import setup_logging
 from bot._reload import Reloader, record_loaded
@@ -186,7 +187,7 @@ async def _check_config(config: Config, args: argparse.Namespace) -> int:
     path = find_config(args.config)
     enabled = [n for n in ("telegram", "discord") if getattr(config, n).enabled]
     print(f"{path}: OK")
-    print(f"  model: {config.llm.model} at {config.llm.base_url}")
+    print(hide_secrets(f"  model: {config.llm.model} at {config.llm.base_url}"))
     print(f"  channels: {', '.join(enabled) or 'none (relaybot chat only)'}")
     if not enabled:
         print(f"note: {CHAT_ONLY}")
