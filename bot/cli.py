@@ -24,6 +24,7 @@ from bot._sdnotify import Notifier, watchdog_interval, watchdog_loop
 from bot._secrets import harden_process, seal_secrets
 from bot._service import add_parser as add_service_parser
 from bot._service import install_service
+from bot._store_place import claim
 from bot.config import Config, find_config, load_config
 from tools.errors import ConfigError, RelaybotError
 
@@ -321,6 +322,8 @@ def _lock(config: Config) -> None:
     """One process per SQLite file; instances share a PostgreSQL store (engine/work/_cluster.py)."""
     if config.storage.resolved_url() is None:
         lock_store(config.storage.resolved_path())
+        if config.storage.path is None:  # the default: an upgrade's shared store, maybe
+            claim(config.storage.resolved_path(), config._path)
 
 
 async def _doctor(config: Config, args: argparse.Namespace) -> int:

@@ -36,11 +36,10 @@ from bot._sections import (
     SchedulesConfig,
     Section,
     SkillsConfig,
-    StorageConfig,
     WebConfig,
-    default_state_dir,
 )
 from bot._shipped import SHOW_EXAMPLE
+from bot._store_place import StorageConfig, default_state_dir, xdg_config_home
 from channels import DiscordConfig, TelegramConfig, read_secret, resolve_secret
 from tools.config import McpConfig, ToolsConfig
 from tools.errors import ConfigError
@@ -165,7 +164,7 @@ class Config(Section):
         directory, then $XDG_CONFIG_HOME/relaybot (where `relaybot init` writes the config of
         an installed relaybot; a config not loaded from a file has only that one)."""
         found = [] if self._path is None else [self._path.parent.absolute()]
-        return list(dict.fromkeys([*found, _xdg_config_home() / "relaybot"]))
+        return list(dict.fromkeys([*found, xdg_config_home() / "relaybot"]))
 
     def skill_dirs(self) -> tuple[list[Path], list[Path]]:
         """Where skills are looked for, and those of them that must exist (the ones named in
@@ -175,7 +174,7 @@ class Config(Section):
             named = [d.expanduser() for d in self.skills.dirs]
             dirs = [d if d.is_absolute() or here is None else here / d for d in named]
             return dirs, dirs
-        found = [_xdg_config_home() / "relaybot" / "skills"]
+        found = [xdg_config_home() / "relaybot" / "skills"]
         if here is not None:
             found.append(here / "skills")
         return list(dict.fromkeys(found)), []
@@ -237,11 +236,7 @@ def find_config(explicit: str | Path | None = None) -> Path:
     local = Path("config.toml")
     if local.exists():
         return local
-    return _xdg_config_home() / "relaybot" / "config.toml"
-
-
-def _xdg_config_home() -> Path:
-    return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    return xdg_config_home() / "relaybot" / "config.toml"
 
 
 def load_config(path: str | Path | None = None) -> Config:
@@ -262,4 +257,5 @@ def load_config(path: str | Path | None = None) -> Config:
         raise ConfigError("", f"{file} is not valid TOML: {exc}") from None
     config = parse_config(data)
     config._path = file
+    config.storage._config_file = file
     return config
