@@ -73,7 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="relaybot", description="An LLM with tools in your chats.")
     p.add_argument("--version", action=_ShowVersion)
     _options(p, None)
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")  # none: the list, below
     commands = {}
     for name, text in (
         ("run", "run every enabled channel"),
@@ -119,7 +119,12 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     loaded()  # what the command's modules made stays out of later collections
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:  # bare `relaybot`: what there is to run
+        parser.print_help()
+        print("\nStart with `relaybot init`, then `relaybot chat`; `relaybot COMMAND -h` for one.")
+        return 2
     if args.command == "init" and args.example:  # needs no config: it is the reference
         from bot._shipped import example_text
 

@@ -169,7 +169,7 @@ class Config(Section):
     def skill_dirs(self) -> tuple[list[Path], list[Path]]:
         """Where skills are looked for, and those of them that must exist (the ones named in
         `[skills] dirs`; the default folders may be absent)."""
-        here = None if self._path is None else self._path.parent
+        here = None if self._path is None else self._path.parent.absolute()
         if self.skills.dirs is not None:
             named = [d.expanduser() for d in self.skills.dirs]
             dirs = [d if d.is_absolute() or here is None else here / d for d in named]
