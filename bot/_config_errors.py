@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import json
 import typing
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
+
+from bot._shipped import SHOW_EXAMPLE
 
 # Examples for keys whose default does not show the form a value takes.
 _EXAMPLES: dict[str, Any] = {
@@ -64,7 +67,7 @@ def explain(err: Any, root: type[BaseModel]) -> str:
 
         close = difflib.get_close_matches(loc[-1], known, n=1, cutoff=0.6)
         hint = f"did you mean {close[0]!r}? " if close else ""
-        return f"unknown key ({hint}see config.example.toml for the keys there are)"
+        return f"unknown key ({hint}`{SHOW_EXAMPLE}` prints every key there is)"
     if err["type"] == "model_type":
         return f"must be a table: a [{'.'.join(loc)}] section with keys under it"
     example = _example(root, loc)
@@ -122,22 +125,19 @@ def model_in(annotation: Any) -> Any:
     return None
 
 
-def loose_boolean(model: Any, data: Any, loc: tuple[str, ...] = ()) -> tuple[str, ...] | None:
-    """The key of the first boolean setting given as something else (e.g. "yes"), or None."""
+def loose_booleans(model: Any, data: Any, loc: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    """The key of each boolean setting given as something else (e.g. "yes")."""
     if not isinstance(data, dict):
-        return None
+        return
     for key, value in data.items():
         field = model.model_fields.get(key)
         if field is None:
             continue
         if field.annotation is bool and not isinstance(value, bool):
-            return (*loc, key)
+            yield (*loc, key)
         sub = model_in(field.annotation)
         if sub is None:
             continue
         items = enumerate(value) if isinstance(value, list) else [(None, value)]
         for i, item in items:
-            found = loose_boolean(sub, item, (*loc, key) if i is None else (*loc, key, str(i)))
-            if found is not None:
-                return found
-    return None
+            yield from loose_booleans(sub, item, (*loc, key) if i is None else (*loc, key, str(i)))

@@ -128,7 +128,8 @@ def ask(term: _Input) -> Answers:
 def render(a: Answers) -> str:
     lines = [
         "# Written by `relaybot init`. Every other key, with its default, is documented in",
-        "# config.example.toml. Check this file with: relaybot check-config",
+        "# config.example.toml (`relaybot init --example` prints it). Check this file with:",
+        "# relaybot check-config",
         "",
         "[llm]",
         f"base_url = {_quote(a.base_url)}",
@@ -144,7 +145,7 @@ def render(a: Answers) -> str:
             "[tools]",
             "# A small tool set for a local model: every tool definition is sent with each",
             "# request (all the default built-ins take ~1,900 tokens, most of a 4k window).",
-            "# More in config.example.toml; README: Local models.",
+            "# More in `relaybot init --example`; README: Local models.",
             f"builtins = [{tools}]",
         ]
     for ch in a.channels:

@@ -10,11 +10,22 @@ from bot.config import Config
 from tools.plugins import load_plugins
 from tools.registry import summary
 
+SKILL_FORMAT = """\
+A skill is a folder there holding a SKILL.md, e.g. skills/haiku/SKILL.md:
+    ---
+    name: haiku
+    description: Answer in a haiku when asked for a poem.
+    ---
+    Three lines: five, seven and five syllables.
+(README: Memory, skills and delegation)"""
+
 
 async def list_tools(config: Config) -> int:
+    from bot._checks import configured_skills
     from bot._generation import open_tools
 
-    async with open_tools(config) as (registry, mcp):
+    skills = await asyncio.to_thread(configured_skills, config)  # use_skill, when there are
+    async with open_tools(config, skills=skills) as (registry, mcp):
         sources = {info.name: f"mcp:{info.server}" for info in mcp.tools()} if mcp else {}
         plugins, _ = load_plugins(  # imported already: the same tools, no second report
             config.tools.plugins, plugin_dirs=config.plugin_dirs(), log_problems=False
@@ -38,7 +49,8 @@ async def list_skills(config: Config) -> int:
         if skill.chats:
             print(f"    only in: {', '.join(sorted(skill.chats))}")
     if not found:
-        print(f"no skills in {', '.join(map(str, config.skill_dirs()[0]))}")
+        print(f"no skills in {' or '.join(map(str, config.skill_dirs()[0]))}")
+        print(SKILL_FORMAT)
     for problem in found.problems:
         print(f"problem: {problem}")
     return 1 if found.problems else 0

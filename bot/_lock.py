@@ -48,8 +48,8 @@ class StoreLock:
         self.path = lock_path(store)
         writable = True
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         except OSError as exc:
             # A file system remounted read-only: the lock still works on the file as it is
             # (the store then waits until it can write, see engine/store/sqlite/_faults.py).

@@ -150,7 +150,9 @@ def record_loaded(
     }
     try:
         tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(data) + "\n")
+        tmp.unlink(missing_ok=True)
+        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as out:
+            out.write(json.dumps(data) + "\n")  # private, like the store beside it
         tmp.replace(path)
     except OSError as exc:
         log.debug("could not record when the config was loaded: %s", exc)

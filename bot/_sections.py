@@ -13,10 +13,17 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
 
+from bot._config_secrets import shape_of, shown
 from channels import resolve_secret
-from engine.store import is_postgres, redact
 from tools.errors import ConfigError
 
 
@@ -35,6 +42,12 @@ _SDK_EXTRAS = {"anthropic": "anthropic"}  # provider -> the extra (and module) i
 
 def url_fix(url: str) -> str:
     """Why `url` is not a model endpoint's address, and the fix."""
+    if (shape := shape_of(url)) is not None:  # a key where the address goes: never shown
+        return (
+            f"{shown(url.strip())} looks like {shape}, not a URL: the key goes in the environment"
+            f' (api_key_env = "OPENAI_API_KEY"), base_url is the server\'s address, e.g. '
+            f'base_url = "https://api.openai.com/v1"'
+        )
     local = url.startswith(("localhost", "127.", "0.0.0.0", "[::1]", "192.168.", "10."))
     example = f"{'http' if local else 'https'}://{url or 'localhost:8080/v1'}"
     return (
@@ -131,53 +144,6 @@ def _installed(module: str) -> bool:
         return importlib.util.find_spec(module) is not None
     except (ImportError, ValueError):
         return False
-
-
-def default_state_dir() -> Path:
-    if os.environ.get("STATE_DIRECTORY"):  # systemd's StateDirectory=
-        return Path(os.environ["STATE_DIRECTORY"].split(":")[0])
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "relaybot"
-
-
-class StorageConfig(Section):
-    path: Path | None = None  # default: $STATE_DIRECTORY/relaybot.db or ~/.local/state/relaybot/
-    keep_days: float | None = Field(
-        None, gt=0
-    )  # conversation history older is deleted; unset: kept
-    retention_days: float = Field(7, gt=0)  # settled rows (answered inbox, finished jobs, ...)
-    wal_limit_mb: float = Field(16, ge=1)  # the SQLite WAL is checkpointed to stay under this
-    # PostgreSQL, shared by several instances: "postgresql://user:password@host/db", or the
-    # name of the environment variable (or credential) holding it (it may hold a password)
-    url: SecretStr | None = None
-    url_env: str | None = None
-
-    @model_validator(mode="after")
-    def _one_database(self) -> StorageConfig:
-        if self.url is not None and self.url_env:
-            raise ValueError("set url or url_env, not both")
-        if self.url is not None and not is_postgres(self.url.get_secret_value()):
-            raise ConfigError(
-                "storage.url",
-                'must be a PostgreSQL URL, e.g. url = "postgresql://relaybot@db.example/relaybot"'
-                " (for SQLite, set path instead)",
-            )
-        return self
-
-    def resolved_path(self) -> Path:
-        return (self.path or default_state_dir() / "relaybot.db").expanduser()
-
-    def resolved_url(self) -> str | None:
-        """The PostgreSQL URL, or None for the SQLite file at `path`."""
-        url = resolve_secret("storage.url_env", self.url, self.url_env) or None
-        if url is not None and not is_postgres(url):
-            raise ConfigError("storage.url_env", f"{self.url_env} must hold a postgresql:// URL")
-        return url
-
-    def describe(self) -> str:
-        """Where the store is, for people (a URL without its password)."""
-        url = self.resolved_url()
-        return redact(url) if url else str(self.resolved_path())
 
 
 class InstanceConfig(Section):

@@ -17,9 +17,9 @@ import os
 import re
 import shutil
 import sys
-from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 
+from bot._shipped import shipped
 from bot.config import find_config
 
 SYSTEM_CONFIG = Path("/etc/relaybot/config.toml")
@@ -42,22 +42,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def deploy_file(name: str) -> Path:
     """A file of deploy/: the checkout's, else the one the installed wheel carries."""
-    checkout = Path(__file__).resolve().parent.parent / "deploy" / name
-    if checkout.is_file():
-        return checkout
-    try:
-        files = distribution("relaybot").files or []
-    except PackageNotFoundError:
-        files = []
-    for file in files:
-        if file.name == name and "deploy" in file.parts:
-            found = Path(str(file.locate()))
-            if found.is_file():
-                return found
-    shared = Path(sys.prefix) / "share" / "relaybot" / "deploy" / name
-    if shared.is_file():
-        return shared
-    raise FileNotFoundError(f"{name} is not installed with relaybot (looked in {checkout.parent})")
+    return shipped("deploy", name)
 
 
 def executable() -> str:

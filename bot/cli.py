@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot._checks import CHAT_ONLY, tool_problems, validate
 from bot._collector import loaded
+from bot._config_secrets import hide_secrets
 from bot._lock import lock_store
 from bot._logging import setup_logging
 from bot._reload import Reloader, record_loaded
@@ -23,6 +24,7 @@ from bot._sdnotify import Notifier, watchdog_interval, watchdog_loop
 from bot._secrets import harden_process, seal_secrets
 from bot._service import add_parser as add_service_parser
 from bot._service import install_service
+from bot._store_place import claim
 from bot.config import Config, find_config, load_config
 from tools.errors import ConfigError, RelaybotError
 
@@ -71,7 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="relaybot", description="An LLM with tools in your chats.")
     p.add_argument("--version", action=_ShowVersion)
     _options(p, None)
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")  # none: the list, below
     commands = {}
     for name, text in (
         ("run", "run every enabled channel"),
@@ -90,6 +92,11 @@ def _parser() -> argparse.ArgumentParser:
     ):
         sp = commands[name] = sub.add_parser(name, help=text, description=text)
         _options(sp, argparse.SUPPRESS)  # absent here: keep what was given before the command
+    commands["init"].add_argument(
+        "--example",
+        action="store_true",
+        help="print config.example.toml (every key, with its default) and exit",
+    )
     commands["status"].add_argument("--json", action="store_true", help="for scripts")
     commands["backup"].add_argument("path", metavar="PATH", help="a new file, or a directory")
     commands["forget"].add_argument(
@@ -112,7 +119,17 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     loaded()  # what the command's modules made stays out of later collections
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:  # bare `relaybot`: what there is to run
+        parser.print_help()
+        print("\nStart with `relaybot init`, then `relaybot chat`; `relaybot COMMAND -h` for one.")
+        return 2
+    if args.command == "init" and args.example:  # needs no config: it is the reference
+        from bot._shipped import example_text
+
+        sys.stdout.write(example_text())
+        return 0
     if args.command == "init":
         from bot._init import run_init
 
@@ -176,7 +193,7 @@ async def _check_config(config: Config, args: argparse.Namespace) -> int:
     path = find_config(args.config)
     enabled = [n for n in ("telegram", "discord") if getattr(config, n).enabled]
     print(f"{path}: OK")
-    print(f"  model: {config.llm.model} at {config.llm.base_url}")
+    print(hide_secrets(f"  model: {config.llm.model} at {config.llm.base_url}"))
     print(f"  channels: {', '.join(enabled) or 'none (relaybot chat only)'}")
     if not enabled:
         print(f"note: {CHAT_ONLY}")
@@ -310,6 +327,8 @@ def _lock(config: Config) -> None:
     """One process per SQLite file; instances share a PostgreSQL store (engine/work/_cluster.py)."""
     if config.storage.resolved_url() is None:
         lock_store(config.storage.resolved_path())
+        if config.storage.path is None:  # the default: an upgrade's shared store, maybe
+            claim(config.storage.resolved_path(), config._path)
 
 
 async def _doctor(config: Config, args: argparse.Namespace) -> int:

@@ -17,7 +17,8 @@ from typing import Any
 
 from pydantic import PrivateAttr, SecretStr, ValidationError, model_validator
 
-from bot._config_errors import explain, loose_boolean, model_in
+from bot._config_errors import explain, loose_booleans, model_in
+from bot._config_secrets import hide_secrets, pasted_secrets
 from bot._sections import (
     AccessConfig,
     ConsoleConfig,
@@ -35,10 +36,10 @@ from bot._sections import (
     SchedulesConfig,
     Section,
     SkillsConfig,
-    StorageConfig,
     WebConfig,
-    default_state_dir,
 )
+from bot._shipped import SHOW_EXAMPLE
+from bot._store_place import StorageConfig, default_state_dir, xdg_config_home
 from channels import DiscordConfig, TelegramConfig, read_secret, resolve_secret
 from tools.config import McpConfig, ToolsConfig
 from tools.errors import ConfigError
@@ -163,17 +164,17 @@ class Config(Section):
         directory, then $XDG_CONFIG_HOME/relaybot (where `relaybot init` writes the config of
         an installed relaybot; a config not loaded from a file has only that one)."""
         found = [] if self._path is None else [self._path.parent.absolute()]
-        return list(dict.fromkeys([*found, _xdg_config_home() / "relaybot"]))
+        return list(dict.fromkeys([*found, xdg_config_home() / "relaybot"]))
 
     def skill_dirs(self) -> tuple[list[Path], list[Path]]:
         """Where skills are looked for, and those of them that must exist (the ones named in
         `[skills] dirs`; the default folders may be absent)."""
-        here = None if self._path is None else self._path.parent
+        here = None if self._path is None else self._path.parent.absolute()
         if self.skills.dirs is not None:
             named = [d.expanduser() for d in self.skills.dirs]
             dirs = [d if d.is_absolute() or here is None else here / d for d in named]
             return dirs, dirs
-        found = [_xdg_config_home() / "relaybot" / "skills"]
+        found = [xdg_config_home() / "relaybot" / "skills"]
         if here is not None:
             found.append(here / "skills")
         return list(dict.fromkeys(found)), []
@@ -202,74 +203,28 @@ def _not_an_id(channel: str, user: str) -> str:
     )
 
 
-_VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_SECRET_SHAPES = (
-    ("a Telegram bot token", re.compile(r"^\d{5,}:[A-Za-z0-9_-]{20,}$")),
-    (
-        "a Discord bot token",
-        re.compile(r"^[A-Za-z0-9_-]{20,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{20,}$"),
-    ),
-    ("an API key", re.compile(r"^(sk|gsk|xai|pk|rk|ghp|gho|hf|tvly|BSA)[-_][A-Za-z0-9_-]{12,}$")),
-    ("an API key", re.compile(r"^AIza[A-Za-z0-9_-]{20,}$")),
-)
-_EXAMPLE_NAMES = {
-    "token_env": "TELEGRAM_BOT_TOKEN",
-    "api_key_env": "OPENAI_API_KEY",
-    "url_env": "RELAYBOT_DATABASE_URL",
-    "webhook_secret_env": "TELEGRAM_WEBHOOK_SECRET",
-}
-
-
-def _pasted_secret(data: Any, loc: tuple[str, ...] = ()) -> ConfigError | None:
-    """A `*_env` key whose value is a secret itself (a token pasted where its variable's name
-    goes): the error names the key and what it looks like, never the value."""
-    items = (
-        enumerate(data)
-        if isinstance(data, list)
-        else data.items()
-        if isinstance(data, dict)
-        else ()
-    )
-    for key, value in items:
-        where = (*loc, str(key))
-        if isinstance(value, dict | list):
-            if (found := _pasted_secret(value, where)) is not None:
-                return found
-            continue
-        if not (isinstance(key, str) and key.endswith("_env") and isinstance(value, str)):
-            continue
-        shape = next((what for what, rx in _SECRET_SHAPES if rx.match(value.strip())), None)
-        if shape is None and (_VARIABLE.match(value.strip()) or len(value) < 16):
-            continue
-        name = _EXAMPLE_NAMES.get(key, "MY_SECRET")
-        return ConfigError(
-            ".".join(where),
-            f"holds what looks like {shape or 'a secret'} itself (not shown here), where the "
-            f"name of the environment variable that holds it goes. Put the value in the "
-            f"environment (e.g. {name}=… in deploy/relaybot.env, or export {name}=…) and write "
-            f'{key} = "{name}"; and since it was written into a file, consider it seen and make '
-            "a new one",
-        )
-    return None
-
-
 def parse_config(data: dict[str, Any]) -> Config:
-    pasted = _pasted_secret(data)
-    if pasted is not None:
-        raise pasted
-    loose = loose_boolean(Config, data)
-    if loose is not None:
-        key = ".".join(loose)
-        raise ConfigError(key, f"must be true or false, without quotes, e.g. {loose[-1]} = true")
+    """`data` (a parsed TOML file) as a Config; a ConfigError naming every problem at once, with
+    any key-shaped value in it hidden (bot/_config_secrets.py)."""
+    problems = [(e.key, e.reason) for e in pasted_secrets(data)]
+    for loose in loose_booleans(Config, data):
+        reason = f"must be true or false, without quotes, e.g. {loose[-1]} = true"
+        problems.append((".".join(loose), reason))
     try:
-        return Config.model_validate(data)
+        config = Config.model_validate(data)
     except ValidationError as exc:
-        errors = exc.errors(include_url=False)
-        err = errors[0]
-        key = ".".join(str(p) for p in err["loc"])
-        reason = explain(err, Config)
-        more = len(errors) - 1
-        raise ConfigError(key, reason + (f" (and {more} more problems)" if more else "")) from None
+        for err in exc.errors(include_url=False):
+            key = ".".join(str(p) for p in err["loc"])
+            if all(key != k for k, _ in problems):
+                problems.append((key, explain(err, Config)))
+    except ConfigError as exc:  # a rule across keys, checked once each key is right
+        problems.append((exc.key, exc.reason))
+    if not problems:
+        return config
+    if len(problems) == 1:
+        raise ConfigError(problems[0][0], hide_secrets(problems[0][1]))
+    lines = [f"  {key}: {reason}" if key else f"  {reason}" for key, reason in problems]
+    raise ConfigError("", hide_secrets(f"{len(problems)} problems:\n" + "\n".join(lines)))
 
 
 def find_config(explicit: str | Path | None = None) -> Path:
@@ -281,11 +236,7 @@ def find_config(explicit: str | Path | None = None) -> Path:
     local = Path("config.toml")
     if local.exists():
         return local
-    return _xdg_config_home() / "relaybot" / "config.toml"
-
-
-def _xdg_config_home() -> Path:
-    return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    return xdg_config_home() / "relaybot" / "config.toml"
 
 
 def load_config(path: str | Path | None = None) -> Config:
@@ -296,7 +247,7 @@ def load_config(path: str | Path | None = None) -> Config:
         raise ConfigError(
             "",
             f"no config file at {file}: run `relaybot init` to write one (it asks for the "
-            "essentials), or copy config.example.toml there, or pass -c PATH",
+            f"essentials), or `{SHOW_EXAMPLE} > {file}` and edit that, or pass -c PATH",
         ) from None
     except OSError as exc:
         raise ConfigError("", f"cannot read {file}: {exc.strerror}") from None
@@ -313,4 +264,5 @@ def load_config(path: str | Path | None = None) -> Config:
         raise ConfigError("", f"{file} is not valid TOML: {exc}") from None
     config = parse_config(data)
     config._path = file
+    config.storage._config_file = file
     return config

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 import httpx
 
 from bot._checks import CHAT_ONLY, configured_skills, tool_problems, validate
+from bot._config_secrets import hide_secrets
 from bot._doctor_base import Check, Status, get
 from bot._doctor_llm import check_context, check_models
 from bot._doctor_receiving import check_discord_shards, check_telegram_receiving
@@ -268,9 +269,9 @@ async def doctor_checks(config: Config) -> list[Check]:
 async def run_doctor(config: Config) -> int:
     results = await doctor_checks(config)
     for r in results:
-        print(f"{r.name}: {r.status} - {r.detail}")
+        print(hide_secrets(f"{r.name}: {r.status} - {r.detail}"))
         if r.status is not Status.OK and r.fix:
-            print(f"  fix: {r.fix}")
+            print(hide_secrets(f"  fix: {r.fix}"))
     failed = [r.name for r in results if r.status is Status.FAILED]
     if failed:
         print(f"{len(failed)} problem(s): {', '.join(failed)}", file=sys.stderr)

@@ -40,7 +40,7 @@ path = "{tmp_path / "state.db"}"
 
 
 async def relaybot(
-    *args: str, stdin: bytes | None = None
+    *args: str, stdin: bytes | None = None, cwd: Path | None = None
 ) -> tuple[asyncio.subprocess.Process, asyncio.Task[tuple[bytes, bytes]]]:
     env = {**os.environ, "RELAYBOT_TEST_KEY": "sk-secret-test-key-987654"}
     proc = await asyncio.create_subprocess_exec(
@@ -52,6 +52,7 @@ async def relaybot(
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         env=env,
+        cwd=cwd,
     )
     return proc, asyncio.create_task(proc.communicate(stdin))
 

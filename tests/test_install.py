@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
 import subprocess
 import sys
 import sysconfig
+import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -26,7 +29,17 @@ import pytest
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCES = ("pyproject.toml", "README.md", "bot", "channels", "engine", "tools", "deploy")
+SOURCES = (
+    "pyproject.toml",
+    "README.md",
+    "config.example.toml",
+    "bot",
+    "channels",
+    "engine",
+    "tools",
+    "deploy",
+)
+PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
 
 PLUGIN = '''
 from tools import tool
@@ -49,14 +62,20 @@ Three lines: five, seven and five syllables.
 """
 
 
+@dataclass(frozen=True)
+class Built:
+    src: Path  # a copy of the checkout's sources
+    wheel: Path  # built from it
+
+
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A venv with relaybot installed from a freshly built wheel: its bin/ directory."""
+def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
+    """A copy of the checkout (what a clone holds that the wheel is built from) and its wheel."""
     import setuptools
 
     if int(setuptools.__version__.split(".")[0]) < 77:
         pytest.skip("the wheel is built with setuptools>=77 (the [dev] extra installs it)")
-    base = tmp_path_factory.mktemp("install")
+    base = tmp_path_factory.mktemp("build")
     src = base / "src"
     src.mkdir()
     junk = shutil.ignore_patterns("__pycache__", "*.egg-info")
@@ -65,14 +84,27 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
             shutil.copytree(ROOT / name, src / name, ignore=junk)
         else:
             shutil.copy2(ROOT / name, src / name)
-    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-    build = [*pip, "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", "dist"]
+    build = [*PIP, "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", "dist"]
     subprocess.run([*build, "./src"], cwd=base, check=True, timeout=120)
     [wheel] = (base / "dist").glob("relaybot-*.whl")
-    venv = base / "venv"
+    return Built(src, wheel)
+
+
+@pytest.fixture(scope="module")
+def installed(built: Built, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A venv with relaybot installed from a freshly built wheel: its bin/ directory."""
+    venv = tmp_path_factory.mktemp("install") / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True, timeout=60)
     python = venv / "bin" / "python"
-    install = [*pip, "--python", str(python), "install", "--no-deps", "--no-index", str(wheel)]
+    install = [
+        *PIP,
+        "--python",
+        str(python),
+        "install",
+        "--no-deps",
+        "--no-index",
+        str(built.wheel),
+    ]
     subprocess.run(install, check=True, timeout=120)
     purelib = subprocess.run(
         [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
@@ -87,7 +119,8 @@ def _env(base: Path, **extra: str) -> dict[str, str]:
     keep = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith(("XDG_", "RELAYBOT_", "PYTHON")) and k != "VIRTUAL_ENV"
+        if not k.startswith(("XDG_", "RELAYBOT_", "PYTHON", "PIP_", "PIPX_", "UV_"))
+        and k != "VIRTUAL_ENV"
     }
     return {
         **keep,
@@ -214,7 +247,7 @@ def test_containerfile_copies_what_the_wheel_needs_and_runs_unprivileged() -> No
     copied = {
         line.split()[1] for line in lines if line.startswith("COPY ") and "--from" not in line
     }
-    assert {"pyproject.toml", *SOURCES[2:]} <= copied  # every package, and deploy/ for the units
+    assert {"pyproject.toml", *SOURCES[3:]} <= copied  # every package, and deploy/ for the units
     users = [line.split()[1] for line in lines if line.startswith("USER ")]
     assert users and users[-1] not in ("root", "0")
     assert 'VOLUME ["/var/lib/relaybot"]' in lines
@@ -249,3 +282,103 @@ def test_the_image_builds_and_runs_as_a_non_root_user(tmp_path: Path) -> None:
         assert "ExecStart=/opt/relaybot/bin/relaybot run -c /etc/relaybot/config.toml" in unit
     finally:
         subprocess.run([BUILDER, "rmi", "-f", tag], capture_output=True, timeout=120)
+
+
+def _install_lines() -> list[tuple[str, str]]:
+    """The README's install lines: (the tool's command, what it installs)."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("### Install with pipx or uv\n", 1)[1].split("\n#", 1)[0]
+    return re.findall(r"^(pipx install|uv tool install) (\S+)", section, re.M)
+
+
+@dataclass(frozen=True)
+class Offline:
+    wheelhouse: Path  # relaybot's dependencies and build backend, as wheels (tests/wheelhouse.py)
+    bare: Path  # a bare clone of the checkout, for the git URL
+
+
+@pytest.fixture(scope="module")
+def offline(built: Built, tmp_path_factory: pytest.TempPathFactory) -> Offline:
+    from tests.wheelhouse import wheelhouse
+
+    base = tmp_path_factory.mktemp("offline")
+    repo = base / "clone"
+    shutil.copytree(built.src, repo)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "relaybot"]):
+        subprocess.run([*git, "-C", str(repo), *args], check=True, timeout=60)
+    bare = base / "relaybot.git"
+    subprocess.run([*git, "clone", "-q", "--bare", str(repo), str(bare)], check=True, timeout=60)
+    wheelhouse(base / "wheelhouse")
+    return Offline(base / "wheelhouse", bare)
+
+
+def test_the_readme_shows_each_source_with_each_tool() -> None:
+    lines = _install_lines()
+    assert sorted(lines) == sorted(
+        (tool, spec)
+        for tool in ("pipx install", "uv tool install")
+        for spec in ("./relaybot", f"./relaybot-{_version()}-py3-none-any.whl", GIT_EXAMPLE)
+    )
+
+
+def _version() -> str:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+
+
+GIT_EXAMPLE = "git+file:///srv/git/relaybot.git"
+
+
+@pytest.mark.parametrize("tool, spec", _install_lines(), ids=lambda x: x.split(" ")[0])
+async def test_each_readme_install_line_works_from_an_empty_directory(
+    tool: str, spec: str, built: Built, offline: Offline, tmp_path: Path
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    if spec == "./relaybot":  # `git clone <repository> relaybot` made it
+        shutil.copytree(built.src, work / "relaybot")
+    elif spec.endswith(".whl"):
+        shutil.copy2(built.wheel, work / spec)  # the README names the file the build makes
+    else:
+        assert spec == GIT_EXAMPLE
+        spec = f"git+file://{offline.bare}"
+    house = str(offline.wheelhouse)
+    bin_dir = tmp_path / "bin"
+    env = {
+        **_env(tmp_path, HOME=str(tmp_path)),
+        "PIPX_HOME": str(tmp_path / "pipx"),
+        "PIPX_BIN_DIR": str(bin_dir),
+        "PIPX_MAN_DIR": str(tmp_path / "man"),
+        "PIPX_DEFAULT_PYTHON": sys.executable,
+        "PIP_CONFIG_FILE": os.devnull,  # this machine's pip.conf names more indexes
+        "PIP_NO_INDEX": "1",
+        "PIP_FIND_LINKS": house,
+        "UV_TOOL_DIR": str(tmp_path / "uv"),
+        "UV_TOOL_BIN_DIR": str(bin_dir),
+        "UV_CACHE_DIR": str(offline.wheelhouse.parent / "uv-cache"),  # shared: unpacked once
+        "UV_NO_CONFIG": "1",
+        "UV_OFFLINE": "1",
+        "UV_NO_INDEX": "1",
+        "UV_FIND_LINKS": house,
+        "UV_PYTHON": sys.executable,
+        "UV_PYTHON_DOWNLOADS": "never",
+    }
+    program = Path(sys.executable).parent / tool.split()[0]
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [program, *tool.split()[1:], spec], cwd=work, env=env, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    home = tmp_path / ("pipx" if tool.startswith("pipx") else "uv")
+    assert (bin_dir / "relaybot").resolve().is_relative_to(home)  # the tool's own venv
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code, out, err = await _run(bin_dir, empty, env, "--version")
+    assert (code, out) == (0, f"relaybot {_version()}\n"), err
+    code, out, err = await _run(bin_dir, empty, env, "init", "--example")
+    assert code == 0 and out == (ROOT / "config.example.toml").read_text(), err
+    code, out, err = await _run(bin_dir, empty, env, "check-config")
+    assert code == 78 and "relaybot init --example >" in err, out + err
+    assert list(empty.iterdir()) == []

@@ -127,10 +127,13 @@ class Handlers:
         reply = await within_ack_budget(
             interaction, work, thinking=False, ephemeral=True, budget_s=self._ack_budget_s
         )
-        if interaction.response.is_done():
-            await interaction.edit_original_response(content=reply.text, view=menu(reply))
-        else:
-            await interaction.response.edit_message(content=reply.text, view=menu(reply))
+        try:  # the press was handled: a refused edit (the message gone) is one log line
+            if interaction.response.is_done():
+                await interaction.edit_original_response(content=reply.text, view=menu(reply))
+            else:
+                await interaction.response.edit_message(content=reply.text, view=menu(reply))
+        except discord.HTTPException as exc:
+            log.warning("discord: the menu in %s was not updated: %s", interaction.channel_id, exc)
 
     async def on_decision(
         self, interaction: discord.Interaction, confirmation_id: str, choice: Choice

@@ -149,8 +149,13 @@ class Outbox:
     async def edit_menu(
         self, chat_id: str, message_id: str, text: str, markup: InlineKeyboardMarkup
     ) -> None:
-        """Replace a command reply's text and buttons (a menu is short: one part)."""
-        await self._edit(chat_id, message_id, self.render(text, True)[0], markup)
+        """Replace a command reply's text and buttons (a menu is short: one part). The press
+        was handled whatever happens here: an edit Telegram refuses (the message deleted, or
+        too old to edit) is one log line, not a traceback."""
+        try:
+            await self._edit(chat_id, message_id, self.render(text, True)[0], markup)
+        except TelegramError as exc:
+            log.warning("telegram: the menu in chat %s was not updated: %s", chat_id, exc)
 
     async def close_buttons(self, ref: MessageRef, text: str) -> None:
         """Replace the text (or a document's caption) of a prompt and remove its buttons.

@@ -15,6 +15,7 @@ from engine.chat._chat_settings import ChatSettings
 from engine.chat._confirmations import Confirmations
 from engine.chat._console_link import console_link
 from engine.chat._forget import ForgetMe
+from engine.chat._help import help_text
 from engine.chat._limits import Limits
 from engine.chat._memory import Remembered
 from engine.chat._notices import apology
@@ -28,7 +29,6 @@ from engine.loop import ConversationKey
 from engine.store import Store
 from engine.work import ChatQueues, Cluster, Compact, Rewind
 from tools.errors import LLMError
-from tools.registry import summary
 
 log = logging.getLogger(__name__)
 
@@ -103,8 +103,8 @@ class Commands:
                 name=msg.user_name or _("there"), user_id=msg.user_id
             )
             if not allowed:
-                asked = await self.pairing.refusal(msg, always=True)
-                return f"{greeting} {asked}"
+                asked = await self.pairing.refusal(msg, always=True) or ""
+                return asked if msg.user_id in asked else f"{greeting} {asked}"  # the id once
             return greeting + " " + _("Send me a message to start; /help lists what I can do.")
         if not allowed:
             return await self.pairing.refusal(msg, always=True) or ""
@@ -115,7 +115,12 @@ class Commands:
         if command is Command.CONSOLE:
             return await console_link(self.pairing, msg)
         if command is Command.HELP:
-            return self._help(msg.language)
+            return help_text(
+                self.turns.loop.registry.select(),  # those in force (a reload changes them)
+                msg.language,
+                memory=self.memory is not None,
+                owner=self.pairing.policy.is_admin(msg.channel, msg.user_id),
+            )
         if command is Command.STOP:
             stopped = await self.stop(key)
             if cancelled := await self.confirmations.cancel_pending(key, STOPPED):
@@ -251,25 +256,4 @@ class Commands:
         saved = done.before - done.after
         return condensed.format(
             n=done.messages, after=f"{done.after:,}", before=f"{done.before:,}", saved=f"{saved:,}"
-        )
-
-    def _help(self, language: str | None) -> str:
-        _ = translator(language).gettext
-        lines = []
-        for tool in self.turns.loop.registry.select():  # those in force (a reload changes them)
-            first = summary(tool.description, sentence=True).rstrip(".")
-            if first:
-                ask = " " + _("(I ask you first)") if tool.destructive else ""
-                lines.append(f"• {first[0].upper()}{first[1:]}{ask}")
-        can = "\n".join(lines) or _("• Just talk: I have no tools here.")
-        return "\n".join(
-            [
-                _("Talk to me in plain language. Besides answering, I can:"),
-                can,
-                "",
-                _(
-                    "/stop stops what I am doing, /compact condenses our conversation, /reset "
-                    "starts a fresh one."
-                ),
-            ]
         )

@@ -4,7 +4,8 @@
 (``engine.models.CHARGE``); every request made meanwhile, in the task or the tool calls and jobs
 it starts, is priced (``engine.models.Prices``) and added to the store's ``spend`` rows for the
 day (UTC), and to the Prometheus cost counter. A model without a price adds its figures and no
-cost; the log says so once per model. Nothing here ever fails a turn: a charge that cannot be
+cost; the log says so once per model (INFO: a local model is not a fault, and `relaybot chat`
+shows only warnings). Nothing here ever fails a turn: a charge that cannot be
 stored is logged.
 """
 
@@ -50,9 +51,9 @@ class Meter:
         nano = self.prices().cost(model, amount)
         if nano is None and model not in self._unpriced:
             self._unpriced.add(model)
-            log.warning(
+            log.info(  # not a fault (a local model costs nothing); once per model and process
                 "model %s has no price ([pricing.%r] in the config): its requests are counted "
-                "in tokens only",
+                "in tokens only, and /usage says 'not priced'",
                 model,
                 model,
             )

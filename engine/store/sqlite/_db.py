@@ -34,7 +34,7 @@ import aiosqlite
 from engine import metrics
 from engine.store._db import SQLITE, Db, Row
 from engine.store.sqlite._faults import Episodes, unavailable
-from engine.store.sqlite._files import owned_like_store
+from engine.store.sqlite._files import make_private, owned_like_store
 from engine.store.sqlite._group import GroupCommit
 from engine.store.sqlite._reader import Reader, reads
 from engine.store.sqlite._schema import MIGRATIONS
@@ -100,7 +100,7 @@ class SqliteDb(Db):
                 uri = f"file:{quote(str(self.path.resolve()))}?mode=ro"
                 connection = aiosqlite.connect(uri, uri=True, isolation_level=None)
             else:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
+                make_private(self.path)  # 0600 in a 0700 directory (_files.py)
                 connection = aiosqlite.connect(self.path, isolation_level=None)
             # Its worker thread must never keep the process alive: committed data is safe in
             # the WAL whatever happens, and an unclosed store must not hang interpreter exit.
