@@ -1,7 +1,7 @@
 """The keeper of a tool process (a run_command command, a stdio MCP server): nothing it starts
 outlives it, and what it starts cannot reach the daemon.
 
-    python3 -I -S _sandbox.py [--hide PATH]... -- PROGRAM [ARG]...
+    python3 -I -S _sandbox.py [--hide PATH]... [--limit NAME=N]... [--procs N] -- PROGRAM [ARG]...
 
 It is a program of its own (standard library only; with -I -S it starts in about 15 ms) because
 what it guarantees are properties of a process, which the daemon cannot take on itself:
@@ -18,12 +18,22 @@ what it guarantees are properties of a process, which the daemon cannot take on 
   directory above it: an entry created later right in one of those directories (not below
   them) is unreadable to the command too. Without Landlock the command runs unconfined, and
   the daemon's non-dumpable flag (bot/_secrets.py) still keeps its /proc entries from it.
+  Under bubblewrap (PROGRAM is `bwrap`, see _bwrap.py) the keeper confines nothing itself:
+  Landlock would forbid bwrap's mounts, and the sandbox's own namespaces hide more.
+- PROGRAM starts with the --limit rlimits (cpu seconds, as and fsize bytes) and no core
+  dumps: each process of the command has them, and cannot raise them. If they cannot be set
+  the command does not run.
+- It counts its descendants (through /proc/<pid>/task/<tid>/children, so the cost grows with
+  the command's tree, not the machine's) every 50 ms; past --procs it kills them all and says
+  so on stderr. A count, not RLIMIT_NPROC: that limit does not bind uid 0 (whatever namespace
+  it is in), and for other users it counts every process of the user, the daemon's threads too.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
+import resource
 import signal
 import stat
 import sys
@@ -39,6 +49,9 @@ _RULE_PATH_BENEATH = 1
 _READ_FILE, _READ_DIR = 1 << 2, 1 << 3
 _SCOPE_SIGNAL = 1 << 1
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+_POLL_S = 0.05  # how often the processes are counted
+_RLIMITS = {"cpu": resource.RLIMIT_CPU, "as": resource.RLIMIT_AS, "fsize": resource.RLIMIT_FSIZE}
+_BWRAP_OWN = 2  # bwrap's own processes above the command: its monitor and the namespace's init
 _LINUX = sys.platform == "linux"
 
 
@@ -69,10 +82,52 @@ def _prctl(option: int, value: int) -> bool:
     return _libc().prctl(option, ctypes.c_ulong(value), 0, 0, 0) == 0
 
 
-def keeper_argv(program: Sequence[str], hidden: Iterable[str] = ()) -> list[str]:
-    """The command line that runs `program` under a keeper hiding `hidden`."""
-    hide = [arg for path in hidden for arg in ("--hide", str(path))]
-    return [sys.executable, "-I", "-S", os.path.abspath(__file__), *hide, "--", *program]
+def keeper_argv(
+    program: Sequence[str],
+    hidden: Iterable[str] = (),
+    *,
+    limits: dict[str, int] | None = None,
+    procs: int | None = None,
+) -> list[str]:
+    """The command line that runs `program` under a keeper hiding `hidden`, with the rlimits
+    `limits` ("cpu" seconds, "as" and "fsize" bytes) and at most `procs` processes."""
+    args = [arg for path in hidden for arg in ("--hide", str(path))]
+    args += [a for name, n in (limits or {}).items() for a in ("--limit", f"{name}={n}")]
+    args += ["--procs", str(procs)] if procs is not None else []
+    return [sys.executable, "-I", "-S", os.path.abspath(__file__), *args, "--", *program]
+
+
+def set_limits(limits: dict[str, int]) -> None:
+    """Set `limits` on this process (for CPU time: SIGXCPU at it, SIGKILL a second later), no
+    higher than the hard limits it has; no core dumps. Raises OSError if the kernel refuses."""
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    for name, value in limits.items():
+        which = _RLIMITS[name]
+        _, ceiling = resource.getrlimit(which)
+        hard = value + 1 if which == resource.RLIMIT_CPU else value
+        if ceiling != resource.RLIM_INFINITY:
+            value, hard = min(value, ceiling), min(hard, ceiling)
+        resource.setrlimit(which, (value, hard))
+
+
+def descendants(root: int, most: int) -> int:
+    """How many descendants `root` has, counted until there are more than `most`."""
+    count, todo = 0, [root]
+    while todo and count <= most:
+        pid = todo.pop()
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:  # it just died
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
+                    kids = f.read().split()
+            except OSError:
+                continue
+            count += len(kids)
+            todo += map(int, kids)
+    return count
 
 
 def landlock_abi() -> int:
@@ -171,30 +226,78 @@ def _kill_all() -> None:
             return
 
 
-def _start(program: list[str], hidden: list[str]) -> int:
+def _start(program: list[str], hidden: list[str], limits: dict[str, int]) -> int:
     pid = os.fork()
     if pid:
         return pid
-    try:  # the child: Python's signal dispositions undone, confined, then the program
+    code = 127
+    try:  # the child: Python's signal dispositions undone, limited, confined, then the program
         for sig in (signal.SIGPIPE, signal.SIGXFSZ):
             signal.signal(sig, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
-        if _LINUX:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD, *_STOP_SIGNALS})
+        try:
+            set_limits(limits)
+        except (OSError, ValueError) as exc:
+            code = 126
+            raise OSError(exc.errno, f"cannot set the limits: {exc}") from exc
+        if _LINUX and os.path.basename(program[0]) != "bwrap":
             confine(hidden)
         os.execvp(program[0], program)
     except OSError as exc:
         os.write(2, f"{program[0]}: {exc.strerror}\n".encode())
     finally:
-        os._exit(127)
+        os._exit(code)
+
+
+def _wait(pid: int, procs: int | None) -> int | None:
+    """Reap the children as they die until `pid` ends, and return its wait status; None if
+    the processes grew past `procs` (then they are all killed)."""
+    while True:
+        while True:
+            try:
+                reaped, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return 0
+            if reaped == pid:
+                return status
+            if reaped == 0:
+                break
+        if procs is not None and descendants(os.getpid(), procs) > procs:
+            _kill_all()
+            return None
+        signal.sigtimedwait({signal.SIGCHLD}, _POLL_S if procs is not None else 3600)
+
+
+def _options(argv: list[str]) -> tuple[list[str], dict[str, int], int | None, list[str]]:
+    """--hide paths, --limit rlimits, --procs and the program; ValueError for anything else."""
+    hidden: list[str] = []
+    limits: dict[str, int] = {}
+    procs = None
+    while len(argv) >= 2 and argv[0] in ("--hide", "--limit", "--procs"):
+        option, value, argv = argv[0], argv[1], argv[2:]
+        if option == "--hide":
+            hidden.append(value)
+        elif option == "--procs":
+            procs = int(value)
+        else:
+            name, _, number = value.partition("=")
+            if name not in _RLIMITS:
+                raise ValueError(f"unknown limit {name!r}")
+            limits[name] = int(number)
+    if argv[:1] != ["--"] or len(argv) < 2:
+        raise ValueError("no program")
+    return hidden, limits, procs, argv[1:]
 
 
 def main(argv: list[str]) -> int:
-    hidden: list[str] = []
-    while argv and argv[0] == "--hide":
-        hidden.append(argv[1])
-        argv = argv[2:]
-    if argv[:1] != ["--"] or len(argv) < 2:
-        print("usage: _sandbox.py [--hide PATH]... -- PROGRAM [ARG]...", file=sys.stderr)
+    try:
+        hidden, limits, procs, program = _options(argv)
+    except ValueError:
+        print(
+            "usage: _sandbox.py [--hide PATH]... [--limit cpu|as|fsize=N]... [--procs N] "
+            "-- PROGRAM [ARG]...",
+            file=sys.stderr,
+        )
         return 2
     parent = os.getppid()
     if _LINUX:
@@ -202,20 +305,17 @@ def main(argv: list[str]) -> int:
         _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
         if os.getppid() != parent:  # the daemon died before PDEATHSIG was set
             return 1
-    signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
-    pid = _start(argv[1:], hidden)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD, *_STOP_SIGNALS})
+    pid = _start(program, hidden, limits)
     for sig in _STOP_SIGNALS:
         signal.signal(sig, lambda *_: _kill_children())
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
-    status = 0
-    while True:  # reap adopted orphans as they die, until the program itself ends
-        try:
-            reaped, status = os.waitpid(-1, 0)
-        except ChildProcessError:
-            break
-        if reaped == pid:
-            break
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)  # SIGCHLD stays: waited for
+    own = _BWRAP_OWN if os.path.basename(program[0]) == "bwrap" else 0
+    status = _wait(pid, None if procs is None else procs + own)
     _kill_all()
+    if status is None:
+        print(f"relaybot: stopped: more than {procs} processes", file=sys.stderr, flush=True)
+        return 128 + signal.SIGKILL
     code = os.waitstatus_to_exitcode(status)
     return 128 - code if code < 0 else code
 
