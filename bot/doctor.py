@@ -20,8 +20,8 @@ import httpx
 from bot._checks import CHAT_ONLY, configured_skills, tool_problems, validate
 from bot._doctor_base import Check, Status, get
 from bot._doctor_llm import check_context, check_models
-from bot._doctor_sandbox import check_sandbox
 from bot._doctor_receiving import check_discord_shards, check_telegram_receiving
+from bot._doctor_sandbox import check_sandbox
 from bot._lock import holder
 from bot._media import prices
 from bot.config import Config

@@ -131,7 +131,10 @@ async def test_a_sandboxed_server_sees_only_its_folders(tmp_path, monkeypatch):
             return (await registry.execute("boxed__read_path", {"path": str(path)})).for_llm
 
         assert await read(share / "note.txt") == "shared"
-        assert await read(credentials / "OPENAI_API_KEY") == "FileNotFoundError: No such file or directory"
+        assert (
+            await read(credentials / "OPENAI_API_KEY")
+            == "FileNotFoundError: No such file or directory"
+        )
         assert await read(tmp_path / "beside.txt") == "FileNotFoundError: No such file or directory"
         assert (await read(Path("/proc/1/cmdline"))).startswith(f"{bwrap_path()}\0")  # own PIDs
 

@@ -230,23 +230,22 @@ def _start(program: list[str], hidden: list[str], limits: dict[str, int]) -> int
     pid = os.fork()
     if pid:
         return pid
-    code = 127
     try:  # the child: Python's signal dispositions undone, limited, confined, then the program
         for sig in (signal.SIGPIPE, signal.SIGXFSZ):
             signal.signal(sig, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD, *_STOP_SIGNALS})
         try:
             set_limits(limits)
-        except (OSError, ValueError) as exc:
-            code = 126
-            raise OSError(exc.errno, f"cannot set the limits: {exc}") from exc
+        except (OSError, ValueError) as exc:  # never run without them
+            os.write(2, f"relaybot: cannot set the command's limits: {exc}\n".encode())
+            os._exit(126)
         if _LINUX and os.path.basename(program[0]) != "bwrap":
             confine(hidden)
         os.execvp(program[0], program)
     except OSError as exc:
         os.write(2, f"{program[0]}: {exc.strerror}\n".encode())
     finally:
-        os._exit(code)
+        os._exit(127)
 
 
 def _wait(pid: int, procs: int | None) -> int | None:
