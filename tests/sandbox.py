@@ -30,3 +30,11 @@ def require_bwrap() -> None:
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(f"CI=true needs the sandbox tests, and {why}")
     pytest.skip(why)
+
+
+def usable_sandbox() -> str:
+    """The sandbox run_command can use here: "bwrap", else "none" (always "bwrap" under
+    CI=true, where a broken bubblewrap must fail the tests)."""
+    if _missing() is None or os.environ.get("CI", "").lower() == "true":
+        return "bwrap"
+    return "none"

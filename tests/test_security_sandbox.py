@@ -1,7 +1,7 @@
 """run_command in bubblewrap, attacked for real: a command (as an injected model would ask for)
 tries to read the daemon's store, config and credentials, reach a server on 127.0.0.1, fork
-without end, eat memory, write outside the workspace; and an honest one renames files with
-`git mv` and from a temp directory. Each runs through the real `bwrap`, with small limits."""
+without end, eat memory, write outside the workspace. Each runs through the real `bwrap`, with
+small limits. Renames (`git mv`, from a temp file) are in tests/test_builtins_workspace.py."""
 
 from __future__ import annotations
 
@@ -169,18 +169,3 @@ async def test_files_land_only_in_the_workspace(workspace):
     assert not any(map(os.path.lexists, [*outside, f"/var/tmp/{name}.v"]))
     assert (workspace / name).read_text() == "x\n"
     assert {p.name for p in (workspace / ".tmp").iterdir()} == {name, f"{name}.v"}
-
-
-async def test_git_mv_and_a_rename_from_a_temp_file_work(workspace):
-    command = (
-        "git init -q . && echo a > a.txt && git add a.txt\n"
-        "git -c user.email=a@b.c -c user.name=a commit -qm one\n"
-        "git mv a.txt b.txt && git -c user.email=a@b.c -c user.name=a commit -qm two\n"
-        "python3 -c 'import os, tempfile\n"
-        'f = tempfile.NamedTemporaryFile(delete=False); f.write(b"new"); f.close()\n'
-        'os.replace(f.name, "c.txt")\'\n'
-        "git status --short; ls"
-    )
-    result = await run(workspace, command)
-    assert result == "Exit code 0.\n?? c.txt\nb.txt\nc.txt\n"
-    assert (workspace / "c.txt").read_text() == "new"

@@ -14,7 +14,7 @@ from typing import Any
 
 from tools._base import Tier, Tool
 from tools._result import ToolResult
-from tools.builtins._bwrap import Jail, bwrap_argv, bwrap_path
+from tools.builtins._bwrap import TMP, Jail, bwrap_argv, bwrap_path
 from tools.builtins._sandbox import keeper_argv, landlock_abi
 from tools.config import RunCommandConfig
 
@@ -91,6 +91,7 @@ class RunCommand(Tool):
     async def execute(self, args: dict[str, Any]) -> ToolResult:
         env = {k: os.environ[k] for k in _SAFE_ENV if k in os.environ}
         env["HOME"] = str(self.root)
+        env["TMPDIR"] = str(self.root / TMP)  # bwrap sets it too; renames from it stay on one mount
         try:
             argv = self._argv(args["command"])
         except OSError as exc:
@@ -130,6 +131,7 @@ class RunCommand(Tool):
         """The keeper's command line for `command`, in the sandbox the config names."""
         cfg = self.config
         program = ["/bin/sh", "-c", command]
+        (self.root / TMP).mkdir(exist_ok=True)
         if cfg.sandbox == "bwrap":
             bwrap = bwrap_path()
             if bwrap is None:

@@ -16,8 +16,9 @@ what it guarantees are properties of a process, which the daemon cannot take on 
   and it cannot read the --hide paths (the daemon passes its systemd credentials directory).
   Landlock lists what is allowed, so hiding a path means allowing every other entry of each
   directory above it: an entry created later right in one of those directories (not below
-  them) is unreadable to the command too. Without Landlock the command runs unconfined, and
-  the daemon's non-dumpable flag (bot/_secrets.py) still keeps its /proc entries from it.
+  them) is unreadable to the command too. Renames across directories work from ABI 2 (Linux
+  5.19: REFER). Without Landlock the command runs unconfined, and the daemon's non-dumpable
+  flag (bot/_secrets.py) still keeps its /proc entries from it.
   Under bubblewrap (PROGRAM is `bwrap`, see _bwrap.py) the keeper confines nothing itself:
   Landlock would forbid bwrap's mounts, and the sandbox's own namespaces hide more.
 - PROGRAM starts with the --limit rlimits (cpu seconds, as and fsize bytes) and no core
@@ -46,7 +47,7 @@ _PR_SET_NO_NEW_PRIVS = 38
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
 _CREATE_RULESET_VERSION = 1
 _RULE_PATH_BENEATH = 1
-_READ_FILE, _READ_DIR = 1 << 2, 1 << 3
+_READ_FILE, _READ_DIR, _REFER = 1 << 2, 1 << 3, 1 << 13
 _SCOPE_SIGNAL = 1 << 1
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _POLL_S = 0.05  # how often the processes are counted
@@ -166,7 +167,9 @@ def confine(hidden: Iterable[str]) -> bool:
     abi = landlock_abi()
     if abi < 1:
         return False
-    attr = _RulesetAttr(handled_access_fs=_READ_FILE | _READ_DIR)
+    # REFER (ABI 2) handled and granted: else Landlock refuses every rename across directories
+    refer = _REFER if abi >= 2 else 0
+    attr = _RulesetAttr(handled_access_fs=_READ_FILE | _READ_DIR | refer)
     size = 8  # ABI 1-3 know only handled_access_fs
     if abi >= 6:
         attr.scoped, size = _SCOPE_SIGNAL, ctypes.sizeof(attr)
@@ -181,7 +184,7 @@ def confine(hidden: Iterable[str]) -> bool:
                 continue
             try:
                 is_dir = stat.S_ISDIR(os.fstat(fd).st_mode)
-                rule = _PathBeneathAttr(_READ_FILE | (_READ_DIR if is_dir else 0), fd)
+                rule = _PathBeneathAttr(_READ_FILE | (_READ_DIR | refer if is_dir else 0), fd)
                 _syscall(_SYS_ADD_RULE, ruleset, _RULE_PATH_BENEATH, ctypes.byref(rule), 0)
             finally:
                 os.close(fd)
