@@ -70,6 +70,21 @@ TMP = ".tmp"  # the temp directory, inside the first writable directory
 _SANDBOX_UID = 65534  # who a command run by root is inside (nobody): the same user outside
 
 
+def nproc_argv(program: Sequence[str], processes: int) -> list[str]:
+    """`program` with RLIMIT_NPROC set inside the sandbox by util-linux's `prlimit` (as it is
+    when `prlimit` is not installed), room left for bwrap's init and one process more, so
+    the keeper's count sees the excess and kills the command.
+
+    Inside, because the kernel counts a user's processes per user namespace: the sandbox's
+    own are counted there, where outside it would be every process of the daemon's user (its
+    threads too). It binds no one running as root (uid 0 is exempt), and it counts threads.
+    """
+    prlimit = shutil.which("prlimit")
+    if prlimit is None or not prlimit.startswith(("/usr/", "/bin/")):
+        return list(program)
+    return [prlimit, f"--nproc={processes + 2}", "--", *program]
+
+
 @dataclass(frozen=True, slots=True)
 class Jail:
     """What a sandboxed command may see: `writable` directories (the first is its working

@@ -14,7 +14,7 @@ from typing import Any
 
 from tools._base import Tier, Tool
 from tools._result import ToolResult
-from tools.builtins._bwrap import TMP, Jail, bwrap_argv, bwrap_path
+from tools.builtins._bwrap import TMP, Jail, bwrap_argv, bwrap_path, nproc_argv
 from tools.builtins._sandbox import keeper_argv, landlock_abi
 from tools.config import RunCommandConfig
 
@@ -137,7 +137,7 @@ class RunCommand(Tool):
             if bwrap is None:
                 raise FileNotFoundError("bubblewrap (bwrap) is not installed")
             jail = Jail((self.root,), tuple(cfg.readable), cfg.network)
-            program = bwrap_argv(bwrap, jail, program)
+            program = bwrap_argv(bwrap, jail, nproc_argv(program, cfg.processes))
         limits = {"cpu": cfg.cpu_s, "as": cfg.memory_mb << 20, "fsize": cfg.file_size_mb << 20}
         return keeper_argv(program, map(str, self.hidden), limits=limits, procs=cfg.processes)
 

@@ -18,7 +18,7 @@ import httpx2
 from mcp import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from tools.builtins._bwrap import SYSTEM_DIRS, Jail, bwrap_argv, bwrap_path
+from tools.builtins._bwrap import SYSTEM_DIRS, Jail, bwrap_argv, bwrap_path, nproc_argv
 from tools.builtins._sandbox import keeper_argv
 from tools.config import McpServerConfig
 
@@ -42,7 +42,7 @@ async def transport(cfg: McpServerConfig) -> AsyncIterator[tuple[Any, Any]]:
         if cfg.sandbox == "bwrap":
             program, procs = _sandboxed(cfg, program), SANDBOX_PROCESSES
         hidden = [credentials] if credentials else []
-        keeper, *args = keeper_argv(program, hidden, procs=procs)
+        keeper, *args = keeper_argv(program, hidden, procs=procs, every_ms=100)  # long-lived
         params = StdioServerParameters(command=keeper, args=args, env=cfg.env or None)
         read_end, write_end = os.pipe()
         threading.Thread(
@@ -78,7 +78,7 @@ def _sandboxed(cfg: McpServerConfig, program: list[str]) -> list[str]:
         raise FileNotFoundError(
             f"{real} is outside the sandbox: add its folder to sandbox_readable"
         )
-    return bwrap_argv(bwrap, jail, program)
+    return bwrap_argv(bwrap, jail, nproc_argv(program, SANDBOX_PROCESSES))
 
 
 def _log_stderr(server: str, fd: int) -> None:
