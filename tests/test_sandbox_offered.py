@@ -84,6 +84,7 @@ async def test_doctor_says_whether_commands_run_in_the_sandbox(tmp_path: Path, l
         ('readable = ["data"]', "readable folders must be absolute paths: data"),
         ("processes = 0", "greater than 0"),
     ],
+    ids=["sandbox", "relative", "processes"],
 )
 def test_a_bad_run_command_table_is_a_clear_error(tmp_path, table, error):
     from bot.config import load_config
@@ -94,3 +95,17 @@ def test_a_bad_run_command_table_is_a_clear_error(tmp_path, table, error):
     with pytest.raises(ConfigError) as caught:
         load_config(cfg)
     assert error in str(caught.value) and "tools.run_command" in str(caught.value)
+
+
+def test_a_readable_folder_that_does_not_exist_is_a_clear_error(tmp_path):
+    from tools.config import check_tools
+    from tools.errors import ConfigError
+
+    config = ToolsConfig(
+        builtins=["run_command"],
+        workspace=tmp_path,
+        run_command=RunCommandConfig(readable=[tmp_path / "sdk"]),
+    )
+    with pytest.raises(ConfigError) as caught:
+        check_tools(config)
+    assert str(caught.value) == f"tools.run_command.readable: no such folder: {tmp_path / 'sdk'}"

@@ -6,6 +6,7 @@ small limits. Renames (`git mv`, from a temp file) are in tests/test_builtins_wo
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
 import time
@@ -73,13 +74,7 @@ env
     assert result.count("absent ") == 7
     processes = int(result.split("processes ")[1].split()[0])
     assert processes < 10  # bwrap's init, sh, ls, grep and sed: its own PID namespace
-    assert daemon.leaked(result) == [] and daemon.leaked(json_of(llm) + err) == []
-
-
-def json_of(llm: object) -> str:
-    import json
-
-    return json.dumps(llm.requests)  # type: ignore[attr-defined]
+    assert daemon.leaked(result) == [] and daemon.leaked(json.dumps(llm.requests) + err) == []
 
 
 class Listener:

@@ -180,7 +180,8 @@ class ToolsConfig(BaseModel):
 
 def check_tools(config: ToolsConfig) -> None:
     """Raise ConfigError for a `[tools]` table the daemon cannot start with: an unknown
-    built-in, or a workspace tool without an existing `workspace` directory.
+    built-in, a workspace tool without an existing `workspace` directory, or a
+    `[tools.run_command] readable` folder that does not exist.
 
     The one check behind `relaybot run` (through `builtin_tools`), `check-config` and `doctor`.
     """
@@ -204,6 +205,9 @@ def check_tools(config: ToolsConfig) -> None:
         )
     if needing and config.workspace is not None and not config.workspace.is_dir():
         raise ConfigError("tools.workspace", f"{config.workspace} is not an existing directory")
+    missing = [str(p) for p in config.run_command.readable if not p.exists()]
+    if "run_command" in needing and missing:
+        raise ConfigError("tools.run_command.readable", f"no such folder: {', '.join(missing)}")
 
 
 def apply_policy(registry: ToolRegistry, config: ToolsConfig) -> list[str]:

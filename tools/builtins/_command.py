@@ -78,7 +78,11 @@ class RunCommand(Tool):
             "(stdout and stderr together, cut when long). The user approves each command "
             f"first. Use it for what the file tools cannot do; nothing interactive, at most "
             f"{timeout_s:g} s per command."
+            + (" Commands have no network access." if self._offline() else "")
         )
+
+    def _offline(self) -> bool:
+        return self.config.sandbox == "bwrap" and not self.config.network
 
     def describe_call(self, args: dict[str, Any]) -> str:
         first = args["command"].strip().split("\n")[0]
