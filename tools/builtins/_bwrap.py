@@ -1,20 +1,22 @@
 """The bubblewrap sandbox a command (run_command, a stdio MCP server) runs in: what it sees.
 
-    keeper_argv(bwrap_argv(Jail(writable=(workspace,)), ["/bin/sh", "-c", command]), ...)
+    keeper_argv(bwrap_argv(bwrap_path(), Jail((workspace,)), ["/bin/sh", "-c", cmd]), ...)
 
 A new mount namespace built from nothing: the system read-only (/usr and the /bin, /lib*, /sbin
 beside it, and from /etc only the files programs need: an allowlist, because a denylist misses
 the secret a package adds tomorrow: shadow files, SSH host keys, TLS private keys, relaybot's
 own config); the `writable` directories at their own paths; a fresh /proc of its own PID
 namespace and a minimal /dev. Nothing else: not the store, the config, the credentials
-directory, any home directory, /run, /var or the daemon's /proc. /tmp and /var/tmp are links
-to `<first writable>/.tmp` (also $TMPDIR), so a file made in a temp directory can be renamed
-into the workspace (a rename across mounts fails with "Invalid cross-device link").
+directory, any home directory, /run, /var or the daemon's /proc; the root itself is read-only.
+/tmp and /var/tmp are links to `<first writable>/.tmp` (also $TMPDIR; when a shown folder is
+below /tmp, only $TMPDIR), so a file made in a temp directory can be renamed into the
+workspace (a rename across mounts fails with "Invalid cross-device link").
 
 Namespaces of its own: user (capabilities only over itself, no nested user namespaces), PID,
 IPC, UTS, cgroup, and the network unless `network` (then it shares the host's, 127.0.0.1 too).
-The keeper (_sandbox.py) stays outside as the reaper and the process counter; bwrap's
---die-with-parent ties the sandbox's init to it, and the init's death kills the namespace.
+The keeper (_sandbox.py) stays outside as the reaper and the process counter. Its child is
+bwrap's own process; --die-with-parent kills the sandbox's init when that dies, and the
+init's death kills everything in the PID namespace.
 """
 
 from __future__ import annotations
