@@ -5,7 +5,7 @@
 (bot/config.py) catches what is malformed; this catches what is well-formed but unusable:
 an unknown built-in, a workspace tool without a workspace, a secret that is not set, no
 channel to run. Warnings are for configs that start but cannot work as meant, such as a
-channel nobody may use.
+channel nobody may use, or run_command left out for want of bubblewrap.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from bot.config import Config
 from channels import DiscordConfig, TelegramConfig
 from tools import ToolDefinitionError
-from tools.builtins import builtin_tools
+from tools.builtins import builtin_tools, sandbox_missing
 from tools.config import DEFAULT_BUILTINS, apply_policy, check_tools
 from tools.errors import ConfigError
 from tools.plugins import load_plugins
@@ -62,6 +62,8 @@ def validate(
                 'is not offered: set backend = "searxng" and url, or "brave" / "tavily" and '
                 "api_key_env"
             )
+    if missing := sandbox_missing(config.tools):
+        warnings.append(missing)
     for name, section in channels.items():
         if section.enabled and not section.allowed_users and not _pairs(config, name):
             warnings.append(

@@ -5,7 +5,8 @@ The config is judged by the same `validate` as `run` and `check-config`; the LLM
 (bot/_doctor_llm.py) makes one tiny real request with a tool to each configured model ([llm]
 and every [[llm.fallback]]), in its provider's own API, because listing models proves neither
 the key nor that the model accepts tools. How updates reach the instance (webhook, shards) is
-checked in bot/_doctor_receiving.py; what a check returns is in bot/_doctor_base.py.
+checked in bot/_doctor_receiving.py, run_command's sandbox in bot/_doctor_sandbox.py; what a
+check returns is in bot/_doctor_base.py.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from bot._config_secrets import hide_secrets
 from bot._doctor_base import Check, Status, get
 from bot._doctor_llm import check_context, check_models
 from bot._doctor_receiving import check_discord_shards, check_telegram_receiving
+from bot._doctor_sandbox import check_sandbox
 from bot._lock import holder
 from bot._media import prices
 from bot.config import Config
@@ -255,6 +257,7 @@ async def doctor_checks(config: Config) -> list[Check]:
         checks.append(_check_search)
     plugins = asyncio.create_task(asyncio.to_thread(_plugins, config))
     models = asyncio.create_task(check_models(config))
+    sandbox = asyncio.create_task(check_sandbox(config))
     results = [
         *_config(config),
         *await asyncio.gather(*(c(config) for c in checks)),
@@ -262,6 +265,7 @@ async def doctor_checks(config: Config) -> list[Check]:
         _media(config),
         *_prices(config),
         *await plugins,
+        *await sandbox,
     ]
     return results
 

@@ -1,4 +1,5 @@
-"""Workspace files and run_command: confined to the workspace, limited in time and output."""
+"""Workspace files and run_command: confined to the workspace, limited in time and output;
+renames work (`git mv`, a temp file moved in), in bubblewrap and without it."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ import os
 
 import pytest
 
+from tests.sandbox import SANDBOXES, require_bwrap, usable_sandbox
 from tools.builtins import WORKSPACE_TOOLS, builtin_tools
-from tools.config import ToolsConfig
+from tools.config import RunCommandConfig, ToolsConfig
 from tools.registry import ToolRegistry
 
 
@@ -24,11 +26,16 @@ def workspace(tmp_path):
 
 @pytest.fixture
 def registry(workspace):
+    return workspace_tools(workspace, usable_sandbox())
+
+
+def workspace_tools(workspace, sandbox: str) -> ToolRegistry:
     config = ToolsConfig(
         builtins=list(WORKSPACE_TOOLS),
         workspace=workspace,
         command_timeout_s=1,
         command_output_max=1_000,
+        run_command=RunCommandConfig(sandbox=sandbox),
     )
     registry = ToolRegistry()
     for tool in builtin_tools(config, memory=None):
@@ -142,6 +149,26 @@ async def test_run_command_output_is_capped(registry):
     assert result.for_llm.startswith("Exit code 0.\ny\ny\n")
     assert result.for_llm.endswith("[… output cut: 100000 bytes in all]")
     assert len(result.for_llm) < 1_100
+
+
+@pytest.mark.parametrize("sandbox", SANDBOXES)
+async def test_git_mv_and_a_rename_from_a_temp_file_work(workspace, sandbox):
+    if sandbox == "bwrap":
+        require_bwrap()
+    registry = workspace_tools(workspace, sandbox)
+    registry.get("run_command").command_timeout_s = 20  # type: ignore[union-attr]
+    command = (
+        "git init -q . && echo a > a.txt && git add a.txt\n"
+        "git -c user.email=a@b.c -c user.name=a commit -qm one\n"
+        "git mv a.txt b.txt && git -c user.email=a@b.c -c user.name=a commit -qm two\n"
+        "python3 -c 'import os, tempfile\n"
+        'f = tempfile.NamedTemporaryFile(delete=False); f.write(b"new"); f.close()\n'
+        'os.replace(f.name, "c.txt")\'\n'
+        "git status --short; ls"
+    )
+    result = await registry.execute("run_command", {"command": command})
+    assert result.for_llm == "Exit code 0.\n?? c.txt\n?? docs/\nb.txt\nc.txt\ndocs\n"
+    assert (workspace / "c.txt").read_text() == "new"
 
 
 def test_workspace_root_may_use_a_symlinked_path(tmp_path, workspace):

@@ -13,7 +13,8 @@ import pytest
 
 from bot import _logging, parse_config
 from bot._logging import setup_logging
-from tools.builtins import landlock_abi
+from tests.sandbox import require_bwrap
+from tools.builtins import bwrap_path, landlock_abi
 from tools.config import McpServerConfig
 from tools.mcp import McpManager
 from tools.registry import ToolRegistry
@@ -102,3 +103,46 @@ def cmdline(pid: int) -> bytes | None:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
     except FileNotFoundError:
         return None
+
+
+async def test_a_sandboxed_server_sees_only_its_folders(tmp_path, monkeypatch):
+    require_bwrap()
+    credentials = tmp_path / "credentials"
+    credentials.mkdir()
+    (credentials / "OPENAI_API_KEY").write_text(SECRET)
+    monkeypatch.setenv("CREDENTIALS_DIRECTORY", str(credentials))
+    share = tmp_path / "share"
+    share.mkdir()
+    (share / "note.txt").write_text("shared")
+    (tmp_path / "beside.txt").write_text("not shared")
+    repo = Path(__file__).parent.parent  # the fake server, the venv
+    server = McpServerConfig(
+        name="boxed",
+        command=sys.executable,
+        args=[FAKE],
+        sandbox="bwrap",
+        sandbox_writable=[share],
+        sandbox_readable=[repo, Path(sys.base_prefix)],
+    )
+    registry = ToolRegistry()
+    async with McpManager([server], registry, **FAST):
+
+        async def read(path: Path) -> str:
+            return (await registry.execute("boxed__read_path", {"path": str(path)})).for_llm
+
+        assert await read(share / "note.txt") == "shared"
+        assert (
+            await read(credentials / "OPENAI_API_KEY")
+            == "FileNotFoundError: No such file or directory"
+        )
+        assert await read(tmp_path / "beside.txt") == "FileNotFoundError: No such file or directory"
+        assert (await read(Path("/proc/1/cmdline"))).startswith(f"{bwrap_path()}\0")  # own PIDs
+
+
+async def test_a_sandboxed_server_outside_the_sandbox_is_a_clear_error(tmp_path, caplog):
+    require_bwrap()
+    server = McpServerConfig(name="unseen", command=sys.executable, args=[FAKE], sandbox="bwrap")
+    registry = ToolRegistry()
+    async with McpManager([server], registry, **FAST):
+        assert "unseen__read_path" not in registry
+    assert "is outside the sandbox: add its folder to sandbox_readable" in caplog.text

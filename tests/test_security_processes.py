@@ -1,7 +1,8 @@
 """Attacks by a command run through run_command (as an injected model would ask for one): it
 tries to outlive the call with `setsid` and double forks, and to kill its keeper to escape.
 Whatever it starts is gone when the call returns: on completion, at the time limit and when the
-call is cancelled. Processes are found through /proc by their pid files and command lines."""
+call is cancelled, in bubblewrap and without it (`sandbox = "none"`). Processes are found through
+/proc by their command lines (and, without bubblewrap's PID namespace, their pid files)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.sandbox import SANDBOXES, require_bwrap
 from tools.builtins import builtin_tools, landlock_abi
-from tools.config import ToolsConfig
+from tools.config import RunCommandConfig, ToolsConfig
 from tools.registry import ToolRegistry
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
@@ -26,17 +28,29 @@ def workspace(tmp_path: Path) -> Path:
     return root
 
 
-def run_command(workspace: Path, timeout_s: float) -> ToolRegistry:
-    config = ToolsConfig(builtins=["run_command"], workspace=workspace, command_timeout_s=timeout_s)
+def run_command(workspace: Path, timeout_s: float, sandbox: str = "none") -> ToolRegistry:
+    config = ToolsConfig(
+        builtins=["run_command"],
+        workspace=workspace,
+        command_timeout_s=timeout_s,
+        run_command=RunCommandConfig(sandbox=sandbox),
+    )
     registry = ToolRegistry()
     for tool in builtin_tools(config, memory=None):
         registry.register(tool)
     return registry
 
 
+@pytest.fixture(params=SANDBOXES)
+def sandbox(request: pytest.FixtureRequest) -> str:
+    if request.param == "bwrap":
+        require_bwrap()
+    return str(request.param)
+
+
 @pytest.fixture
-def registry(workspace: Path) -> ToolRegistry:
-    return run_command(workspace, timeout_s=30)
+def registry(workspace: Path, sandbox: str) -> ToolRegistry:
+    return run_command(workspace, timeout_s=30, sandbox=sandbox)
 
 
 def escapes() -> tuple[str, list[str]]:
@@ -82,18 +96,19 @@ def pids(workspace: Path) -> list[int]:
     return [int((workspace / f"p{i}").read_text()) for i in (1, 2, 3)]
 
 
-async def test_detached_children_die_when_the_command_ends(registry, workspace):
+async def test_detached_children_die_when_the_command_ends(registry, workspace, sandbox):
     command, marks = escapes()
     result = await registry.execute("run_command", {"command": command + "echo done"})
     assert result.for_llm == "Exit code 0.\nstarted\ndone\n"  # no wait for the stragglers
     assert all(pid > 0 for pid in pids(workspace))  # each one really ran
     assert survivors(marks) == []
-    assert not any(alive(pid) for pid in pids(workspace))
+    if sandbox == "none":  # else they are the pids of bubblewrap's namespace
+        assert not any(alive(pid) for pid in pids(workspace))
 
 
-async def test_detached_children_die_at_the_time_limit(workspace):
+async def test_detached_children_die_at_the_time_limit(workspace, sandbox):
     command, marks = escapes()
-    registry = run_command(workspace, timeout_s=3)
+    registry = run_command(workspace, timeout_s=3, sandbox=sandbox)
     result = await registry.execute("run_command", {"command": command + "sleep 60"})
     assert result.for_llm == "Timed out after 3 s; the command was killed.\nstarted\n"
     assert survivors(marks) == []
@@ -115,7 +130,8 @@ async def test_detached_children_die_when_the_call_is_cancelled(registry, worksp
 
 
 @pytest.mark.skipif(landlock_abi() < 6, reason="needs Landlock signal scoping (Linux 6.12)")
-async def test_the_command_cannot_kill_its_keeper_to_escape(registry, workspace):
+async def test_the_command_cannot_kill_its_keeper_to_escape(workspace):
+    registry = run_command(workspace, timeout_s=30, sandbox="none")  # bwrap: the keeper is unseen
     mark = str(random.randrange(10**6, 10**7))
     command = (
         f"setsid sleep {mark} </dev/null >/dev/null 2>&1 &\n"

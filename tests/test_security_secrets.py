@@ -63,7 +63,7 @@ print("mem found:", sorted(found))
 class Daemon:
     """Files and secrets for one `relaybot chat` run."""
 
-    def __init__(self, tmp_path: Path, llm: FakeOpenAI) -> None:
+    def __init__(self, tmp_path: Path, llm: FakeOpenAI, run_command: str = "") -> None:
         self.key = f"sk-cred-{secrets.token_hex(12)}"  # the LLM key, a systemd credential
         self.token = f"7000000001:AAsecret{secrets.token_hex(12)}"  # a bot token, from env
         self.credentials = tmp_path / "credentials"
@@ -95,6 +95,9 @@ path = "{tmp_path / "state.db"}"
 builtins = ["run_command"]
 workspace = "{self.workspace}"
 plugins = ["relaybot_probe"]
+
+[tools.run_command]
+{run_command}
 """
         )
         self.env = {
@@ -144,7 +147,8 @@ async def test_the_daemon_is_non_dumpable_and_forgets_secret_variables(tmp_path,
     reason="hiding the credentials directory (and, for root, the daemon's memory) needs Landlock",
 )
 async def test_a_hostile_command_reads_no_secret_of_the_daemon(tmp_path, llm):
-    daemon = Daemon(tmp_path, llm)
+    # in bubblewrap it sees none of this: tests/test_security_sandbox.py
+    daemon = Daemon(tmp_path, llm, run_command='sandbox = "none"')
     attack = f"""
 D=$PPID  # up the parents to the daemon
 until tr '\\0' ' ' < /proc/$D/cmdline | grep -q '^[^ ]* -m bot chat ' || [ "$D" -le 1 ]; do

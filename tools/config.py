@@ -115,6 +115,30 @@ class WebSearchConfig(BaseModel):
         return SEARCH_URLS[self.backend]
 
 
+class RunCommandConfig(BaseModel):
+    """`[tools.run_command]`: the sandbox its commands run in (tools/builtins/_bwrap.py) and
+    their limits, each per process of the command except `processes`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sandbox: Literal["bwrap", "none"] = "bwrap"  # "none": not offered without bubblewrap
+    network: bool = False  # the host's network, 127.0.0.1 included
+    readable: list[Path] = []  # folders shown read-only besides the system's
+    cpu_s: int = Field(60, gt=0)  # CPU seconds
+    memory_mb: int = Field(1024, gt=0)  # address space
+    file_size_mb: int = Field(256, gt=0)  # the largest file it may write
+    processes: int = Field(64, gt=0)  # alive at once, all of the command's together
+
+    @field_validator("readable")
+    @classmethod
+    def _absolute(cls, value: list[Path]) -> list[Path]:
+        paths = [p.expanduser() for p in value]
+        relative = [str(p) for p in paths if not p.is_absolute()]
+        if relative:
+            raise ValueError(f"readable folders must be absolute paths: {', '.join(relative)}")
+        return paths
+
+
 class ToolsConfig(BaseModel):
     """`[tools]`: which tools exist, which always ask, which are offered only in DMs."""
 
@@ -141,6 +165,7 @@ class ToolsConfig(BaseModel):
     delegate_max_iterations: int = Field(8, ge=1, le=50)  # model requests of a delegated task
     delegate_max_tokens: int = Field(60_000, ge=1_000)  # its tokens, counted in the user's usage
     web_search: WebSearchConfig = WebSearchConfig()
+    run_command: RunCommandConfig = RunCommandConfig()
 
     @field_validator("workspace")
     @classmethod
@@ -155,7 +180,8 @@ class ToolsConfig(BaseModel):
 
 def check_tools(config: ToolsConfig) -> None:
     """Raise ConfigError for a `[tools]` table the daemon cannot start with: an unknown
-    built-in, or a workspace tool without an existing `workspace` directory.
+    built-in, a workspace tool without an existing `workspace` directory, or a
+    `[tools.run_command] readable` folder that does not exist.
 
     The one check behind `relaybot run` (through `builtin_tools`), `check-config` and `doctor`.
     """
@@ -179,6 +205,9 @@ def check_tools(config: ToolsConfig) -> None:
         )
     if needing and config.workspace is not None and not config.workspace.is_dir():
         raise ConfigError("tools.workspace", f"{config.workspace} is not an existing directory")
+    missing = [str(p) for p in config.run_command.readable if not p.exists()]
+    if "run_command" in needing and missing:
+        raise ConfigError("tools.run_command.readable", f"no such folder: {', '.join(missing)}")
 
 
 def apply_policy(registry: ToolRegistry, config: ToolsConfig) -> list[str]:
@@ -211,6 +240,12 @@ class McpServerConfig(BaseModel):
     trusted_tools: list[str] = []  # the server's tool names that never ask
     trust_annotations: bool = True  # false: every tool of this server asks
     call_timeout_s: float = Field(60, gt=0)
+    # "bwrap": a `command` server runs in run_command's sandbox (tools/builtins/_bwrap.py),
+    # seeing the system read-only and these folders, the network only if sandbox_network
+    sandbox: Literal["none", "bwrap"] = "none"
+    sandbox_network: bool = False
+    sandbox_writable: list[Path] = []  # the first is its working directory
+    sandbox_readable: list[Path] = []
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServerConfig:
@@ -222,8 +257,13 @@ class McpServerConfig(BaseModel):
         if self.url is not None:
             if not self.url.startswith(("http://", "https://")):
                 raise ValueError("`url` must start with http:// or https://")
-            if self.args or self.env:
-                raise ValueError("`args` and `env` apply only to servers started with `command`")
+            if self.args or self.env or self.sandbox != "none":
+                raise ValueError(
+                    "`args`, `env` and `sandbox` apply only to servers started with `command`"
+                )
+        folders = [*self.sandbox_writable, *self.sandbox_readable]
+        if any(not p.is_absolute() for p in folders):
+            raise ValueError("sandbox_writable and sandbox_readable take absolute paths")
         if self.command is not None and self.headers:
             raise ValueError("`headers` apply only to servers reached by `url`")
         return self

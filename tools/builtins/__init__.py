@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import importlib
+import logging
 from typing import TYPE_CHECKING, Any
 
 from tools._base import Tool
@@ -49,6 +50,7 @@ from tools.config import (
 )
 
 if TYPE_CHECKING:
+    from tools.builtins._bwrap import bwrap_path, bwrap_works, sandbox_missing
     from tools.builtins._command import RunCommand
     from tools.builtins._fetch import FetchUrl
     from tools.builtins._netguard import refusal
@@ -62,10 +64,15 @@ _LATER = {  # exported, imported on first use: name -> module
     "SearchFailed": "_search",
     "WebSearch": "_search",
     "Workspace": "_workspace",
+    "bwrap_path": "_bwrap",
+    "bwrap_works": "_bwrap",
+    "sandbox_missing": "_bwrap",
     "landlock_abi": "_sandbox",
     "refusal": "_netguard",
     "workspace_tools": "_workspace",
 }
+
+log = logging.getLogger(__name__)
 
 
 def __getattr__(name: str) -> Any:
@@ -123,17 +130,22 @@ def builtin_tools(
 
         made["web_search"] = WebSearch(config.web_search, search_key)
     if any(n in WORKSPACE_TOOLS for n in wanted):
+        from tools.builtins._bwrap import sandbox_missing
         from tools.builtins._command import RunCommand
         from tools.builtins._workspace import Workspace, workspace_tools
 
         assert config.workspace is not None  # check_tools made sure
         workspace = Workspace(config.workspace)
         made.update(workspace_tools(workspace))
-        made["run_command"] = RunCommand(
-            workspace.root,
-            timeout_s=config.command_timeout_s,
-            output_max=config.command_output_max,
-        )
+        if missing := sandbox_missing(config):
+            log.warning("%s", missing)
+        else:
+            made["run_command"] = RunCommand(
+                workspace.root,
+                timeout_s=config.command_timeout_s,
+                output_max=config.command_output_max,
+                config=config.run_command,
+            )
     return [made[name] for name in wanted if name in made]
 
 
@@ -159,12 +171,15 @@ __all__ = [
     "WebSearch",
     "Workspace",
     "builtin_tools",
+    "bwrap_path",
+    "bwrap_works",
     "describe_schedule",
     "group_owner",
     "landlock_abi",
     "memory_tools",
     "recurrence_of",
     "refusal",
+    "sandbox_missing",
     "schedule_tools",
     "user_owner",
     "workspace_tools",

@@ -1,4 +1,5 @@
-"""run_command: a shell command in the workspace, with a time limit and an output cap."""
+"""run_command: a shell command in the workspace, in a sandbox, with limits on its time, CPU,
+memory, processes, file size and output."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from typing import Any
 
 from tools._base import Tier, Tool
 from tools._result import ToolResult
+from tools.builtins._bwrap import TMP, Jail, bwrap_argv, bwrap_path, nproc_argv
 from tools.builtins._sandbox import keeper_argv, landlock_abi
+from tools.config import RunCommandConfig
 
 log = logging.getLogger(__name__)
 
@@ -21,13 +24,16 @@ _SAFE_ENV = ("PATH", "LANG", "LC_ALL", "TZ")
 
 
 class RunCommand(Tool):
-    """Runs `/bin/sh -c <command>` in the workspace under a keeper process (`_sandbox.py`).
+    """Runs `/bin/sh -c <command>` in the workspace, in bubblewrap (`_bwrap.py`: the workspace
+    the only thing writable, nothing of the daemon's visible, no network unless
+    `[tools.run_command] network`), under a keeper process (`_sandbox.py`).
 
     The command gets a minimal environment (no tokens or API keys from the daemon's) and no
-    stdin. Its keeper kills everything it started, however detached, when the shell exits; a
-    time limit or a cancelled call sends the keeper SIGTERM, which does the same. The command
-    cannot read `hidden` paths (the systemd credentials directory is always one) nor the
-    daemon's /proc entries, where the kernel has Landlock.
+    stdin. Its keeper sets the rlimits, stops it past `processes`, and kills everything it
+    started, however detached, when the shell exits; a time limit or a cancelled call sends
+    the keeper SIGTERM, which does the same. With `sandbox = "none"` the command runs beside
+    the daemon, unable to read only `hidden` paths (the systemd credentials directory is
+    always one) and the daemon's /proc entries, where the kernel has Landlock.
     """
 
     name = "run_command"
@@ -52,11 +58,13 @@ class RunCommand(Tool):
         timeout_s: float = 60.0,
         output_max: int = 8_000,
         hidden: Iterable[Path] = (),
+        config: RunCommandConfig | None = None,
     ) -> None:
         self.root = root
+        self.config = config or RunCommandConfig()
         credentials = os.environ.get("CREDENTIALS_DIRECTORY")
         self.hidden = [*hidden, *([Path(credentials)] if credentials else [])]
-        if self.hidden and landlock_abi() < 1:
+        if self.config.sandbox == "none" and self.hidden and landlock_abi() < 1:
             log.warning(
                 "the kernel has no Landlock (Linux >= 5.13): commands run by run_command "
                 "can read %s",
@@ -70,7 +78,11 @@ class RunCommand(Tool):
             "(stdout and stderr together, cut when long). The user approves each command "
             f"first. Use it for what the file tools cannot do; nothing interactive, at most "
             f"{timeout_s:g} s per command."
+            + (" Commands have no network access." if self._offline() else "")
         )
+
+    def _offline(self) -> bool:
+        return self.config.sandbox == "bwrap" and not self.config.network
 
     def describe_call(self, args: dict[str, Any]) -> str:
         first = args["command"].strip().split("\n")[0]
@@ -83,8 +95,13 @@ class RunCommand(Tool):
     async def execute(self, args: dict[str, Any]) -> ToolResult:
         env = {k: os.environ[k] for k in _SAFE_ENV if k in os.environ}
         env["HOME"] = str(self.root)
+        env["TMPDIR"] = str(self.root / TMP)  # bwrap sets it too; renames from it stay on one mount
+        try:
+            argv = self._argv(args["command"])
+        except OSError as exc:
+            return ToolResult.fail(f"The sandbox could not be set up: {exc}")
         proc = await asyncio.create_subprocess_exec(
-            *keeper_argv(["/bin/sh", "-c", args["command"]], map(str, self.hidden)),
+            *argv,
             cwd=self.root,
             env=env,
             stdin=asyncio.subprocess.DEVNULL,
@@ -113,6 +130,20 @@ class RunCommand(Tool):
         finally:  # also on cancellation: the keeper kills everything the command started
             await _stop(proc)
         return ToolResult.ok(self._report(proc.returncode, kept, total, timed_out))
+
+    def _argv(self, command: str) -> list[str]:
+        """The keeper's command line for `command`, in the sandbox the config names."""
+        cfg = self.config
+        program = ["/bin/sh", "-c", command]
+        (self.root / TMP).mkdir(exist_ok=True)
+        if cfg.sandbox == "bwrap":
+            bwrap = bwrap_path()
+            if bwrap is None:
+                raise FileNotFoundError("bubblewrap (bwrap) is not installed")
+            jail = Jail((self.root,), tuple(cfg.readable), cfg.network)
+            program = bwrap_argv(bwrap, jail, nproc_argv(program, cfg.processes))
+        limits = {"cpu": cfg.cpu_s, "as": cfg.memory_mb << 20, "fsize": cfg.file_size_mb << 20}
+        return keeper_argv(program, map(str, self.hidden), limits=limits, procs=cfg.processes)
 
     def _report(self, code: int | None, kept: bytearray, total: int, timed_out: bool) -> str:
         text = kept.decode("utf-8", errors="replace")

@@ -1,6 +1,8 @@
 """The connection to one MCP server: a local process over stdio, run under the same keeper as
 run_command (its descendants die with it; it cannot read the daemon's /proc entries or the
-credentials directory), with its stderr logged line by line; or a streamable HTTP endpoint."""
+credentials directory) and, with `sandbox = "bwrap"`, in run_command's bubblewrap sandbox
+(tools/builtins/_bwrap.py: the system read-only, its `sandbox_*` folders, no network unless
+`sandbox_network`), with its stderr logged line by line; or a streamable HTTP endpoint."""
 
 from __future__ import annotations
 
@@ -16,12 +18,14 @@ import httpx2
 from mcp import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+from tools.builtins._bwrap import SYSTEM_DIRS, Jail, bwrap_argv, bwrap_path, nproc_argv
 from tools.builtins._sandbox import keeper_argv
 from tools.config import McpServerConfig
 
 log = logging.getLogger("tools.mcp")
 
 MAX_STDERR_LINE = 2_000
+SANDBOX_PROCESSES = 256  # what a sandboxed server may run at once
 
 
 @contextlib.asynccontextmanager
@@ -33,7 +37,12 @@ async def transport(cfg: McpServerConfig) -> AsyncIterator[tuple[Any, Any]]:
         if command is None:
             raise FileNotFoundError(f"no command {cfg.command!r} found")
         credentials = os.environ.get("CREDENTIALS_DIRECTORY")
-        keeper, *args = keeper_argv([command, *cfg.args], [credentials] if credentials else [])
+        program = [command, *cfg.args]
+        procs = None
+        if cfg.sandbox == "bwrap":
+            program, procs = _sandboxed(cfg, program), SANDBOX_PROCESSES
+        hidden = [credentials] if credentials else []
+        keeper, *args = keeper_argv(program, hidden, procs=procs, every_ms=100)  # long-lived
         params = StdioServerParameters(command=keeper, args=args, env=cfg.env or None)
         read_end, write_end = os.pipe()
         threading.Thread(
@@ -54,6 +63,22 @@ async def transport(cfg: McpServerConfig) -> AsyncIterator[tuple[Any, Any]]:
         streamable_http_client(cfg.url, http_client=http) as streams,
     ):
         yield streams
+
+
+def _sandboxed(cfg: McpServerConfig, program: list[str]) -> list[str]:
+    """`program` (its path resolved) run in the bubblewrap sandbox `cfg` describes; an
+    OSError that says what to change when it cannot be."""
+    bwrap = bwrap_path()
+    if bwrap is None:
+        raise FileNotFoundError('sandbox = "bwrap" needs bubblewrap: apt-get install bubblewrap')
+    jail = Jail(tuple(cfg.sandbox_writable), tuple(cfg.sandbox_readable), cfg.sandbox_network)
+    real = os.path.realpath(program[0])
+    shown = [*SYSTEM_DIRS, *map(str, (*jail.writable, *jail.readable))]
+    if not any(real == d or real.startswith(d.rstrip("/") + "/") for d in shown):
+        raise FileNotFoundError(
+            f"{real} is outside the sandbox: add its folder to sandbox_readable"
+        )
+    return bwrap_argv(bwrap, jail, nproc_argv(program, SANDBOX_PROCESSES))
 
 
 def _log_stderr(server: str, fd: int) -> None:
