@@ -87,8 +87,10 @@ class Reloader:
             return False
         try:
             await put_in_force(app, config)
-        except ConfigError as exc:  # a fallback's key missing, say
+        except BaseException as exc:
             await console.drop()
+            if not isinstance(exc, ConfigError):  # a fallback's key missing, say
+                raise
             log.error("config error: %s; the running config stays", exc)
             return False
         await console.keep()

@@ -90,7 +90,7 @@ class App:
         self.retiring: set[asyncio.Task[None]] = set()  # tools a reload replaced, closing
         self.pictures: tuple[Tool, ...] = ()  # the picture tool ([media] image_model)
         self.console = WebConsole(self)  # served where [web] listen in force says
-        self._redacting: tuple[tuple[str, ...], RedactingFilter] = ((), RedactingFilter())
+        self._redacting: tuple[Config | None, RedactingFilter] = (None, RedactingFilter())
         self.generation: Generation  # the model and tools in force (bot/_generation.py)
         self.store: Store
         self.dispatcher: Dispatcher
@@ -172,9 +172,9 @@ class App:
 
     def redact(self, text: str) -> str:
         """`text` without the secrets of the config in force (for the store's error log)."""
-        secrets = tuple(self.config.secrets())
-        if self._redacting[0] != secrets:
-            self._redacting = (secrets, RedactingFilter(secrets))
+        config = self.config
+        if self._redacting[0] is not config:  # made once per config (secrets() reads files)
+            self._redacting = (config, RedactingFilter(config.secrets()))
         return self._redacting[1].redact(text)
 
     @property

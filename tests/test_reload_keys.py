@@ -36,7 +36,7 @@ from bot.app import App
 from bot.config import load_config
 from engine.i18n import translator
 from tests.fakes.media import png
-from tests.fakes.openai_server import FakeOpenAI, echo, images_in, text, tool_call
+from tests.fakes.openai_server import FakeOpenAI, echo, error, images_in, text, tool_call
 from tests.fakes.telegram_server import FakeTelegram
 from tools.builtins import user_owner
 
@@ -792,3 +792,24 @@ async def test_a_reload_of_each_key_reaches_the_next_turn_or_is_named_as_waiting
                 assert observed == expect, (row.key, observed)
         assert await rig.reload({})  # back to the first file: nothing waits
         assert rig.reloader.waiting == []
+
+
+async def test_a_key_a_reload_brings_is_kept_out_of_the_stored_errors(
+    tmp_path: Path, llm: FakeOpenAI, tg: FakeTelegram, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RB_TEST_TG_TOKEN", tg.token)
+    (tmp_path / "skills1").mkdir()
+    base = base_config(tmp_path, llm, tg)
+    path = tmp_path / "config.toml"
+    path.write_text(toml(base))
+    new = "sk-reloaded-key-246810"
+    async with App(read_checked(path)) as app:
+        path.write_text(toml(changed(base, {"llm.api_key": new})))
+        assert await Reloader(app, path).reload()
+        llm.script(error(401, f"Incorrect API key provided: {new}."))
+        tg.inject_message(USER, USER, "hello")
+        await tg.wait_for_call("sendMessage", lambda p: p.get("chat_id") == USER)
+        await app.dispatcher.housekeeping.flush()
+        errors = [e.text for e in (await app.store.ops.status()).errors]
+    assert any("Incorrect API key provided: ***" in e for e in errors), errors
+    assert not any(new in e for e in errors)
