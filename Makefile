@@ -38,8 +38,11 @@ chat: $(BIN)/.installed
 init: $(BIN)/.installed
 	$(BIN)/relaybot init -c $(CONFIG)
 
+# The tests run in parallel workers (pytest-xdist), one per core by default; `make test JOBS=0`
+# runs them in one process, in order.
+JOBS ?= auto
 test: $(BIN)/.dev
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(JOBS)
 
 lint: $(BIN)/.dev
 	$(BIN)/ruff check .

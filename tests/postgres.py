@@ -1,5 +1,6 @@
 """A real PostgreSQL server for the tests: Debian's `postgresql` package, one server per test
-session in a temporary directory, listening on a Unix socket only (nothing on the network).
+process (each parallel worker has its own) in a temporary directory, listening on a Unix socket
+only (nothing on the network).
 
 A test that fails a server over makes a pair of its own: a primary listening on 127.0.0.1 too,
 and a streaming-replication standby copied from it (:meth:`PostgresServer.standby`,
@@ -10,8 +11,8 @@ system user the package creates (`runuser`); otherwise as the current user. Each
 own database, copied from a template that is already migrated (`CREATE DATABASE … TEMPLATE`),
 which takes a few tens of milliseconds.
 
-Without the package the PostgreSQL tests skip, except under CI=true, where they must run: a
-server that cannot start fails them with its log.
+Without the package the PostgreSQL tests skip, except under CI=true, where they must run
+(tests/prerequisites.py); a server that cannot start fails them with its log.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ import glob
 import itertools
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import threading
@@ -32,6 +32,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.ports import free_port
+from tests.prerequisites import require
 
 TEMPLATE = "relaybot_template"
 
@@ -50,12 +53,6 @@ def _version(path: str) -> float:
     return float(part) if part.replace(".", "").isdigit() else 0.0
 
 
-def _free_port() -> int:
-    with contextlib.closing(socket.socket()) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class PostgresServer:
     """One server in a temporary directory. `tcp`: it listens on 127.0.0.1 too (a port of its
     own, `port`), for URLs that name hosts; `settings` are more ``-c`` options."""
@@ -67,7 +64,7 @@ class PostgresServer:
         self.bindir = bindir
         self.root = Path(tempfile.mkdtemp(prefix="relaybot-pg-"))
         self.data = self.root / "data"
-        self.port = _free_port()  # names the socket file; on TCP only with `tcp`
+        self.port = free_port()  # names the socket file; on TCP only with `tcp`
         self.as_root = os.geteuid() == 0
         self._names = itertools.count(1)
         listen = "127.0.0.1" if tcp else ""
@@ -194,6 +191,7 @@ def _in_thread(coro: Any) -> None:
 def start_or_skip(**options: Any) -> PostgresServer:
     """The session's server (`options`: :class:`PostgresServer`'s); skips without PostgreSQL,
     fails under CI=true."""
+    require("postgresql")
     with _needed():
         server = PostgresServer(**options)
     with _needed(server):

@@ -7,9 +7,7 @@ Screenshots of every page are saved under the test's tmp dir (the path is printe
 
 from __future__ import annotations
 
-import os
 import re
-import socket
 import sqlite3
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -21,6 +19,8 @@ from bot.app import App
 from bot.config import Config
 from tests.fakes.openai_server import FakeOpenAI, echo, text, tool_call
 from tests.fakes.telegram_server import FakeTelegram
+from tests.ports import free_port
+from tests.prerequisites import require
 from tools import tool
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -38,17 +38,9 @@ OWNER, ANN = 11, 22
 
 def _browser_or_skip() -> Any:
     """Playwright's async API, or a skip (a failure under CI=true: there it must run)."""
-    why = None
-    try:
-        from playwright.async_api import async_playwright
-    except ImportError:
-        why = "playwright is not installed (pip install -e '.[dev]')"
-    if why is None and not CHROMIUM.exists():
-        why = f"no {CHROMIUM} (apt-get install chromium; .ci/run does)"
-    if why is not None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"the browser tests must run in CI: {why}")
-        pytest.skip(why)
+    require("chromium")
+    from playwright.async_api import async_playwright  # the dev extra's
+
     return async_playwright
 
 
@@ -56,12 +48,6 @@ def _browser_or_skip() -> Any:
 async def wipe(name: str) -> str:
     """Wipe a file."""
     return f"wiped {name}"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture

@@ -17,8 +17,9 @@ from bot.config import Config
 from engine.store import JobState
 from tests.fakes.openai_server import FakeOpenAI, echo, text, tool_call
 from tests.fakes.telegram_server import FakeTelegram
+from tests.ports import free_port
 from tests.postgres import PostgresServer
-from tests.test_console_web import ANN, OWNER, free_port, to
+from tests.test_console_web import ANN, OWNER, to
 
 
 @pytest.fixture

@@ -23,7 +23,8 @@ from engine.models._pricing import cost_nano
 from tests.fakes.media import voice
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
 from tests.fakes.telegram_server import FakeTelegram
-from tests.test_operating import free_port, scrape, value
+from tests.ports import free_port
+from tests.test_operating import scrape, value
 
 DM = 1001
 PRICE = {"input_per_mtok": 2.0, "cached_input_per_mtok": 0.5, "output_per_mtok": 8.0}

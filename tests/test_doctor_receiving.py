@@ -11,8 +11,9 @@ import pytest
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
+from tests.ports import free_port
 from tests.test_doctor import calls_the_tool, config_text, doctor
-from tests.test_telegram_webhook import SECRET, SECRET_ENV, free_port
+from tests.test_telegram_webhook import SECRET, SECRET_ENV
 
 
 async def test_doctor_shows_the_webhook_and_the_shard_layout(

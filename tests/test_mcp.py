@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 import sys
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.ports import free_port
 from tools import Tier
 from tools.config import McpConfig, McpServerConfig
 from tools.mcp import McpManager, tool_name
@@ -150,12 +150,6 @@ def test_server_config_needs_exactly_one_transport():
         McpConfig(servers=[{"name": "a", "command": "x"}, {"name": "a", "url": "https://e/m"}])
     remote = McpServerConfig(name="a", url="https://e/m", headers={"Authorization": "secret"})
     assert "secret" not in repr(remote)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class HttpServer:

@@ -29,6 +29,7 @@ from engine.store import SqliteStore, Summary
 from tests.fakes.openai_server import FakeOpenAI, error, hold, text, tool_call
 from tests.fakes.recording_channel import RecordingChannel
 from tests.fakes.telegram_server import FakeTelegram
+from tests.ports import free_port
 from tools import ToolContext, tool
 from tools.errors import ConfigError
 
@@ -58,12 +59,6 @@ async def slow_job(topic: str, ctx: ToolContext) -> str:
 @pytest.fixture(autouse=True)
 def _gate() -> None:
     gate["job"] = asyncio.Event()
-
-
-def free_port() -> int:
-    with closing(socket.socket()) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def scrape(port: int) -> str:

@@ -16,8 +16,9 @@ from engine import Action
 from engine.store.postgres import PgStore
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
 from tests.fakes.recording_channel import RecordingChannel
+from tests.ports import free_port
 from tests.postgres import PostgresServer
-from tests.test_operating import free_port, relaybot, scrape, value
+from tests.test_operating import relaybot, scrape, value
 from tools import ToolContext, tool
 
 release: dict[str, asyncio.Event] = {}

@@ -26,6 +26,7 @@ from engine import parse_decision
 from tests.fakes.openai_server import text, tool_call
 from tests.fakes.telegram_server import FakeTelegram
 from tests.fakes.telegram_webhook import SECRET_HEADER
+from tests.ports import free_port
 from tests.test_telegram import (
     DM,
     daemon,
@@ -41,12 +42,6 @@ from tools.errors import ConfigError
 SECRET = "s3cret-Token_for-the-webhook"
 SECRET_ENV = "RB_TEST_WEBHOOK_SECRET"
 PATH = "/telegram/hook"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.fixture

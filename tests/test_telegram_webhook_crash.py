@@ -17,7 +17,8 @@ import pytest
 from benchmarks._crash_rig import Daemon, Ledger, TokenModel, db_contains, token, write_files
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
-from tests.test_telegram_webhook import PATH, SECRET, SECRET_ENV, free_port
+from tests.ports import free_port
+from tests.test_telegram_webhook import PATH, SECRET, SECRET_ENV
 
 CHAT = 6001
 WAIT_S = 20

@@ -34,9 +34,10 @@ from benchmarks._crash_rig import Daemon, Ledger, TokenModel, token, wait_for_lo
 from tests.fakes.load_balancer import LoadBalancer
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
+from tests.ports import free_port
 from tests.postgres import PostgresServer
 from tests.test_instances import LEASE_S, WAIT_S, wait_recorded
-from tests.test_telegram_webhook import PATH, SECRET, SECRET_ENV, free_port
+from tests.test_telegram_webhook import PATH, SECRET, SECRET_ENV
 
 CHATS = tuple(range(7301, 7325))
 NAMES = ("a", "b")

@@ -11,9 +11,7 @@ DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 SYSTEM_UNIT = DEPLOY / "relaybot.service"
 USER_UNIT = DEPLOY / "relaybot-user.service"
 ANALYZE = shutil.which("systemd-analyze")
-needs_analyze = pytest.mark.skipif(
-    ANALYZE is None, reason="systemd-analyze not installed (apt-get install systemd)"
-)
+needs_analyze = pytest.mark.needs("systemd-analyze")  # tests/prerequisites.py
 
 
 def parse_unit(path: Path) -> dict[str, dict[str, list[str]]]:
