@@ -281,7 +281,7 @@ async def run_schedule(w: World, seed: int) -> None:
             await check(w)
         except AssertionError as exc:
             raise AssertionError(f"seed {seed}, step {step} ({kind.__name__}): {exc}") from None
-    assert len(w.answered) > 50 and len(w.forgotten) > 0
+    assert len(w.answered) >= 30 and len(w.refused) >= 10 and w.forgotten  # it was tried
     for token in w.answered:
         assert sum(token in text for text in w.shown()) == 1, f"{token} not answered once"
 
