@@ -234,6 +234,8 @@ def test_the_wheel_carries_what_the_commands_read(installed: Path) -> None:
     for name in ("relaybot.service", "relaybot-user.service", "relaybot@.service"):
         assert (share / name).read_text() == (ROOT / "deploy" / name).read_text()
     assert (share / "relaybot.env.example").exists()
+    example = (ROOT / "config.example.toml").read_text()
+    assert (share.parent / "config.example.toml").read_text() == example  # init --example's
     guide = list(installed.parent.glob("lib/python*/site-packages/tools/PLUGINS.md"))
     assert guide and guide[0].read_text() == (ROOT / "tools" / "PLUGINS.md").read_text()
     site = guide[0].parent.parent
