@@ -10,7 +10,10 @@ Until the engine fills ``details``, the summary is all there is: it is shown, an
 long to show, the attachment carries it whole.
 
 The platform adapters supply the markup (Telegram HTML, Discord Markdown), how the platform
-counts length, and its limits; :func:`lay_out` decides what is shown and what is attached.
+counts length, and its limits; :func:`lay_out` decides what is shown and what is attached. A
+terminal has neither markup nor attachments: :func:`as_plain_text` shows the action below the
+summary, a very long one as its start and its end with how much lies between (the end of a
+command line is where a second command hides).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from engine.i18n import N_, translator
 ATTACHMENT_NAME = "action.txt"
 _ATTACHED = N_("The full action is attached as {name} — read it before you answer.")
 ATTACHED_NOTE = _ATTACHED.format(name=ATTACHMENT_NAME)
+PLAIN_SHOWN = 4000  # characters of an action a terminal shows whole (beyond: start and end)
 
 
 def attached_note(language: str | None) -> str:
@@ -61,6 +65,19 @@ def lay_out(
         over = measure(text) - attached_limit
         summary = summary[: max(len(summary) - over - 1, 0)].rstrip() + "…"
     return PromptMessage(text, (prompt.details or prompt.summary).encode())
+
+
+def as_plain_text(prompt: ConfirmationPrompt, limit: int = PLAIN_SHOWN) -> str:
+    """The prompt on a terminal: the summary, then the complete action indented below it."""
+    lines = [f"relaybot wants to: {prompt.summary}"]
+    details = prompt.details.strip("\n")
+    if details.strip() and details.strip() != prompt.summary:
+        if len(details) > limit:
+            head, tail = details[: limit * 3 // 4], details[-(limit // 4) :]
+            hidden = len(details) - len(head) - len(tail)
+            details = f"{head}\n[… {hidden} characters not shown …]\n{tail}"
+        lines += [f"    {line}" for line in details.splitlines()]
+    return "\n".join(lines)
 
 
 def who_and_when(user_name: str, expires_in: str, language: str | None = None) -> str:

@@ -2,7 +2,8 @@
 
 Lines starting with a command (/help, /reset, /stop, /start) go to the engine's
 `handle_command`, as a chat platform's commands do; everything else is a message. A
-confirmation is a typed yes/no question: y, yes, n or no answer it, anything else repeats it.
+confirmation shows the whole action under its summary (channels/_prompt.py) and is a typed
+yes/no question: y, yes, n or no answer it, /stop stops the turn, anything else repeats it.
 It exits cleanly at the end of its input, so it can be scripted: `printf 'hello\\n' |
 relaybot chat`. A file a tool sends is saved (in `files_dir`, by default a new folder in the
 temporary directory) and its path is printed.
@@ -31,6 +32,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from channels._prompt import as_plain_text
 from engine import (
     Action,
     Button,
@@ -213,7 +215,7 @@ class ConsoleChannel(Channel):
             answer = await self._ask(engine)
             if answer is None:  # end of input: left pending, it expires on its own
                 return
-            if isinstance(answer, Command):  # /reset: the engine cancels the question
+            if isinstance(answer, Command):  # /stop, /reset: the engine cancels the question
                 self._show(await engine.handle_command(self._message(f"/{answer}"), answer))
                 self._shown.pop(ref, None)
                 continue
@@ -227,16 +229,15 @@ class ConsoleChannel(Channel):
                 self._write(decision.message)
 
     async def _ask(self, engine: Engine) -> Choice | Command | None:
-        """The answer to the open question: a choice, /reset, or None at the end of input.
-        /stop declines; /help and /start are answered and the question asked again."""
+        """The answer to the open question: a choice, /stop or /reset (the engine cancels the
+        question; /stop stops its turn), or None at the end of input; /help and /start are
+        answered and the question asked again."""
         while (line := await self._readline(QUESTION if self._interactive else "")) is not None:
             answer = line.strip().lower()
             command = _command(answer)
             if answer in ANSWERS:
                 return ANSWERS[answer]
-            if command is Command.STOP:
-                return Choice.CANCEL
-            if command is Command.RESET:
+            if command in (Command.STOP, Command.RESET):
                 return command
             if command is not None:
                 self._show(await engine.handle_command(self._message(answer), command))
@@ -289,7 +290,7 @@ class ConsoleChannel(Channel):
     async def show_confirmation(self, prompt: ConfirmationPrompt) -> MessageRef:
         ref = MessageRef(prompt.chat_id, str(next(self._ids)))
         self._shown[ref.message_id] = prompt
-        self._write(f"relaybot wants to: {prompt.summary}")
+        self._write(as_plain_text(prompt))  # the summary, then the whole action
         if not self._interactive:
             self._write(QUESTION.rstrip())
         else:

@@ -65,7 +65,7 @@ async def test_a_chat_is_kept_a_while_after_its_work_is_done_then_let_go(pair) -
     async def handle(key: ConversationKey, item: WorkItem) -> None:
         done.put_nowait(item)
 
-    async def stopped(key: ConversationKey) -> None:
+    async def stopped(key: ConversationKey, item: WorkItem) -> None:
         return None
 
     queues.open(handle, stopped)

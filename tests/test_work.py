@@ -28,7 +28,7 @@ async def test_a_failing_stop_handler_does_not_strand_the_chats_next_items(
             first_runs.set()
             await asyncio.Event().wait()  # runs until /stop cancels it
 
-    async def on_stopped(key: ConversationKey) -> None:
+    async def on_stopped(key: ConversationKey, item: WorkItem) -> None:
         raise RuntimeError("the store is away")
 
     queues = ChatQueues()

@@ -1,11 +1,11 @@
 """What the console changes, each through the path the chat's own commands take, so it reaches
 the instance that holds the chat: a confirmation is cancelled as /stop cancels one (the call
-gets its result, the prompt says so); a background job is marked interrupted in the store
-first (a result it still produces is then never reported), stopped here, and on the other
-instances through the cluster's signal that stops a forgotten user's jobs, and its chat is told
-through the chat's queue (handed to the holder); a schedule is cancelled as /schedules cancels
-it; a grant is revoked as /permissions revokes it; a pairing request is answered as an owner's
-Allow or Deny button answers it (the stranger is told)."""
+gets its result, the prompt says so, the turn that asked is stopped); a background job is
+marked interrupted in the store first (a result it still produces is then never reported),
+stopped here, and on the other instances through the cluster's signal that stops a forgotten
+user's jobs, and its chat is told through the chat's queue (handed to the holder); a schedule
+is cancelled as /schedules cancels it; a grant is revoked as /permissions revokes it; a pairing
+request is answered as an owner's Allow or Deny button answers it (the stranger is told)."""
 
 from __future__ import annotations
 
@@ -31,6 +31,8 @@ async def cancel_confirmation(daemon: App, confirmation_id: str, by: str) -> str
         return "That confirmation is no longer waiting: nothing to cancel."
     key = ConversationKey(row.channel, row.chat_id)
     n = await daemon.dispatcher.confirmations.cancel_pending(key, CANCELLED)
+    if n:  # its turn is stopped: no later request carries what it asked
+        await daemon.dispatcher.commands.stop_asked(key)
     log.info("console: %s cancelled the confirmations waiting in %s (%d)", by, key, n)
     return f"Cancelled: {row.summary}" if n else "It was answered meanwhile: nothing cancelled."
 

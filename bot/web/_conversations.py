@@ -88,14 +88,10 @@ def _said(m: StoredMessage, sees_text: bool) -> Html:
         parts.append(tag("div", "calls ", tag("code", name), " ", text(arguments), class_="call"))
     if m.role == "tool" and m.is_error:
         parts.insert(0, tag("strong", "failed: ", class_="bad"))
-    return tag(
-        "li",
-        tag(
-            "div", tag("strong", who.get(m.role, m.role)), " · ", when(m.created_at), class_="meta"
-        ),
-        *parts,
-        class_=f"msg {m.role}",
-    )
+    meta: list[object] = [tag("strong", who.get(m.role, m.role)), " · ", when(m.created_at)]
+    if m.stopped_at is not None:  # never sent to the model again
+        meta += [" · ", tag("span", "stopped by the user", class_="muted")]
+    return tag("li", tag("div", *meta, class_="meta"), *parts, class_=f"msg {m.role}")
 
 
 async def conversation(ctx: Ctx) -> web.Response:

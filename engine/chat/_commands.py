@@ -31,6 +31,7 @@ from tools.registry import summary
 log = logging.getLogger(__name__)
 
 STOPPED = "cancelled: the user stopped the turn."
+STOP_WAIT_S = 10.0  # "Stopped." waits this long at most for the stop to be recorded
 BUSY = N_("I am still busy in this chat; try again in a moment.")
 SHUTTING_DOWN = N_("I am shutting down; try again in a moment.")
 
@@ -115,7 +116,8 @@ class Commands:
             return self._help(msg.language)
         if command is Command.STOP:
             stopped = await self.stop(key)
-            cancelled = await self.confirmations.cancel_pending(key, STOPPED)
+            if cancelled := await self.confirmations.cancel_pending(key, STOPPED):
+                await self.stop_asked(key)  # the turn ended asking: stopped too
             log.info("/stop in %s by user %s", key, msg.user_id)
             return _("Stopped.") if stopped or cancelled else _("Nothing to stop.")
         language = msg.language or "en"
@@ -162,10 +164,22 @@ class Commands:
         return await done
 
     async def stop(self, key: ConversationKey) -> bool:
-        """Stop the item running in the chat, on whichever instance runs it."""
+        """Stop the item running in the chat, on whichever instance runs it; here, wait (a
+        little) until what it cut off is recorded."""
         if self.cluster is not None:
-            return await self.cluster.stop(key)
-        return self.queues.stop(key)
+            stopped = await self.cluster.stop(key)
+        else:
+            stopped = self.queues.stop(key)
+        if stopped:
+            await self.queues.stopped(key, STOP_WAIT_S)
+        return stopped
+
+    async def stop_asked(self, key: ConversationKey) -> None:
+        """The chat's turn ended asking a confirmation, which the user (or the bot's owner)
+        just cancelled instead: that turn is stopped, as /stop stops a running one."""
+        conv = await self.store.conversations.active(key.channel, key.chat_id)
+        n = await self.store.conversations.stop_turn(conv.id)
+        log.info("stopped the turn waiting in %s: %d messages left out from now", key, n)
 
     async def rewind(self, key: ConversationKey, item: Rewind) -> None:
         """/retry and /undo, in the chat's order."""

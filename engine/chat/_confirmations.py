@@ -323,7 +323,8 @@ class Confirmations:
     async def _resumed(self, conf: ConfirmationRow) -> bool:
         """True when the call of a refused or interrupted confirmation has its result in the
         history already (the turn went on before: /stop, an earlier start-up or try)."""
-        history = await self.store.conversations.history(conf.conversation_id, 50)
+        conversations = self.store.conversations  # a stopped turn's results count too
+        history = await conversations.history(conf.conversation_id, 50, with_stopped=True)
         return any(m.result is not None and m.result.call_id == conf.call_id for m in history)
 
     async def open_in(self, key: ConversationKey) -> list[ConfirmationRow]:

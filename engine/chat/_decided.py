@@ -164,7 +164,8 @@ class Decisions:
 
     async def _recorded(self, conf: ConfirmationRow) -> bool:
         """The call's result is in the history."""
-        history = await self.store.conversations.history(conf.conversation_id, 50)
+        conversations = self.store.conversations  # a stopped turn's results count too
+        history = await conversations.history(conf.conversation_id, 50, with_stopped=True)
         return any(m.result is not None and m.result.call_id == conf.call_id for m in history)
 
 

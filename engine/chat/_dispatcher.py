@@ -304,12 +304,18 @@ class Dispatcher:
             case Compact():
                 await self.commands.compact(key, item)
 
-    async def _stopped(self, key: ConversationKey) -> None:
-        """/stop cut off the running item: close its calls, report an action it ran."""
+    async def _stopped(self, key: ConversationKey, item: WorkItem) -> None:
+        """/stop cut off the running item: close its calls and, when it was a turn, mark what
+        it answered as stopped (no later request carries it), in one write; report an action
+        it ran."""
         conv = await self.store.conversations.active(key.channel, key.chat_id)
-        await self.store.conversations.close_dangling(conv.id, STOPPED)
+        rows = await self.store.inbox.rows(InboxState.TAKEN, key.channel, key.chat_id)
+        async with self.store.transaction():  # a crash leaves all of it, or the turn to finish
+            await self.store.conversations.close_dangling(conv.id, STOPPED)
+            if not isinstance(item, Notice | Compact):
+                n = await self.store.conversations.stop_turn(conv.id)
+                log.info("/stop in %s: %d messages of the stopped turn left out from now", key, n)
+            await self.store.inbox.answered([r.id for r in rows])  # "Stopped." was their answer
         await self.confirmations.stopped(key)
         await self.schedules.stopped(key)
-        rows = await self.store.inbox.rows(InboxState.TAKEN, key.channel, key.chat_id)
-        await self.store.inbox.answered([r.id for r in rows])  # "Stopped." was their answer
         self.queues.put(key, Inbound())  # messages not taken yet (the item may have been theirs)

@@ -42,22 +42,32 @@ class ConversationStore(Protocol):
         (so forgetting that user deletes it)."""
         ...
 
-    async def history(self, conversation_id: int, limit: int = 200) -> list[Message]:
-        """The last `limit` messages, oldest first, starting at a user message when cut."""
+    async def history(
+        self, conversation_id: int, limit: int = 200, *, with_stopped: bool = False
+    ) -> list[Message]:
+        """The last `limit` messages, oldest first, starting at a user message when cut; the
+        turns the user stopped left out (unless `with_stopped`)."""
         ...
 
     async def last(self, conversation_id: int) -> Message | None:
-        """The conversation's newest message."""
+        """The conversation's newest message (of those not stopped)."""
         ...
 
     async def lasts(self, conversation_ids: Sequence[int]) -> dict[int, Message]:
-        """The newest message of each of these conversations (those that have one), in one
-        statement per few hundred."""
+        """The newest message (not stopped) of each of these conversations (those that have
+        one), in one statement per few hundred."""
         ...
 
     async def rewind(self, conversation_id: int, *, keep_question: bool = False) -> int:
         """Delete everything after the last user message (and that message too unless
-        `keep_question`); returns how many messages were deleted."""
+        `keep_question`; kept, a stopped question is no longer stopped); returns how many
+        messages were deleted."""
+        ...
+
+    async def stop_turn(self, conversation_id: int) -> int:
+        """Mark the latest turn as stopped by the user, from the user messages it answers on,
+        unless an answer ended it; returns how many messages were marked. Marked messages are
+        left out of every read a request is built from."""
         ...
 
     async def close_dangling(

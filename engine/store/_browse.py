@@ -38,6 +38,7 @@ class StoredMessage:
     speaker: str | None
     user_id: str | None
     created_at: float
+    stopped_at: float | None = None  # the user stopped its turn: no request carries it
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +134,7 @@ class Browse:
         """The conversation's last `limit` messages, oldest first."""
         rows = await self.db.fetch(
             "SELECT id, role, content, tool_calls, tool_call_id, is_error, speaker, user_id, "
-            "created_at FROM messages WHERE conversation_id=? ORDER BY id DESC LIMIT ?",
+            "created_at, stopped_at FROM messages WHERE conversation_id=? ORDER BY id DESC LIMIT ?",
             conversation_id,
             limit,
         )
@@ -148,6 +149,7 @@ class Browse:
                 r["speaker"],
                 r["user_id"],
                 r["created_at"],
+                r["stopped_at"],
             )
             for r in reversed(rows)
         ]

@@ -11,8 +11,8 @@ from __future__ import annotations
 import time
 
 from engine.models import Message, Role
-from engine.store._conversations import MESSAGE_COLS, message_from_row
 from engine.store._db import Db
+from engine.store._message_rows import MESSAGE_COLS, message_from_row
 from engine.store._rows import Summary, TokenRatio
 
 
@@ -61,11 +61,12 @@ class Context:
         mark = cache.guard.reading(conversation_id) if cache is not None else 0
         out: list[tuple[int, Message]] | None = None
         try:
-            # after `after_id`, or from the last user message on (NULL when there is none)
+            # after `after_id`, or from the last user message on (NULL when there is none); a
+            # turn the user stopped is never sent, nor folded into the summary
             rows = await self.db.fetch(
                 f"SELECT id, {MESSAGE_COLS} FROM messages WHERE conversation_id=? AND (id > ? "
-                "OR id >= (SELECT MAX(id) FROM messages WHERE conversation_id=? AND role='user')) "
-                "ORDER BY id DESC LIMIT ?",
+                "OR id >= (SELECT MAX(id) FROM messages WHERE conversation_id=? AND role='user' "
+                "AND stopped_at IS NULL)) AND stopped_at IS NULL ORDER BY id DESC LIMIT ?",
                 conversation_id,
                 after_id,
                 conversation_id,

@@ -1,8 +1,12 @@
 """Conversations, their messages, and the delivery of answers, for every backend.
 
-A message is stored with its parts as columns (tool calls and images as JSON; an image by its
-reference, never its bytes). An answer still to be delivered gets a ``deliveries`` row in the
-same transaction (PostgreSQL: the same statement).
+A message is stored with its parts as columns (engine/store/_message_rows.py). An answer still to
+be delivered gets a ``deliveries`` row in the same transaction (PostgreSQL: the same statement).
+
+A turn the user stopped (/stop, Ctrl-C, the console's cancel) keeps its messages, each marked
+with when it was stopped (``stopped_at``): every read a request is built from leaves them out
+(here and engine/store/_context.py), so no later request carries what the user took back, and
+nothing is folded into a summary from them; the console still shows them, marked.
 """
 
 from __future__ import annotations
@@ -12,8 +16,15 @@ import time
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from engine.models import Image, Message, Part, Role, Text, ToolCall, ToolOutput
-from engine.store._db import Db, Row
+from engine.models import Message, Role
+from engine.store._db import Db
+from engine.store._message_rows import (
+    INSERT_MESSAGE,
+    MESSAGE_COLS,
+    message_from_row,
+    message_params,
+    stored,
+)
 from engine.store._rows import Conversation, Delivery
 from engine.store._states import DeliveryState
 
@@ -74,7 +85,7 @@ class Conversations:
         deliver: str | None = None,
         user_id: str | None = None,
     ) -> int:
-        params = _message_params(conversation_id, msg, user_id)
+        params = message_params(conversation_id, msg, user_id)
         if self.histories is None:
             return await self._append(params, deliver)
         self.histories.guard.writing(conversation_id)
@@ -89,12 +100,12 @@ class Conversations:
 
     async def _append(self, params: tuple[Any, ...], deliver: str | None) -> int:
         if deliver is None:  # one statement: no transaction of its own needed
-            return int(await self.db.fetchval(_INSERT_MESSAGE + " RETURNING id", *params))
+            return int(await self.db.fetchval(INSERT_MESSAGE + " RETURNING id", *params))
         delivery = (deliver or None, time.time(), params[0])
         if self.db.dialect.writable_cte:  # the answer and its delivery in one statement
             return int(await self.db.fetchval(_APPEND_DELIVERED, *params, *delivery))
         (row,), _ = await self.db.together(  # one trip (SQLite: the id the INSERT just made)
-            (_INSERT_MESSAGE + " RETURNING id", params),
+            (INSERT_MESSAGE + " RETURNING id", params),
             (_DELIVERY.format(message="last_insert_rowid()"), delivery),
         )
         return int(row[0])
@@ -105,7 +116,7 @@ class Conversations:
         """Append users' messages (each with its user id) and run `then` (a statement and its
         parameters), in one transaction and, where the backend can, one trip."""
         inserts = [
-            (_INSERT_MESSAGE + " RETURNING id", _message_params(conversation_id, msg, user_id))
+            (INSERT_MESSAGE + " RETURNING id", message_params(conversation_id, msg, user_id))
             for msg, user_id in taken
         ]
         if self.histories is not None:
@@ -126,9 +137,13 @@ class Conversations:
                 kept = not self.db.in_transaction()
                 self.histories.written(conversation_id, added, kept=kept)
 
-    async def history(self, conversation_id: int, limit: int = 200) -> list[Message]:
+    async def history(
+        self, conversation_id: int, limit: int = 200, *, with_stopped: bool = False
+    ) -> list[Message]:
+        kept = "" if with_stopped else _KEPT
         rows = await self.db.fetch(
-            f"SELECT {MESSAGE_COLS} FROM messages WHERE conversation_id=? ORDER BY id DESC LIMIT ?",
+            f"SELECT {MESSAGE_COLS} FROM messages WHERE conversation_id=?{kept} "
+            "ORDER BY id DESC LIMIT ?",
             conversation_id,
             limit,
         )
@@ -140,7 +155,8 @@ class Conversations:
 
     async def last(self, conversation_id: int) -> Message | None:
         row = await self.db.fetchrow(
-            f"SELECT {MESSAGE_COLS} FROM messages WHERE conversation_id=? ORDER BY id DESC LIMIT 1",
+            f"SELECT {MESSAGE_COLS} FROM messages WHERE conversation_id=?{_KEPT} "
+            "ORDER BY id DESC LIMIT 1",
             conversation_id,
         )
         return message_from_row(row) if row is not None else None
@@ -151,7 +167,8 @@ class Conversations:
             among, ids = self.db.dialect.among(conversation_ids[at : at + _LASTS_PER_TRIP])
             rows = await self.db.fetch(
                 f"SELECT conversation_id, {MESSAGE_COLS} FROM messages WHERE id IN (SELECT "
-                f"MAX(id) FROM messages WHERE conversation_id {among} GROUP BY conversation_id)",
+                f"MAX(id) FROM messages WHERE conversation_id {among}{_KEPT} "
+                "GROUP BY conversation_id)",
                 *ids,
             )
             found.update((r["conversation_id"], message_from_row(r)) for r in rows)
@@ -174,18 +191,33 @@ class Conversations:
         if last_user is None:
             return 0
         after = ">" if keep_question else ">="
-        return await self.db.execute(
-            f"DELETE FROM messages WHERE conversation_id=? AND id {after} ?",
-            conversation_id,
-            last_user,
-        )
+        async with self.db.transaction():
+            dropped = await self.db.execute(
+                f"DELETE FROM messages WHERE conversation_id=? AND id {after} ?",
+                conversation_id,
+                last_user,
+            )
+            if keep_question:  # asked again: a stopped question is the user's again
+                await self.db.execute(_UNSTOP, conversation_id, conversation_id, last_user)
+        return dropped
+
+    async def stop_turn(self, conversation_id: int) -> int:
+        """Mark the turn the user just stopped: from the user messages it answers on, unless it
+        was answered already; returns how many messages were marked."""
+        if self.histories is not None:
+            self.histories.guard.writing(conversation_id)
+        try:
+            return await self.db.execute(_STOP, time.time(), *(conversation_id,) * 6)
+        finally:
+            if self.histories is not None:
+                self.histories.written(conversation_id, None, kept=False)
 
     async def close_dangling(
         self, conversation_id: int, reason: str, *, keep: Collection[str] = ()
     ) -> int:
         rows = await self.db.fetch(
-            "SELECT tool_calls FROM messages WHERE conversation_id=? AND tool_calls IS NOT NULL "
-            "ORDER BY id DESC LIMIT 5",
+            "SELECT tool_calls FROM messages WHERE conversation_id=? AND tool_calls IS NOT NULL"
+            f"{_KEPT} ORDER BY id DESC LIMIT 5",
             conversation_id,
         )
         wanted = [c[0] for r in rows for c in json.loads(r["tool_calls"])]
@@ -248,11 +280,25 @@ class Conversations:
 
 _ACTIVE = "SELECT id, is_private FROM conversations WHERE channel=? AND chat_id=? AND active = TRUE"
 _LASTS_PER_TRIP = 500  # conversations whose last message one statement reads
-MESSAGE_COLS = "role, content, tool_calls, tool_call_id, is_error, speaker, media, quote"
-
-_INSERT_MESSAGE = (
-    "INSERT INTO messages(conversation_id, role, content, tool_calls, tool_call_id, is_error, "
-    "speaker, media, created_at, user_id, quote) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+_KEPT = " AND stopped_at IS NULL"  # leaves out the turns the user stopped
+# The latest turn, from the first of the user messages it answers (those after the last other
+# message kept), unless an answer (text, no calls) came after them: marked stopped.
+_STOP = (
+    "UPDATE messages SET stopped_at = ? WHERE conversation_id = ? AND stopped_at IS NULL "
+    "AND id > (SELECT COALESCE(MAX(id), 0) FROM messages WHERE conversation_id = ? "
+    "AND stopped_at IS NULL AND role <> 'user' AND id < (SELECT MAX(id) FROM messages "
+    "WHERE conversation_id = ? AND stopped_at IS NULL AND role = 'user')) "
+    "AND NOT EXISTS (SELECT 1 FROM messages a WHERE a.conversation_id = ? "
+    "AND a.stopped_at IS NULL AND a.role = 'assistant' AND a.tool_calls IS NULL "
+    "AND a.content <> '' AND a.id > (SELECT MAX(id) FROM messages WHERE conversation_id = ? "
+    "AND stopped_at IS NULL AND role = 'user')) "
+    "AND EXISTS (SELECT 1 FROM messages u WHERE u.conversation_id = ? AND u.stopped_at IS NULL "
+    "AND u.role = 'user')"
+)
+# /retry of a stopped question: its user messages (those stopped with it) are kept again
+_UNSTOP = (
+    "UPDATE messages SET stopped_at = NULL WHERE conversation_id = ? AND role = 'user' "
+    "AND stopped_at = (SELECT stopped_at FROM messages WHERE conversation_id = ? AND id = ?)"
 )
 # An answer's delivery, to be made (`message`: how the statement names the message's id)
 _DELIVERY = (
@@ -260,62 +306,6 @@ _DELIVERY = (
     "SELECT {message}, id, channel, chat_id, ?, ? FROM conversations WHERE id = ?"
 )
 _APPEND_DELIVERED = (
-    f"WITH m AS ({_INSERT_MESSAGE} RETURNING id), "
+    f"WITH m AS ({INSERT_MESSAGE} RETURNING id), "
     f"d AS ({_DELIVERY.format(message='(SELECT id FROM m)')}) SELECT id FROM m"
 )
-
-
-def _message_params(conversation_id: int, msg: Message, user_id: str | None) -> tuple[Any, ...]:
-    calls = msg.tool_calls
-    result = msg.result
-    images = [_image(i) for i in msg.images]
-    return (
-        conversation_id,
-        msg.role.value,
-        msg.text,
-        json.dumps([[c.id, c.name, c.arguments] for c in calls]) if calls else None,
-        result.call_id if result else None,
-        bool(result and result.is_error),
-        msg.speaker,
-        json.dumps(images) if images else None,
-        time.time(),
-        user_id,
-        msg.quote,
-    )
-
-
-def _image(image: Image) -> dict[str, Any]:
-    """An image as stored: its reference, never its bytes (those are fetched again)."""
-    stored: dict[str, Any] = {"type": image.media_type, "url": image.url, "name": image.name}
-    if image.ref is not None:
-        stored |= {"ref": image.ref, "size": image.size}
-    return stored
-
-
-def stored(params: Sequence[Any]) -> Message:
-    """The message `params` (of _INSERT_MESSAGE) stores, as reading it back gives it."""
-    return message_from_row(dict(zip(_PARAM_COLS, params, strict=True)))
-
-
-_PARAM_COLS = (
-    "conversation_id, role, content, tool_calls, tool_call_id, is_error, speaker, media, "
-    "created_at, user_id, quote"
-).split(", ")
-
-
-def message_from_row(r: Row) -> Message:
-    """A stored message (its columns by name) as the neutral Message."""
-    role = Role(r["role"])
-    parts: list[Part] = []
-    if role is Role.TOOL:
-        parts.append(ToolOutput(r["tool_call_id"] or "", r["content"] or "", bool(r["is_error"])))
-    else:
-        if r["content"]:
-            parts.append(Text(r["content"]))
-        for i in json.loads(r["media"]) if r["media"] else ():
-            parts.append(
-                Image(i["type"], None, i.get("url"), i.get("name", ""), i.get("ref"), i.get("size"))
-            )
-        if r["tool_calls"]:
-            parts.extend(ToolCall(*c) for c in json.loads(r["tool_calls"]))
-    return Message(role, parts, r["speaker"], r["quote"])

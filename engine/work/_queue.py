@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
@@ -93,7 +94,7 @@ class Compact:
 
 WorkItem = Inbound | Recover | Decided | JobDone | Notice | Rewind | ScheduledRun | Compact
 Handler = Callable[[ConversationKey, WorkItem], Coroutine[Any, Any, None]]
-Stopped = Callable[[ConversationKey], Awaitable[None]]
+Stopped = Callable[[ConversationKey, WorkItem], Awaitable[None]]
 _I = TypeVar("_I", bound=WorkItem)
 
 
@@ -121,11 +122,12 @@ class _Chat:
     worker: asyncio.Task[None] | None = None
     turn: asyncio.Task[None] | None = None
     idle: asyncio.Event = field(default_factory=asyncio.Event)
+    stopped: asyncio.Future[None] | None = None  # done once what /stop cut off is recorded
 
 
 class ChatQueues:
     """Items are queued from the start; once opened, `handle(key, item)` runs each and
-    `on_stopped(key)` runs when /stop cancelled one."""
+    `on_stopped(key, item)` runs when /stop cancelled one."""
 
     def __init__(self) -> None:
         self._handle: Handler | None = None
@@ -190,7 +192,17 @@ class ChatQueues:
         if chat is None or chat.turn is None:
             return False
         chat.turn.cancel()
+        if chat.stopped is None:
+            chat.stopped = asyncio.get_running_loop().create_future()
         return True
+
+    async def stopped(self, key: ConversationKey, timeout_s: float) -> None:
+        """Wait (at most `timeout_s`) until what :meth:`stop` cut off in the chat is recorded
+        (``on_stopped`` ran): a "Stopped." said after it holds across a crash."""
+        chat = self._chats.get(key)
+        if chat is not None and chat.stopped is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(chat.stopped), timeout_s)
 
     async def wait_idle(self, key: ConversationKey) -> None:
         """Wait until the chat has nothing queued or running."""
@@ -210,12 +222,14 @@ class ChatQueues:
                     current = asyncio.current_task()
                     if current is not None and current.cancelling():
                         raise  # we are being shut down
-                    await self._after_stop(chat.key)
+                    await self._after_stop(chat.key, item)
                 except Exception:
                     log.exception("work in %s failed (%s)", chat.key, type(item).__name__)
                 finally:
                     chat.turn = None
+                    _settle(chat)
         finally:
+            _settle(chat)
             chat.worker = None
             if not chat.items:
                 self._chats.pop(chat.key, None)
@@ -223,12 +237,12 @@ class ChatQueues:
                 if self.leases is not None and not self._closing:
                     self.leases.released(chat.key)
 
-    async def _after_stop(self, key: ConversationKey) -> None:
+    async def _after_stop(self, key: ConversationKey, item: WorkItem) -> None:
         # whatever fails here, the chat's next items still run (a failure escaping the worker
         # would leave them waiting for the next message)
         try:
             if self._on_stopped is not None:
-                await self._on_stopped(key)
+                await self._on_stopped(key, item)
         except Exception:
             log.exception("closing what /stop cut off in %s failed", key)
 
@@ -264,3 +278,11 @@ class ChatQueues:
                     task.cancel()
         await asyncio.gather(*workers, return_exceptions=True)
         return cut
+
+
+def _settle(chat: _Chat) -> None:
+    """The item /stop cut off is settled (or ended by itself): who waits for it goes on."""
+    if chat.stopped is not None:
+        if not chat.stopped.done():
+            chat.stopped.set_result(None)
+        chat.stopped = None

@@ -87,4 +87,7 @@ LATER: list[str] = [
     # 17: several instances each hear their chats' work on a channel of their own (its name;
     #     none: an older relaybot, which hears everything on the shared one)
     "ALTER TABLE instances ADD COLUMN channel TEXT;",
+    # 18: a turn the user stopped (/stop, Ctrl-C, the console's cancel): when, on each of its
+    #     messages; no later request carries them (issue 40)
+    "ALTER TABLE messages ADD COLUMN stopped_at REAL;",
 ]
