@@ -67,7 +67,7 @@ async def test_stop_on_a_terminal_stops_a_running_turn(tmp_path: Path, llm: Fake
         await term.expect(b"Stopped.")
         await term.expect(b"you> ")
         term.type(b"and now?\r")
-        await term.expect(b"echo: ")  # the stopped message stays in the conversation
+        await term.expect(b"echo: ")  # without the stopped message (tests/test_stop.py)
         await term.expect(b"and now?")
         # Ctrl-C while a turn runs: stopped and left at once (the grace is 90 s).
         llm.script(hold(stuck, text("too late")))

@@ -167,6 +167,48 @@ async def test_the_last_exchange_can_be_dropped(store: Store) -> None:
     assert await store.conversations.undelivered("t", "c1") == []
 
 
+async def test_a_stopped_turn_is_kept_marked_and_left_out_of_every_request_read(
+    store: Store,
+) -> None:
+    """Issue 40: the turn the user stopped (its question, calls, results) stays in the store,
+    marked, and no read a request is built from returns it; an answered turn is never marked;
+    /retry makes the stopped question the user's again."""
+    c = store.conversations
+    conv = await c.active("t", "c1")
+    for msg in (Message.user("hi"), Message.assistant("hello")):
+        await c.append(conv.id, msg)
+    assert await c.stop_turn(conv.id) == 0  # nothing running: the answered turn stays
+    calls = [ToolCall("k1", "fetch", "{}")]
+    stopped = [
+        Message.user("please delete the old reports"),
+        Message.user("and the logs"),  # taken with it: the same turn
+        Message.assistant(None, calls),
+        Message.tool_result("k1", "cancelled: the user stopped the turn.", is_error=True),
+    ]
+    ids = [await c.append(conv.id, m) for m in stopped]
+    assert await c.stop_turn(conv.id) == 4
+    assert await c.stop_turn(conv.id) == 0  # once
+    kept = [Message.user("hi"), Message.assistant("hello")]
+    assert await c.history(conv.id) == kept
+    assert await c.history(conv.id, with_stopped=True) == kept + stopped
+    assert await c.last(conv.id) == Message.assistant("hello")
+    assert (await c.lasts([conv.id]))[conv.id] == Message.assistant("hello")
+    assert [m for _, m in await store.context.messages_after(conv.id, 0, 50)] == kept
+    assert await c.close_dangling(conv.id, "x") == 0  # a stopped call is never answered again
+    shown = await store.browse.messages(conv.id)
+    assert [m.id for m in shown if m.stopped_at is not None] == ids
+    await c.append(conv.id, Message.user("what is 2+2"))
+    assert [m.text for m in await c.history(conv.id)] == ["hi", "hello", "what is 2+2"]
+    after = await store.context.messages_after(conv.id, ids[-1], 50)
+    assert [m.text for _, m in after] == ["what is 2+2"]
+    # /retry of a stopped question: asked again, without what its stopped turn did
+    assert await c.stop_turn(conv.id) == 1
+    assert await c.rewind(conv.id, keep_question=True) == 0
+    assert [m.text for m in await c.history(conv.id)] == ["hi", "hello", "what is 2+2"]
+    await c.append(conv.id, Message.assistant("4"))
+    assert await c.stop_turn(conv.id) == 0
+
+
 async def test_an_answer_is_pending_until_its_delivery_is_recorded(store: Store) -> None:
     conv = await store.conversations.active("t", "c1")
     first = await store.conversations.append(conv.id, Message.assistant("one"), deliver="m7")
