@@ -225,3 +225,36 @@ async def test_the_consoles_cancel_of_a_waiting_confirmation_stops_its_request(
     assert shown.count("stopped by the user") == 3  # the question, the call, its result
     assert STOPPED not in later(llm) and "rm -rf" not in later(llm)
     assert [m["content"] for m in llm.requests[-1]["messages"][1:]] == ["what is 2+2"]
+
+
+async def test_the_terminal_shows_the_whole_command_it_asks_about_and_stop_stops_there(
+    tmp_path: Path, llm: FakeOpenAI
+) -> None:
+    """Issue 40, item 10: a run_command past 60 characters is asked with the command itself
+    (as Telegram shows it); one past 4,000 with its start and its end. /stop at the question
+    stops the turn that asked: the next request leaves it out."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    tools = f'builtins = ["run_command"]\nworkspace = "{workspace}"'
+    cfg = write_config(tmp_path, llm, tools)
+    long = "find reports -name '*.tmp' -mtime +30 -print0 | xargs -0 rm -f && echo cleaned"
+    huge = "echo " + "x" * 5000 + " && rm -rf ~/notes"
+    llm.script(
+        tool_call("run_command", {"command": long}),
+        text("Left them alone."),
+        tool_call("run_command", {"command": huge}),
+    )
+    stdin = f"tidy up\nn\n{STOPPED}\n/stop\nwhat is 2+2\n".encode()
+    code, out, err = await finish(*await relaybot("chat", "-c", str(cfg), stdin=stdin))
+    assert code == 0, err
+    lines = out.splitlines()
+    asked = lines.index("relaybot wants to: Run a command in the workspace")
+    assert lines[asked + 1] == f"    {long}"
+    assert "Left them alone." in lines
+    shown = out[out.rindex("relaybot wants to:") :]
+    assert "x" * 2000 in shown and "rm -rf ~/notes" in shown  # the start and the end
+    assert "characters not shown" in shown and "x" * 4500 not in shown
+    assert "Stopped." in lines and lines[-1] == "echo: what is 2+2"
+    assert len(llm.requests) == 4 and STOPPED not in later(llm, 3)
+    assert "rm -rf ~/notes" not in later(llm, 3)
+    assert llm.requests[-1]["messages"][-1]["content"] == "what is 2+2"
