@@ -83,6 +83,26 @@ async def test_telegram_stop_leaves_the_request_out_and_answers_what_came_meanwh
     ]
 
 
+async def test_a_stop_while_a_picture_is_fetched_stops_its_message(
+    make_config: Callable[..., Config], tg: FakeTelegram, llm: FakeOpenAI
+) -> None:
+    """/stop before the message reached the conversation (its picture still on its way): it
+    is answered by "Stopped." and never taken into a request."""
+    held = tg.hold("getFile")
+    async with daemon(telegram_config(make_config, tg, llm={"vision": True})):
+        tg.inject_message(DM, DM, caption=STOPPED, photo=True)
+        await asyncio.wait_for(held.arrived.wait(), 20)
+        tg.inject_message(DM, DM, "/stop")
+        await tg.wait_for_call("sendMessage", says(DM, "Stopped."))
+        held.release()
+        tg.inject_message(DM, DM, "what is 2+2")
+        await tg.wait_for_call("sendMessage", says(DM, "echo: what is 2+2"))
+    said = [c.params.get("text") for c in tg.calls_of("sendMessage")]
+    assert said == ["Stopped.", "echo: what is 2+2"]  # nothing more said about the picture
+    assert len(llm.requests) == 1 and STOPPED not in later(llm, 0)
+    assert [m["content"] for m in llm.requests[0]["messages"][1:]] == ["what is 2+2"]
+
+
 async def test_telegram_stop_holds_across_a_sigkill_right_after_it(
     tmp_path: Path, tg: FakeTelegram, llm: FakeOpenAI
 ) -> None:

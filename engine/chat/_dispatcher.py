@@ -118,6 +118,7 @@ class Dispatcher:
         self.pairing = parts.pairing
         self.cluster = parts.cluster
         self.stalled = Stalled(self.queues, self.tasks)  # chats whose work the store refused
+        self._taking: dict[ConversationKey, list[int]] = {}  # inbox rows a turn reads (media)
         self.decisions = Decisions(self.store, self.confirmations, self.turns, self.queues)
 
     @property
@@ -276,7 +277,13 @@ class Dispatcher:
                 ready = [r for r in queued if r.ready(now)]
                 if ready:  # a new message: what was decided before it first
                     await self.decisions.before_turn(key, CANCELLED_BY_MESSAGE)
-                taken = await self.media.take(key, ready)  # with what they carry, within limits
+                self._taking[key] = [r.id for r in ready]  # what a /stop now stops (_stopped)
+                try:  # with what they carry (a picture fetched, a voice heard), within limits
+                    taken = await self.media.take(key, ready)
+                except Exception:
+                    self._taking.pop(key, None)
+                    raise
+                self._taking.pop(key, None)
                 if taken is not None:
                     await self.turns.user_turn(*taken)
                 if len(ready) < len(queued):  # some held back by the rate limit: later
@@ -310,12 +317,13 @@ class Dispatcher:
         it ran."""
         conv = await self.store.conversations.active(key.channel, key.chat_id)
         rows = await self.store.inbox.rows(InboxState.TAKEN, key.channel, key.chat_id)
+        ids = [r.id for r in rows] + self._taking.pop(key, [])  # taken, or being read
         async with self.store.transaction():  # a crash leaves all of it, or the turn to finish
             await self.store.conversations.close_dangling(conv.id, STOPPED)
             if not isinstance(item, Notice | Compact):
                 n = await self.store.conversations.stop_turn(conv.id)
                 log.info("/stop in %s: %d messages of the stopped turn left out from now", key, n)
-            await self.store.inbox.answered([r.id for r in rows])  # "Stopped." was their answer
+            await self.store.inbox.answered(ids)  # "Stopped." was their answer
         await self.confirmations.stopped(key)
         await self.schedules.stopped(key)
         self.queues.put(key, Inbound())  # messages not taken yet (the item may have been theirs)
