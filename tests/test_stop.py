@@ -278,3 +278,21 @@ async def test_the_terminal_shows_the_whole_command_it_asks_about_and_stop_stops
     assert len(llm.requests) == 4 and STOPPED not in later(llm, 3)
     assert "rm -rf ~/notes" not in later(llm, 3)
     assert llm.requests[-1]["messages"][-1]["content"] == "what is 2+2"
+
+
+async def test_retry_after_a_stop_asks_the_stopped_question_again(
+    make_config: Callable[..., Config], tg: FakeTelegram, llm: FakeOpenAI
+) -> None:
+    """/retry is the user asking again: the stopped question is answered, without what its
+    stopped turn did (a call it asked about, cancelled by the /stop)."""
+    llm.script(tool_call("run_command", {"command": "ls reports"}))
+    async with daemon(telegram_config(make_config, tg)):
+        tg.inject_message(DM, DM, STOPPED)
+        await tg.wait_for_call("sendMessage", lambda p: "reply_markup" in p)  # the prompt
+        tg.inject_message(DM, DM, "/stop")  # while it waits for the answer
+        await tg.wait_for_call("sendMessage", says(DM, "Stopped."))
+        tg.inject_message(DM, DM, "/retry")
+        await tg.wait_for_call("sendMessage", says(DM, f"echo: {STOPPED}"))
+    assert [(m["role"], m["content"]) for m in llm.requests[-1]["messages"][1:]] == [
+        ("user", STOPPED)
+    ]
