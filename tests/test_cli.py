@@ -82,7 +82,13 @@ async def test_chat_confirmation_is_a_yes_no_question(tmp_path: Path, llm: FakeO
     code, out, err = await finish(proc, io)
     assert code == 0, err
     lines = out.splitlines()
-    assert lines[:2] == ["relaybot wants to: Delete the workspace file old.txt", "Allow it? [y/n]"]
+    assert lines[:5] == [
+        "relaybot wants to: Delete the workspace file old.txt",
+        "    delete_file {",  # the whole action under it, as Telegram shows it
+        '      "path": "old.txt"',
+        "    }",
+        "Allow it? [y/n]",
+    ]
     assert not any("Confirmed" in line for line in lines)  # the typed "y" is not echoed back
     assert "Deleted old.txt." in lines
     assert not (workspace / "old.txt").exists()
