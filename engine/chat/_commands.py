@@ -1,7 +1,9 @@
 """The chat commands (/help, /stop, /reset, /retry, /undo, /compact, /permissions, /settings,
 /schedules, /usage, /forget_me, /memory, /users, /console) and the buttons of their menus. A command
 answers at once, out of the chat's order, except those that change the conversation (/retry,
-/undo, /compact): they queue a work item and answer when it has run."""
+/undo, /compact): they queue a work item and answer when it has run. /stop answers once what it
+stopped is recorded (engine/chat/_dispatcher.py): the stopped turn is left out of every later
+request, and a restart does not finish it."""
 
 from __future__ import annotations
 
