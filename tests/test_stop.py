@@ -296,3 +296,28 @@ async def test_retry_after_a_stop_asks_the_stopped_question_again(
     assert [(m["role"], m["content"]) for m in llm.requests[-1]["messages"][1:]] == [
         ("user", STOPPED)
     ]
+
+
+async def test_a_stopped_request_is_not_folded_into_the_summary(
+    make_config: Callable[..., Config], tg: FakeTelegram, llm: FakeOpenAI
+) -> None:
+    stuck = asyncio.Event()
+    try:
+        async with daemon(telegram_config(make_config, tg)):
+            tg.inject_message(DM, DM, "hi")
+            await tg.wait_for_call("sendMessage", says(DM, "echo: hi"))
+            llm.script(hold(stuck, text("Deleted them.")))
+            tg.inject_message(DM, DM, STOPPED)
+            await llm.wait_requests(2, timeout=20)
+            tg.inject_message(DM, DM, "/stop")
+            await tg.wait_for_call("sendMessage", says(DM, "Stopped."))
+            for words in ("what is 2+2", "and 3+3?"):
+                tg.inject_message(DM, DM, words)
+                await tg.wait_for_call("sendMessage", says(DM, f"echo: {words}"))
+            tg.inject_message(DM, DM, "/compact")
+            said = await tg.wait_for_call("sendMessage", lambda p: "ondense" in p["text"])
+    finally:
+        stuck.set()
+    assert said.params["text"].startswith("Condensed 4 messages into a summary")
+    (summary,) = llm.summary_requests
+    assert "what is 2+2" in json.dumps(summary) and STOPPED not in json.dumps(summary)
