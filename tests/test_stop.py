@@ -4,7 +4,9 @@
 (real discord.py against the fake Discord), Ctrl-C in `relaybot chat` (a real subprocess on a
 pseudo-terminal, then started again), and the web console's cancel of a waiting confirmation
 (its real server over HTTP). The fake model records every request: the stopped text is in none
-after the stop, while a message sent during the stopped turn is answered, on its own."""
+after the stop, while a message sent during the stopped turn is answered, on its own. Also: a
+stop while a message's picture is fetched, /retry after a stop, /compact after one, the Telegram
+test on PostgreSQL too, and the terminal's confirmation showing the whole command (item 10)."""
 
 from __future__ import annotations
 
@@ -51,13 +53,22 @@ async def tg() -> AsyncIterator[FakeTelegram]:
         yield server
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 async def test_telegram_stop_leaves_the_request_out_and_answers_what_came_meanwhile(
-    make_config: Callable[..., Config], tg: FakeTelegram, llm: FakeOpenAI
+    make_config: Callable[..., Config],
+    tg: FakeTelegram,
+    llm: FakeOpenAI,
+    backend: str,
+    request: pytest.FixtureRequest,
 ) -> None:
+    config = telegram_config(make_config, tg)
+    if backend == "postgresql":  # several instances may share it: the same, through the store
+        url = request.getfixturevalue("postgres").new_database()
+        config = telegram_config(lambda **kw: make_config(storage={"url": url}, **kw), tg)
     stuck = asyncio.Event()
     llm.script(hold(stuck, text("Deleted them.")))
     try:
-        async with daemon(telegram_config(make_config, tg)):
+        async with daemon(config) as app:
             tg.inject_message(DM, DM, STOPPED)
             await llm.wait_requests(1, timeout=20)  # the model works on it
             tg.inject_message(DM, DM, "and how is the weather?")  # waits for the turn
@@ -66,6 +77,7 @@ async def test_telegram_stop_leaves_the_request_out_and_answers_what_came_meanwh
             await tg.wait_for_call("sendMessage", says(DM, "echo: and how is the weather?"))
             tg.inject_message(DM, DM, "what is 2+2")
             await tg.wait_for_call("sendMessage", says(DM, "echo: what is 2+2"))
+            await app.dispatcher.wait_idle("telegram", str(DM))  # its delivery recorded too
             tg.inject_message(DM, DM, "/stop")  # nothing runs: nothing answered is touched
             await tg.wait_for_call("sendMessage", says(DM, "Nothing to stop."))
             tg.inject_message(DM, DM, "and 3+3?")

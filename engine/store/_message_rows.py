@@ -51,7 +51,7 @@ def _image(image: Image) -> dict[str, Any]:
 
 
 def stored(params: Sequence[Any]) -> Message:
-    """The message `params` (of _INSERT_MESSAGE) stores, as reading it back gives it."""
+    """The message `params` (of INSERT_MESSAGE) stores, as reading it back gives it."""
     return message_from_row(dict(zip(_PARAM_COLS, params, strict=True)))
 
 

@@ -264,6 +264,8 @@ class Cluster:
         """/stop and /reset: stop the running item wherever the chat is held."""
         if self.queues.stop(key):
             return True
+        if self.leases.holds(key):  # held here, and nothing runs: nothing to stop
+            return False
         if await self.store.holder(key.channel, key.chat_id) is None:
             return False
         await self.store.publish(chat_signal(STOP, key, self.incarnation))
