@@ -1,8 +1,9 @@
 """Conversations, their messages, and the delivery of answers, for every backend.
 
-A message is stored with its parts as columns (tool calls and images as JSON; an image by its
-reference, never its bytes). An answer still to be delivered gets a ``deliveries`` row in the
-same transaction (PostgreSQL: the same statement).
+A message is stored with its parts as columns (tool calls, images and the model's reasoning as
+JSON; an image by its reference, never its bytes; reasoning with its API's item verbatim, since
+that API refuses the calls of a tool loop resumed after a restart without it). An answer still
+to be delivered gets a ``deliveries`` row in the same transaction (PostgreSQL: the same statement).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import time
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from engine.models import Image, Message, Part, Role, Text, ToolCall, ToolOutput
+from engine.models import Image, Message, Part, Reasoning, Role, Text, ToolCall, ToolOutput
 from engine.store._db import Db, Row
 from engine.store._rows import Conversation, Delivery
 from engine.store._states import DeliveryState
@@ -248,11 +249,11 @@ class Conversations:
 
 _ACTIVE = "SELECT id, is_private FROM conversations WHERE channel=? AND chat_id=? AND active = TRUE"
 _LASTS_PER_TRIP = 500  # conversations whose last message one statement reads
-MESSAGE_COLS = "role, content, tool_calls, tool_call_id, is_error, speaker, media, quote"
+MESSAGE_COLS = "role, content, tool_calls, tool_call_id, is_error, speaker, media, quote, reasoning"
 
 _INSERT_MESSAGE = (
     "INSERT INTO messages(conversation_id, role, content, tool_calls, tool_call_id, is_error, "
-    "speaker, media, created_at, user_id, quote) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+    "speaker, media, created_at, user_id, quote, reasoning) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
 )
 # An answer's delivery, to be made (`message`: how the statement names the message's id)
 _DELIVERY = (
@@ -269,6 +270,7 @@ def _message_params(conversation_id: int, msg: Message, user_id: str | None) -> 
     calls = msg.tool_calls
     result = msg.result
     images = [_image(i) for i in msg.images]
+    reasoning = [[r.api, r.item, r.summary] for r in msg.reasoning]
     return (
         conversation_id,
         msg.role.value,
@@ -281,6 +283,7 @@ def _message_params(conversation_id: int, msg: Message, user_id: str | None) -> 
         time.time(),
         user_id,
         msg.quote,
+        json.dumps(reasoning) if reasoning else None,
     )
 
 
@@ -299,7 +302,7 @@ def stored(params: Sequence[Any]) -> Message:
 
 _PARAM_COLS = (
     "conversation_id, role, content, tool_calls, tool_call_id, is_error, speaker, media, "
-    "created_at, user_id, quote"
+    "created_at, user_id, quote, reasoning"
 ).split(", ")
 
 
@@ -310,6 +313,8 @@ def message_from_row(r: Row) -> Message:
     if role is Role.TOOL:
         parts.append(ToolOutput(r["tool_call_id"] or "", r["content"] or "", bool(r["is_error"])))
     else:
+        if r["reasoning"]:
+            parts.extend(Reasoning(*x) for x in json.loads(r["reasoning"]))
         if r["content"]:
             parts.append(Text(r["content"]))
         for i in json.loads(r["media"]) if r["media"] else ():

@@ -87,4 +87,11 @@ LATER: list[str] = [
     # 17: several instances each hear their chats' work on a channel of their own (its name;
     #     none: an older relaybot, which hears everything on the shared one)
     "ALTER TABLE instances ADD COLUMN channel TEXT;",
+    # 18: reasoning models (issue 43): what the model thought before an assistant message's
+    #     text and calls (JSON: the API's own items, sent back with the calls after a restart);
+    #     a chat's choice to be shown a short view of it (/settings thinking)
+    """
+    ALTER TABLE messages ADD COLUMN reasoning TEXT;
+    ALTER TABLE chat_settings ADD COLUMN thinking BOOLEAN;
+    """,
 ]
