@@ -56,6 +56,15 @@ class ModelEndpoint(Section):
     temperature: float | None = Field(None, ge=0, le=2)
     max_tokens: int | None = Field(None, gt=0)  # the longest answer (anthropic: 4096 if unset)
     options: dict[str, Any] = {}  # passed through to every request (e.g. top_p)
+    # openai: "chat" (/chat/completions, any compatible server) or "responses" (/responses,
+    # OpenAI's reasoning models with tools; stateless, their reasoning kept in relaybot's store)
+    api: typing.Literal["chat", "responses"] = "chat"
+    reasoning_effort: typing.Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = (
+        None  # how hard a reasoning model thinks (anthropic: a thinking budget by effort)
+    )
+    reasoning_summary: bool = True  # responses: ask for a summary of the reasoning (to show)
+    store_responses: bool = False  # responses: let OpenAI keep responses (previous_response_id)
+    thinking_tokens: int | None = Field(None, ge=1024)  # anthropic: extended thinking's budget
 
     @field_validator("base_url")
     @classmethod
@@ -70,6 +79,8 @@ class ModelEndpoint(Section):
             raise ValueError("set api_key or api_key_env, not both")
         if "base_url" not in self.model_fields_set:
             self.base_url = DEFAULT_BASE_URLS[self.provider]
+        if self.api == "responses" and self.provider != "openai":
+            raise ValueError('api = "responses" is OpenAI\'s API: it needs provider = "openai"')
         return self
 
     def resolve_api_key(self, where: str = "llm") -> str:
