@@ -68,6 +68,7 @@ def endpoint_model(endpoint: ModelEndpoint, where: str = "llm", *, strict_tools:
         max_retries=endpoint.max_retries,
         options=options,
         strict_tools=strict_tools,
+        reasoning_back=endpoint.reasoning_back,
     )
 
 

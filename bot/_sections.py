@@ -65,6 +65,7 @@ class ModelEndpoint(Section):
     reasoning_summary: bool = True  # responses: ask for a summary of the reasoning (to show)
     store_responses: bool = False  # responses: let OpenAI keep responses (previous_response_id)
     thinking_tokens: int | None = Field(None, ge=1024)  # anthropic: extended thinking's budget
+    reasoning_back: bool = False  # chat: an open model's thoughts sent back in its tool loop
 
     @field_validator("base_url")
     @classmethod
