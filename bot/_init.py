@@ -19,7 +19,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bot._sections import url_fix
+from bot._sections_llm import url_fix
 from bot.config import find_config, parse_config
 from tools.errors import ConfigError
 

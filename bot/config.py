@@ -25,12 +25,10 @@ from bot._sections import (
     EngineConfig,
     InstanceConfig,
     LimitsConfig,
-    LLMConfig,
     LogConfig,
     MediaConfig,
     MemoryConfig,
     MetricsConfig,
-    ModelEndpoint,
     PriceConfig,
     SchedulesConfig,
     Section,
@@ -39,6 +37,7 @@ from bot._sections import (
     WebConfig,
     default_state_dir,
 )
+from bot._sections_llm import LLMConfig, ModelEndpoint
 from channels import DiscordConfig, TelegramConfig, read_secret, resolve_secret
 from tools.config import McpConfig, ToolsConfig
 from tools.errors import ConfigError
