@@ -210,6 +210,7 @@ class ChatPrefs:
     reply_mode: ReplyMode | None = None
     voice: VoiceReplies | None = None  # spoken answers (None: to voice messages)
     language: str | None = None  # relaybot's own words here (engine.i18n); None: the user's
+    thinking: bool = False  # a short view of the model's reasoning is shown before an answer
 
 
 @dataclass(frozen=True, slots=True)
