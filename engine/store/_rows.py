@@ -147,8 +147,9 @@ class UserDay:
 @dataclass(frozen=True, slots=True)
 class Spent:
     """What requests cost over a period, for one user, chat or model (`of`), or all of them:
-    their count, tokens, pictures made, characters spoken, seconds heard, and nano-dollars (a
-    model without a price adds its figures and no cost)."""
+    their count, tokens (a reasoning model's thinking among them), pictures made, characters
+    spoken, seconds heard, and nano-dollars (a model without a price adds its figures and no
+    cost)."""
 
     of: str = ""
     requests: int = 0
@@ -158,6 +159,7 @@ class Spent:
     chars: int = 0
     seconds: float = 0.0
     nano_usd: int = 0
+    reasoning_tokens: int = 0  # of completion_tokens, spent thinking
 
     @property
     def tokens(self) -> int:

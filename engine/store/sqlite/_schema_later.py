@@ -89,9 +89,11 @@ LATER: list[str] = [
     "ALTER TABLE instances ADD COLUMN channel TEXT;",
     # 18: reasoning models (issue 43): what the model thought before an assistant message's
     #     text and calls (JSON: the API's own items, sent back with the calls after a restart);
-    #     a chat's choice to be shown a short view of it (/settings thinking)
+    #     a chat's choice to be shown a short view of it (/settings thinking); the tokens spent
+    #     thinking, apart (/usage)
     """
     ALTER TABLE messages ADD COLUMN reasoning TEXT;
+    ALTER TABLE spend ADD COLUMN reasoning_tokens INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE chat_settings ADD COLUMN thinking INTEGER;
     """,
 ]
