@@ -17,7 +17,7 @@ import pytest
 
 from bot.app import App
 from bot.config import Config, parse_config
-from engine import MediaKind
+from engine import Command, MediaKind
 from engine.loop import ConversationKey, ToolLoop, TurnContext
 from engine.models import (
     AnthropicModel,
@@ -87,7 +87,9 @@ async def server(api: str) -> AsyncIterator[FakeOpenAI]:
 def thinking_of(api: str, body: dict[str, Any]) -> list[dict[str, Any]]:
     """The reasoning items (Responses) or thinking blocks (Anthropic) a request carried."""
     if api == "anthropic":
-        blocks = [b for m in body["messages"] if isinstance(m["content"], list) for b in m["content"]]
+        blocks = [
+            b for m in body["messages"] if isinstance(m["content"], list) for b in m["content"]
+        ]
         return [b for b in blocks if b["type"] in ("thinking", "redacted_thinking")]
     return [i for i in body["input"] if i.get("type") == "reasoning"]
 
@@ -179,3 +181,141 @@ def dataclasses_replace_item(r: Any, item: str) -> Any:
     import dataclasses
 
     return dataclasses.replace(r, item=item)
+
+
+# -- shown on request, and what the user sees of it -------------------------------------------
+
+
+async def test_thoughts_are_shown_only_where_a_chat_asked_and_usage_counts_them(tmp_path) -> None:
+    """Off by default: the answer alone. /settings thinking on: a short view of the reasoning
+    before the answer (the channel folds it away). /usage says how many tokens went to it."""
+    async with FakeResponses() as llm:
+        async with running(config(tmp_path, section(llm, "responses"))) as (app, channel):
+            await app.dispatcher.handle_inbound(channel.message("first"))
+            await channel.wait_for("send")
+            assert channel.texts("thoughts") == []
+            said = await app.dispatcher.handle_command(
+                channel.message("/settings thinking on"), Command.SETTINGS
+            )
+            assert "Saved." in said.text
+            await app.dispatcher.handle_inbound(channel.message("second"))
+            shown = await channel.wait_for("send", 2)
+            usage = await app.dispatcher.handle_command(channel.message("/usage"), Command.USAGE)
+        assert channel.texts("thoughts") == ["Thinking about: second"]
+        assert [s.text for s in shown] == ["echo: first", "echo: second"]
+        assert f"{2 * REASONING_TOKENS} tokens spent reasoning" in usage.text
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_an_open_models_think_block_never_reaches_a_user_who_did_not_ask(
+    tmp_path, llm, stream
+) -> None:
+    llm.stream_chunk_chars = 3  # the tags arrive in pieces
+    llm.script(text("<think>The user wants a greeting. Be brief.</think>\n\nHello there!"))
+    llm.script(text("Still <think>hm</think>here."))
+    chat = {
+        "provider": "openai",
+        "base_url": llm.base_url,
+        "api_key": "k",
+        "model": "fake-model",
+        "max_retries": 0,
+        "stream": stream,
+    }
+    async with running(config(tmp_path, chat)) as (app, channel):
+        await app.dispatcher.handle_inbound(channel.message("hi"))
+        await channel.wait_for("send")
+        await app.dispatcher.handle_inbound(channel.message("again"))
+        await channel.wait_for("send", 2)
+        history = await app.store.conversations.history(
+            (await app.store.conversations.active("test", "c1")).id
+        )
+    everything = [s.text for s in channel.log]
+    assert not any("think" in t or "greeting" in t for t in everything), everything
+    assert channel.texts("send")[-2:] == ["Hello there!", "Still here."]
+    assert [r.summary for r in history[1].reasoning] == ["The user wants a greeting. Be brief."]
+    assert "think" not in json.dumps(llm.requests[-1]["messages"])  # not sent back either
+
+
+# -- one conversation across the three APIs ----------------------------------------------------
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_a_conversation_fails_over_across_the_three_apis(llm) -> None:
+    """Responses thinks and calls a tool, then goes down: Chat Completions goes on with the
+    loop (no reasoning items sent there), then goes down too: Anthropic with thinking finishes
+    the loop (begun without thinking: it goes on without, as the API requires). Back on the
+    Responses API later, another provider's thinking blocks are dropped. No fake refused."""
+    clock = Clock()
+    async with FakeResponses() as responses, FakeAnthropic() as claude:
+        first = ResponsesModel(base_url=responses.base_url, api_key="k", model="o", max_retries=0)
+        second = OpenAIModel(base_url=llm.base_url, api_key="k", model="c", max_retries=0)
+        third = AnthropicModel(
+            base_url=claude.base_url, api_key="k", model="a", max_retries=0, thinking=1024
+        )
+        model = FailoverModel([first, second, third], cooldown_s=60, clock=clock)
+        registry = ToolRegistry()
+        registry.register(add)
+        loop = ToolLoop(model, registry)
+        responses.script(tool_call("add", {"a": 1, "b": 2}), error(503, "down"))
+        llm.script(tool_call("add", {"a": 3, "b": 4}), error(503, "down"))
+        claude.script(tool_call("add", {"a": 5, "b": 6}), text("3, 7 and 11."))
+        try:
+            turn = await loop.run([Message.user("sums")], TurnContext(KEY, "u1"))
+            assert turn.text == "3, 7 and 11."
+            clock.now += 61  # the Responses API is tried first again
+            responses.script(text("Yes."))
+            history = [Message.user("sums"), *turn.messages, Message.user("sure?")]
+            again = await loop.run(history, TurnContext(KEY, "u1"))
+            assert again.text == "Yes."
+        finally:
+            await model.aclose()
+    assert responses.refusals == []
+    chat_sent = json.dumps(llm.requests)
+    assert "reasoning" not in chat_sent and "encrypted" not in chat_sent
+    assert [("thinking" in r) for r in claude.requests] == [False, False]  # begun without it
+    last = responses.requests[-1]
+    assert [i["type"] for i in last["input"] if i.get("type") == "reasoning"] == []  # older turn
+    assert "thinking" not in json.dumps(last["input"]) and "signature" not in json.dumps(last)
+
+
+async def test_the_anthropic_fake_refuses_a_tool_turn_without_its_thinking_block() -> None:
+    import anthropic
+
+    async with FakeAnthropic() as claude:
+        client = anthropic.AsyncAnthropic(base_url=claude.base_url, api_key="k", max_retries=0)
+        turns = [
+            {"role": "user", "content": "1+2?"},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": "Adding."},
+                    {"type": "tool_use", "id": "toolu_1", "name": "add", "input": {"a": 1}},
+                ],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "3"}],
+            },
+        ]
+        tools = [{"name": "add", "input_schema": {"type": "object"}}]
+        thinking = {"type": "enabled", "budget_tokens": 1024}
+        try:
+            with pytest.raises(anthropic.BadRequestError, match="but found `text`"):
+                await client.messages.create(
+                    model="m", max_tokens=2048, messages=turns, tools=tools, thinking=thinking
+                )
+            forged = {"type": "thinking", "thinking": "I add.", "signature": "0" * 64}
+            turns[1]["content"] = [forged, *turns[1]["content"]]  # type: ignore[list-item]
+            with pytest.raises(anthropic.BadRequestError, match="Invalid `signature`"):
+                await client.messages.create(
+                    model="m", max_tokens=2048, messages=turns, tools=tools, thinking=thinking
+                )
+        finally:
+            await client.close()
