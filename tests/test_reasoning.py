@@ -17,6 +17,7 @@ import pytest
 
 from bot.app import App
 from bot.config import Config, parse_config
+from bot.web._conversations import _said
 from engine import Command, MediaKind
 from engine.loop import ConversationKey, ToolLoop, TurnContext
 from engine.models import (
@@ -201,7 +202,14 @@ async def test_thoughts_are_shown_only_where_a_chat_asked_and_usage_counts_them(
             await app.dispatcher.handle_inbound(channel.message("second"))
             shown = await channel.wait_for("send", 2)
             usage = await app.dispatcher.handle_command(channel.message("/usage"), Command.USAGE)
+            conv = await app.store.conversations.active("test", "c1")
+            stored = await app.store.browse.messages(conv.id)
         assert channel.texts("thoughts") == ["Thinking about: second"]
+        # The console's conversation page: the thinking, folded, for owners (who see texts).
+        page = str(_said(stored[-1], sees_text=True))
+        assert "<details><summary>thinking</summary><pre>Thinking about: second" in page
+        assert "Thinking about" not in str(_said(stored[-1], sees_text=False))
+        assert "encrypted" not in page
         assert [s.text for s in shown] == ["echo: first", "echo: second"]
         assert f"{2 * REASONING_TOKENS} tokens spent reasoning" in usage.text
 

@@ -38,6 +38,7 @@ class StoredMessage:
     speaker: str | None
     user_id: str | None
     created_at: float
+    thoughts: str = ""  # what the model thought before it (its reasoning's summaries)
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +134,7 @@ class Browse:
         """The conversation's last `limit` messages, oldest first."""
         rows = await self.db.fetch(
             "SELECT id, role, content, tool_calls, tool_call_id, is_error, speaker, user_id, "
-            "created_at FROM messages WHERE conversation_id=? ORDER BY id DESC LIMIT ?",
+            "created_at, reasoning FROM messages WHERE conversation_id=? ORDER BY id DESC LIMIT ?",
             conversation_id,
             limit,
         )
@@ -148,6 +149,7 @@ class Browse:
                 r["speaker"],
                 r["user_id"],
                 r["created_at"],
+                _thoughts(r["reasoning"]),
             )
             for r in reversed(rows)
         ]
@@ -206,3 +208,9 @@ def _conversation(r: Row) -> ConversationView:
         r["last_at"],
         int(r["n"]),
     )
+
+
+def _thoughts(stored: str | None) -> str:
+    """The readable part of a message's stored reasoning (never an API's encrypted item)."""
+    said = [summary for _api, _item, summary in json.loads(stored)] if stored else []
+    return "\n\n".join(s for s in said if s.strip())
