@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import tomllib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -33,6 +34,7 @@ from tests.fakes.openai_responses import REASONING_TOKENS, FakeResponses
 from tests.fakes.openai_server import FakeOpenAI, error, hold, text, tool_call, tool_calls
 from tests.fakes.recording_channel import RecordingChannel
 from tools import tool
+from tools.errors import ConfigError
 from tools.registry import ToolRegistry
 
 KEY = ConversationKey("test", "c1")
@@ -327,3 +329,16 @@ async def test_the_anthropic_fake_refuses_a_tool_turn_without_its_thinking_block
                 )
         finally:
             await client.close()
+
+
+def test_init_offers_the_responses_api_for_openai(monkeypatch) -> None:
+    from bot._init import Answers, render
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    written = render(Answers(model="gpt-5-mini", api="responses"))
+    assert 'api = "responses"' in written
+    cfg = parse_config(tomllib.loads(written))
+    assert (cfg.llm.provider, cfg.llm.api) == ("openai", "responses")
+    assert 'api = "' not in render(Answers())  # Chat Completions stays the default, unwritten
+    with pytest.raises(ConfigError, match='needs provider = "openai"'):
+        parse_config({"llm": {"provider": "anthropic", "model": "claude", "api": "responses"}})
