@@ -7,7 +7,9 @@ the way the real APIs do (tests/fakes/responses_rules.py, tests/fakes/anthropic_
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
+import re
 import tomllib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -154,7 +156,7 @@ async def test_the_responses_fake_refuses_a_call_without_its_reasoning_item() ->
                 await model.complete(request(bare))
             item = json.loads(reply.reasoning[0].item)
             item["item"]["encrypted_content"] = "x" + item["item"]["encrypted_content"][1:]
-            forged = dataclasses_replace_item(reply.reasoning[0], json.dumps(item))
+            forged = dataclasses.replace(reply.reasoning[0], item=json.dumps(item))
             tampered = [*history, Message.assistant(None, calls, [forged]), bare[-1]]
             with pytest.raises(Exception, match="could not be verified"):
                 await model.complete(request(tampered))
@@ -178,12 +180,6 @@ def request(history: list[Message]) -> Any:
         },
     )
     return ModelRequest("sys", history, [spec])
-
-
-def dataclasses_replace_item(r: Any, item: str) -> Any:
-    import dataclasses
-
-    return dataclasses.replace(r, item=item)
 
 
 # -- shown on request, and what the user sees of it -------------------------------------------
@@ -342,3 +338,39 @@ def test_init_offers_the_responses_api_for_openai(monkeypatch) -> None:
     assert 'api = "' not in render(Answers())  # Chat Completions stays the default, unwritten
     with pytest.raises(ConfigError, match='needs provider = "openai"'):
         parse_config({"llm": {"provider": "anthropic", "model": "claude", "api": "responses"}})
+
+
+async def test_a_streamed_responses_answer_shows_its_text_as_it_comes() -> None:
+    async with FakeResponses(stream_chunk_chars=4) as llm:
+        model = ResponsesModel(
+            base_url=llm.base_url, api_key="k", model="m", max_retries=0, effort="low"
+        )
+        shown: list[str] = []
+        try:
+            llm.script(text("Streaming works here."))
+            reply = await model.complete(
+                dataclasses.replace(request([Message.user("go")]), stream=True), shown.append
+            )
+        finally:
+            await model.aclose()
+    assert len(shown) > 1 and "".join(shown) == reply.text == "Streaming works here."
+    assert reply.thoughts == "Thinking about: go"  # the reasoning item, read from the stream
+    assert reply.usage.reasoning_tokens == REASONING_TOKENS
+    assert llm.requests[0]["stream"] is True and llm.requests[0]["reasoning"]["summary"] == "auto"
+
+
+async def test_the_responses_fake_refuses_an_unknown_field() -> None:
+    import openai
+
+    async with FakeResponses() as llm:
+        client = openai.AsyncOpenAI(base_url=llm.base_url, api_key="k", max_retries=0)
+        try:
+            with pytest.raises(
+                openai.BadRequestError, match=re.escape("Unknown parameter: 'input[0].foo'.")
+            ):
+                await client.responses.create(
+                    model="m",
+                    input=[{"role": "user", "content": "hi", "foo": 1}],  # type: ignore[list-item]
+                )
+        finally:
+            await client.close()

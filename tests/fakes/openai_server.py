@@ -79,6 +79,10 @@ A request without tools whose system message opens by asking for a summary is an
 :func:`summarize` (it does not consume the script) and recorded in ``llm.summary_requests``
 as well as ``llm.requests``.
 
+OpenAI's Responses API (``POST /v1/responses``, answering as a reasoning model and refusing what
+the real API refuses): :class:`tests.fakes.openai_responses.FakeResponses`, this server with
+that endpoint added.
+
 Standalone (for benchmarks in another process)::
 
     python -m tests.fakes.openai_server --port 8001 [--delay 0.05]
