@@ -374,3 +374,31 @@ async def test_the_responses_fake_refuses_an_unknown_field() -> None:
                 )
         finally:
             await client.close()
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_an_open_models_reasoning_field_is_kept_apart_and_sent_back_only_if_asked(
+    llm, stream
+) -> None:
+    """DeepSeek-style ``reasoning_content``: not the answer, counted in usage, not sent back by
+    default (servers refuse it), sent back with the loop's calls with `reasoning_back`."""
+    for back in (False, True):
+        model = OpenAIModel(
+            base_url=llm.base_url, api_key="k", model="m", max_retries=0, reasoning_back=back
+        )
+        registry = ToolRegistry()
+        registry.register(add)
+        llm.script(
+            tool_call("add", {"a": 1, "b": 2}, reasoning="I should add."),
+            text("It is 3.", reasoning="Done adding."),
+        )
+        try:
+            turn = await ToolLoop(model, registry, stream=stream).run(
+                [Message.user("1+2?")], TurnContext(KEY, "u1")
+            )
+        finally:
+            await model.aclose()
+        assert turn.text == "It is 3." and turn.thoughts == "I should add.\n\nDone adding."
+        assert turn.usage.reasoning_tokens > 0
+        sent = [m for m in llm.requests[-1]["messages"] if m["role"] == "assistant"]
+        assert [m.get("reasoning_content") for m in sent] == ["I should add." if back else None]
