@@ -402,3 +402,16 @@ async def test_an_open_models_reasoning_field_is_kept_apart_and_sent_back_only_i
         assert turn.usage.reasoning_tokens > 0
         sent = [m for m in llm.requests[-1]["messages"] if m["role"] == "assistant"]
         assert [m.get("reasoning_content") for m in sent] == ["I should add." if back else None]
+
+
+async def test_a_model_that_does_not_reason_is_asked_once_for_its_encrypted_reasoning() -> None:
+    async with FakeResponses() as llm:
+        llm.thinks = False  # gpt-4o: "Encrypted content is not supported with this model."
+        model = ResponsesModel(base_url=llm.base_url, api_key="k", model="m", max_retries=0)
+        try:
+            first = await model.complete(request([Message.user("one")]))
+            second = await model.complete(request([Message.user("two")]))
+        finally:
+            await model.aclose()
+    assert (first.text, second.text) == ("echo: one", "echo: two")
+    assert ["include" in body for body in llm.requests] == [True, False, False]

@@ -7,7 +7,8 @@ engine/models/_responses_shapes.py.
 Stateless by default: ``store: false`` with ``include: ["reasoning.encrypted_content"]``, so the
 API keeps nothing and hands each reasoning item back encrypted; relaybot keeps it with the
 assistant message in its own store (a restart in the middle of a tool loop sends it again) and
-sends it back verbatim before its calls. With `store` (the owner's opt-in to OpenAI keeping
+sends it back verbatim before its calls (a model that does not reason refuses to be asked for
+it: that refusal is learnt, once). With `store` (the owner's opt-in to OpenAI keeping
 responses), a request that goes on from a response of this API (its tool results, nothing else
 after it) names it by ``previous_response_id`` and sends only what came after it.
 
@@ -32,7 +33,7 @@ from engine.models._pricing import Amount, spend
 from engine.models._responses_shapes import parse, response_id, to_input, tool
 from engine.models._stream import emit
 from engine.models._types import Message, ModelRequest, ModelResponse, OnText, Role
-from tools.errors import LLMError, ModelRateLimited
+from tools.errors import LLMError, ModelRateLimited, ModelRefused
 
 if TYPE_CHECKING:
     import openai
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ENCRYPTED = "reasoning.encrypted_content"
+_NO_ENCRYPTION = "encrypted content is not supported"  # how a model that does not reason says
 _FINAL = ("response.completed", "response.incomplete")
 
 
@@ -71,6 +73,9 @@ class ResponsesModel:
         self.effort = effort
         self.summary = summary
         self.store = store
+        # A model that does not reason (gpt-4o) refuses the encrypted reasoning: learnt from
+        # its refusal, once, and not asked for again.
+        self.encrypted = True
         self._settings = {
             "base_url": base_url,
             "api_key": api_key or "not-needed",
@@ -106,7 +111,7 @@ class ResponsesModel:
         body["store"] = self.store
         if previous is not None:
             body["previous_response_id"] = previous
-        if not self.store:
+        if not self.store and self.encrypted:
             body["include"] = [ENCRYPTED]
         if request.system:
             body["instructions"] = request.system
@@ -135,6 +140,16 @@ class ResponsesModel:
         return found.pop(), messages[last + 1 :]
 
     async def complete(self, request: ModelRequest, on_text: OnText | None = None) -> ModelResponse:
+        try:
+            return await self._complete(request, on_text)
+        except ModelRefused as exc:
+            if not self.encrypted or _NO_ENCRYPTION not in str(exc).lower():
+                raise
+            log.info("%s does not reason: its reasoning is no longer asked for", self.name)
+            self.encrypted = False
+            return await self._complete(request, on_text)
+
+    async def _complete(self, request: ModelRequest, on_text: OnText | None) -> ModelResponse:
         body = self.body(request)
         await self.warm_up()
         sdk = _openai()

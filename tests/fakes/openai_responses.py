@@ -10,7 +10,8 @@ the rest) with the Responses endpoint added, answering the same script language 
         ...
         assert llm.requests[0]["input"][-1]["role"] == "user"  # recorded JSON bodies
 
-It answers as a reasoning model (``thinks``, on by default): each response's output starts
+It answers as a reasoning model (``thinks``, on by default; off, it refuses ``include`` of
+the encrypted reasoning as gpt-4o does): each response's output starts
 with a ``reasoning`` item ``rs_N`` (its summary, "Thinking about: <newest user text>", given when
 ``reasoning.summary`` is asked for; its ``encrypted_content``, sealed with the server's secret,
 when ``include`` names ``reasoning.encrypted_content``), then the message, then one
@@ -78,7 +79,7 @@ class FakeResponses(FakeOpenAI):
 
     def __init__(self, **kw: Any) -> None:
         super().__init__(**kw)
-        self.thinks = True  # answer as a reasoning model
+        self.thinks = True  # answer as a reasoning model (False: refuse encrypted reasoning)
         self.refusals: list[str] = []  # the messages of the 400s it answered, in order
         self.secret = secrets.token_bytes(16)
         self.reasoned: dict[str, str] = {}  # call id -> the reasoning item before it
@@ -108,6 +109,8 @@ class FakeResponses(FakeOpenAI):
                 return self._refuse(f"Previous response with id '{previous}' not found.", None)
             earlier = self.stored[previous]
         refused = refusal(body, secret=self.secret, reasoned=self.reasoned, earlier=earlier)
+        if not self.thinks and "reasoning.encrypted_content" in (body.get("include") or []):
+            refused = ("Encrypted content is not supported with this model.", "include", None)
         if refused is not None:
             return self._refuse(*refused[:2], code=refused[2])
         picked = self._queue.popleft() if self._queue else self.default
