@@ -415,3 +415,26 @@ async def test_a_model_that_does_not_reason_is_asked_once_for_its_encrypted_reas
             await model.aclose()
     assert (first.text, second.text) == ("echo: one", "echo: two")
     assert ["include" in body for body in llm.requests] == [True, False, False]
+
+
+async def test_with_server_storage_a_tool_loop_goes_on_from_the_previous_response() -> None:
+    async with FakeResponses() as llm:
+        model = ResponsesModel(
+            base_url=llm.base_url, api_key="k", model="m", max_retries=0, store=True
+        )
+        llm.script(tool_call("add", {"a": 1, "b": 2}), text("3."))
+        try:
+            history = [Message.user("1+2?")]
+            reply = await model.complete(request(history))
+            history += [
+                Message.assistant(None, reply.tool_calls, reply.reasoning),
+                Message.tool_result(reply.tool_calls[0].id, "3"),
+            ]
+            answer = await model.complete(request(history))
+        finally:
+            await model.aclose()
+    assert answer.text == "3." and llm.refusals == []
+    first, second = llm.requests
+    assert first["store"] is True and "include" not in first
+    assert second["previous_response_id"] == "resp_0001"
+    assert [i["type"] for i in second["input"]] == ["function_call_output"]

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from engine.models._failures import connection_failure, status_failure
 from engine.models._openai_shapes import sdk_status_error
 from engine.models._pricing import Amount, spend
-from engine.models._responses_shapes import parse, response_id, to_input, tool
+from engine.models._responses_shapes import outputs, parse, response_id, to_input, tool
 from engine.models._stream import emit
 from engine.models._types import Message, ModelRequest, ModelResponse, OnText, Role
 from tools.errors import LLMError, ModelRateLimited, ModelRefused
@@ -106,8 +106,9 @@ class ResponsesModel:
 
     def body(self, request: ModelRequest) -> dict[str, Any]:
         """The request's fields for ``responses.create``."""
-        previous, messages = self._chained(request.messages)
-        body: dict[str, Any] = {"model": self.name, "input": to_input(messages)}
+        previous, after = self._chained(request.messages)
+        items = to_input(request.messages) if previous is None else outputs(after)
+        body: dict[str, Any] = {"model": self.name, "input": items}
         body["store"] = self.store
         if previous is not None:
             body["previous_response_id"] = previous

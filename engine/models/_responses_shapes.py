@@ -66,6 +66,15 @@ def to_input(messages: Sequence[Message]) -> list[dict[str, Any]]:
     return out
 
 
+def outputs(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """Tool results alone, as the input going on from the response that called them."""
+    return [
+        {"type": "function_call_output", "call_id": r.call_id, "output": r.text}
+        for m in messages
+        if (r := m.result) is not None
+    ]
+
+
 def reasoning_item(r: Reasoning) -> dict[str, Any] | None:
     """The API's own reasoning item a part carries; None for another API's reasoning."""
     if r.api != API or not r.item:
