@@ -19,7 +19,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bot._sections import url_fix
+from bot._sections_llm import url_fix
 from bot.config import find_config, parse_config
 from tools.errors import ConfigError
 
@@ -43,6 +43,7 @@ class Answers:
     base_url: str = "https://api.openai.com/v1"
     model: str = "gpt-4o-mini"
     api_key_env: str = "OPENAI_API_KEY"
+    api: str = "chat"  # OpenAI's own endpoint: "responses" for its reasoning models' tools
     channels: list[_Channel] = field(default_factory=list)
 
     @property
@@ -110,6 +111,10 @@ def ask(term: _Input) -> Answers:
             break
         print(f"  {url_fix(url)}.")
     a.model = term.ask("Model", a.model)
+    if "api.openai.com" in a.base_url and term.yes(
+        "Use OpenAI's Responses API (reasoning models such as gpt-5 use tools only there)?"
+    ):
+        a.api = "responses"
     a.api_key_env = term.env_name(
         "Environment variable holding the API key (empty: none needed)",
         "" if a.local else a.api_key_env,
@@ -135,6 +140,8 @@ def render(a: Answers) -> str:
         f"base_url = {_quote(a.base_url)}",
         f"model = {_quote(a.model)}",
     ]
+    if a.api != "chat":
+        lines.append(f"api = {_quote(a.api)}   # README: Reasoning models")
     if a.api_key_env:
         lines.append(f"api_key_env = {_quote(a.api_key_env)}   # the key stays in the environment")
     if a.local:

@@ -12,7 +12,7 @@ import functools
 from bot.config import Config, ModelEndpoint
 from engine import Model
 from engine.context import ContextSettings, discover_window
-from engine.models import FailoverModel, OpenAIModel
+from engine.models import FailoverModel, OpenAIModel, ResponsesModel
 
 
 def build_model(config: Config) -> Model:
@@ -43,23 +43,53 @@ def endpoint_model(endpoint: ModelEndpoint, where: str = "llm", *, strict_tools:
             timeout_s=endpoint.request_timeout_s,
             max_retries=endpoint.max_retries,
             options=options,
+            thinking=thinking_budget(endpoint),
         )
+    if endpoint.api == "responses":
+        return ResponsesModel(
+            base_url=endpoint.base_url,
+            api_key=key,
+            model=endpoint.model,
+            timeout_s=endpoint.request_timeout_s,
+            max_retries=endpoint.max_retries,
+            options=endpoint.request_options(),
+            effort=endpoint.reasoning_effort,
+            summary=endpoint.reasoning_summary,
+            store=endpoint.store_responses,
+        )
+    options = endpoint.request_options()
+    if endpoint.reasoning_effort is not None:
+        options.setdefault("reasoning_effort", endpoint.reasoning_effort)
     return OpenAIModel(
         base_url=endpoint.base_url,
         api_key=key,
         model=endpoint.model,
         timeout_s=endpoint.request_timeout_s,
         max_retries=endpoint.max_retries,
-        options=endpoint.request_options(),
+        options=options,
         strict_tools=strict_tools,
+        reasoning_back=endpoint.reasoning_back,
     )
 
 
-def openai_compatible(model: Model) -> OpenAIModel | None:
+# Anthropic's thinking budget for an effort, when `thinking_tokens` is not set.
+_BUDGETS = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384, "xhigh": 32768}
+
+
+def thinking_budget(endpoint: ModelEndpoint) -> int | None:
+    """Anthropic's extended thinking budget: `thinking_tokens`, else by `reasoning_effort`
+    (None: thinking off)."""
+    if endpoint.thinking_tokens is not None:
+        return endpoint.thinking_tokens
+    return _BUDGETS.get(endpoint.reasoning_effort or "")
+
+
+def openai_compatible(model: Model) -> OpenAIModel | ResponsesModel | None:
     """The OpenAI-compatible endpoint among the configured models (the primary first), whose
     SDK client also serves `/audio/transcriptions`; None when every model is Anthropic's."""
     candidates = model.models if isinstance(model, FailoverModel) else [model]
-    return next((m for m in candidates if isinstance(m, OpenAIModel)), None)
+    found = (m for m in candidates if isinstance(m, OpenAIModel | ResponsesModel))
+    return next(found, None)
 
 
 def chat_models(config: Config, default: Model) -> dict[str, Model]:

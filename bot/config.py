@@ -26,18 +26,17 @@ from bot._sections import (
     EngineConfig,
     InstanceConfig,
     LimitsConfig,
-    LLMConfig,
     LogConfig,
     MediaConfig,
     MemoryConfig,
     MetricsConfig,
-    ModelEndpoint,
     PriceConfig,
     SchedulesConfig,
     Section,
     SkillsConfig,
     WebConfig,
 )
+from bot._sections_llm import LLMConfig, ModelEndpoint
 from bot._shipped import SHOW_EXAMPLE
 from bot._store_place import StorageConfig, default_state_dir, xdg_config_home
 from channels import DiscordConfig, TelegramConfig, read_secret, resolve_secret

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from channels._prompt import as_plain_text
+from channels._saved import save_file
 from engine import (
     Action,
     Button,
@@ -286,6 +287,13 @@ class ConsoleChannel(Channel):
         self._write(text)
         return MessageRef(chat_id, str(next(self._ids)))
 
+    async def send_thoughts(
+        self, chat_id: str, thoughts: str, *, reply_to: str | None = None
+    ) -> MessageRef:
+        """Dimmed on a terminal, so the answer after it stands out."""
+        self._write(f"\033[2m💭 {thoughts}\033[0m" if self._interactive else f"💭 {thoughts}")
+        return MessageRef(chat_id, str(next(self._ids)))
+
     async def edit(self, ref: MessageRef, text: str, *, formatted: bool = True) -> None:
         if formatted:  # only the final text of a streamed reply is printed
             self._write(text)
@@ -314,26 +322,11 @@ class ConsoleChannel(Channel):
         self, chat_id: str, files: Sequence[OutgoingFile], *, reply_to: str | None = None
     ) -> MessageRef:
         for f in files:
-            path = await asyncio.to_thread(self._save, f)
+            if self.files_dir is None:
+                self.files_dir = Path(tempfile.mkdtemp(prefix="relaybot-files-"))
+            path = await asyncio.to_thread(save_file, self.files_dir, f)
             self._write(f"📎 {f.name} saved to {path}")
         return MessageRef(chat_id, str(next(self._ids)))
-
-    def _save(self, file: OutgoingFile) -> Path:
-        """Write `file` into files_dir under its own name (a number added if it is taken)."""
-        if self.files_dir is None:
-            self.files_dir = Path(tempfile.mkdtemp(prefix="relaybot-files-"))
-        self.files_dir.mkdir(parents=True, exist_ok=True)
-        name = Path(file.name).name or "file"
-        stem, suffix = Path(name).stem, Path(name).suffix
-        for n in itertools.count(1):
-            path = self.files_dir / (name if n == 1 else f"{stem}-{n}{suffix}")
-            try:
-                with path.open("xb") as out:  # never overwrites
-                    out.write(file.data)
-                return path
-            except FileExistsError:
-                continue
-        raise AssertionError("unreachable")
 
 
 _COMMANDS = ", ".join(f"/{c}" for c in Command)

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from engine import Image, InboundMessage, Message, Quote, Role, Text, ToolCall, ToolOutput
+from engine.models import Reasoning
 from engine.store import (
     AccessRequest,
     ChannelError,
@@ -95,7 +96,7 @@ async def test_every_kind_of_part_comes_back_as_it_went_in(store: Store) -> None
         ),
         Message.tool_result("c1", "page text"),
         Message.tool_result("c2", "boom", is_error=True),
-        Message.assistant("done"),
+        Message.assistant("done", (), [Reasoning("anthropic", '{"type": "thinking"}', "hm")]),
     ]
     for msg in sent:
         await store.conversations.append(conv.id, msg)
@@ -103,6 +104,35 @@ async def test_every_kind_of_part_comes_back_as_it_went_in(store: Store) -> None
     assert got == sent
     assert got[0].speaker == "Ann" and got[3].result == ToolOutput("c2", "boom", True)
     assert not conv.is_private
+
+
+async def test_reasoning_comes_back_with_its_calls_verbatim(store: Store) -> None:
+    """What a reasoning model thought is stored with its calls (and read back before them),
+    its API's item byte for byte: the API refuses the calls without it after a restart."""
+    conv = await store.conversations.active("t", "c1")
+    item = '{"response":"resp_1","item":{"type":"reasoning","encrypted_content":"gAAA\\u00e9=="}}'
+    thought = [Reasoning("responses", item, "Summary: add them"), Reasoning("chat", "", "hm")]
+    calls = [ToolCall("call_1", "add", '{"a": 1}'), ToolCall("call_2", "add", '{"a": 2}')]
+    await store.conversations.append(conv.id, Message.user("add"))
+    await store.conversations.append(conv.id, Message.assistant(None, calls, thought))
+    *_, got = await store.conversations.history(conv.id)
+    assert got.parts == [*thought, *calls] and got.reasoning[0].item == item
+    assert got.text is None  # the thoughts are not the answer
+
+
+async def test_tokens_spent_reasoning_add_up_apart(store: Store) -> None:
+    thought = Spent("", 1, 100, 50, nano_usd=1, reasoning_tokens=40)
+    await store.spend.add("t", "g9", "u9", "2026-11-23", "o4", thought)
+    await store.spend.add("t", "g9", "u9", "2026-11-23", "o4", thought)
+    mine = await store.spend.of_user("t", "u9", "2026-11")
+    assert (mine.completion_tokens, mine.reasoning_tokens) == (100, 80)
+
+
+async def test_a_chat_asks_for_the_models_thinking(store: Store) -> None:
+    await store.chat_settings.save(ChatPrefs("t", "g1", thinking=True), "u1")
+    await store.chat_settings.save(ChatPrefs("t", "g2"), "u1")
+    got = {p.chat_id: p.thinking for p in await store.chat_settings.all()}
+    assert got == {"g1": True, "g2": False}
 
 
 async def test_history_is_cut_at_a_user_message_so_no_result_loses_its_call(store: Store) -> None:

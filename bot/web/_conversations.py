@@ -84,6 +84,8 @@ def _said(m: StoredMessage, sees_text: bool) -> Html:
 
     who = {"user": m.speaker or m.user_id or "user", "assistant": "bot", "tool": "tool result"}
     parts: list[object] = [text(m.text)] if m.text or m.role != "assistant" else []
+    if m.thoughts:  # what the model thought first, folded
+        parts.insert(0, tag("details", tag("summary", "thinking"), text(m.thoughts)))
     for _call, name, arguments in m.tool_calls:
         parts.append(tag("div", "calls ", tag("code", name), " ", text(arguments), class_="call"))
     if m.role == "tool" and m.is_error:

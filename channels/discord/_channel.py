@@ -54,6 +54,7 @@ from engine import (
 from engine.metrics import api_retry
 
 log = logging.getLogger("channels.discord")
+THOUGHTS_CHARS = LIMIT - 100  # of a thinking view: with its markup, within one message
 
 _CONNECT_WAIT_S = 30.0
 
@@ -271,6 +272,13 @@ class DiscordChannel(Channel):
 
     async def typing(self, chat_id: str) -> None:
         await self._outbox.typing(chat_id)
+
+    async def send_thoughts(
+        self, chat_id: str, thoughts: str, *, reply_to: str | None = None
+    ) -> MessageRef:
+        """A spoiler: hidden until the user opens it (cut to fit one message)."""
+        body = discord.utils.escape_markdown(thoughts[:THOUGHTS_CHARS])
+        return await self.send(chat_id, f"💭 ||{body}||", reply_to=reply_to)
 
     async def delete(self, ref: MessageRef) -> None:
         await self._outbox.delete_part(ref.chat_id, ref.message_id)  # already gone: fine

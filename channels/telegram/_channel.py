@@ -258,6 +258,12 @@ class TelegramChannel(Channel):
     async def typing(self, chat_id: str) -> None:
         await self._outbox.typing(chat_id)
 
+    async def send_thoughts(
+        self, chat_id: str, thoughts: str, *, reply_to: str | None = None
+    ) -> MessageRef:
+        """An expandable block quotation: one line shows, a tap opens the rest."""
+        return await self._outbox.send_thoughts(chat_id, thoughts, reply_to)
+
     async def send_private(self, user_id: str, reply: Reply) -> MessageRef:
         """A user's private chat with the bot has their user id (they must have started it)."""
         return await self._outbox.send_menu(user_id, reply.text, None, menu(reply))

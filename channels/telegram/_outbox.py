@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import html
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -39,6 +40,7 @@ _REMEMBERED = 1024  # messages whose shown text is kept, to skip unchanged edits
 _NO_BUTTONS = InlineKeyboardMarkup([])
 _PHOTO_TYPES = frozenset({"image/jpeg", "image/png", "image/webp"})
 _VOICE_TYPE = "audio/ogg"  # Opus in Ogg: played as a voice note
+THOUGHTS_CHARS = 3500  # of a thinking view: with its markup, within one message's 4096
 _PHOTO_MAX = 10 * 1024 * 1024  # sendPhoto's limit; larger pictures go as documents
 
 
@@ -132,6 +134,12 @@ class Outbox:
         ref = MessageRef(chat_id, str(sent.message_id))
         self._remember_document(ref)
         return ref
+
+    async def send_thoughts(self, chat_id: str, thoughts: str, reply_to: str | None) -> MessageRef:
+        """The model's reasoning as an expandable block quotation (cut to fit one message)."""
+        body = html.escape(thoughts[:THOUGHTS_CHARS])
+        quoted = Part(f"<blockquote expandable>💭 {body}</blockquote>", True)
+        return MessageRef(chat_id, await self.send_part(chat_id, quoted, reply_to))
 
     async def send_menu(
         self, chat_id: str, text: str, reply_to: str | None, markup: InlineKeyboardMarkup

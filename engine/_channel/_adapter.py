@@ -143,6 +143,14 @@ class Channel(abc.ABC):
     ) -> MessageRef:
         """Send `files` in order, natively (pictures as pictures); returns the last one's ref."""
 
+    async def send_thoughts(
+        self, chat_id: str, thoughts: str, *, reply_to: str | None = None
+    ) -> MessageRef:
+        """Show a short view of the model's reasoning before its answer (``/settings thinking
+        on``), folded away where the platform can (Telegram: an expandable quotation; Discord:
+        a spoiler; a terminal: dimmed). The default: a plain message that says what it is."""
+        return await self.send(chat_id, f"💭 {thoughts}", reply_to=reply_to, formatted=False)
+
     async def delete(self, ref: MessageRef) -> None:
         """Delete a message the bot sent that is done with (a turn's progress line). A platform
         that cannot keeps this default, which leaves it."""

@@ -1,6 +1,6 @@
 """Each chat's own settings: a persona, a model, (in groups) which messages it answers,
-(with [media] speech_model) when its answers are spoken too, and the language of relaybot's own
-words (chat/_languages.py).
+(with [media] speech_model) when its answers are spoken too, the language of relaybot's own
+words (chat/_languages.py), and whether a short view of the model's reasoning is shown.
 
 /settings shows them with buttons for the choices that are a list (the model, the reply mode,
 clearing the persona) and takes free text as arguments (`/settings persona You are a pirate`),
@@ -42,6 +42,7 @@ USAGE = N_(
     "/settings model <name> (or model default), /settings mode mentions|all (groups), "
     "/settings language {languages} (or language auto)."
 )
+THINKING_USAGE = N_("/settings thinking on|off: show a short view of the model's reasoning.")
 VOICE_USAGE = N_("/settings voice voice|always|never: when answers are spoken too.")
 _PRIVACY = N_(
     "On Telegram, the bot sees every group message only with privacy mode off (@BotFather → "
@@ -211,7 +212,12 @@ class ChatSettings:
         ]
         if prefs.language:
             buttons.append(Button(_("Language: automatic"), f"{_SET}language:auto"))
-        lines.append(_usage(language) + (" " + _(VOICE_USAGE) if self.speaks else ""))
+        shown = _("shown") if prefs.thinking else _("hidden")
+        lines.append(_("• The model's thinking: {shown}").format(shown=shown))
+        flip = ("off", _("Hide thinking")) if prefs.thinking else ("on", _("Show thinking"))
+        buttons.append(Button(flip[1], f"{_SET}thinking:{flip[0]}"))
+        usage = [_usage(language), _(THINKING_USAGE), *([_(VOICE_USAGE)] if self.speaks else [])]
+        lines.append(" ".join(usage))
         return Reply(f"{note}\n" * bool(note) + "\n".join(lines), tuple(buttons))
 
     # -- changes --------------------------------------------------------------------------
@@ -250,6 +256,10 @@ class ChatSettings:
                 return {"reply_mode": ReplyMode(value.lower())}
             except ValueError:
                 return _("The reply mode is mentions or all.")
+        if what == "thinking":
+            if value.lower() not in ("on", "off"):
+                return _("Thinking is shown (on) or not (off).")
+            return {"thinking": value.lower() == "on"}
         if what == "voice" and self.speaks:
             try:
                 return {"voice": VoiceReplies(value.lower().removeprefix("to ").strip() or "?")}

@@ -177,13 +177,15 @@ def _figures(t: UsageTotals, _: Callable[[str], str]) -> str:
 
 
 def _cost(s: Spent, _: Callable[[str], str]) -> str:
-    """ ", $0.0042" (and the pictures and speech paid for), ", not priced" when the requests
-    cost nothing known, or "" when there were none."""
+    """ ", $0.0042" (and the tokens spent reasoning, the pictures and speech paid for), ", not
+    priced" when the requests cost nothing known, or "" when there were none."""
     if not s.requests:
         return ""
     pictures = _("{n} pictures").format(n=s.images)
     spoken = _("{n} characters spoken").format(n=f"{s.chars:,}")
-    extra = [pictures] * bool(s.images) + [spoken] * bool(s.chars)
+    thought = _("{n} tokens spent reasoning").format(n=f"{s.reasoning_tokens:,}")
+    extra = [thought] * bool(s.reasoning_tokens) + [pictures] * bool(s.images)
+    extra += [spoken] * bool(s.chars)
     # nothing charged: a model without a price ([pricing]), e.g. a local one; never "$0.00"
     cost = dollars(s.nano_usd) if s.nano_usd else _("not priced")
     return f", {cost}" + "".join(f", {e}" for e in extra)

@@ -67,6 +67,7 @@ class Meter:
             amount.chars,
             amount.seconds,
             nano or 0,
+            u.reasoning_tokens,
         )
         metrics.cost_added(model, (nano or 0) / NANO)
         try:

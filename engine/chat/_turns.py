@@ -29,6 +29,7 @@ from engine.chat._progress import Progress
 from engine.chat._reactions import StatusReactions
 from engine.chat._speech import VoiceAnswers
 from engine.chat._spend import Meter, charging
+from engine.chat._thinking import show_thoughts
 from engine.chat._tooling import PromptPart, Tooling
 from engine.context import RecentImages, Window
 from engine.i18n import language_line
@@ -222,6 +223,7 @@ class TurnRunner:
             await self.confirmations.ask(conv, result.pending, user_name, reply_to)
             await self.store.inbox.answered([r.id for r in answering])
         elif answer and result.text is not None:
+            await show_thoughts(self.chat_settings, channel, ctx.key, result.thoughts, reply_to)
             shown = live is not None and await live.finish(result.text)
             if shown and live is not None and live.ref is not None:
                 await self._delivered(answer[-1], live.ref.message_id, answering)

@@ -105,7 +105,7 @@ def ensure_pairing(history: list[Message]) -> list[Message]:
                 repaired += [c.id for c in calls if c.id in seen]
                 if not fresh and not msg.text:
                     continue
-                msg = Message.assistant(msg.text, fresh)
+                msg = Message.assistant(msg.text, fresh, msg.reasoning)
             seen.update(c.id for c in fresh)
             open_ids.extend(c.id for c in fresh)
         out.append(msg)

@@ -17,7 +17,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from engine.models import Image, Message, ToolCall, ToolSpec
+from engine.models import Image, Message, Reasoning, ToolCall, ToolSpec
 from engine.store import ContextStore, TokenRatio
 
 log = logging.getLogger(__name__)
@@ -42,6 +42,8 @@ def message_tokens(msg: Message) -> int:
             n += IMAGE_TOKENS
         elif isinstance(part, ToolCall):
             n += MESSAGE_OVERHEAD + text_tokens(part.name) + text_tokens(part.arguments)
+        elif isinstance(part, Reasoning):  # its thoughts (an encrypted item costs about as much)
+            n += text_tokens(part.summary)
         else:
             n += text_tokens(part.text)
     return n

@@ -152,9 +152,10 @@ class ToolLoop:
             state.iteration += 1
             reply = await self._request(state, self._tool_specs(state.ctx))
             if not reply.tool_calls:
-                return await self._finish(state, answer_text(reply))
+                return await self._finish(state, answer_text(reply), reply)
             calls = reply.tool_calls
-            await state.add(Message.assistant(reply.text, [sanitised(c) for c in calls]))
+            sane = [sanitised(c) for c in calls]
+            await state.add(Message.assistant(reply.text, sane, reply.reasoning))
             if reply.finish_reason is FinishReason.LENGTH:
                 for c in calls:
                     await self.calls.add_result(
@@ -167,10 +168,13 @@ class ToolLoop:
             if state.stop_text is not None:
                 return await self._finish(state, state.stop_text)
         reply = await self._request(state, [], extra=SUM_UP)
-        return await self._finish(state, answer_text(reply))
+        return await self._finish(state, answer_text(reply), reply)
 
-    async def _finish(self, state: TurnState, text: str) -> TurnResult:
-        await state.add(Message.assistant(text))
+    async def _finish(
+        self, state: TurnState, text: str, reply: ModelResponse | None = None
+    ) -> TurnResult:
+        """The answer, stored with what the model thought before it (its reasoning items)."""
+        await state.add(Message.assistant(text, (), reply.reasoning if reply else ()))
         return state.result(text)
 
     def _tool_specs(self, ctx: TurnContext) -> list[ToolSpec]:

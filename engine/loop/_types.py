@@ -71,3 +71,9 @@ class TurnResult:
     usage: Usage = field(default_factory=Usage)  # summed over the turn's requests
     tool_calls: list[str] = field(default_factory=list)  # names of the tools called, in order
     approved: ToolResult | None = None  # the outcome of the approved call a resume ran
+
+    @property
+    def thoughts(self) -> str:
+        """What the model thought in this turn, as a reader may be shown it ("" when nothing)."""
+        said = (r.summary.strip() for m in self.messages for r in m.reasoning)
+        return "\n\n".join(s for s in said if s)

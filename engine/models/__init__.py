@@ -1,12 +1,12 @@
 """The model layer: what the loop sends a model and gets back, and the providers that speak it.
 
-``_types`` is the provider-neutral contract (messages, requests, responses); ``_openai`` and
-``_anthropic`` map it to each SDK (the SDKs imported only when a model of theirs is built;
-``_anthropic`` itself, and ``_scripted``, on first use of their names), ``_failover``
-makes one model of several, ``_scripted`` answers in-process for tests, ``_transcribe`` turns
-voice into text through the same endpoint (``_speech`` text into voice, ``_images`` words into
-pictures), ``_pricing`` says what each request costs and whom
-it is charged to.
+``_types`` is the provider-neutral contract (messages, requests, responses); ``_openai`` (Chat
+Completions), ``_responses`` (OpenAI's Responses API) and ``_anthropic`` map it to each SDK (the
+SDKs imported only when a model of theirs is built; ``_anthropic`` itself, and ``_scripted``, on
+first use of their names), ``_failover`` makes one model of several, ``_scripted`` answers
+in-process for tests, ``_transcribe`` turns voice into text through the same endpoint
+(``_speech`` text into voice, ``_images`` words into pictures), ``_pricing`` says what each
+request costs and whom it is charged to.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from engine.models._pricing import (
     dollars,
     spend,
 )
+from engine.models._responses import ResponsesModel
 from engine.models._speech import OGG_OPUS, OpenAISpeaker, Speaker
 from engine.models._transcribe import OpenAITranscriber, Transcriber
 from engine.models._types import (
@@ -39,6 +40,7 @@ from engine.models._types import (
     ModelResponse,
     OnText,
     Part,
+    Reasoning,
     Role,
     Text,
     ToolCall,
@@ -90,6 +92,8 @@ __all__ = [
     "Part",
     "Price",
     "Prices",
+    "Reasoning",
+    "ResponsesModel",
     "Role",
     "ScriptedModel",
     "Speaker",

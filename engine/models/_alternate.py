@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from engine.models._types import Image, Message, Part, Role, Text, ToolCall, ToolOutput
+from engine.models._types import Image, Message, Part, Reasoning, Role, Text, ToolCall, ToolOutput
 
 EARLIER = "(earlier messages are not shown)"
 EMPTY_MESSAGE = "(empty message)"
@@ -82,9 +82,11 @@ def _with_text(msg: Message) -> Message:
 
 
 def _joined(a: Message, b: Message) -> Message:
-    """Two messages of one role as one: texts joined by a blank line, the rest in order."""
+    """Two messages of one role as one: reasoning first (as the APIs want it), texts joined by a
+    blank line, the rest in order."""
+    thoughts: list[Part] = [p for m in (a, b) for p in m.parts if isinstance(p, Reasoning)]
     texts = [p.text for m in (a, b) for p in m.parts if isinstance(p, Text)]
     images: list[Part] = [p for m in (a, b) for p in m.parts if isinstance(p, Image)]
     calls: list[Part] = [p for m in (a, b) for p in m.parts if isinstance(p, ToolCall)]
     parts: list[Part] = [Text("\n\n".join(texts))] if texts else []
-    return Message(a.role, [*parts, *images, *calls])
+    return Message(a.role, [*thoughts, *parts, *images, *calls])

@@ -1,32 +1,15 @@
 """The Anthropic Messages provider: Claude models through the official ``anthropic`` SDK.
 
-Everything Anthropic-shaped lives here. The translation of a neutral request:
+Everything Anthropic-shaped lives here; the request's translation (thinking blocks included) in
+engine/models/_anthropic_shapes.py.
 
-- the system prompt goes in the top-level ``system`` field, as one text block;
-- a tool spec becomes ``{name, description, input_schema}``;
-- a user message becomes a user turn of text and image blocks (inline bytes as base64, URLs
-  as URL sources); an assistant message an assistant turn of text and ``tool_use`` blocks
-  (the stored argument text parsed into ``input``); a tool message a ``tool_result`` block
-  (``is_error`` when the tool failed) in a user turn;
-- consecutive messages of one role are merged into one turn, so parallel tool results travel
-  in one user turn and a background result after an answer joins that answer's turn;
-- what the API refuses is avoided: blank text is left out (a blank newest message becomes a
-  placeholder), a history cut before its first user message starts with a placeholder user
-  turn, and an id with other characters than letters, digits, ``_`` and ``-`` is rewritten,
-  the same way in a call and in its result;
-- a history with tool blocks sent without tools (the iteration bound's last request) declares
-  the tools it used, with ``tool_choice`` none: the API refuses tool blocks without tools;
-- prompt caching: the tool definitions, the system prompt and the newest message are marked
-  cacheable, so a chat pays full price for them once per cache lifetime and each request
-  of a turn reads the history before it from the cache.
-
-And back: text blocks joined, ``tool_use`` blocks as calls, ``stop_reason`` as a
-:class:`FinishReason`, usage with cache reads and writes. Errors map by the API's error type
-(also for one sent inside a stream): overloaded and api errors → ModelServerError, rate limits
-→ ModelRateLimited, authentication → ModelAuthError, "prompt is too long" → ContextOverflow,
-any other refusal → ModelRefused; no answer at all → ModelUnreachable or ModelTimedOut
-(engine/models/_failures.py). The messages are first shaped as every template accepts them
-(engine/models/_alternate.py), then merged into turns as below.
+The answer back: text blocks joined, ``tool_use`` blocks as calls, thinking blocks as reasoning
+kept with the message (``thinking``: the budget of extended thinking, None for none),
+``stop_reason`` as a :class:`FinishReason`, usage with cache reads and writes. Errors map by the
+API's error type (also for one sent inside a stream): overloaded and api errors →
+ModelServerError, rate limits → ModelRateLimited, authentication → ModelAuthError, "prompt is
+too long" → ContextOverflow, any other refusal → ModelRefused; no answer at all →
+ModelUnreachable or ModelTimedOut (engine/models/_failures.py).
 
 The SDK is an optional extra (``pip install 'relaybot[anthropic]'``); it is imported on first
 use, in a thread (:meth:`AnthropicModel.warm_up`), because importing it takes seconds.
@@ -35,33 +18,23 @@ use, in a thread (:meth:`AnthropicModel.warm_up`), because importing it takes se
 from __future__ import annotations
 
 import asyncio
-import base64
 import importlib
 import json
 import logging
-import re
-from collections.abc import Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from engine.models._alternate import alternating
+from engine.models._anthropic_shapes import EARLIER, NO_OUTPUT, thinking_blocks, to_anthropic
 from engine.models._failures import connection_failure, status_failure
 from engine.models._pricing import Amount, spend
 from engine.models._stream import emit
 from engine.models._types import (
     FinishReason,
-    Image,
-    Message,
     ModelRequest,
     ModelResponse,
     OnText,
-    Role,
-    Text,
     ToolCall,
-    ToolOutput,
-    ToolSpec,
     Usage,
-    sanitised,
 )
 from tools.errors import (
     ConfigError,
@@ -79,10 +52,7 @@ log = logging.getLogger(__name__)
 
 EXTRA = "pip install 'relaybot[anthropic]'"
 DEFAULT_MAX_TOKENS = 4096
-CACHE = {"type": "ephemeral"}
-EMPTY_MESSAGE = "(empty message)"
-NO_OUTPUT = "(no output)"
-EARLIER = "(earlier messages are not shown)"
+__all__ = ["DEFAULT_MAX_TOKENS", "EARLIER", "NO_OUTPUT", "AnthropicModel"]
 
 _FINISH = {
     "end_turn": FinishReason.STOP,
@@ -92,14 +62,14 @@ _FINISH = {
     "model_context_window_exceeded": FinishReason.LENGTH,
     "refusal": FinishReason.REFUSAL,
 }
-_NOT_AN_ID = re.compile(r"[^A-Za-z0-9_-]")
 
 
 class AnthropicModel:
     """A :class:`engine.Model` over Anthropic's Messages API.
 
     `max_tokens` is the longest answer (the API requires one); `options` (temperature, top_p,
-    ...) go into every request; `cache` marks the prompt's stable parts for prompt caching.
+    ...) go into every request; `cache` marks the prompt's stable parts for prompt caching;
+    `thinking` is extended thinking's budget (None: off), given on top of `max_tokens`.
     """
 
     def __init__(
@@ -113,9 +83,11 @@ class AnthropicModel:
         max_retries: int = 2,
         options: dict[str, Any] | None = None,
         cache: bool = True,
+        thinking: int | None = None,
         http_client: Any = None,
     ) -> None:
         self.name = model
+        self.thinking = thinking
         self.max_tokens = max_tokens
         self.max_retries = max_retries
         self.options = dict(options or {})
@@ -152,8 +124,10 @@ class AnthropicModel:
         body = {
             "model": self.name,
             "max_tokens": request.max_output_tokens or self.max_tokens,
-            **to_anthropic(request, cache=self.cache),
+            **to_anthropic(request, cache=self.cache, thinking=self.thinking),
         }
+        if "thinking" in body:  # the budget comes on top of the answer's room
+            body["max_tokens"] += body["thinking"]["budget_tokens"]
         if self.options:
             body["extra_body"] = self.options
         await self.warm_up()
@@ -201,89 +175,6 @@ class AnthropicModel:
         raise AssertionError("unreachable")
 
 
-def to_anthropic(request: ModelRequest, *, cache: bool = True) -> dict[str, Any]:
-    """The Messages API fields for `request`: system, messages and tools (with tool_choice)."""
-    out: dict[str, Any] = {
-        "messages": _turns(alternating(request.messages, reply_after_tools=False))
-    }
-    if request.system:
-        block: dict[str, Any] = {"type": "text", "text": request.system}
-        out["system"] = [{**block, "cache_control": CACHE}] if cache else [block]
-    tools = [_tool(t) for t in request.tools]
-    if not tools:  # the API refuses tool blocks in a request without tools
-        used = dict.fromkeys(p.name for m in request.messages for p in m.tool_calls)
-        if used:
-            tools = [{"name": n, "input_schema": {"type": "object"}} for n in used]
-            out["tool_choice"] = {"type": "none"}
-    if tools:
-        if cache:
-            tools[-1] = {**tools[-1], "cache_control": CACHE}
-        out["tools"] = tools
-    if cache and out["messages"]:
-        last = out["messages"][-1]["content"]
-        last[-1] = {**last[-1], "cache_control": CACHE}
-    return out
-
-
-def _tool(spec: ToolSpec) -> dict[str, Any]:
-    return {"name": spec.name, "description": spec.description, "input_schema": spec.parameters}
-
-
-def _turns(messages: Sequence[Message]) -> list[dict[str, Any]]:
-    """Neutral messages as alternating user and assistant turns."""
-    turns: list[dict[str, Any]] = []
-    for m in messages:
-        role = "assistant" if m.role is Role.ASSISTANT else "user"
-        blocks = _blocks(m)
-        if not blocks:
-            continue  # nothing but blank text: the API refuses an empty turn
-        if turns and turns[-1]["role"] == role:
-            turns[-1]["content"].extend(blocks)
-        else:
-            turns.append({"role": role, "content": blocks})
-    if turns and turns[0]["role"] == "assistant":  # the history was cut before a user message
-        turns.insert(0, {"role": "user", "content": [{"type": "text", "text": EARLIER}]})
-    if not turns or turns[-1]["role"] == "assistant":  # the newest message was blank
-        turns.append({"role": "user", "content": [{"type": "text", "text": EMPTY_MESSAGE}]})
-    return turns
-
-
-def _blocks(m: Message) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for part in m.parts:
-        match part:
-            case Text(text=text) if text.strip():
-                out.append({"type": "text", "text": text})
-            case Image() if m.role is Role.USER:
-                out.append({"type": "image", "source": _image_source(part)})
-            case ToolCall():
-                args = json.loads(sanitised(part).arguments)
-                out.append(
-                    {"type": "tool_use", "id": _id(part.id), "name": part.name, "input": args}
-                )
-            case ToolOutput():
-                result: dict[str, Any] = {
-                    "type": "tool_result",
-                    "tool_use_id": _id(part.call_id),
-                    "content": part.text if part.text.strip() else NO_OUTPUT,
-                }
-                if part.is_error:
-                    result["is_error"] = True
-                out.append(result)
-    return out
-
-
-def _image_source(image: Image) -> dict[str, Any]:
-    if image.data is not None:
-        data = base64.b64encode(image.data).decode()
-        return {"type": "base64", "media_type": image.media_type, "data": data}
-    return {"type": "url", "url": image.url or ""}
-
-
-def _id(call_id: str) -> str:
-    return _NOT_AN_ID.sub("_", call_id) or "call"
-
-
 def _response(msg: Any) -> ModelResponse:
     texts: list[str] = []
     calls: list[ToolCall] = []
@@ -293,7 +184,9 @@ def _response(msg: Any) -> ModelResponse:
         elif block.type == "tool_use":
             calls.append(ToolCall(block.id, block.name, json.dumps(block.input)))
     reason = _FINISH.get(msg.stop_reason or "", FinishReason.OTHER)
-    return ModelResponse("".join(texts) or None, calls, reason, _usage(msg.usage), msg.model or "")
+    thoughts = tuple(thinking_blocks(msg.content))
+    text = "".join(texts) or None
+    return ModelResponse(text, calls, reason, _usage(msg.usage), msg.model or "", thoughts)
 
 
 def _usage(raw: Any) -> Usage:

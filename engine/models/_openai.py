@@ -36,6 +36,7 @@ from engine.models._openai_shapes import (
 )
 from engine.models._pricing import Amount, spend
 from engine.models._stream import CallAccumulator, emit
+from engine.models._thoughts import FIELDS, ThinkFilter, reasoning
 from engine.models._types import (
     ModelRequest,
     ModelResponse,
@@ -77,9 +78,11 @@ class OpenAIModel:
         max_retries: int = 2,
         options: dict[str, Any] | None = None,
         strict_tools: bool = False,
+        reasoning_back: bool = False,
         http_client: Any = None,
     ) -> None:
         self.name = model
+        self.reasoning_back = reasoning_back  # thoughts go back in their field (DeepSeek)
         self.max_retries = max_retries
         self.options = dict(options or {})
         self.strict_tools = strict_tools
@@ -140,7 +143,9 @@ class OpenAIModel:
         body: dict[str, Any] = {
             **self.options,
             "model": self.name,
-            "messages": to_openai(request.system, request.messages),
+            "messages": to_openai(
+                request.system, request.messages, reasoning_back=self.reasoning_back
+            ),
         }
         if (cap := self._cap(request)) is not None:
             for key in _CAPS:
@@ -255,6 +260,8 @@ class OpenAIModel:
         for attempt in range(self.max_retries + 1):
             stream = await self._post(body, stream=True)
             text: list[str] = []
+            thinking = ThinkFilter()
+            fields: dict[str, list[str]] = {}  # thoughts by the field they came in
             calls = CallAccumulator()
             finish: str | None = None
             usage = Usage()
@@ -268,9 +275,11 @@ class OpenAIModel:
                         choice = chunk.choices[0]
                         delta = choice.delta
                         if delta is not None:
-                            if delta.content:
-                                text.append(delta.content)
-                                await emit(on_text, delta.content)
+                            if delta.content and (shown := thinking.feed(delta.content)):
+                                text.append(shown)
+                                await emit(on_text, shown)
+                            if delta.model_extra:
+                                _thought(delta.model_extra, fields)
                             for tc in delta.tool_calls or ():
                                 calls.add(tc)
                         if choice.finish_reason:
@@ -280,10 +289,26 @@ class OpenAIModel:
                     raise
                 log.warning("the stream broke before its first token (%s); starting again", exc)
                 continue
+            if rest := thinking.finish():
+                text.append(rest)
+                await emit(on_text, rest)
+            field = next(iter(fields), None)
+            thoughts = "".join(fields[field]) if field else thinking.thought
             return ModelResponse(
-                "".join(text) or None, calls.finish(), finish_reason(finish), usage
+                "".join(text) or None,
+                calls.finish(),
+                finish_reason(finish),
+                usage,
+                reasoning=reasoning(thoughts, field),
             )
         raise AssertionError("unreachable")
+
+
+def _thought(extra: dict[str, Any], fields: dict[str, list[str]]) -> None:
+    """A streamed delta's thoughts, in the field a server put them (``reasoning_content``)."""
+    for field in FIELDS:
+        if isinstance(piece := extra.get(field), str) and piece:
+            fields.setdefault(field, []).append(piece)
 
 
 def _openai() -> ModuleType:

@@ -12,6 +12,7 @@ from typing import Any
 
 from engine.models._alternate import alternating
 from engine.models._failures import status_failure
+from engine.models._thoughts import FIELDS, reasoning, sent_back, split
 from engine.models._types import (
     FinishReason,
     Image,
@@ -61,16 +62,37 @@ def parse(resp: Any) -> ModelResponse:
         if (c.get("type") or "function") == "function" and (fn := c.get("function") or {})
     ]
     text = msg.get("content") or msg.get("refusal")
-    return ModelResponse(text, calls, finish_reason(choice.get("finish_reason")), usage, model)
+    field = next((f for f in FIELDS if msg.get(f)), None)
+    thoughts = msg[field] if field else ""
+    if text and "think>" in text:  # thoughts inline: taken out of the answer
+        text, inline = split(text)
+        thoughts = thoughts or inline
+    finish = finish_reason(choice.get("finish_reason"))
+    return ModelResponse(text, calls, finish, usage, model, reasoning(thoughts, field))
 
 
-def to_openai(system: str, messages: Any) -> list[dict[str, Any]]:
+def to_openai(system: str, messages: Any, *, reasoning_back: bool = False) -> list[dict[str, Any]]:
     """Neutral messages as the chat-completions `messages` list: the system prompt once, first,
-    then messages as strict chat templates accept them (engine/models/_alternate.py)."""
+    then messages as strict chat templates accept them (engine/models/_alternate.py); with
+    `reasoning_back`, an assistant message of the turn in progress with the reasoning field its
+    thoughts came in (engine/models/_thoughts.py)."""
     out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
     for m in alternating(messages):
         out.append(_message(m))
+    if reasoning_back:
+        _reasoning_back(messages, out)
     return out
+
+
+def _reasoning_back(messages: Any, out: list[dict[str, Any]]) -> None:
+    """Each assistant message after the newest user message gets its reasoning field back."""
+    sent = [o for o in out if o["role"] != "system"]
+    newest = max((i for i, o in enumerate(sent) if o["role"] == "user"), default=-1)
+    mine = [m for m in messages if m.role is Role.ASSISTANT and m.tool_calls]
+    theirs = [o for o in sent[newest + 1 :] if o["role"] == "assistant" and o.get("tool_calls")]
+    for o, m in zip(reversed(theirs), reversed(mine), strict=False):
+        for r in m.reasoning:
+            o.update(sent_back(r))
 
 
 def _message(m: Message) -> dict[str, Any]:
@@ -114,15 +136,19 @@ def finish_reason(reason: str | None) -> FinishReason:
 
 
 def read_usage(raw: Any) -> Usage:
-    """Usage from a typed chunk's or a JSON answer's ``usage``."""
+    """Usage from a typed chunk's or a JSON answer's ``usage`` (reasoning tokens apart)."""
     if raw is None:
         return Usage()
     if isinstance(raw, dict):
         cached = (raw.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
-        return Usage(raw.get("prompt_tokens") or 0, raw.get("completion_tokens") or 0, cached)
+        thought = (raw.get("completion_tokens_details") or {}).get("reasoning_tokens") or 0
+        prompt, completion = raw.get("prompt_tokens") or 0, raw.get("completion_tokens") or 0
+        return Usage(prompt, completion, cached, 0, thought)
     details = getattr(raw, "prompt_tokens_details", None)
     cached = getattr(details, "cached_tokens", None) or 0
-    return Usage(raw.prompt_tokens or 0, raw.completion_tokens or 0, cached)
+    out = getattr(raw, "completion_tokens_details", None)
+    thought = getattr(out, "reasoning_tokens", None) or 0
+    return Usage(raw.prompt_tokens or 0, raw.completion_tokens or 0, cached, 0, thought)
 
 
 def status_error(status: int, body: Any, message: str) -> LLMError:

@@ -1,11 +1,12 @@
 """The provider-neutral model layer: what the loop sends a model and what it gets back.
 
 A conversation is a list of :class:`Message`, each a role and a list of parts (text, image, tool
-call, tool result). The store keeps messages in this shape; each provider (``models/_openai.py``,
-``models/_anthropic.py``) translates them on the way out and the reply on the way back, so the
-loop, the store and the stored history never see a provider's format, and a conversation started
-on one provider goes on with another. The system prompt travels apart
-from the messages (:attr:`ModelRequest.system`), as most providers want it.
+call, tool result, the model's reasoning). The store keeps messages in this shape; each provider
+(``models/_openai.py``, ``models/_responses.py``, ``models/_anthropic.py``) translates them on
+the way out and the reply on the way back, so the loop, the store and the stored history never
+see a provider's format, and a conversation started on one provider goes on with another (a
+reasoning item goes back only to the API that made it). The system prompt travels apart from the
+messages (:attr:`ModelRequest.system`), as most providers want it.
 
 A :class:`Model` raises :class:`tools.LLMError` (or a subclass) when a request fails after its
 own retries; the error's text is for the log, never for a chat.
@@ -65,7 +66,23 @@ class ToolOutput:
     is_error: bool = False
 
 
-Part = Text | Image | ToolCall | ToolOutput
+@dataclass(frozen=True, slots=True)
+class Reasoning:
+    """What a model thought before the text and calls of its message.
+
+    `api` names whose item it is ("responses", "anthropic", "chat"); `item` is that API's own
+    item as JSON text (a Responses ``reasoning`` item with its encrypted content, an Anthropic
+    ``thinking`` or ``redacted_thinking`` block with its signature), sent back verbatim to that
+    API alone and never to another ("" when nothing is to be sent back: an open model's
+    thoughts); `summary` is what a reader may be shown of it (a summary, or the thoughts).
+    """
+
+    api: str
+    item: str = field(default="", repr=False)
+    summary: str = ""
+
+
+Part = Text | Image | ToolCall | ToolOutput | Reasoning
 
 
 @dataclass(slots=True)
@@ -86,9 +103,13 @@ class Message:
         return cls(Role.USER, [Text(text), *images], speaker)
 
     @classmethod
-    def assistant(cls, text: str | None, calls: Sequence[ToolCall] = ()) -> Message:
+    def assistant(
+        cls, text: str | None, calls: Sequence[ToolCall] = (), reasoning: Sequence[Reasoning] = ()
+    ) -> Message:
+        """The model's message: its reasoning first (as the APIs want it back), then its text,
+        then its calls."""
         parts: list[Part] = [Text(text)] if text else []
-        return cls(Role.ASSISTANT, [*parts, *calls])
+        return cls(Role.ASSISTANT, [*reasoning, *parts, *calls])
 
     @classmethod
     def tool_result(cls, call_id: str, text: str, *, is_error: bool = False) -> Message:
@@ -108,6 +129,10 @@ class Message:
     def result(self) -> ToolOutput | None:
         """The tool result a tool message carries."""
         return next((p for p in self.parts if isinstance(p, ToolOutput)), None)
+
+    @property
+    def reasoning(self) -> list[Reasoning]:
+        return [p for p in self.parts if isinstance(p, Reasoning)]
 
     @property
     def images(self) -> list[Image]:
@@ -157,6 +182,7 @@ class Usage:
     completion_tokens: int = 0
     cached_tokens: int = 0
     cache_write_tokens: int = 0
+    reasoning_tokens: int = 0  # of completion_tokens, spent thinking
 
     @property
     def total(self) -> int:
@@ -168,6 +194,7 @@ class Usage:
             self.completion_tokens + other.completion_tokens,
             self.cached_tokens + other.cached_tokens,
             self.cache_write_tokens + other.cache_write_tokens,
+            self.reasoning_tokens + other.reasoning_tokens,
         )
 
 
@@ -178,6 +205,12 @@ class ModelResponse:
     finish_reason: FinishReason
     usage: Usage = Usage()
     model: str = ""
+    reasoning: tuple[Reasoning, ...] = ()  # what the model thought first, in its order
+
+    @property
+    def thoughts(self) -> str:
+        """What a reader may be shown of the reasoning ("" when none)."""
+        return "\n\n".join(r.summary for r in self.reasoning if r.summary.strip())
 
 
 class Model(Protocol):

@@ -39,6 +39,7 @@ class StoredMessage:
     user_id: str | None
     created_at: float
     stopped_at: float | None = None  # the user stopped its turn: no request carries it
+    thoughts: str = ""  # what the model thought before it (its reasoning's summaries)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +135,8 @@ class Browse:
         """The conversation's last `limit` messages, oldest first."""
         rows = await self.db.fetch(
             "SELECT id, role, content, tool_calls, tool_call_id, is_error, speaker, user_id, "
-            "created_at, stopped_at FROM messages WHERE conversation_id=? ORDER BY id DESC LIMIT ?",
+            "created_at, stopped_at, reasoning FROM messages WHERE conversation_id=? "
+            "ORDER BY id DESC LIMIT ?",
             conversation_id,
             limit,
         )
@@ -150,6 +152,7 @@ class Browse:
                 r["user_id"],
                 r["created_at"],
                 r["stopped_at"],
+                _thoughts(r["reasoning"]),
             )
             for r in reversed(rows)
         ]
@@ -208,3 +211,9 @@ def _conversation(r: Row) -> ConversationView:
         r["last_at"],
         int(r["n"]),
     )
+
+
+def _thoughts(stored: str | None) -> str:
+    """The readable part of a message's stored reasoning (never an API's encrypted item)."""
+    said = [summary for _api, _item, summary in json.loads(stored)] if stored else []
+    return "\n\n".join(s for s in said if s.strip())

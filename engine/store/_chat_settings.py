@@ -15,7 +15,7 @@ class ChatSettings:
 
     async def all(self) -> list[ChatPrefs]:
         rows = await self.db.fetch(
-            "SELECT channel, chat_id, persona, model, reply_mode, voice, language "
+            "SELECT channel, chat_id, persona, model, reply_mode, voice, language, thinking "
             "FROM chat_settings"
         )
         return [
@@ -27,6 +27,7 @@ class ChatSettings:
                 ReplyMode(r["reply_mode"]) if r["reply_mode"] else None,
                 VoiceReplies(r["voice"]) if r["voice"] else None,
                 language=r["language"],
+                thinking=bool(r["thinking"]),
             )
             for r in rows
         ]
@@ -35,11 +36,12 @@ class ChatSettings:
         """Store the chat's settings as a whole (who changed them last, and when)."""
         await self.db.execute(
             "INSERT INTO chat_settings(channel, chat_id, persona, model, reply_mode, updated_by, "
-            "updated_at, voice, language) VALUES (?,?,?,?,?,?,?,?,?) "
+            "updated_at, voice, language, thinking) VALUES (?,?,?,?,?,?,?,?,?,?) "
             "ON CONFLICT (channel, chat_id) DO UPDATE SET persona=excluded.persona, "
             "model=excluded.model, "
             "reply_mode=excluded.reply_mode, updated_by=excluded.updated_by, "
-            "updated_at=excluded.updated_at, voice=excluded.voice, language=excluded.language",
+            "updated_at=excluded.updated_at, voice=excluded.voice, language=excluded.language, "
+            "thinking=excluded.thinking",
             prefs.channel,
             prefs.chat_id,
             prefs.persona,
@@ -49,4 +51,5 @@ class ChatSettings:
             time.time(),
             prefs.voice.value if prefs.voice else None,
             prefs.language,
+            prefs.thinking,
         )

@@ -1,7 +1,9 @@
 """Conversations, their messages, and the delivery of answers, for every backend.
 
-A message is stored with its parts as columns (engine/store/_message_rows.py). An answer still to
-be delivered gets a ``deliveries`` row in the same transaction (PostgreSQL: the same statement).
+A message is stored with its parts as columns (engine/store/_message_rows.py: tool calls,
+images and the model's reasoning as JSON, reasoning with its API's item verbatim). An answer
+still to be delivered gets a ``deliveries`` row in the same transaction (PostgreSQL: the same
+statement).
 
 A turn the user stopped (/stop, Ctrl-C, the console's cancel) keeps its messages, each marked
 with when it was stopped (``stopped_at``): every read a request is built from leaves them out

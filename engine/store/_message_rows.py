@@ -1,8 +1,10 @@
 """A conversation's message as a row of ``messages`` and back, for every backend.
 
-The parts are columns (tool calls and images as JSON; an image by its reference, never its
-bytes). Apart from the statements that use them (engine/store/_conversations.py,
-engine/store/_context.py): the one mapping both read and write through.
+The parts are columns (tool calls, images and the model's reasoning as JSON; an image by its
+reference, never its bytes; reasoning with its API's item verbatim, since that API refuses the
+calls of a tool loop resumed after a restart without it). Apart from the statements that use
+them (engine/store/_conversations.py, engine/store/_context.py): the one mapping both read and
+write through.
 """
 
 from __future__ import annotations
@@ -12,14 +14,14 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from engine.models import Image, Message, Part, Role, Text, ToolCall, ToolOutput
+from engine.models import Image, Message, Part, Reasoning, Role, Text, ToolCall, ToolOutput
 from engine.store._db import Row
 
-MESSAGE_COLS = "role, content, tool_calls, tool_call_id, is_error, speaker, media, quote"
+MESSAGE_COLS = "role, content, tool_calls, tool_call_id, is_error, speaker, media, quote, reasoning"
 
 INSERT_MESSAGE = (
     "INSERT INTO messages(conversation_id, role, content, tool_calls, tool_call_id, is_error, "
-    "speaker, media, created_at, user_id, quote) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+    "speaker, media, created_at, user_id, quote, reasoning) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
 )
 
 
@@ -27,6 +29,7 @@ def message_params(conversation_id: int, msg: Message, user_id: str | None) -> t
     calls = msg.tool_calls
     result = msg.result
     images = [_image(i) for i in msg.images]
+    reasoning = [[r.api, r.item, r.summary] for r in msg.reasoning]
     return (
         conversation_id,
         msg.role.value,
@@ -39,6 +42,7 @@ def message_params(conversation_id: int, msg: Message, user_id: str | None) -> t
         time.time(),
         user_id,
         msg.quote,
+        json.dumps(reasoning) if reasoning else None,
     )
 
 
@@ -57,7 +61,7 @@ def stored(params: Sequence[Any]) -> Message:
 
 _PARAM_COLS = (
     "conversation_id, role, content, tool_calls, tool_call_id, is_error, speaker, media, "
-    "created_at, user_id, quote"
+    "created_at, user_id, quote, reasoning"
 ).split(", ")
 
 
@@ -68,6 +72,8 @@ def message_from_row(r: Row) -> Message:
     if role is Role.TOOL:
         parts.append(ToolOutput(r["tool_call_id"] or "", r["content"] or "", bool(r["is_error"])))
     else:
+        if r["reasoning"]:
+            parts.extend(Reasoning(*x) for x in json.loads(r["reasoning"]))
         if r["content"]:
             parts.append(Text(r["content"]))
         for i in json.loads(r["media"]) if r["media"] else ():

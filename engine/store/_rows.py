@@ -147,8 +147,9 @@ class UserDay:
 @dataclass(frozen=True, slots=True)
 class Spent:
     """What requests cost over a period, for one user, chat or model (`of`), or all of them:
-    their count, tokens, pictures made, characters spoken, seconds heard, and nano-dollars (a
-    model without a price adds its figures and no cost)."""
+    their count, tokens (a reasoning model's thinking among them), pictures made, characters
+    spoken, seconds heard, and nano-dollars (a model without a price adds its figures and no
+    cost)."""
 
     of: str = ""
     requests: int = 0
@@ -158,6 +159,7 @@ class Spent:
     chars: int = 0
     seconds: float = 0.0
     nano_usd: int = 0
+    reasoning_tokens: int = 0  # of completion_tokens, spent thinking
 
     @property
     def tokens(self) -> int:
@@ -210,6 +212,7 @@ class ChatPrefs:
     reply_mode: ReplyMode | None = None
     voice: VoiceReplies | None = None  # spoken answers (None: to voice messages)
     language: str | None = None  # relaybot's own words here (engine.i18n); None: the user's
+    thinking: bool = False  # a short view of the model's reasoning is shown before an answer
 
 
 @dataclass(frozen=True, slots=True)

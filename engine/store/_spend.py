@@ -14,7 +14,7 @@ _SUMS = (
     "COALESCE(SUM(requests), 0) AS requests, COALESCE(SUM(prompt_tokens), 0) AS prompt, "
     "COALESCE(SUM(completion_tokens), 0) AS completion, COALESCE(SUM(images), 0) AS images, "
     "COALESCE(SUM(chars), 0) AS chars, COALESCE(SUM(seconds), 0) AS seconds, "
-    "COALESCE(SUM(nano_usd), 0) AS nano"
+    "COALESCE(SUM(nano_usd), 0) AS nano, COALESCE(SUM(reasoning_tokens), 0) AS reasoning"
 )
 
 
@@ -34,14 +34,15 @@ class Spend:
         """Add one request's figures (`spent`, its `of` unused) to the day's row."""
         await self.db.execute_soon(  # a counter: with the next trip
             "INSERT INTO spend AS s(channel, chat_id, user_id, day, model, requests, "
-            "prompt_tokens, completion_tokens, images, chars, seconds, nano_usd) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?) "
+            "prompt_tokens, completion_tokens, images, chars, seconds, nano_usd, reasoning_tokens) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) "
             "ON CONFLICT (channel, chat_id, user_id, day, model) DO UPDATE SET "
             "requests = s.requests + excluded.requests, "
             "prompt_tokens = s.prompt_tokens + excluded.prompt_tokens, "
             "completion_tokens = s.completion_tokens + excluded.completion_tokens, "
             "images = s.images + excluded.images, chars = s.chars + excluded.chars, "
-            "seconds = s.seconds + excluded.seconds, nano_usd = s.nano_usd + excluded.nano_usd",
+            "seconds = s.seconds + excluded.seconds, nano_usd = s.nano_usd + excluded.nano_usd, "
+            "reasoning_tokens = s.reasoning_tokens + excluded.reasoning_tokens",
             channel,
             chat_id,
             user_id,
@@ -54,6 +55,7 @@ class Spend:
             spent.chars,
             float(spent.seconds),
             spent.nano_usd,
+            spent.reasoning_tokens,
         )
 
     async def of_user(self, channel: str, user_id: str, day_prefix: str) -> Spent:
@@ -110,4 +112,5 @@ def _spent(of: str, r: Row) -> Spent:
         int(r["chars"]),
         float(r["seconds"]),
         int(r["nano"]),
+        int(r["reasoning"]),
     )

@@ -26,6 +26,15 @@ repeated or malformed ``tool_use`` id; tool blocks in a request without tools; a
 schema the API would not take; more than 4 ``cache_control`` marks; and, with
 ``context_window`` set, a prompt longer than that ("prompt is too long").
 
+Extended thinking (a request with ``thinking`` enabled; ``thinks`` on by default): the answer
+starts with a ``thinking`` block ("Thinking about: <newest user text>") whose ``signature`` is
+sealed with the server's secret. As the real API, it refuses a budget under 1024 or not under
+``max_tokens``; thinking blocks in a request without thinking enabled; a tool loop's final
+assistant turn that does not start with its thinking block ("Expected `thinking` or
+`redacted_thinking`, but found `text`"); and a thinking block whose signature it did not make
+("Invalid `signature` in `thinking` block"). Streams carry ``thinking_delta`` and
+``signature_delta`` events.
+
 Usage counts 4 characters a token. Prompt caching is simulated: each ``cache_control`` mark ends
 a prefix (tools, then system, then messages, marks themselves not counted); a prefix seen before
 is read from the cache (``cache_read_input_tokens``), a new one written
@@ -42,9 +51,11 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import hmac
 import itertools
 import json
 import re
+import secrets
 from collections.abc import Iterable
 from typing import Any
 
@@ -112,6 +123,8 @@ class FakeAnthropic(FakeOpenAI):
         self._cache: set[str] = set()
         self._tool_ids = itertools.count(1)
         self._message_ids = itertools.count(1)
+        self.thinks = True  # answers with a thinking block when thinking is enabled
+        self.secret = secrets.token_bytes(16)
 
     @property
     def base_url(self) -> str:
@@ -155,7 +168,7 @@ class FakeAnthropic(FakeOpenAI):
             return _error(400, "There was an error parsing the body of your request.")
         if not isinstance(body, dict):
             return _error(400, "The request body must be a JSON object.")
-        problem = refusal(body)
+        problem = refusal(body) or thinking_refusal(body, self.secret)
         if problem is None and self.context_window is not None:
             size = tokens({k: body.get(k) for k in ("tools", "system", "messages")})
             if size > self.context_window:
@@ -183,6 +196,11 @@ class FakeAnthropic(FakeOpenAI):
             return _error(reply.status, reply.message, kind, reply.headers)
         assert isinstance(reply, TextReply | ToolCallsReply), reply
         content = self._content(reply)
+        if self.thinks and (body.get("thinking") or {}).get("type") == "enabled":
+            said = f"Thinking about: {_newest_user_text(body)}"
+            content.insert(
+                0, {"type": "thinking", "thinking": said, "signature": seal(self.secret, said)}
+            )
         stop = _STOP.get(reply.finish_reason, reply.finish_reason)
         if streamed:
             return await self._sse(request, body, content, stop)
@@ -252,7 +270,15 @@ class FakeAnthropic(FakeOpenAI):
             events.append(f"event: error\ndata: {json.dumps({'type': 'error', 'error': err})}\n\n")
         size = max(1, self.stream_chunk_chars)
         for index, block in enumerate(content if error is None else []):
-            if block["type"] == "text":
+            if block["type"] == "thinking":
+                opened = {"type": "thinking", "thinking": "", "signature": ""}
+                events.append(_event("content_block_start", index=index, content_block=opened))
+                for piece in _split(block["thinking"], size):
+                    delta = {"type": "thinking_delta", "thinking": piece}
+                    events.append(_event("content_block_delta", index=index, delta=delta))
+                delta = {"type": "signature_delta", "signature": block["signature"]}
+                events.append(_event("content_block_delta", index=index, delta=delta))
+            elif block["type"] == "text":
                 events.append(
                     _event("content_block_start", index=index, content_block=block | {"text": ""})
                 )
@@ -421,7 +447,10 @@ def _block(
     block: dict[str, Any], role: str, where: str, open_ids: list[str], seen_ids: set[str]
 ) -> str | None:
     kind = block.get("type")
-    allowed = {"user": ("text", "image", "tool_result"), "assistant": ("text", "tool_use")}
+    allowed = {
+        "user": ("text", "image", "tool_result"),
+        "assistant": ("text", "tool_use", "thinking", "redacted_thinking"),
+    }
     if kind not in allowed[role]:
         return f"{where}.type: a {role} message cannot contain {kind} blocks"
     if kind == "text" and not str(block.get("text", "")).strip():
@@ -454,3 +483,60 @@ def _block(
         if isinstance(result, list) and not result:
             return f"{where}.content: tool_result content must not be an empty list"
     return None
+
+
+# --------------------------------------------------------------------------- extended thinking
+
+_FINAL_TURN = (
+    "messages.{i}.content.0.type: Expected `thinking` or `redacted_thinking`, but found `{kind}`. "
+    "When `thinking` is enabled, a final `assistant` message must start with a thinking block "
+    "(preceeding the lastmost set of `tool_use` and `tool_result` blocks). We recommend you "
+    "include thinking blocks from previous turns. To avoid this requirement, disable `thinking`. "
+    "Please consult our documentation at "
+    "https://docs.claude.com/en/docs/build-with-claude/extended-thinking"
+)
+
+
+def seal(secret: bytes, thinking: str) -> str:
+    """A thinking block's signature: the server's, over its text."""
+    return hmac.new(secret, thinking.encode(), hashlib.sha256).hexdigest()
+
+
+def thinking_refusal(body: dict[str, Any], secret: bytes) -> str | None:
+    """What the API refuses of extended thinking (see the module's docstring); None: nothing."""
+    thinking = body.get("thinking") or {"type": "disabled"}
+    enabled = thinking.get("type") == "enabled"
+    if enabled:
+        budget = thinking.get("budget_tokens")
+        if not isinstance(budget, int) or budget < 1024:
+            return "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024"
+        if body["max_tokens"] <= budget:
+            return "`max_tokens` must be greater than `thinking.budget_tokens`."
+    messages = body["messages"]
+    for i, msg in enumerate(messages):
+        content = msg.get("content")
+        for j, block in enumerate(content if isinstance(content, list) else []):
+            if block.get("type") == "thinking" and (
+                not enabled or block.get("signature") != seal(secret, str(block.get("thinking")))
+            ):
+                return f"messages.{i}.content.{j}: Invalid `signature` in `thinking` block"
+    last = messages[-1] if messages else {}
+    content = last.get("content")
+    in_loop = isinstance(content, list) and any(b.get("type") == "tool_result" for b in content)
+    if enabled and in_loop and len(messages) >= 2:
+        turn = messages[-2].get("content")
+        first = turn[0] if isinstance(turn, list) and turn else {"type": "text"}
+        if first.get("type") not in ("thinking", "redacted_thinking"):
+            return _FINAL_TURN.format(i=len(messages) - 2, kind=first.get("type"))
+    return None
+
+
+def _newest_user_text(body: dict[str, Any]) -> str:
+    for msg in reversed(body.get("messages") or ()):
+        content = msg.get("content")
+        if msg.get("role") == "user" and isinstance(content, str):
+            return content
+        texts = [b.get("text", "") for b in content or [] if b.get("type") == "text"]
+        if msg.get("role") == "user" and texts:
+            return "".join(texts)
+    return ""

@@ -13,10 +13,11 @@ real ``openai`` SDK can talk to it::
 
 Replies (build them with the module-level helpers):
 
-* ``text(content)`` - an assistant message; ``tool_call(name, args)`` /
-  ``tool_calls([(name, args), ...])`` - tool calls (``args`` a dict, JSON-encoded, or
-  a str sent verbatim, e.g. invalid JSON); ids default to ``call_1``, ``call_2``, ...
-  unique over the server's life.
+* ``text(content)`` - an assistant message (``reasoning=`` adds an open model's
+  ``reasoning_content``, streamed before the content, counted in ``reasoning_tokens``);
+  ``tool_call(name, args)`` / ``tool_calls([(name, args), ...])`` - tool calls (``args`` a
+  dict, JSON-encoded, or a str sent verbatim, e.g. invalid JSON); ids default to ``call_1``,
+  ``call_2``, ... unique over the server's life.
 * ``error(status, message)`` - an HTTP error with an OpenAI-style JSON body (also for
   stream requests: the status is sent before any event).
 * ``hold(event, then)`` - the request waits until ``event`` is set, then ``then`` is
@@ -78,6 +79,10 @@ The status is ``template_status`` (400, as llama.cpp answers), the body llama.cp
 A request without tools whose system message opens by asking for a summary is answered by
 :func:`summarize` (it does not consume the script) and recorded in ``llm.summary_requests``
 as well as ``llm.requests``.
+
+OpenAI's Responses API (``POST /v1/responses``, answering as a reasoning model and refusing what
+the real API refuses): :class:`tests.fakes.openai_responses.FakeResponses`, this server with
+that endpoint added.
 
 Standalone (for benchmarks in another process)::
 
@@ -148,6 +153,7 @@ class TextReply(Reply):
     content: str
     finish_reason: str = "stop"
     usage: Mapping[str, Any] | None = None
+    reasoning: str | None = None  # sent as ``reasoning_content`` (an open model's thoughts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +169,7 @@ class ToolCallsReply(Reply):
     content: str | None = None
     finish_reason: str = "tool_calls"
     usage: Mapping[str, Any] | None = None
+    reasoning: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,10 +193,14 @@ class HoldReply(Reply):
 
 
 def text(
-    content: str, *, finish_reason: str = "stop", usage: Mapping[str, Any] | None = None
+    content: str,
+    *,
+    finish_reason: str = "stop",
+    usage: Mapping[str, Any] | None = None,
+    reasoning: str | None = None,
 ) -> TextReply:
-    """An assistant text message."""
-    return TextReply(content, finish_reason, usage)
+    """An assistant text message (with `reasoning`: its ``reasoning_content``)."""
+    return TextReply(content, finish_reason, usage, reasoning)
 
 
 def _encode_args(arguments: Mapping[str, Any] | str) -> str:
@@ -204,10 +215,11 @@ def tool_call(
     content: str | None = None,
     finish_reason: str = "tool_calls",
     usage: Mapping[str, Any] | None = None,
+    reasoning: str | None = None,
 ) -> ToolCallsReply:
     """One tool call. ``arguments``: a dict (JSON-encoded) or a str sent verbatim."""
     return ToolCallsReply(
-        (ToolCallSpec(name, _encode_args(arguments), id),), content, finish_reason, usage
+        (ToolCallSpec(name, _encode_args(arguments), id),), content, finish_reason, usage, reasoning
     )
 
 
@@ -894,6 +906,14 @@ class FakeOpenAI(MediaEndpoints):
             raise TypeError(f"unsupported reply {reply!r}")
 
         usage = reply.usage or self._usage(count, content, calls)
+        if reply.reasoning and not reply.usage:
+            thought = _pieces(reply.reasoning)
+            usage = {
+                **usage,
+                "completion_tokens": usage["completion_tokens"] + thought,
+                "total_tokens": usage["total_tokens"] + thought,
+                "completion_tokens_details": {"reasoning_tokens": thought},
+            }
         model = body["model"]
         completion_id = f"chatcmpl-{next(self._completion_ids)}"
         if body.get("stream"):
@@ -906,9 +926,12 @@ class FakeOpenAI(MediaEndpoints):
                 calls,
                 reply.finish_reason,
                 usage if include_usage else None,
+                reply.reasoning,
             )
 
         message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
+        if reply.reasoning:
+            message["reasoning_content"] = reply.reasoning
         if calls:
             message["tool_calls"] = [
                 {"id": cid, "type": "function", "function": {"name": name, "arguments": args}}
@@ -952,6 +975,7 @@ class FakeOpenAI(MediaEndpoints):
         calls: list[tuple[str, str, str]],
         finish_reason: str,
         usage: Mapping[str, Any] | None,
+        reasoning: str | None = None,
     ) -> web.StreamResponse:
         head = json.dumps(
             {
@@ -975,6 +999,8 @@ class FakeOpenAI(MediaEndpoints):
             "content": "" if content or not calls else None,
         }
         events.append(prefix + dumps(first).encode() + tail)
+        for piece in _split(reasoning or "", size):
+            events.append(prefix + dumps({"reasoning_content": piece}).encode() + tail)
         for piece in _split(content or "", size):
             events.append(prefix + dumps({"content": piece}).encode() + tail)
         for index, (cid, name, args) in enumerate(calls):

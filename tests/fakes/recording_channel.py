@@ -34,7 +34,7 @@ _message_ids = itertools.count(1)  # unique across channels, like a platform's i
 
 @dataclass
 class Shown:
-    kind: str  # "send", "edit", "confirm", "resolve", "typing", "file"
+    kind: str  # "send", "edit", "confirm", "resolve", "typing", "file", "thoughts"
     chat_id: str
     text: str
     ref: str = ""
@@ -135,6 +135,13 @@ class RecordingChannel(Channel):
     ) -> MessageRef:
         ref = MessageRef(chat_id, f"s{next(self._ids)}")
         await self._record(Shown("send", chat_id, text, ref.message_id, reply_to))
+        return ref
+
+    async def send_thoughts(
+        self, chat_id: str, thoughts: str, *, reply_to: str | None = None
+    ) -> MessageRef:
+        ref = MessageRef(chat_id, f"s{next(self._ids)}")
+        await self._record(Shown("thoughts", chat_id, thoughts, ref.message_id, reply_to))
         return ref
 
     async def edit(self, ref: MessageRef, text: str, *, formatted: bool = True) -> None:

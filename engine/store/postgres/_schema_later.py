@@ -90,4 +90,13 @@ LATER: list[str] = [
     # 18: a turn the user stopped (/stop, Ctrl-C, the console's cancel): when, on each of its
     #     messages; no later request carries them (issue 40)
     "ALTER TABLE messages ADD COLUMN stopped_at DOUBLE PRECISION;",
+    # 19: reasoning models (issue 43): what the model thought before an assistant message's
+    #     text and calls (JSON: the API's own items, sent back with the calls after a restart);
+    #     a chat's choice to be shown a short view of it (/settings thinking); the tokens spent
+    #     thinking, apart (/usage)
+    """
+    ALTER TABLE messages ADD COLUMN reasoning TEXT;
+    ALTER TABLE spend ADD COLUMN reasoning_tokens BIGINT NOT NULL DEFAULT 0;
+    ALTER TABLE chat_settings ADD COLUMN thinking BOOLEAN;
+    """,
 ]
