@@ -9,6 +9,7 @@ import json
 from bot.config import Config
 from tools.plugins import load_plugins
 from tools.registry import summary
+from tools.skills import LAYOUT, MAX_DEPTH
 
 
 async def list_tools(config: Config) -> int:
@@ -29,6 +30,7 @@ async def list_tools(config: Config) -> int:
 
 
 async def list_skills(config: Config) -> int:
+    """Exit 1 when there is a problem (a warning alone is not one) or no skill at all."""
     from bot._checks import configured_skills
 
     found = await asyncio.to_thread(configured_skills, config)
@@ -37,8 +39,12 @@ async def list_skills(config: Config) -> int:
         print(f"    {skill.description}")
         if skill.chats:
             print(f"    only in: {', '.join(sorted(skill.chats))}")
-    if not found:
-        print(f"no skills in {', '.join(map(str, config.skill_dirs()[0]))}")
+        for reason in skill.unmet:
+            print(f"    not offered: {reason}")
+    if not found.skills:
+        dirs = ", ".join(map(str, config.skill_dirs()[0]))
+        print(f"no skills in {dirs} (searched {MAX_DEPTH} folders down; expected {LAYOUT})")
     for problem in found.problems:
-        print(f"problem: {problem}")
-    return 1 if found.problems else 0
+        print(f"{'warning' if problem.warning else 'problem'}: {problem}")
+    failed = not found.skills or any(not p.warning for p in found.problems)
+    return 1 if failed else 0
