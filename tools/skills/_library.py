@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tools.skills._front_matter import FrontMatterError, split_front_matter
+from tools.skills._listing import listing
 from tools.skills._requirements import name_warnings, unmet
 
 log = logging.getLogger(__name__)
@@ -77,8 +78,6 @@ class Skills:
 
     async def prompt(self, channel: str, chat_id: str, user_id: str, is_private: bool) -> str:
         """The request's list of skills (engine.chat.PromptPart); "" when none is offered."""
-        from tools.skills._listing import listing
-
         return listing(self.offered(channel, chat_id), self.listing_tokens)
 
 

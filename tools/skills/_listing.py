@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from tools.skills._library import Skill
+if TYPE_CHECKING:  # _library lists its skills with `listing`
+    from tools.skills._library import Skill
 
 CHARS_PER_TOKEN = 4
 DESCRIPTION_CHARS = 300  # of each description, in a request
