@@ -52,7 +52,12 @@ async def open_tools(
     registry = ToolRegistry(default_timeout_s=config.tools.default_timeout_s)
     search_key = config.search_key()
     for tool in builtin_tools(
-        config.tools, memory=memory, schedules=schedules, search_key=search_key, clock=clock
+        config.tools,
+        memory=memory,
+        schedules=schedules,
+        search_key=search_key,
+        clock=clock,
+        kept=config.skill_dirs()[0],
     ):
         registry.register(tool)
     for tool in skill_tools(skills) if skills else []:

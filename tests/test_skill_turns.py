@@ -1,7 +1,8 @@
 """Skills through the daemon over Telegram: a long SKILL.md and a long file of a skill read in
 full a page at a time (past the loop's 16,000-character tool-output cap), `/skill-name args`
 starting a turn with the skill open (and kept in the conversation), an unknown slash word left as
-an ordinary message; and a skills folder inside the workspace refused by `check-config`."""
+an ordinary message; a skills folder inside the workspace refused by `check-config`, and
+commands (run_command under Landlock) reading a skill's files but unable to change them."""
 
 from __future__ import annotations
 
@@ -12,11 +13,14 @@ from pathlib import Path
 
 import pytest
 
+from bot._generation import open_tools
 from bot.app import App
 from bot.config import Config
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
 from tests.fakes.telegram_server import FakeTelegram
 from tests.test_skills import PDF_SKILL, telegram, write_skill
+from tools import ToolContext
+from tools.builtins import landlock_abi
 
 DM = 1001
 
@@ -118,3 +122,38 @@ async def test_a_skills_folder_inside_the_workspace_is_refused(tmp_path: Path) -
     assert proc.returncode != 0
     said = out.decode()
     assert "skills.dirs" in said and "overlap" in said and "Traceback" not in said
+
+
+@pytest.mark.skipif(landlock_abi() < 1, reason="keeping the skills unchanged needs Landlock")
+async def test_commands_read_the_skills_but_cannot_change_them(
+    make_config: Callable[..., Config], tmp_path: Path
+) -> None:
+    workspace, other = tmp_path / "work", tmp_path / "other"
+    workspace.mkdir()
+    other.mkdir()
+    base = tmp_path / "conf" / "skills"
+    folder = write_skill(base, "pdf-forms", PDF_SKILL, {"scripts/fill.py": "print('filled')\n"})
+    cfg = make_config(
+        tools={"workspace": str(workspace), "builtins": ["run_command"]},
+        skills={"dirs": [str(base)]},
+    )
+    attack = f"""
+python3 {folder}/scripts/fill.py
+echo changed >> {folder}/SKILL.md || echo "append refused"
+truncate -s 0 {folder}/scripts/fill.py || echo "truncate refused"
+rm {folder}/scripts/fill.py || echo "rm refused"
+touch {base}/new-skill || echo "create refused"
+mkdir {folder}/more || echo "mkdir refused"
+echo made > out.txt && cat out.txt
+echo there > {other}/x.txt && cat {other}/x.txt
+"""
+    async with open_tools(cfg) as (registry, _):
+        result = await registry.execute("run_command", {"command": attack}, ToolContext())
+    said = result.for_llm
+    assert said.startswith("Exit code 0.") and "filled" in said, said
+    for refused in ("append", "truncate", "rm", "create", "mkdir"):
+        assert f"{refused} refused" in said, said
+    assert "made" in said and "there" in said  # the workspace and the rest stay writable
+    assert (folder / "SKILL.md").read_text() == PDF_SKILL
+    assert (folder / "scripts" / "fill.py").read_text() == "print('filled')\n"
+    assert sorted(p.name for p in base.iterdir()) == ["pdf-forms"]

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import copy
 import importlib
+from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tools._base import Tool
@@ -81,13 +83,15 @@ def builtin_tools(
     schedules: ScheduleAccess | None = None,
     search_key: str = "",
     clock: WallClock | None = None,
+    kept: Sequence[Path] = (),
 ) -> list[Tool]:
     """The built-ins named in `config.builtins`, in that order, as fresh instances.
 
     `memory` backs remember/recall/forget and `schedules` the schedule tools (None only to list
     tools: their calls then fail). web_search is left out while `[tools.web_search]` names no
     backend; `search_key` is its API key (Brave, Tavily). `clock` is what remind_me waits by
-    (the system clock when not given).
+    (the system clock when not given). run_command cannot change anything below `kept` (the
+    skills folders).
     Raises ConfigError for an unknown name, or a workspace tool without a usable
     `tools.workspace` directory.
     """
@@ -133,6 +137,7 @@ def builtin_tools(
             workspace.root,
             timeout_s=config.command_timeout_s,
             output_max=config.command_output_max,
+            kept=kept,
         )
     return [made[name] for name in wanted if name in made]
 

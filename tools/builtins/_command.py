@@ -27,7 +27,8 @@ class RunCommand(Tool):
     stdin. Its keeper kills everything it started, however detached, when the shell exits; a
     time limit or a cancelled call sends the keeper SIGTERM, which does the same. The command
     cannot read `hidden` paths (the systemd credentials directory is always one) nor the
-    daemon's /proc entries, where the kernel has Landlock.
+    daemon's /proc entries, nor change anything below the `kept` ones (the skills folders),
+    where the kernel has Landlock.
     """
 
     name = "run_command"
@@ -52,8 +53,10 @@ class RunCommand(Tool):
         timeout_s: float = 60.0,
         output_max: int = 8_000,
         hidden: Iterable[Path] = (),
+        kept: Iterable[Path] = (),
     ) -> None:
         self.root = root
+        self.kept = list(kept)
         credentials = os.environ.get("CREDENTIALS_DIRECTORY")
         self.hidden = [*hidden, *([Path(credentials)] if credentials else [])]
         if self.hidden and landlock_abi() < 1:
@@ -84,7 +87,9 @@ class RunCommand(Tool):
         env = {k: os.environ[k] for k in _SAFE_ENV if k in os.environ}
         env["HOME"] = str(self.root)
         proc = await asyncio.create_subprocess_exec(
-            *keeper_argv(["/bin/sh", "-c", args["command"]], map(str, self.hidden)),
+            *keeper_argv(
+                ["/bin/sh", "-c", args["command"]], map(str, self.hidden), map(str, self.kept)
+            ),
             cwd=self.root,
             env=env,
             stdin=asyncio.subprocess.DEVNULL,

@@ -1,7 +1,7 @@
 """The keeper of a tool process (a run_command command, a stdio MCP server): nothing it starts
 outlives it, and what it starts cannot reach the daemon.
 
-    python3 -I -S _sandbox.py [--hide PATH]... -- PROGRAM [ARG]...
+    python3 -I -S _sandbox.py [--hide PATH]... [--keep PATH]... -- PROGRAM [ARG]...
 
 It is a program of its own (standard library only; with -I -S it starts in about 15 ms) because
 what it guarantees are properties of a process, which the daemon cannot take on itself:
@@ -16,7 +16,10 @@ what it guarantees are properties of a process, which the daemon cannot take on 
   and it cannot read the --hide paths (the daemon passes its systemd credentials directory).
   Landlock lists what is allowed, so hiding a path means allowing every other entry of each
   directory above it: an entry created later right in one of those directories (not below
-  them) is unreadable to the command too. Without Landlock the command runs unconfined, and
+  them) is unreadable to the command too. The --keep paths (the skills folders) it can read but
+  not change: writes are allowed the same way, below every entry but those paths and the
+  directories above them (so nothing can be created right in one of those either). Without
+  Landlock the command runs unconfined, and
   the daemon's non-dumpable flag (bot/_secrets.py) still keeps its /proc entries from it.
 """
 
@@ -37,6 +40,8 @@ _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
 _CREATE_RULESET_VERSION = 1
 _RULE_PATH_BENEATH = 1
 _READ_FILE, _READ_DIR = 1 << 2, 1 << 3
+_WRITE_FILE, _TRUNCATE = 1 << 1, 1 << 14  # TRUNCATE: ABI 3
+_CHANGE_DIR = sum(1 << bit for bit in (4, 5, 6, 7, 8, 9, 10, 11, 12))  # remove and make entries
 _SCOPE_SIGNAL = 1 << 1
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _LINUX = sys.platform == "linux"
@@ -69,10 +74,14 @@ def _prctl(option: int, value: int) -> bool:
     return _libc().prctl(option, ctypes.c_ulong(value), 0, 0, 0) == 0
 
 
-def keeper_argv(program: Sequence[str], hidden: Iterable[str] = ()) -> list[str]:
-    """The command line that runs `program` under a keeper hiding `hidden`."""
+def keeper_argv(
+    program: Sequence[str], hidden: Iterable[str] = (), kept: Iterable[str] = ()
+) -> list[str]:
+    """The command line that runs `program` under a keeper hiding `hidden` and keeping `kept`
+    from being changed."""
     hide = [arg for path in hidden for arg in ("--hide", str(path))]
-    return [sys.executable, "-I", "-S", os.path.abspath(__file__), *hide, "--", *program]
+    keep = [arg for path in kept for arg in ("--keep", str(path))]
+    return [sys.executable, "-I", "-S", os.path.abspath(__file__), *hide, *keep, "--", *program]
 
 
 def landlock_abi() -> int:
@@ -105,13 +114,16 @@ def readable_roots(hidden: Iterable[str]) -> list[str]:
     return allowed
 
 
-def confine(hidden: Iterable[str]) -> bool:
+def confine(hidden: Iterable[str], kept: Iterable[str] = ()) -> bool:
     """Put this process in a Landlock domain (see the module docstring); False if the kernel
     cannot. Call it in the child, just before exec."""
     abi = landlock_abi()
     if abi < 1:
         return False
-    attr = _RulesetAttr(handled_access_fs=_READ_FILE | _READ_DIR)
+    kept = list(kept)
+    write_file = (_WRITE_FILE | (_TRUNCATE if abi >= 3 else 0)) if kept else 0
+    change_dir = _CHANGE_DIR if kept else 0
+    attr = _RulesetAttr(handled_access_fs=_READ_FILE | _READ_DIR | write_file | change_dir)
     size = 8  # ABI 1-3 know only handled_access_fs
     if abi >= 6:
         attr.scoped, size = _SCOPE_SIGNAL, ctypes.sizeof(attr)
@@ -119,22 +131,29 @@ def confine(hidden: Iterable[str]) -> bool:
     if ruleset < 0:
         return False
     try:
-        for path in readable_roots(hidden):
-            try:
-                fd = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
-            except OSError:
-                continue
-            try:
-                is_dir = stat.S_ISDIR(os.fstat(fd).st_mode)
-                rule = _PathBeneathAttr(_READ_FILE | (_READ_DIR if is_dir else 0), fd)
-                _syscall(_SYS_ADD_RULE, ruleset, _RULE_PATH_BENEATH, ctypes.byref(rule), 0)
-            finally:
-                os.close(fd)
+        _allow(ruleset, readable_roots(hidden), _READ_FILE, _READ_DIR)
+        if kept:  # readable_roots: every path but those and the directories above them
+            _allow(ruleset, readable_roots(kept), write_file, change_dir)
         if not _prctl(_PR_SET_NO_NEW_PRIVS, 1):
             return False
         return _syscall(_SYS_RESTRICT_SELF, ruleset, 0) == 0
     finally:
         os.close(ruleset)
+
+
+def _allow(ruleset: int, paths: Iterable[str], on_files: int, on_dirs: int) -> None:
+    """Grant `on_files` below each of `paths` (and `on_dirs` too below a directory)."""
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            is_dir = stat.S_ISDIR(os.fstat(fd).st_mode)
+            rule = _PathBeneathAttr(on_files | (on_dirs if is_dir else 0), fd)
+            _syscall(_SYS_ADD_RULE, ruleset, _RULE_PATH_BENEATH, ctypes.byref(rule), 0)
+        finally:
+            os.close(fd)
 
 
 def _children() -> list[int]:
@@ -171,7 +190,7 @@ def _kill_all() -> None:
             return
 
 
-def _start(program: list[str], hidden: list[str]) -> int:
+def _start(program: list[str], hidden: list[str], kept: list[str]) -> int:
     pid = os.fork()
     if pid:
         return pid
@@ -180,7 +199,7 @@ def _start(program: list[str], hidden: list[str]) -> int:
             signal.signal(sig, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
         if _LINUX:
-            confine(hidden)
+            confine(hidden, kept)
         os.execvp(program[0], program)
     except OSError as exc:
         os.write(2, f"{program[0]}: {exc.strerror}\n".encode())
@@ -190,11 +209,15 @@ def _start(program: list[str], hidden: list[str]) -> int:
 
 def main(argv: list[str]) -> int:
     hidden: list[str] = []
-    while argv and argv[0] == "--hide":
-        hidden.append(argv[1])
+    kept: list[str] = []
+    while argv and argv[0] in ("--hide", "--keep") and len(argv) > 1:
+        (hidden if argv[0] == "--hide" else kept).append(argv[1])
         argv = argv[2:]
     if argv[:1] != ["--"] or len(argv) < 2:
-        print("usage: _sandbox.py [--hide PATH]... -- PROGRAM [ARG]...", file=sys.stderr)
+        print(
+            "usage: _sandbox.py [--hide PATH]... [--keep PATH]... -- PROGRAM [ARG]...",
+            file=sys.stderr,
+        )
         return 2
     parent = os.getppid()
     if _LINUX:
@@ -203,7 +226,7 @@ def main(argv: list[str]) -> int:
         if os.getppid() != parent:  # the daemon died before PDEATHSIG was set
             return 1
     signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
-    pid = _start(argv[1:], hidden)
+    pid = _start(argv[1:], hidden, kept)
     for sig in _STOP_SIGNALS:
         signal.signal(sig, lambda *_: _kill_children())
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
