@@ -10,6 +10,8 @@ import asyncio
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.test_skills import write_skill
 from tools import ToolContext
 from tools.registry import ToolRegistry
@@ -235,3 +237,23 @@ async def test_relaybot_skills_says_why_and_hints_the_layout(tmp_path: Path) -> 
         "<dir>/<name>/SKILL.md, or <dir>/<category>/<name>/SKILL.md)"
     )
     assert lines[1].startswith(f"problem: {empty}: no SKILL.md found up to 4 folders down")
+
+
+@pytest.mark.parametrize(
+    ("compatibility", "runs_on_linux"),
+    [
+        ("Requires macOS 14 and the Shortcuts app", False),
+        ("macOS only; not on Linux", False),
+        ("Works on Linux and macOS", True),
+        ("Any system except Windows", True),
+        ("Not for Windows", True),
+        ("Designed for Claude Code (or similar products); needs network access", True),
+    ],
+)
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="read as this machine's OS")
+def test_compatibility_text_names_the_systems(
+    tmp_path: Path, compatibility: str, runs_on_linux: bool
+) -> None:
+    write_skill(tmp_path, "x", skill("x", "X", f"compatibility: {compatibility}\n"))
+    found = load_skills([tmp_path])
+    assert bool(found.offered("telegram", "1")) is runs_on_linux

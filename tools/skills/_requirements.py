@@ -3,7 +3,8 @@
 Three formats say it three ways, and each is honoured:
 
 - the agentskills.io spec's ``compatibility``: free text ("Requires macOS", "Needs git and
-  docker"); the operating systems it names are read from it (no other claim can be checked);
+  docker"); the operating systems it names are read from it, unless a negation comes just
+  before one ("not on Windows"); no other claim in it can be checked;
 - OpenClaw's ``metadata.openclaw`` (older skills: ``metadata.clawdbot``): ``os`` (darwin, linux,
   win32) and ``requires.bins`` (every one needed) / ``requires.anyBins`` (one of them);
 - hermes' ``platforms``: a list of macos, linux, windows.
@@ -33,6 +34,7 @@ _OS_WORDS = {
     "win32": "win32",
 }
 _SHOWN = {"darwin": "macOS", "linux": "Linux", "win32": "Windows"}
+_NEGATED = re.compile(r"\b(not|no|nor|except|without|but|unlike)\b[\w ]*$", re.I)
 _OS_IN_TEXT = re.compile(r"\b(macos|mac os|os x|osx|darwin|linux|windows|win32)\b", re.I)
 
 
@@ -85,8 +87,10 @@ def _systems(meta: Mapping[str, Any]) -> set[str]:
     found = {_OS_WORDS.get(s.strip().lower(), s.strip().lower()) for s in listed}
     compatibility = meta.get("compatibility")
     if isinstance(compatibility, str):
-        for word in _OS_IN_TEXT.findall(compatibility):
-            key = word.lower().replace(" ", "")
+        for match in _OS_IN_TEXT.finditer(compatibility):
+            if _NEGATED.search(compatibility[max(0, match.start() - 16) : match.start()]):
+                continue  # "not on Windows", "anything but Linux": no claim it runs there
+            key = match[1].lower().replace(" ", "")
             found.add(_OS_WORDS.get(key, "darwin"))  # "mac os" and "os x" read as macOS
     return found
 
