@@ -17,12 +17,13 @@ from bot._generation import open_tools
 from bot.app import App
 from bot.config import Config
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
-from tests.fakes.telegram_server import FakeTelegram
+from tests.fakes.telegram_server import BOT_USERNAME, FakeTelegram
 from tests.test_skills import PDF_SKILL, telegram, write_skill
 from tools import ToolContext
 from tools.builtins import landlock_abi
 
 DM = 1001
+GROUP = -100500
 
 
 @pytest.fixture
@@ -98,6 +99,26 @@ async def test_a_slash_skill_starts_the_turn_with_it_open(
     assert plain["messages"][-1] == {"role": "user", "content": "/nosuch-skill hello"}
     assert sum(m["role"] == "tool" for m in plain["messages"]) == 1  # only the first opening
     assert any("scripts/fill.py" in str(m.get("content")) for m in later["messages"])
+
+
+async def test_a_slash_skill_in_a_group_is_addressed_to_the_bot(
+    make_config: Callable[..., Config], tg: FakeTelegram, llm: FakeOpenAI, tmp_path: Path
+) -> None:
+    base = tmp_path / "skills"
+    write_skill(base, "pdf-forms", PDF_SKILL)
+    write_skill(base, "weather", "---\nname: weather\ndescription: Weather\n---\nscripts/fill.py")
+    cfg = telegram(make_config, tg, skills={"dirs": [str(base)]})
+    llm.script(text("First."), text("Second."))
+    command = f"/weather@{BOT_USERNAME}"  # one entity, as Telegram sends it: no mention in it
+    entities = [{"type": "bot_command", "offset": 0, "length": len(command)}]
+    async with App(cfg):
+        tg.inject_message(GROUP, 5, f"{command} Paris", chat_type="group", entities=entities)
+        await tg.wait_for_call("sendMessage", lambda p: "First." in p.get("text", ""))
+        tg.inject_message(GROUP, 5, f"@{BOT_USERNAME} /pdf-forms again", chat_type="group")
+        await tg.wait_for_call("sendMessage", lambda p: "Second." in p.get("text", ""))
+    for request in llm.requests:
+        opened = request["messages"][-1]
+        assert opened["role"] == "tool" and "scripts/fill.py" in opened["content"]
 
 
 async def test_a_skills_folder_inside_the_workspace_is_refused(tmp_path: Path) -> None:

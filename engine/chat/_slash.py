@@ -19,7 +19,8 @@ from engine.models import Message, Role, ToolCall
 from tools import ToolContext
 
 OPENER = "use_skill"
-_SLASH = re.compile(r"^/([A-Za-z0-9][A-Za-z0-9_.-]{0,127})(?:@\w+)?(?:\s|$)")
+# `/name args`, `/name@bot args` (Telegram's way in a group), `@bot /name args`
+_SLASH = re.compile(r"^(?:@\w+\s+)?/([A-Za-z0-9][A-Za-z0-9_.-]{0,127})(?:@\w+)?(?:\s|$)")
 
 
 def slash_skill(history: list[Message]) -> str | None:
