@@ -192,6 +192,8 @@ async def test_use_skill_reads_only_inside_the_skill(skill_dir: Path) -> None:
     assert not error and rest == "x" * 952  # the last page: no note
     error, past = await use(name="pdf-forms", file="big.txt", offset=3000)
     assert error and "past its end" in past
+    error, past = await use(name="pdf-forms", offset=100_000)
+    assert error and "past their end" in past
     error, unknown = await use(name="excel")
     assert error and "Skills: pdf-forms." in unknown
 

@@ -28,11 +28,15 @@ class Refused(Exception):
 
 def instructions(skill: Skill, limit: int, offset: int = 0) -> str:
     """A page of the skill's instructions (its SKILL.md after the front matter), followed by
-    the list of its files."""
+    the list of its files. Raises Refused for an offset past their end."""
     _, body = split_front_matter(read_text(skill.folder / SKILL_FILE, MAX_SKILL_BYTES))
     listed = "\n".join(f"- {f}" for f in files_of(skill)) or "(none)"
     whole = f"Skill {skill.name} (its folder: {skill.folder}).\n\n{body}\n\n{FILES_HEAD}\n{listed}"
     data = whole.encode()
+    if offset and offset >= len(data):
+        raise Refused(
+            f"the instructions have {len(data):,} bytes; offset {offset:,} is past their end"
+        )
     text, end = page(data[offset:], offset, len(data), limit)
     return text + _more(end, len(data), "the skill's instructions", skill.name, None)
 

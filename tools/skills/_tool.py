@@ -25,7 +25,7 @@ def skill_tools(skills: Skills) -> list[Tool]:
 
 
 async def open_skill(skill: Skill, limit: int, offset: int = 0) -> str:
-    """A page of the skill's instructions and the list of its files. Raises OSError,
+    """A page of the skill's instructions and the list of its files. Raises Refused, OSError,
     UnicodeDecodeError, FrontMatterError."""
     return await asyncio.to_thread(instructions, skill, limit, offset)
 
@@ -61,6 +61,8 @@ def use_skill_tool(skills: Skills) -> Tool:
                 return ToolResult.fail(f"Not read: {exc}.")
         try:
             return ToolResult.ok(await open_skill(skill, limit, offset))
+        except Refused as exc:
+            return ToolResult.fail(f"Not read: {exc}.")
         except (OSError, UnicodeDecodeError, FrontMatterError) as exc:
             return ToolResult.fail(f"The skill {name} cannot be read now: {exc}")
 
