@@ -116,6 +116,8 @@ def test_layouts_are_searched_four_folders_down(tmp_path: Path) -> None:
     found = load_skills([hermes, repo, single])
     assert sorted(found.skills) == ["deploy", "notes", "pdf", "solo"]
     assert found.problems == []  # the SKILL.md among pdf's files is one of its files
+    again = load_skills([hermes, hermes / "productivity"])  # one folder inside another
+    assert sorted(again.skills) == ["deploy", "notes"] and again.problems == []
 
 
 def test_requirements_this_machine_lacks_keep_a_skill_from_being_offered(tmp_path: Path) -> None:

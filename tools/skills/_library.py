@@ -155,6 +155,8 @@ def _add(found: Skills, folder: Path, limits: Mapping[str, frozenset[str]]) -> N
         return
     if name in found.skills:
         first = found.skills[name].folder
+        if first == folder.resolve():
+            return  # the same folder reached from two of the dirs (one inside another)
         found.problems.append(
             SkillProblem(where, f"skipped: the name {name!r} is already used by {first}")
         )
