@@ -46,6 +46,7 @@ def validate(
     key and tokens to the caller (doctor checks each against its service);
     `channels_used=False` (`relaybot chat`, which runs none) leaves the channels' tokens out."""
     check_tools(config.tools)
+    _skills_apart(config)
     channels: dict[str, TelegramConfig | DiscordConfig] = {
         "telegram": config.telegram,
         "discord": config.discord,
@@ -135,7 +136,27 @@ def configured_skills(config: Config) -> Skills:
         only_in=config.skills.only_in,
         required=required,
         max_file_bytes=config.skills.max_file_kb * 1024,
+        listing_tokens=config.skills.listing_tokens,
     )
+
+
+def _skills_apart(config: Config) -> None:
+    """Refuse a skills folder inside the workspace (or a workspace inside one): the file tools
+    and run_command may write there, so a command could change what a skill tells the model."""
+    workspace = config.tools.workspace
+    if workspace is None:
+        return
+    ws = workspace.resolve()
+    for folder in config.skill_dirs()[0]:
+        if not folder.exists():
+            continue
+        where = folder.resolve()
+        if where.is_relative_to(ws) or ws.is_relative_to(where):
+            raise ConfigError(
+                "skills.dirs",
+                f"the skills folder {folder} and tools.workspace {workspace} overlap: commands "
+                "could change the skills; keep the skills outside the workspace",
+            )
 
 
 def _pairs(config: Config, channel: str) -> bool:

@@ -28,7 +28,7 @@ from tools.builtins import MemoryAccess, ScheduleAccess, WallClock, builtin_tool
 from tools.config import apply_policy
 from tools.plugins import load_plugins
 from tools.registry import ToolRegistry
-from tools.skills import Skills, use_skill_tool
+from tools.skills import Skills, skill_tools
 
 if TYPE_CHECKING:
     from bot.app import App
@@ -48,15 +48,20 @@ async def open_tools(
     skills: Skills | None = None,
 ) -> AsyncIterator[tuple[ToolRegistry, McpManager | None]]:
     """The registry with built-ins, plugins, `extra` tools and MCP servers' tools (and
-    use_skill when there are `skills`)."""
+    use_skill, and find_skill when many, when there are `skills`)."""
     registry = ToolRegistry(default_timeout_s=config.tools.default_timeout_s)
     search_key = config.search_key()
     for tool in builtin_tools(
-        config.tools, memory=memory, schedules=schedules, search_key=search_key, clock=clock
+        config.tools,
+        memory=memory,
+        schedules=schedules,
+        search_key=search_key,
+        clock=clock,
+        kept=config.skill_dirs()[0],
     ):
         registry.register(tool)
-    if skills:
-        registry.register(use_skill_tool(skills))
+    for tool in skill_tools(skills) if skills else []:
+        registry.register(tool)
     plugin_tools, _problems = load_plugins(  # each problem already logged
         config.tools.plugins, plugin_dirs=config.plugin_dirs()
     )

@@ -9,6 +9,7 @@ import json
 from bot.config import Config
 from tools.plugins import load_plugins
 from tools.registry import summary
+from tools.skills import LAYOUT, MAX_DEPTH
 
 SKILL_FORMAT = """\
 A skill is a folder there holding a SKILL.md, e.g. skills/haiku/SKILL.md:
@@ -40,6 +41,7 @@ async def list_tools(config: Config) -> int:
 
 
 async def list_skills(config: Config) -> int:
+    """Exit 1 when there is a problem (a warning alone is not one) or no skill at all."""
     from bot._checks import configured_skills
 
     found = await asyncio.to_thread(configured_skills, config)
@@ -48,9 +50,13 @@ async def list_skills(config: Config) -> int:
         print(f"    {skill.description}")
         if skill.chats:
             print(f"    only in: {', '.join(sorted(skill.chats))}")
-    if not found:
-        print(f"no skills in {' or '.join(map(str, config.skill_dirs()[0]))}")
+        for reason in skill.unmet:
+            print(f"    not offered: {reason}")
+    if not found.skills:
+        dirs = " or ".join(map(str, config.skill_dirs()[0]))
+        print(f"no skills in {dirs} (searched {MAX_DEPTH} folders down; expected {LAYOUT})")
         print(SKILL_FORMAT)
     for problem in found.problems:
-        print(f"problem: {problem}")
-    return 1 if found.problems else 0
+        print(f"{'warning' if problem.warning else 'problem'}: {problem}")
+    failed = not found.skills or any(not p.warning for p in found.problems)
+    return 1 if failed else 0

@@ -175,7 +175,8 @@ class SkillsConfig(Section):
     # the config file (a relative path is taken from the config file's folder)
     dirs: list[Path] | None = None
     only_in: dict[str, list[str]] = {}  # a skill's name -> the chats it is offered in
-    max_file_kb: int = Field(256, ge=1, le=10_240)  # of a skill's file use_skill reads
+    max_file_kb: int = Field(256, ge=1, le=10_240)  # a page of a skill's file use_skill reads
+    listing_tokens: int = Field(2000, ge=100, le=50_000)  # each request's list of skills, at most
 
     @field_validator("only_in")
     @classmethod

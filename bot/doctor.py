@@ -61,7 +61,10 @@ def _plugins(config: Config) -> list[Check]:
     skills = configured_skills(config)
     checks += [Check("skills", Status.WARNING, str(p), _SKILL_FIX) for p in skills.problems]
     if skills:
-        checks.append(Check("skills", Status.OK, f"found {', '.join(skills.skills)}"))
+        ready = [s.name for s in skills.skills.values() if not s.unmet]
+        idle = [f"{s.name} ({'; '.join(s.unmet)})" for s in skills.skills.values() if s.unmet]
+        left = f"; not offered here: {', '.join(idle)}" if idle else ""
+        checks.append(Check("skills", Status.OK, f"found {', '.join(ready)}{left}"))
     return checks
 
 

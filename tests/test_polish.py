@@ -125,8 +125,8 @@ async def test_tools_shows_use_skill_and_skills_says_what_one_is(
     config.write_text(write_config(tmp_path, llm).read_text())
     env_home = ["-c", "conf/config.toml"]  # a relative path, as a user gives it
     code, out, err = await finish(*await relaybot("skills", *env_home, cwd=tmp_path))
-    assert code == 0, err
-    assert f"or {tmp_path / 'conf' / 'skills'}\n" in out  # absolute: not an unnamed "skills"
+    assert code == 1, err  # no skill at all: said, and the exit code says so
+    assert f"or {tmp_path / 'conf' / 'skills'} (searched" in out  # absolute, not "skills"
     assert "SKILL.md" in out and "name: " in out and "description: " in out
     skill = tmp_path / "conf" / "skills" / "haiku"
     skill.mkdir(parents=True)

@@ -1,5 +1,5 @@
-"""Skills in the SKILL.md format: the front matter parser, the library's problems, use_skill's
-refusals (nothing outside the skill's folder, symlinks resolved, size-capped), `relaybot skills`,
+"""Skills in the SKILL.md format: the front matter (YAML), the library's problems, use_skill's
+refusals (nothing outside the skill's folder, symlinks resolved, paged), `relaybot skills`,
 and end to end over Telegram: a skill's description is offered, its body read by use_skill, a
 path outside it refused, a skill limited to some chats left out elsewhere."""
 
@@ -77,8 +77,8 @@ def test_front_matter_as_other_assistants_write_it() -> None:
         (['description: "Says \\"hi\\" in\\tFrench"'], 'Says "hi" in\tFrench'),
         (["description: 'It''s plain'"], "It's plain"),
         (["description: one line", "  continued here"], "one line continued here"),
-        (["description: |", "  line one", "  line two"], "line one\nline two\n"),
-        (["description: >", "  folded", "  text", "", "  next"], "folded text\nnext\n"),
+        (["description: |", "  line one", "  line two"], "line one\nline two"),
+        (["description: >", "  folded", "  text", "", "  next"], "folded text\nnext"),
         (["# a comment", "description: plain # not part of it"], "plain"),
     ],
 )
@@ -92,11 +92,11 @@ def test_front_matter_scalars(lines: list[str], description: str) -> None:
     [
         ("# just markdown\n", "does not start with a front matter"),
         ("---\nname: x\n", "no closing '---'"),
-        ("---\nname: x\nname: y\n---\n", "line 3: 'name' is given twice"),
-        ("---\n  name: x\n---\n", "line 2: indented line"),
-        ("---\nname x\n---\n", "line 2: not a 'key: value' line"),
-        ('---\nname: "never closed\n---\n', "never ends"),
-        ("---\n!!python/object:os.system: x\n---\n", "not a 'key: value' line"),
+        ("---\nname: x\n  bad: indent\n---\n", "line 3: not valid YAML"),
+        ("---\nname: x\ndescription: [a, b\n---\n", "line 4: not valid YAML"),
+        ('---\nname: "never closed\n---\n', "not valid YAML"),
+        ("---\n- a list\n---\n", "not a mapping"),
+        ("---\nx: !!python/object/apply:os.system [echo hi]\n---\n", "line 2: not valid YAML"),
     ],
 )
 def test_front_matter_mistakes_name_their_line(text: str, problem: str) -> None:
@@ -109,8 +109,8 @@ def test_front_matter_mistakes_name_their_line(text: str, problem: str) -> None:
 
 def test_problems_are_listed_and_the_good_skills_kept(tmp_path: Path) -> None:
     first, second = tmp_path / "a", tmp_path / "b"
-    write_skill(first, "pdf", PDF_SKILL)
-    write_skill(second, "pdf-copy", PDF_SKILL)
+    write_skill(first, "pdf-forms", PDF_SKILL)
+    write_skill(second, "pdf-forms", PDF_SKILL)
     write_skill(first, "bare", "# no front matter\n")
     write_skill(first, "nameless", "---\ndescription: d\n---\n")
     write_skill(first, "mute", "---\nname: mute\n---\n")
@@ -122,7 +122,7 @@ def test_problems_are_listed_and_the_good_skills_kept(tmp_path: Path) -> None:
         required=[missing],
     )
     assert list(found.skills) == ["pdf-forms"]
-    assert found.skills["pdf-forms"].folder == (first / "pdf").resolve()
+    assert found.skills["pdf-forms"].folder == (first / "pdf-forms").resolve()
     problems = sorted(str(p) for p in found.problems)
     assert problems == sorted(
         [
@@ -130,8 +130,8 @@ def test_problems_are_listed_and_the_good_skills_kept(tmp_path: Path) -> None:
             "(a line '---' first)",
             f"{first / 'nameless' / 'SKILL.md'}: skipped: the front matter has no name",
             f"{first / 'mute' / 'SKILL.md'}: skipped: the front matter has no description",
-            f"{second / 'pdf-copy' / 'SKILL.md'}: skipped: the name 'pdf-forms' is already "
-            f"used by {(first / 'pdf').resolve()}",
+            f"{second / 'pdf-forms' / 'SKILL.md'}: skipped: the name 'pdf-forms' is already "
+            f"used by {(first / 'pdf-forms').resolve()}",
             f"{missing}: not a directory",
             "[skills] only_in: no skill named 'nope'",
         ]
@@ -143,7 +143,7 @@ def skill_dir(tmp_path: Path) -> Path:
     base = tmp_path / "skills"
     folder = write_skill(
         base,
-        "pdf",
+        "pdf-forms",
         PDF_SKILL,
         {
             "reference/fields.md": "name, date, signature",
@@ -186,7 +186,14 @@ async def test_use_skill_reads_only_inside_the_skill(skill_dir: Path) -> None:
     assert "outside the skill's folder" in (await use(name="pdf-forms", file="escape.txt"))[1]
     assert "binary" in (await use(name="pdf-forms", file="blob.bin"))[1]
     error, big = await use(name="pdf-forms", file="big.txt")
-    assert not error and big.startswith("x" * 1024) and "3,000 bytes, the first 1,024" in big
+    assert not error and big.startswith("x" * 1024) and not big.startswith("x" * 1025)
+    assert "3,000 bytes in all, read up to 1,024" in big and "offset=1024" in big
+    error, rest = await use(name="pdf-forms", file="big.txt", offset=2048)
+    assert not error and rest == "x" * 952  # the last page: no note
+    error, past = await use(name="pdf-forms", file="big.txt", offset=3000)
+    assert error and "past its end" in past
+    error, past = await use(name="pdf-forms", offset=100_000)
+    assert error and "past their end" in past
     error, unknown = await use(name="excel")
     assert error and "Skills: pdf-forms." in unknown
 
@@ -211,7 +218,7 @@ async def test_relaybot_skills_lists_them_with_their_problems(skill_dir: Path) -
     out, err = await asyncio.wait_for(proc.communicate(), 30)
     lines = out.decode().splitlines()
     assert proc.returncode == 1, err
-    assert lines[0] == f"pdf-forms  ({(skill_dir / 'pdf').resolve()})"
+    assert lines[0] == f"pdf-forms  ({(skill_dir / 'pdf-forms').resolve()})"
     assert lines[1].startswith("    Fill in PDF forms") and lines[2] == "    only in: telegram:-5"
     assert lines[3].startswith(f"problem: {skill_dir / 'broken' / 'SKILL.md'}: skipped")
 

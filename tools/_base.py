@@ -69,6 +69,7 @@ class Tool(abc.ABC):
     exclusive: bool = False  # never run concurrently with other tools
     timeout_s: float | None = None
     resumable: bool = False  # background job re-run at start-up if the daemon died meanwhile
+    bounded_output: bool = False  # bounds its own result (pages it): the loop's cap leaves it
 
     @abc.abstractmethod
     async def execute(self, args: dict[str, Any]) -> ToolResult: ...

@@ -67,16 +67,23 @@ def quote_of(message: Message, reply: Message | None) -> Quote | None:
 
 
 def addressed_to_bot(message: Message) -> bool:
-    """True when `message` @mentions the bot (text or caption) or replies to its message."""
+    """True when `message` @mentions the bot (text or caption), names it after a command
+    (`/name@bot`: a skill's slash command in a group), or replies to its message."""
     bot = message.get_bot()
     reply = replied_to(message)  # in a topic the bot opened, not every message is a reply
     if reply is not None and reply.from_user is not None and reply.from_user.id == bot.id:
         return True
     handle = f"@{bot.username}".lower()
-    kinds: list[str | None] = [MessageEntity.MENTION, MessageEntity.TEXT_MENTION]
+    kinds: list[str | None] = [
+        MessageEntity.MENTION,
+        MessageEntity.TEXT_MENTION,
+        MessageEntity.BOT_COMMAND,
+    ]
     found = {**message.parse_entities(kinds), **message.parse_caption_entities(kinds)}
     for entity, text in found.items():
         if entity.type == MessageEntity.MENTION and text.lower() == handle:
+            return True
+        if entity.type == MessageEntity.BOT_COMMAND and text.lower().endswith(handle):
             return True
         if entity.user is not None and entity.user.id == bot.id:
             return True

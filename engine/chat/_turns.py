@@ -27,6 +27,7 @@ from engine.chat._notices import Notices, apology
 from engine.chat._permissions import Permissions
 from engine.chat._progress import Progress
 from engine.chat._reactions import StatusReactions
+from engine.chat._slash import open_slash_skill
 from engine.chat._speech import VoiceAnswers
 from engine.chat._spend import Meter, charging
 from engine.chat._thinking import show_thoughts
@@ -189,6 +190,9 @@ class TurnRunner:
             if deliver is not None:
                 answer.append(message_id)
 
+        for opened in await open_slash_skill(loop, history, ctx) if resume is None else []:
+            await record(opened)  # `/skill-name args`: the turn starts with the skill open
+            history.append(opened)
         try:
             async with typing(channel, conv.chat_id):
                 if resume is None:

@@ -1,6 +1,7 @@
 """The tool calls of a turn: each checked, run (safe ones together, each within the parallel
 limit), its result recorded for the model; a destructive call not granted halts the turn as a
-pending confirmation. Background tools start a job; results over ``max_output_chars`` are cut.
+pending confirmation. Background tools start a job; results over ``max_output_chars`` are cut
+(but for a tool that pages its own, `bounded_output`: use_skill).
 The loop (engine/loop/_loop.py) asks the model; this part does what the model asked.
 """
 
@@ -205,8 +206,8 @@ class ToolCalls:
         return state.result(None, pending)
 
     async def add_result(self, state: TurnState, call: ToolCall, result: ToolResult) -> None:
-        known = self.registry.get(call.name) is not None
-        metrics.tool_called(call.name if known else "other", not result.is_error)
+        tool = self.registry.get(call.name)
+        metrics.tool_called(call.name if tool is not None else "other", not result.is_error)
         text = result.for_llm
         if result.is_error:
             if result.retryable:
@@ -220,7 +221,8 @@ class ToolCalls:
                     f"I stopped because the tool {call.name} kept failing with the same "
                     f"error: {_clip(result.for_llm, 300)}"
                 )
-        if len(text) > self.max_output_chars:
+        bounded = tool is not None and tool.bounded_output
+        if len(text) > self.max_output_chars and not bounded:
             cut = len(text) - self.max_output_chars
             text = text[: self.max_output_chars] + f"\n…[truncated: {cut} more characters]"
         await state.add(Message.tool_result(call.id, text, is_error=result.is_error))

@@ -19,6 +19,8 @@ from __future__ import annotations
 import copy
 import importlib
 import logging
+from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tools._base import Tool
@@ -88,13 +90,15 @@ def builtin_tools(
     schedules: ScheduleAccess | None = None,
     search_key: str = "",
     clock: WallClock | None = None,
+    kept: Sequence[Path] = (),
 ) -> list[Tool]:
     """The built-ins named in `config.builtins`, in that order, as fresh instances.
 
     `memory` backs remember/recall/forget and `schedules` the schedule tools (None only to list
     tools: their calls then fail). web_search is left out while `[tools.web_search]` names no
     backend; `search_key` is its API key (Brave, Tavily). `clock` is what remind_me waits by
-    (the system clock when not given).
+    (the system clock when not given). run_command's sandbox shows the folders `kept` (the
+    skills folders) read-only.
     Raises ConfigError for an unknown name, or a workspace tool without a usable
     `tools.workspace` directory.
     """
@@ -145,6 +149,7 @@ def builtin_tools(
                 timeout_s=config.command_timeout_s,
                 output_max=config.command_output_max,
                 config=config.run_command,
+                kept=kept,
             )
     return [made[name] for name in wanted if name in made]
 

@@ -31,9 +31,11 @@ class RunCommand(Tool):
     The command gets a minimal environment (no tokens or API keys from the daemon's) and no
     stdin. Its keeper sets the rlimits, stops it past `processes`, and kills everything it
     started, however detached, when the shell exits; a time limit or a cancelled call sends
-    the keeper SIGTERM, which does the same. With `sandbox = "none"` the command runs beside
-    the daemon, unable to read only `hidden` paths (the systemd credentials directory is
-    always one) and the daemon's /proc entries, where the kernel has Landlock.
+    the keeper SIGTERM, which does the same. The `kept` folders (the skills) are bound read-only
+    into the sandbox, so a skill's scripts run and nothing changes them. With `sandbox = "none"`
+    the command runs beside the daemon, unable to read only `hidden` paths (the systemd
+    credentials directory is always one) and the daemon's /proc entries, where the kernel has
+    Landlock; it can then change the skills folders too.
     """
 
     name = "run_command"
@@ -59,9 +61,11 @@ class RunCommand(Tool):
         output_max: int = 8_000,
         hidden: Iterable[Path] = (),
         config: RunCommandConfig | None = None,
+        kept: Iterable[Path] = (),
     ) -> None:
         self.root = root
         self.config = config or RunCommandConfig()
+        self.kept = tuple(kept)  # the skills folders: readable in the sandbox, never writable
         credentials = os.environ.get("CREDENTIALS_DIRECTORY")
         self.hidden = [*hidden, *([Path(credentials)] if credentials else [])]
         if self.config.sandbox == "none" and self.hidden and landlock_abi() < 1:
@@ -140,7 +144,8 @@ class RunCommand(Tool):
             bwrap = bwrap_path()
             if bwrap is None:
                 raise FileNotFoundError("bubblewrap (bwrap) is not installed")
-            jail = Jail((self.root,), tuple(cfg.readable), cfg.network)
+            kept = (p for p in self.kept if p.is_dir())  # a skills folder not made yet: nothing
+            jail = Jail((self.root,), (*cfg.readable, *kept), cfg.network)
             program = bwrap_argv(bwrap, jail, nproc_argv(program, cfg.processes))
         limits = {"cpu": cfg.cpu_s, "as": cfg.memory_mb << 20, "fsize": cfg.file_size_mb << 20}
         return keeper_argv(program, map(str, self.hidden), limits=limits, procs=cfg.processes)
