@@ -86,7 +86,7 @@ def require(name: str) -> None:
     prerequisite = PREREQUISITES[name]  # a KeyError names a typo in a test
     if name not in missing():
         return
-    why = f"{name} is not installed (apt-get install {prerequisite.packages}): {prerequisite.what}"
+    why = f"{name} is not installed (apt-get install {prerequisite.packages})"
     if in_ci():
-        pytest.fail(f"CI=true needs {why}", pytrace=False)
-    pytest.skip(why)
+        pytest.fail(f"CI=true: {why}, and {prerequisite.what} must run", pytrace=False)
+    pytest.skip(f"{why}: {prerequisite.what} skip")
