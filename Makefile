@@ -42,6 +42,9 @@ init: $(BIN)/.installed
 # runs them in one process, in order.
 JOBS ?= auto
 test: $(BIN)/.dev
+	@# the hundreds of relaybot processes the tests start read bytecode compiled once here
+	@# (where PYTHONDONTWRITEBYTECODE is set, each would compile every module it imports)
+	$(BIN)/python -m compileall -q bot channels engine tools tests benchmarks
 	$(BIN)/python -m pytest -q -n $(JOBS)
 
 lint: $(BIN)/.dev
