@@ -35,6 +35,7 @@ from bot._reload import Reloader, read_checked
 from bot.app import App
 from bot.config import load_config
 from engine.i18n import translator
+from engine.store import CONSOLE_CLI
 from tests.fakes.media import png
 from tests.fakes.openai_server import FakeOpenAI, echo, error, images_in, text, tool_call
 from tests.fakes.telegram_server import FakeTelegram
@@ -223,7 +224,7 @@ async def _console_link(rig: Rig) -> str:
 
 
 async def _signed_in_cookie(rig: Rig) -> str:
-    token = await rig.app.store.console.new_link("test", 60, "admin")
+    token = await rig.app.store.console.new_link(CONSOLE_CLI, 60, "admin")  # relaybot console-link
     _, _, headers = await rig.get(
         "/signin", method="POST", data={"t": token}, allow_redirects=False
     )
@@ -297,6 +298,35 @@ def rows(rig_tmp: Path) -> list[Row]:
             None,
             {"llm.fallback": FALLBACK},
         ),
+        # reasoning models (issue 43): the model of the next turn is built from them
+        Row("llm.api", "responses", seen(lambda r: type(r.loop.model).__name__), "ResponsesModel"),
+        Row(
+            "llm.reasoning_effort",
+            "low",
+            seen(lambda r: r.loop.model.options.get("reasoning_effort")),
+        ),
+        Row(
+            "llm.reasoning_summary",
+            False,
+            seen(lambda r: r.loop.model.summary),
+            None,
+            {"llm.api": "responses"},
+        ),
+        Row(
+            "llm.store_responses",
+            True,
+            seen(lambda r: r.loop.model.store),
+            None,
+            {"llm.api": "responses"},
+        ),
+        Row(
+            "llm.thinking_tokens",
+            2048,
+            seen(lambda r: r.loop.model.thinking),
+            None,
+            {"llm.provider": "anthropic", "llm.model": "claude-sonnet-4-5"},
+        ),
+        Row("llm.reasoning_back", True, seen(lambda r: r.loop.model.reasoning_back)),
         Row("llm.context_window", 64_000, seen(lambda r: r.loop.context.settings.window)),
         Row(
             "llm.max_output_tokens", 500, seen(lambda r: r.loop.context.settings.max_output_tokens)
@@ -457,6 +487,7 @@ def rows(rig_tmp: Path) -> list[Row]:
             {"skills.dirs": [str(rig_tmp / "skills2")]},
         ),
         Row("skills.max_file_kb", 1, seen(lambda r: r.app.generation.skills.max_file_bytes), 1024),
+        Row("skills.listing_tokens", 500, seen(lambda r: r.app.generation.skills.listing_tokens)),
         # [telegram], [discord]: the connection is made at start; who may use the bot is not
         Row(
             "telegram.enabled",
@@ -572,6 +603,56 @@ def rows(rig_tmp: Path) -> list[Row]:
             "tools.command_output_max",
             999,
             seen(lambda r: r.tool("run_command").output_max),
+            None,
+            {"tools.workspace": str(ws), "tools.builtins": ["run_command"]},
+        ),
+        # [tools.run_command]: the sandbox of the next command (tools/builtins/_bwrap.py)
+        Row(
+            "tools.run_command.sandbox",
+            "none",
+            seen(lambda r: r.tool("run_command").config.sandbox),
+            None,
+            {"tools.workspace": str(ws), "tools.builtins": ["run_command"]},
+        ),
+        Row(
+            "tools.run_command.network",
+            True,
+            seen(lambda r: r.tool("run_command").config.network),
+            None,
+            {"tools.workspace": str(ws), "tools.builtins": ["run_command"]},
+        ),
+        Row(
+            "tools.run_command.readable",
+            [str(rig_tmp)],
+            seen(lambda r: r.tool("run_command").config.readable),
+            [rig_tmp],
+            {"tools.workspace": str(ws), "tools.builtins": ["run_command"]},
+        ),
+        Row(
+            "tools.run_command.cpu_s",
+            7,
+            seen(lambda r: r.tool("run_command").config.cpu_s),
+            None,
+            {"tools.workspace": str(ws), "tools.builtins": ["run_command"]},
+        ),
+        Row(
+            "tools.run_command.memory_mb",
+            99,
+            seen(lambda r: r.tool("run_command").config.memory_mb),
+            None,
+            {"tools.workspace": str(ws), "tools.builtins": ["run_command"]},
+        ),
+        Row(
+            "tools.run_command.file_size_mb",
+            9,
+            seen(lambda r: r.tool("run_command").config.file_size_mb),
+            None,
+            {"tools.workspace": str(ws), "tools.builtins": ["run_command"]},
+        ),
+        Row(
+            "tools.run_command.processes",
+            7,
+            seen(lambda r: r.tool("run_command").config.processes),
             None,
             {"tools.workspace": str(ws), "tools.builtins": ["run_command"]},
         ),
