@@ -28,6 +28,7 @@ from engine.models._pricing import (
     dollars,
     spend,
 )
+from engine.models._probe import Probe, explain_404, list_models, ping, with_v1
 from engine.models._speech import OGG_OPUS, OpenAISpeaker, Speaker
 from engine.models._transcribe import OpenAITranscriber, Transcriber
 from engine.models._types import (
@@ -90,6 +91,7 @@ __all__ = [
     "Part",
     "Price",
     "Prices",
+    "Probe",
     "Role",
     "ScriptedModel",
     "Speaker",
@@ -100,7 +102,11 @@ __all__ = [
     "Transcriber",
     "Usage",
     "dollars",
+    "explain_404",
+    "list_models",
+    "ping",
     "reply",
     "sanitised",
     "spend",
+    "with_v1",
 ]
