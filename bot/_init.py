@@ -80,13 +80,18 @@ def _endpoint(term: Input, a: Answers) -> None:
             print(f"  {url_fix(url)}.")
             continue
         a.base_url = url.rstrip("/")
-        a.provider = "anthropic" if "anthropic.com" in url.lower() else "openai"
+        if "anthropic.com" in url.lower():
+            _anthropic(a)
         if term.ended:
             return
         listing = asyncio.run(list_models(a.base_url, "", a.provider))
         if listing.answered:
             return
         if listing.status == 404:
+            theirs = asyncio.run(list_models(a.base_url, "", "anthropic"))
+            if theirs.answered and theirs.anthropic:
+                print(f"  {a.base_url} is Anthropic's Messages API.")
+                return _anthropic(a)
             fixed = asyncio.run(with_v1(a.base_url, "", a.provider))
             if fixed is not None:
                 print(f"  {a.base_url} answers 404, {fixed} answers: the API is under /v1.")
@@ -101,6 +106,12 @@ def _endpoint(term: Input, a: Answers) -> None:
             print(f"  {a.base_url} answered {listing.status}: {listing.error}.")
         if term.yes("Keep it anyway (e.g. the server is not running yet)?"):
             return
+
+
+def _anthropic(a: Answers) -> None:
+    a.provider = "anthropic"
+    a.base_url = a.base_url.removesuffix("/v1")  # the SDK adds /v1/messages
+    a.model = "claude-sonnet-4-5"
 
 
 def _secret(term: Input, a: Answers, name: str, question: str, env: Path) -> str:

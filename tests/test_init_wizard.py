@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.openai_server import FakeOpenAI
 from tests.test_cli import finish, relaybot
 from tests.test_console import Terminal
@@ -103,6 +104,32 @@ async def test_ctrl_d_at_a_terminal_stops_init_and_writes_nothing(
         term.close()
     assert not cfg.exists() and not (tmp_path / "relaybot.env").exists()
     assert b"Use Telegram?" not in term.screen  # no defaults taken for the rest
+
+
+async def test_init_knows_anthropic_lists_its_models_and_installs_the_service(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv("WIZARD_ANT_KEY", raising=False)
+    cfg = tmp_path / "config.toml"
+    key = "sk-ant-wizard-1234567890"
+    async with FakeAnthropic(api_key=key, models=("claude-a", "claude-b")) as claude:
+        answers = [claude.base_url, "WIZARD_ANT_KEY", key, "1", "n", "n"]
+        stdin = "".join(f"{a}\n" for a in answers).encode()
+        proc, io = await relaybot("init", "-c", str(cfg), "--install-service", stdin=stdin)
+        code, out, err = await finish(proc, io)
+        assert code == 0, out + err
+        assert f"{claude.base_url} is Anthropic's Messages API." in out
+        assert "1. claude-a" in out and "claude-a answered a test request." in out
+        assert claude.requests[-1]["max_tokens"] == 1 and claude.api_keys[-1] == key
+        written = cfg.read_text()
+        assert 'provider = "anthropic"' in written and f'base_url = "{claude.base_url}"' in written
+        assert 'model = "claude-a"' in written and 'api_key_env = "WIZARD_ANT_KEY"' in written
+        unit = tmp_path / "xdg" / "systemd" / "user" / "relaybot.service"
+        assert f"Wrote {unit}" in out and f"run -c {cfg}" in unit.read_text()
+        proc, io = await relaybot("chat", "-c", str(cfg), stdin=b"hello\n")
+        code, out, err = await finish(proc, io)
+        assert code == 0 and out.strip() == "echo: hello", out + err
 
 
 def _config(tmp_path: Path, base_url: str, model: str) -> Path:

@@ -26,11 +26,14 @@ _ANTHROPIC_VERSION = "2023-06-01"
 @dataclass(frozen=True, slots=True)
 class Probe:
     """What one request got: its HTTP status (None: no answer, `error` says why), the models
-    listed (for a list), the server's own words (for a refusal)."""
+    listed (for a list), the server's own words (for a refusal), and whether the answer is
+    shaped as Anthropic's API shapes it (a list with ``has_more``, an error with ``"type":
+    "error"``): its base_url is the host, without /v1."""
 
     status: int | None
     models: tuple[str, ...] = ()
     error: str = ""
+    anthropic: bool = False
 
     @property
     def answered(self) -> bool:
@@ -87,11 +90,12 @@ async def list_models(base_url: str, key: str, provider: str = "openai") -> Prob
     """GET the model list (``/models`` under the API's path)."""
     url = f"{_api(base_url, provider)}/models"
     status, data, text = await _request("GET", url, _headers(provider, key))
+    theirs = isinstance(data, dict) and (data.get("type") == "error" or "has_more" in data)
     if status != 200:
-        return Probe(status, error=text if status is None else _words(data, text))
+        return Probe(status, error=text if status is None else _words(data, text), anthropic=theirs)
     entries = data.get("data") if isinstance(data, dict) else None
     ids = [str(e["id"]) for e in entries or () if isinstance(e, dict) and e.get("id")]
-    return Probe(200, tuple(ids))
+    return Probe(200, tuple(ids), anthropic=theirs)
 
 
 async def with_v1(base_url: str, key: str, provider: str = "openai") -> str | None:
