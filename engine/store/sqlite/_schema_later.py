@@ -87,4 +87,14 @@ LATER: list[str] = [
     # 17: several instances each hear their chats' work on a channel of their own (its name;
     #     none: an older relaybot, which hears everything on the shared one)
     "ALTER TABLE instances ADD COLUMN channel TEXT;",
+    # 18: how many errors each channel met, per minute (the console's "in the last hour"; the
+    #     newest error's text stays in channel_errors); kept a day
+    """
+    CREATE TABLE channel_error_counts (
+        channel TEXT NOT NULL,
+        minute INTEGER NOT NULL,
+        n INTEGER NOT NULL,
+        PRIMARY KEY (channel, minute)
+    );
+    """,
 ]
