@@ -43,9 +43,14 @@ def read_env(path: Path) -> dict[str, str]:
 
 def load_env(config: Path) -> list[str]:
     """Set the variables of `config`'s env file that the environment does not set already;
-    the names set."""
+    the names set. The file is named in RELAYBOT_ENV_FILE, so the commands and MCP servers the
+    daemon starts cannot read it (tools/builtins/_sandbox.py hides it, with Landlock)."""
+    path = env_file(config)
+    found = read_env(path)
+    if found:
+        os.environ.setdefault("RELAYBOT_ENV_FILE", str(path))
     taken = []
-    for name, value in read_env(env_file(config)).items():
+    for name, value in found.items():
         if name not in os.environ:
             os.environ[name] = value
             taken.append(name)

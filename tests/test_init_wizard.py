@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.anthropic_server import FakeAnthropic
-from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.openai_server import FakeOpenAI, text, tool_call
 from tests.test_cli import finish, relaybot
 from tests.test_console import Terminal
+from tools.builtins._sandbox import landlock_abi
 
 KEY = "sk-right-key-1234567890"
 TOKEN = "123456:ABCDEFGHIJKLMNOPQRSTUVWXYZabc"
@@ -165,3 +166,28 @@ async def test_doctor_and_chat_tell_a_missing_v1_from_an_unknown_model(tmp_path:
         code, out, err = await finish(proc, io)
         assert "does not know the model" in out and "check [llm] model" in out, out + err
         assert "model 'llama3' is unknown to the server; it offers: llama3.2, qwen2.5" in err
+
+
+@pytest.mark.skipif(landlock_abi() < 1, reason="hiding the env file from commands needs Landlock")
+async def test_a_command_the_bot_runs_cannot_read_the_env_file(
+    tmp_path: Path, llm: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("WIZARD_TEST_KEY", raising=False)
+    workspace = tmp_path / "workspace"  # beside the env file, as in a checkout
+    workspace.mkdir()
+    cfg = _config(tmp_path, llm.base_url, "fake-model")
+    text_ = cfg.read_text().replace('"current_time"', '"run_command"')
+    cfg.write_text(f'{text_}workspace = "{workspace}"\n')
+    cfg.write_text(cfg.read_text().replace("[llm]\n", '[llm]\napi_key_env = "WIZARD_TEST_KEY"\n'))
+    env = tmp_path / "relaybot.env"
+    env.write_text(f"WIZARD_TEST_KEY={KEY}\n")
+    env.chmod(0o600)
+    attack = f"cat {env}; cat ../relaybot.env; head -1 {cfg}"  # the config beside it: readable
+    llm.script(tool_call("run_command", {"command": attack}), text("no luck"))
+    proc, io = await relaybot("chat", "-c", str(cfg), stdin=b"run it\ny\n")
+    code, out, err = await finish(proc, io)
+    assert code == 0 and "no luck" in out, out + err
+    result = next(m for m in llm.requests[-1]["messages"] if m["role"] == "tool")["content"]
+    assert f"cat: {env}: Permission denied" in result and "\n[llm]\n" in result, result
+    assert KEY not in result and KEY not in out + err
+    assert llm.auth_headers[0] == f"Bearer {KEY}"  # the daemon itself read it

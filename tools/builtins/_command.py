@@ -13,7 +13,7 @@ from typing import Any
 
 from tools._base import Tier, Tool
 from tools._result import ToolResult
-from tools.builtins._sandbox import keeper_argv, landlock_abi
+from tools.builtins._sandbox import keeper_argv, landlock_abi, secret_paths
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +54,7 @@ class RunCommand(Tool):
         hidden: Iterable[Path] = (),
     ) -> None:
         self.root = root
-        credentials = os.environ.get("CREDENTIALS_DIRECTORY")
-        self.hidden = [*hidden, *([Path(credentials)] if credentials else [])]
+        self.hidden = [*hidden, *map(Path, secret_paths())]
         if self.hidden and landlock_abi() < 1:
             log.warning(
                 "the kernel has no Landlock (Linux >= 5.13): commands run by run_command "

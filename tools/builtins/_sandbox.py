@@ -13,7 +13,8 @@ what it guarantees are properties of a process, which the daemon cannot take on 
 - PROGRAM runs in a Landlock domain when the kernel has Landlock (Linux 5.13; signal scoping
   6.12). Then it cannot open /proc/<pid>/environ or mem of the daemon or of its keeper, nor
   ptrace them, even as root; it cannot signal them (so it cannot kill its keeper and escape);
-  and it cannot read the --hide paths (the daemon passes its systemd credentials directory).
+  and it cannot read the --hide paths (the daemon passes its systemd credentials directory and
+  the env file beside its config: :func:`secret_paths`).
   Landlock lists what is allowed, so hiding a path means allowing every other entry of each
   directory above it: an entry created later right in one of those directories (not below
   them) is unreadable to the command too. Without Landlock the command runs unconfined, and
@@ -67,6 +68,13 @@ def _syscall(number: int, *args: object) -> int:
 
 def _prctl(option: int, value: int) -> bool:
     return _libc().prctl(option, ctypes.c_ulong(value), 0, 0, 0) == 0
+
+
+def secret_paths() -> list[str]:
+    """What a tool process must not read: the daemon's systemd credentials directory and the
+    env file its secrets came from (bot/_envfile.py sets RELAYBOT_ENV_FILE), when there are."""
+    names = ("CREDENTIALS_DIRECTORY", "RELAYBOT_ENV_FILE")
+    return [os.environ[name] for name in names if os.environ.get(name)]
 
 
 def keeper_argv(program: Sequence[str], hidden: Iterable[str] = ()) -> list[str]:

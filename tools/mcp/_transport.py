@@ -16,7 +16,7 @@ import httpx2
 from mcp import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from tools.builtins._sandbox import keeper_argv
+from tools.builtins._sandbox import keeper_argv, secret_paths
 from tools.config import McpServerConfig
 
 log = logging.getLogger("tools.mcp")
@@ -32,8 +32,7 @@ async def transport(cfg: McpServerConfig) -> AsyncIterator[tuple[Any, Any]]:
         command = shutil.which(cfg.command, path=path)
         if command is None:
             raise FileNotFoundError(f"no command {cfg.command!r} found")
-        credentials = os.environ.get("CREDENTIALS_DIRECTORY")
-        keeper, *args = keeper_argv([command, *cfg.args], [credentials] if credentials else [])
+        keeper, *args = keeper_argv([command, *cfg.args], secret_paths())
         params = StdioServerParameters(command=keeper, args=args, env=cfg.env or None)
         read_end, write_end = os.pipe()
         threading.Thread(
