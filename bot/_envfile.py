@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 import re
+import stat
+import sys
 from pathlib import Path
 
 ENV_FILE = "relaybot.env"
@@ -49,6 +51,12 @@ def load_env(config: Path) -> list[str]:
     found = read_env(path)
     if found:
         os.environ.setdefault("RELAYBOT_ENV_FILE", str(path))
+        if (mode := stat.S_IMODE(path.stat().st_mode)) & 0o077:
+            print(
+                f"relaybot: note: {path} holds secrets and others may read it (mode "
+                f"{mode:o}): chmod 600 {path}",
+                file=sys.stderr,
+            )
     taken = []
     for name, value in found.items():
         if name not in os.environ:

@@ -54,7 +54,6 @@ def ask(term: Input, env: Path) -> Answers:
     key = _secret(term, a, a.api_key_env, "The API key", env)
     models, key = ((), key) if term.ended else _models(term, a, key, env)
     _model(term, a, models, key, env)
-    owners = []
     for name, token_env in (("telegram", "TELEGRAM_BOT_TOKEN"), ("discord", "DISCORD_BOT_TOKEN")):
         if term.yes(f"Use {name.title()}?"):
             token_env = term.env_name(
@@ -63,10 +62,9 @@ def ask(term: Input, env: Path) -> Answers:
             _secret(term, a, token_env, f"  The {name.title()} bot token", env)
             user = term.user_id(f"  Your {name.title()} user id ({_FIND_ID[name]})")
             a.channels.append(Channel(name, token_env, user))
-            owners += [f"{name}:{user}"] if user else []
-    if owners:
+    if a.admins:
         print(
-            f"  You ({', '.join(owners)}) are the bot's owner ([access] admins). When someone "
+            f"  You ({', '.join(a.admins)}) are the bot's owner ([access] admins). When someone "
             "else writes to the bot, they get a pairing code and you get Allow / Deny; "
             "`relaybot users` lists who is let in."
         )

@@ -77,6 +77,12 @@ async def test_init_probes_lists_tests_and_keeps_the_key_beside_the_config(
         proc, io = await relaybot("chat", "-c", str(cfg), stdin=b"hello\n")
         code, out, err = await finish(proc, io)
         assert code == 0 and out.strip() == "echo: hello", out + err
+        assert "others may read it" not in err
+        env.chmod(0o644)  # made by hand, say: said at start, once
+        proc, io = await relaybot("chat", "-c", str(cfg), stdin=b"hello\n")
+        code, out, err = await finish(proc, io)
+        assert code == 0 and out.strip() == "echo: hello", out + err
+        assert err.count(f"others may read it (mode 644): chmod 600 {env}") == 1
         # a variable set in the environment wins over the file
         monkeypatch.setenv("WIZARD_TEST_KEY", "sk-another-key-0000000")
         proc, io = await relaybot("chat", "-c", str(cfg), stdin=b"hello\n")
