@@ -134,7 +134,5 @@ async def explain_404(
     listing = await list_models(base_url, key, provider)
     if listing.models and model not in listing.models:
         offered = ", ".join(sorted(listing.models)[:8])
-        return ModelRefused(
-            f"model {model!r} is unknown to the server; it offers: {offered}", "model"
-        )
+        return ModelRefused(f"{exc}; the server offers: {offered}", "model")
     return exc
