@@ -21,7 +21,7 @@ from bot._doctor_base import Check, Status
 from bot._models import endpoint_model
 from bot.config import Config, ModelEndpoint
 from engine.context import ContextSettings, budget_for, discover_window
-from engine.models import Message, ModelRequest, ToolSpec
+from engine.models import Message, ModelRequest, ToolSpec, with_v1
 from tools.errors import (
     ContextOverflow,
     LLMError,
@@ -105,8 +105,16 @@ async def _list_models(where: str, cfg: ModelEndpoint, key: str) -> Check | None
     except sdk.AuthenticationError:
         return _key_rejected(where, url)
     except sdk.APIStatusError as exc:
-        if exc.status_code == 404:  # a server without a model list: the test request tells
-            return None
+        if exc.status_code == 404:  # no list here: under /v1, or a server without a list
+            fixed = await with_v1(url, key, cfg.provider)
+            if fixed is None:  # the test request tells
+                return None
+            return Check(
+                where,
+                Status.FAILED,
+                f"base_url is missing /v1: {url} answers 404, {fixed} is the API",
+                f'set {section} base_url = "{fixed}"',
+            )
         return Check(
             where,
             Status.FAILED,
@@ -187,12 +195,15 @@ def _failed(where: str, cfg: ModelEndpoint, exc: LLMError, list_s: float) -> Che
 def _refused(where: str, cfg: ModelEndpoint, exc: ModelRefused) -> Check:
     section = _section(where)
     message = str(exc)
+    if exc.kind == "path":  # engine/models/_probe.py: the API answers under /v1
+        return Check(where, Status.FAILED, message, f"add /v1 to {section} base_url")
     if exc.kind == "model":
         return Check(
             where,
             Status.FAILED,
             f"{cfg.base_url} does not know model {cfg.model}: {message}",
-            f"set {section} model to a model the server offers",
+            f"set {section} model to a model the server offers"
+            + ("" if "it offers:" in message else f" (its list: {cfg.base_url}/models)"),
         )
     if exc.kind == "template":
         return Check(

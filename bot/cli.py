@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from bot._checks import CHAT_ONLY, tool_problems, validate
 from bot._collector import loaded
 from bot._config_secrets import hide_secrets
+from bot._envfile import load_env
 from bot._lock import lock_store
 from bot._logging import setup_logging
 from bot._reload import Reloader, record_loaded
@@ -97,6 +98,12 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="print config.example.toml (every key, with its default) and exit",
     )
+    commands["init"].add_argument(
+        "--install-service",
+        action="store_true",
+        help="at the end, install the systemd user unit (as `relaybot install-service --user "
+        "--install` does)",
+    )
     commands["status"].add_argument("--json", action="store_true", help="for scripts")
     commands["backup"].add_argument("path", metavar="PATH", help="a new file, or a directory")
     commands["forget"].add_argument(
@@ -130,10 +137,11 @@ def main(argv: list[str] | None = None) -> int:
 
         sys.stdout.write(example_text())
         return 0
+    load_env(find_config(getattr(args, "config", None)))  # its secrets; the environment wins
     if args.command == "init":
         from bot._init import run_init
 
-        return run_init(find_config(args.config))  # ./config.toml, else $XDG_CONFIG_HOME's
+        return run_init(find_config(args.config), service=args.install_service)
     if args.command == "install-service":  # needs no valid config: it names the file
         return install_service(args)
     if args.command == "migrate-store":  # needs no config: both stores are named

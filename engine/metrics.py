@@ -286,7 +286,7 @@ MAX_ERROR_CHARS = 500
 
 
 class ErrorLog(logging.Handler):
-    """The newest error of each channel, kept until :meth:`take` hands it to the store.
+    """The newest error of each channel (and how many), kept until :meth:`take` hands it over.
 
     As a logging handler on the ``channels`` logger it also keeps what an adapter logs at
     WARNING and above (``channels.telegram`` → "telegram"). :func:`use_error_log` makes it the
@@ -302,10 +302,11 @@ class ErrorLog(logging.Handler):
         text = self.redact(" ".join(text.split()))
         if len(text) > MAX_ERROR_CHARS:
             text = text[: MAX_ERROR_CHARS - 1] + "…"
-        self._new[channel] = ChannelError(channel, time.time(), text)
+        count = self._new[channel].count + 1 if channel in self._new else 1
+        self._new[channel] = ChannelError(channel, time.time(), text, count)
 
     def take(self) -> list[ChannelError]:
-        """The errors noted since the last call (one per channel, the newest)."""
+        """The errors noted since the last call (per channel: the newest, and how many)."""
         taken, self._new = self._new, {}
         return list(taken.values())
 

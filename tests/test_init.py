@@ -21,11 +21,12 @@ async def test_init_asks_the_essentials_and_writes_a_config(
     cfg = tmp_path / "config.toml"
     answers = [
         llm.base_url,  # the endpoint
-        "fake-model",  # the model
-        "sk-123-pasted-key",  # not a variable name: asked again
-        "RELAYBOT_TEST_KEY",
+        "sk-123-pasted-key",  # the key itself, not a variable name: asked again
+        "RELAYBOT_TEST_KEY",  # set: its value is not asked
+        "fake-model",  # the model, from the server's list
         "y",  # Telegram
         "",  # its token variable: the default
+        "",  # its value: not given (set it later)
         "@me",  # not an id: asked again
         "123456789",
         "n",  # Discord
@@ -34,10 +35,13 @@ async def test_init_asks_the_essentials_and_writes_a_config(
     proc, io = await relaybot("init", "-c", str(cfg), stdin=stdin)
     code, out, err = await finish(proc, io)
     assert code == 0, err
-    assert out.count("That is not a variable name") == 1
+    assert out.count("That is an API key itself (sk-1… (17 characters))") == 1
     assert out.count("A user id is a number") == 1
+    assert "1. fake-model" in out and "fake-model answered a test request." in out
     assert "export TELEGRAM_BOT_TOKEN=..." in out and "# the bot token from @BotFather" in out
+    assert f"TELEGRAM_BOT_TOKEN=... in {tmp_path / 'relaybot.env'})" in out
     assert "RELAYBOT_TEST_KEY=" not in out  # set already: not asked for
+    assert not (tmp_path / "relaybot.env").exists()  # no value typed: no env file
     written = cfg.read_text()
     assert "sk-123-pasted-key" not in written
     assert f'base_url = "{llm.base_url}"' in written and 'model = "fake-model"' in written
@@ -78,6 +82,6 @@ async def test_make_run_on_first_use_writes_the_config_and_explains(tmp_path: Pa
     out = (await asyncio.wait_for(proc.communicate(), 60))[0].decode()
     assert proc.returncode == 0, out
     assert "Error" not in out and "***" not in out
-    assert f"Wrote {cfg}. Next:" in out and "export OPENAI_API_KEY=..." in out
+    assert f"Wrote {cfg}.\nNext:" in out and "export OPENAI_API_KEY=..." in out
     assert out.rstrip().endswith("Then: make run (the daemon), or make chat (talk to it here).")
     assert 'model = "gpt-4o-mini"' in cfg.read_text()

@@ -157,7 +157,7 @@ async def test_wheel_installs_a_relaybot_that_works_from_an_empty_directory(
     ).stdout  # fmt: skip
     assert where.startswith(str(installed.parent)), where  # the wheel's, not the checkout's
 
-    answers = f"{llm.base_url}\nfake-model\nRB_INSTALL_KEY\nn\nn\n".encode()
+    answers = f"{llm.base_url}\nRB_INSTALL_KEY\nfake-model\nn\nn\n".encode()  # the key: set
     code, out, err = await _run(installed, empty, env, "init", stdin=answers)
     config = tmp_path / "xdg" / "relaybot" / "config.toml"
     assert code == 0, err
@@ -189,8 +189,9 @@ async def test_wheel_installs_a_relaybot_that_works_from_an_empty_directory(
     code, out, err = await _run(installed, empty, env, "chat", stdin=b"hello\nwhere is order 42?\n")
     assert code == 0, err
     assert out.splitlines() == ["Hello from the installed relaybot.", "Order 42 is shipped."]
+    assert llm.requests[0]["max_tokens"] == 1  # init's test of the key and model
     assert llm.requests[1]["model"] == "fake-model"
-    assert llm.requests[2]["messages"][-1]["content"] == "order 42 is shipped"
+    assert llm.requests[-1]["messages"][-1]["content"] == "order 42 is shipped"
     assert (tmp_path / "state" / "relaybot" / "relaybot.db").exists()
     assert list(empty.iterdir()) == []  # nothing written where it was run
 

@@ -96,7 +96,7 @@ async def test_init_writes_under_xdg_config_home_and_ctrl_c_leaves_without_a_tra
     out, err = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 130 and "Traceback" not in err.decode()
     assert "nothing written" in err.decode()
-    answers = f"{llm.base_url}\nfake-model\nRB_NEWCOMER_KEY\nn\nn\n".encode()
+    answers = f"{llm.base_url}\nRB_NEWCOMER_KEY\n\nfake-model\nn\nn\n".encode()  # key: later
     proc = await _in(tmp_path, "init", stdin=answers, env=xdg)
     out, err = await asyncio.wait_for(proc.communicate(answers), 30)
     written = tmp_path / "xdg" / "relaybot" / "config.toml"

@@ -95,7 +95,8 @@ async def test_a_base_url_without_a_scheme_is_refused_with_the_fix(
     assert "llm.base_url: 'localhost:8080/v1' is not a URL: it must start with http://" in err
     assert 'e.g. base_url = "http://localhost:8080/v1"' in err
     target = tmp_path / "new" / "config.toml"
-    answers = b"localhost:8080/v1\nhttp://localhost:8080/v1\nm\n\nn\nn\n"
+    # nothing listens there: kept when asked (the server may not be running yet)
+    answers = b"localhost:8080/v1\nhttp://localhost:8080/v1\ny\nm\n\nn\nn\n"
     code, out, err = await finish(*await relaybot("init", "-c", str(target), stdin=answers))
     assert code == 0, err
     assert out.count("is not a URL") == 1  # asked again, then accepted

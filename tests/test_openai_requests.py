@@ -81,7 +81,9 @@ async def test_a_refusal_is_not_retried_and_keeps_its_kind(llm, status, message,
     finally:
         await model.aclose()
     assert len(llm.requests) == 1
-    assert str(failed.value) == f"the model endpoint answered {status}: {message}"
+    # a 404 also names the models the server lists (engine/models/_probe.py)
+    said = f"the model endpoint answered {status}: {message}"
+    assert str(failed.value) == said + ("; the server offers: fake-model" if status == 404 else "")
 
 
 async def test_an_endpoint_that_refuses_connections_is_unreachable_at_once() -> None:

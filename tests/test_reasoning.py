@@ -328,7 +328,7 @@ async def test_the_anthropic_fake_refuses_a_tool_turn_without_its_thinking_block
 
 
 def test_init_offers_the_responses_api_for_openai(monkeypatch) -> None:
-    from bot._init import Answers, render
+    from bot._init_render import Answers, render
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     written = render(Answers(model="gpt-5-mini", api="responses"))

@@ -1050,6 +1050,17 @@ async def test_the_console_finds_conversations_by_chat_user_and_date(store: Stor
     assert said[2].call_id == "k1" and said[2].is_error and said[0].user_id == "u1"
     activity = await store.browse.activity(now - 3600)
     assert (activity.answers, activity.tool_calls, activity.tool_errors) == (1, 1, 1)
+    assert activity.channel_errors == 0
+    # errors are counted, not the channels that had one: 3 + 2 now, 5 two hours ago
+    await store.ops.record_errors([ChannelError("t", now, "HTTP 403", count=3)])
+    await store.ops.record_errors([ChannelError("t", now, "HTTP 403", count=2)])
+    await store.ops.record_errors([ChannelError("d", now - 7200, "old", count=5)])
+    assert (await store.browse.activity(now - 3600)).channel_errors == 5
+    assert (await store.browse.activity(now - 3 * 3600)).channel_errors == 10
+    # who wrote there: a private chat's user by the inbox's name, a group's last speaker
+    assert [(c.chat_id, c.who) for c in found] == [("c2", "Bob"), ("c1", None)]
+    assert await store.inbox.accept(inbound("hello", "m1"))
+    assert [c.who for c in await store.browse.conversations(chat_id="c1")] == ["Ann"]
     await store.grants.grant("t", "c2", "shell", "u2", "Bob")
     [grant] = await store.browse.grants()
     assert (grant.chat_id, grant.tool) == ("c2", "shell")

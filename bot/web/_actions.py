@@ -5,7 +5,8 @@ marked interrupted in the store first (a result it still produces is then never 
 stopped here, and on the other instances through the cluster's signal that stops a forgotten
 user's jobs, and its chat is told through the chat's queue (handed to the holder); a schedule
 is cancelled as /schedules cancels it; a grant is revoked as /permissions revokes it; a pairing
-request is answered as an owner's Allow or Deny button answers it (the stranger is told)."""
+request is answered as an owner's Allow or Deny button answers it (the stranger is told); an
+approval is revoked as /users revokes it."""
 
 from __future__ import annotations
 
@@ -68,6 +69,10 @@ async def revoke_grant(daemon: App, channel: str, chat_id: str, tool: str, by: s
     if not n:
         return "It was revoked already."
     return f"Revoked: the bot asks before {tool} again in {channel}:{chat_id}."
+
+
+async def revoke_user(daemon: App, channel: str, user_id: str, by: str) -> str:
+    return await daemon.dispatcher.pairing.revoke(channel, user_id, f"{by} (web console)")
 
 
 async def answer_request(daemon: App, code: str, allow: bool, by: str) -> str:

@@ -12,7 +12,7 @@ from aiohttp import web
 
 from bot.web._html import Html, join, table, tag, when
 from bot.web._server import Ctx, Handler
-from engine.store import StoredMessage
+from engine.store import ConversationView, StoredMessage
 
 
 def _day(value: str) -> tuple[float, float] | None:
@@ -65,6 +65,7 @@ async def conversations(ctx: Ctx) -> web.Response:
     rows = [
         (
             tag("a", f"{c.channel}:{c.chat_id}", href=f"/conversations/{c.id}"),
+            _who(c),
             "private" if c.is_private else "group",
             "current" if c.active else "ended (/reset)",
             c.messages,
@@ -72,8 +73,15 @@ async def conversations(ctx: Ctx) -> web.Response:
         )
         for c in found
     ]
-    head = ["Chat", "Kind", "State", "Messages", "Last message"]
+    head = ["Chat", "Who", "Kind", "State", "Messages", "Last message"]
     return ctx.page("Conversations", join([search, note, table("Found", head, rows)]))
+
+
+def _who(c: ConversationView) -> str:
+    """A private chat's user by name; a group's last writer (its title is not stored)."""
+    if not c.who:
+        return "—"
+    return c.who if c.is_private else f"group; last: {c.who}"
 
 
 def _said(m: StoredMessage, sees_text: bool) -> Html:
@@ -112,8 +120,8 @@ async def conversation(ctx: Ctx) -> web.Response:
     parts: list[object] = [
         tag(
             "p",
-            f"{found.channel}:{found.chat_id} · {kind} · {found.messages} messages · "
-            f"started {when(found.created_at)}",
+            f"{found.channel}:{found.chat_id} ({_who(found)}) · {kind} · "
+            f"{found.messages} messages · started {when(found.created_at)}",
         ),
     ]
     if summary is not None:

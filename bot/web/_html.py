@@ -54,7 +54,7 @@ def tag(element: str, /, *content: object, **attrs: object) -> Html:
 def when(t: float | None) -> str:
     if not t:
         return "—"
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+    return time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(t))  # the server's zone, named
 
 
 def table(caption: str, head: Sequence[str], rows: Iterable[Sequence[object]]) -> Html:

@@ -60,6 +60,12 @@ class Ctx:
         return self.session.csrf
 
     @property
+    def is_owner(self) -> bool:
+        """Signed in from an owner's chat (/console), not by `relaybot console-link`: the
+        session names a person ("telegram:123") who can answer as an owner."""
+        return ":" in self.session.admin
+
+    @property
     def sees_text(self) -> bool:
         """Message text is shown to admins only (a viewer's link leaves it out)."""
         return self.session.role == "admin"

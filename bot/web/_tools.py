@@ -10,13 +10,13 @@ from aiohttp import web
 from bot.web import _actions as actions
 from bot.web._html import join, table, tag, when
 from bot.web._server import Ctx, Handler
+from tools.registry import summary
 
 
 async def tools(ctx: Ctx, note: str = "") -> web.Response:
     registry = ctx.daemon.registry
     specs = registry.definitions(registry.names())
-    rows = [(tag("code", s.name), s.tier, (s.description or "").strip().split("\n")[0])
-            for s in specs]  # fmt: skip
+    rows = [(tag("code", s.name), s.tier, summary(s.description)) for s in specs]
     grants = [
         (
             f"{g.channel}:{g.chat_id}",
@@ -55,7 +55,17 @@ async def revoke(ctx: Ctx) -> web.Response:
     )
 
 
-async def pairing(ctx: Ctx, note: str = "") -> web.Response:
+def _answers(ctx: Ctx, code: str) -> object:
+    """Allow and Deny for an owner's session; a `relaybot console-link` session has no owner
+    to answer as (the stranger is told who let them in), so it gets no buttons."""
+    if not ctx.is_owner:
+        return ""
+    allow = ctx.form("/pairing", "Allow", fields={"code": code, "allow": "yes"})
+    deny = ctx.form("/pairing", "Deny", fields={"code": code, "allow": "no"}, danger=True)
+    return join([allow, deny])
+
+
+async def pairing(ctx: Ctx, note: str = "", alert: bool = False) -> web.Response:
     access = ctx.daemon.store.access
     waiting = [
         (
@@ -63,24 +73,36 @@ async def pairing(ctx: Ctx, note: str = "") -> web.Response:
             f"{r.user_name} (@{r.username})" if r.username else r.user_name,
             f"{r.channel}:{r.user_id}",
             when(r.asked_at),
-            join(
-                [
-                    ctx.form("/pairing", "Allow", fields={"code": r.code, "allow": "yes"}),
-                    ctx.form(
-                        "/pairing", "Deny", fields={"code": r.code, "allow": "no"}, danger=True
-                    ),
-                ]
-            ),
+            _answers(ctx, r.code),
         )
         for r in await access.waiting(time.time())
     ]
-    approved = [(f"{a.channel}:{a.user_id}", a.user_name, a.approved_by, when(a.approved_at))
-                for a in await access.approved()]  # fmt: skip
+    approved = [
+        (
+            f"{a.channel}:{a.user_id}",
+            a.user_name,
+            a.approved_by,
+            when(a.approved_at),
+            ctx.form(
+                "/pairing/revoke",
+                f"Revoke {a.user_name or a.user_id}",
+                fields={"user": f"{a.channel}:{a.user_id}"},
+                danger=True,
+            ),
+        )
+        for a in await access.approved()
+    ]
+    how = (
+        "Requests are answered by an owner: each got Allow / Deny in their chat, or signs in "
+        "here with /console from that chat; `relaybot users allow CHANNEL:ID` lets someone in."
+    )
+    shown = tag("p", note, role="alert" if alert else "status", class_="note") if note else ""
     body = join(
         [
-            tag("p", note, role="status", class_="note") if note else "",
+            shown,
+            "" if ctx.is_owner or not waiting else tag("p", how),
             table("Requests waiting", ["Request", "Who", "User", "Asked", ""], waiting),
-            table("Let in by an owner", ["User", "Name", "By", "When"], approved),
+            table("Let in by an owner", ["User", "Name", "By", "When", ""], approved),
         ]
     )
     return ctx.page("Pairing", body)
@@ -93,10 +115,19 @@ async def show_pairing(ctx: Ctx) -> web.Response:
 async def answer(ctx: Ctx) -> web.Response:
     data = await ctx.request.post()
     code = str(data.get("code", ""))
+    if not ctx.is_owner:
+        refused = "Not answered: sign in with /console from an owner's chat to answer requests."
+        return await pairing(ctx, refused, alert=True)
     by = ctx.session.admin
-    if ":" not in by:
-        return await pairing(ctx, "Requests are answered by an owner: sign in with /console.")
     note = await actions.answer_request(ctx.daemon, code, data.get("allow") == "yes", by)
+    return await pairing(ctx, note)
+
+
+async def revoke_user(ctx: Ctx) -> web.Response:
+    channel, _, user_id = str((await ctx.request.post()).get("user", "")).partition(":")
+    if not (channel and user_id):
+        return await pairing(ctx, "Nothing to revoke.")
+    note = await actions.revoke_user(ctx.daemon, channel, user_id, ctx.session.admin)
     return await pairing(ctx, note)
 
 
@@ -105,4 +136,5 @@ PAGES: dict[tuple[str, str], Handler] = {
     ("POST", "/grants/revoke"): revoke,
     ("GET", "/pairing"): show_pairing,
     ("POST", "/pairing"): answer,
+    ("POST", "/pairing/revoke"): revoke_user,
 }

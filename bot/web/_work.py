@@ -75,7 +75,8 @@ async def cancel(ctx: Ctx) -> web.Response:
     if kind not in _KINDS or not ident:
         return await work(ctx, "Nothing to cancel.")
     if data.get("confirmed") != "yes":
-        question = tag("p", f"Cancel {_KINDS[kind]} {ident}? This cannot be undone.")
+        what = await _what(ctx, kind, ident)
+        question = tag("p", f"Cancel {what}? This cannot be undone.")
         yes = ctx.form(
             "/cancel",
             "Yes, cancel it",
@@ -94,6 +95,23 @@ async def cancel(ctx: Ctx) -> web.Response:
     else:
         note = "There is no such schedule."
     return await work(ctx, note)
+
+
+async def _what(ctx: Ctx, kind: str, ident: str) -> str:
+    """What a cancel step names: the tool and what it does, in which chat (the arguments only
+    for a session that may see message text)."""
+    store = ctx.daemon.store
+    if kind == "confirmation" and (c := await store.confirmations.get(ident)) is not None:
+        doing = f": {c.summary}" if ctx.sees_text else ""
+        return f"the confirmation of {c.tool} in {c.channel}:{c.chat_id}{doing}"
+    if kind == "job" and (j := await store.jobs.get(ident)) is not None:
+        tool = ctx.daemon.registry.get(j.tool)
+        doing = "" if tool is None else f" ({tool.describe_call(j.args if ctx.sees_text else {})})"
+        return f"the background task {j.tool} in {j.channel}:{j.chat_id}{doing}"
+    if kind == "schedule" and ident.isdigit() and (s := await store.schedules.get(int(ident))):
+        task = f": {s.task}" if ctx.sees_text else ""
+        return f"schedule #{s.id} in {s.channel}:{s.chat_id} ({s.kind} {s.spec}){task}"
+    return f"{_KINDS[kind]} {ident}"
 
 
 PAGES: dict[tuple[str, str], Handler] = {

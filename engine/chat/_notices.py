@@ -74,6 +74,11 @@ class Notices:
 
 
 _REFUSED = {
+    "path": N_(
+        "⚠️ The language model's server is set at the wrong address (its base_url is missing "
+        "/v1), so I cannot answer. The bot's owner needs to fix [llm] base_url. Your message is "
+        "saved."
+    ),
     "model": N_(
         "⚠️ The language model's server does not know the model this bot is set to use, so I "
         "cannot answer. The bot's owner needs to check [llm] model. Your message is saved."

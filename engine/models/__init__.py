@@ -28,6 +28,7 @@ from engine.models._pricing import (
     dollars,
     spend,
 )
+from engine.models._probe import Probe, explain_404, list_models, ping, with_v1
 from engine.models._responses import ResponsesModel
 from engine.models._speech import OGG_OPUS, OpenAISpeaker, Speaker
 from engine.models._transcribe import OpenAITranscriber, Transcriber
@@ -92,6 +93,7 @@ __all__ = [
     "Part",
     "Price",
     "Prices",
+    "Probe",
     "Reasoning",
     "ResponsesModel",
     "Role",
@@ -104,7 +106,11 @@ __all__ = [
     "Transcriber",
     "Usage",
     "dollars",
+    "explain_404",
+    "list_models",
+    "ping",
     "reply",
     "sanitised",
     "spend",
+    "with_v1",
 ]

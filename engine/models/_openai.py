@@ -2,7 +2,8 @@
 
 Everything OpenAI-shaped lives here: the translation of neutral messages and tool specs
 (strict schemas included) into request JSON, of replies (plain or streamed) back into a
-:class:`ModelResponse` with usage, and of the endpoint's errors onto relaybot's.
+:class:`ModelResponse` with usage, and of the endpoint's errors onto relaybot's (a 404 told
+apart: a base_url missing /v1, or a model the server does not list; engine/models/_probe.py).
 
 A plain request's first attempt is sent as prepared JSON over a session kept for it
 (engine/models/_wire.py): the SDK's per-request building costs three times the HTTP exchange.
@@ -35,6 +36,7 @@ from engine.models._openai_shapes import (
     to_openai,
 )
 from engine.models._pricing import Amount, spend
+from engine.models._probe import explain_404
 from engine.models._stream import CallAccumulator, emit
 from engine.models._thoughts import FIELDS, ThinkFilter, reasoning
 from engine.models._types import (
@@ -45,7 +47,7 @@ from engine.models._types import (
     Usage,
 )
 from engine.models._wire import Answer, FirstAttempt, error_body, retry_delay
-from tools.errors import LLMError
+from tools.errors import LLMError, ModelRefused
 
 if TYPE_CHECKING:
     import openai
@@ -153,10 +155,19 @@ class OpenAIModel:
             body[self._cap_field] = cap
         if request.tools:
             body["tools"] = [self._tool(t) for t in request.tools]
-        if not request.stream and self._first is not None:
-            reply = await self._plain(body, self._first)
-        else:
-            reply = await self._by_sdk(body, request.stream, on_text)
+        try:
+            if not request.stream and self._first is not None:
+                reply = await self._plain(body, self._first)
+            else:
+                reply = await self._by_sdk(body, request.stream, on_text)
+        except ModelRefused as exc:
+            if exc.kind != "model":
+                raise
+            base = self._settings["base_url"] or "https://api.openai.com/v1"
+            better = await explain_404(exc, base, self._settings["api_key"], self.name)
+            if better is exc:
+                raise
+            raise better from exc
         await spend(self.name, Amount(reply.usage))  # charged to whom the task is for
         return reply
 

@@ -23,6 +23,7 @@ class ConversationView:
     created_at: float
     last_at: float  # its newest message's time (its creation's when it has none)
     messages: int
+    who: str | None = None  # the name of whoever wrote there last (a private chat's user)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +69,8 @@ class ScheduleView:
 @dataclass(frozen=True, slots=True)
 class Activity:
     """What happened since a time: answers given, tool calls made, tool calls that failed,
-    channels that reported an error."""
+    errors the channels (and the model) met (counted per minute: `since` is taken to its
+    minute)."""
 
     answers: int
     tool_calls: int
@@ -110,7 +112,8 @@ class Browse:
             params += [since or 0.0, until if until is not None else 1e12]
         rows = await self.db.fetch(
             "SELECT c.id, c.channel, c.chat_id, c.is_private, c.active, c.created_at, "
-            "COALESCE(MAX(m.created_at), c.created_at) AS last_at, COUNT(m.id) AS n "
+            "COALESCE(MAX(m.created_at), c.created_at) AS last_at, COUNT(m.id) AS n, "
+            f"{_WHO} AS who "
             "FROM conversations c LEFT JOIN messages m ON m.conversation_id = c.id "
             f"WHERE {' AND '.join(where)} "
             "GROUP BY c.id, c.channel, c.chat_id, c.is_private, c.active, c.created_at "
@@ -123,7 +126,8 @@ class Browse:
     async def conversation(self, conversation_id: int) -> ConversationView | None:
         rows = await self.db.fetch(
             "SELECT c.id, c.channel, c.chat_id, c.is_private, c.active, c.created_at, "
-            "COALESCE(MAX(m.created_at), c.created_at) AS last_at, COUNT(m.id) AS n "
+            "COALESCE(MAX(m.created_at), c.created_at) AS last_at, COUNT(m.id) AS n, "
+            f"{_WHO} AS who "
             "FROM conversations c LEFT JOIN messages m ON m.conversation_id = c.id "
             "WHERE c.id = ? GROUP BY c.id, c.channel, c.chat_id, c.is_private, c.active, "
             "c.created_at",
@@ -190,14 +194,24 @@ class Browse:
             "(SELECT COUNT(*) FROM messages WHERE created_at >= ? AND role='tool') AS t, "
             "(SELECT COUNT(*) FROM messages WHERE created_at >= ? AND role='tool' "
             "AND is_error = TRUE) AS e, "
-            "(SELECT COUNT(*) FROM channel_errors WHERE at >= ?) AS c",
+            "(SELECT COALESCE(SUM(n), 0) FROM channel_error_counts WHERE minute >= ?) AS c",
             since,
             since,
             since,
-            since,
+            int(since // 60),
         )
         assert row is not None
         return Activity(int(row["a"]), int(row["t"]), int(row["e"]), int(row["c"]))
+
+
+# Who wrote in a chat last, by name: the inbox keeps each message's sender's name; a group's
+# messages keep their speaker's (the inbox is pruned in time).
+_WHO = (
+    "COALESCE((SELECT i.user_name FROM inbox i WHERE i.channel = c.channel "
+    "AND i.chat_id = c.chat_id AND i.user_name != '' ORDER BY i.id DESC LIMIT 1), "
+    "(SELECT s.speaker FROM messages s WHERE s.conversation_id = c.id "
+    "AND s.speaker IS NOT NULL ORDER BY s.id DESC LIMIT 1))"
+)
 
 
 def _conversation(r: Row) -> ConversationView:
@@ -210,6 +224,7 @@ def _conversation(r: Row) -> ConversationView:
         r["created_at"],
         r["last_at"],
         int(r["n"]),
+        r["who"],
     )
 
 

@@ -12,6 +12,7 @@ when it started).
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
@@ -159,6 +160,17 @@ class Ops:
                     e.at,
                     e.text,
                 )
+                await self.db.execute(
+                    "INSERT INTO channel_error_counts(channel, minute, n) VALUES (?,?,?) "
+                    "ON CONFLICT (channel, minute) DO UPDATE "
+                    "SET n = channel_error_counts.n + excluded.n",
+                    e.channel,
+                    int(e.at // 60),
+                    e.count,
+                )
+            await self.db.execute(  # a day is kept: the console shows the last hour
+                "DELETE FROM channel_error_counts WHERE minute < ?", int(time.time() // 60) - 1440
+            )
 
     # -- bounded growth -------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ class ChannelError:
     channel: str
     at: float  # unix time
     text: str  # redacted like the log
+    count: int = 1  # errors of the channel it stands for (noted since the last hand-over)
 
 
 @dataclass(frozen=True, slots=True)

@@ -97,6 +97,14 @@ class Jail:
     network: bool = False
 
 
+def secret_paths() -> list[str]:
+    """What a tool process must never read: the daemon's systemd credentials directory and the
+    env file its secrets came from (bot/_envfile.py sets RELAYBOT_ENV_FILE), when there are.
+    The keeper hides them under Landlock (sandbox = "none"); bubblewrap shows neither."""
+    names = ("CREDENTIALS_DIRECTORY", "RELAYBOT_ENV_FILE")
+    return [os.environ[name] for name in names if os.environ.get(name)]
+
+
 def bwrap_path() -> str | None:
     """Where bubblewrap is installed; None when it is not."""
     return shutil.which("bwrap")

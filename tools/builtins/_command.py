@@ -14,7 +14,7 @@ from typing import Any
 
 from tools._base import Tier, Tool
 from tools._result import ToolResult
-from tools.builtins._bwrap import TMP, Jail, bwrap_argv, bwrap_path, nproc_argv
+from tools.builtins._bwrap import TMP, Jail, bwrap_argv, bwrap_path, nproc_argv, secret_paths
 from tools.builtins._sandbox import keeper_argv, landlock_abi
 from tools.config import RunCommandConfig
 
@@ -66,8 +66,7 @@ class RunCommand(Tool):
         self.root = root
         self.config = config or RunCommandConfig()
         self.kept = tuple(kept)  # the skills folders: readable in the sandbox, never writable
-        credentials = os.environ.get("CREDENTIALS_DIRECTORY")
-        self.hidden = [*hidden, *([Path(credentials)] if credentials else [])]
+        self.hidden = [*hidden, *map(Path, secret_paths())]
         if self.config.sandbox == "none" and self.hidden and landlock_abi() < 1:
             log.warning(
                 "the kernel has no Landlock (Linux >= 5.13): commands run by run_command "

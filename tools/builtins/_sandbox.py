@@ -14,7 +14,8 @@ what it guarantees are properties of a process, which the daemon cannot take on 
 - PROGRAM runs in a Landlock domain when the kernel has Landlock (Linux 5.13; signal scoping
   6.12). Then it cannot open /proc/<pid>/environ or mem of the daemon or of its keeper, nor
   ptrace them, even as root; it cannot signal them (so it cannot kill its keeper and escape);
-  and it cannot read the --hide paths (the daemon passes its systemd credentials directory).
+  and it cannot read the --hide paths (the daemon passes its systemd credentials directory and
+  the env file beside its config: _bwrap.secret_paths).
   Landlock lists what is allowed, so hiding a path means allowing every other entry of each
   directory above it: an entry created later right in one of those directories (not below
   them) is unreadable to the command too. Renames across directories work from ABI 2 (Linux

@@ -18,7 +18,14 @@ import httpx2
 from mcp import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from tools.builtins._bwrap import SYSTEM_DIRS, Jail, bwrap_argv, bwrap_path, nproc_argv
+from tools.builtins._bwrap import (
+    SYSTEM_DIRS,
+    Jail,
+    bwrap_argv,
+    bwrap_path,
+    nproc_argv,
+    secret_paths,
+)
 from tools.builtins._sandbox import keeper_argv
 from tools.config import McpServerConfig
 
@@ -36,13 +43,11 @@ async def transport(cfg: McpServerConfig) -> AsyncIterator[tuple[Any, Any]]:
         command = shutil.which(cfg.command, path=path)
         if command is None:
             raise FileNotFoundError(f"no command {cfg.command!r} found")
-        credentials = os.environ.get("CREDENTIALS_DIRECTORY")
         program = [command, *cfg.args]
         procs = None
         if cfg.sandbox == "bwrap":
             program, procs = _sandboxed(cfg, program), SANDBOX_PROCESSES
-        hidden = [credentials] if credentials else []
-        keeper, *args = keeper_argv(program, hidden, procs=procs, every_ms=100)  # long-lived
+        keeper, *args = keeper_argv(program, secret_paths(), procs=procs, every_ms=100)
         params = StdioServerParameters(command=keeper, args=args, env=cfg.env or None)
         read_end, write_end = os.pipe()
         threading.Thread(

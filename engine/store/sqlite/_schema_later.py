@@ -99,4 +99,14 @@ LATER: list[str] = [
     ALTER TABLE spend ADD COLUMN reasoning_tokens INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE chat_settings ADD COLUMN thinking INTEGER;
     """,
+    # 20: how many errors each channel met, per minute (the console's "in the last hour"; the
+    #     newest error's text stays in channel_errors); kept a day
+    """
+    CREATE TABLE channel_error_counts (
+        channel TEXT NOT NULL,
+        minute INTEGER NOT NULL,
+        n INTEGER NOT NULL,
+        PRIMARY KEY (channel, minute)
+    );
+    """,
 ]
