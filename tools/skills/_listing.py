@@ -11,10 +11,20 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol, TypeVar
 
-if TYPE_CHECKING:  # _library lists its skills with `listing`
-    from tools.skills._library import Skill
+
+class Listed(Protocol):
+    """What the listing reads of a skill (tools.skills._library.Skill has it)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+
+S = TypeVar("S", bound=Listed)
 
 CHARS_PER_TOKEN = 4
 DESCRIPTION_CHARS = 300  # of each description, in a request
@@ -30,7 +40,7 @@ COMPACT_HEAD = (
 _WORD = re.compile(r"[a-z0-9]+")
 
 
-def listing(offered: Sequence[Skill], tokens: int) -> str:
+def listing(offered: Sequence[Listed], tokens: int) -> str:
     """The request's text about `offered`; "" when there is none."""
     if not offered:
         return ""
@@ -50,12 +60,12 @@ def listing(offered: Sequence[Skill], tokens: int) -> str:
     return f"{LISTING_HEAD}\n{COMPACT_HEAD} {', '.join(shown)}{more}"
 
 
-def crowded(skills: Sequence[Skill], tokens: int) -> bool:
+def crowded(skills: Sequence[Listed], tokens: int) -> bool:
     """True when `skills` are not all described within `tokens` (find_skill is then offered)."""
     return listing(skills, tokens).find(COMPACT_HEAD) >= 0
 
 
-def find(offered: Sequence[Skill], query: str) -> list[Skill]:
+def find(offered: Sequence[S], query: str) -> list[S]:
     """The skills whose name or description share words with `query`, best first."""
     words = set(_WORD.findall(query.lower()))
     scored = []
