@@ -183,7 +183,8 @@ async def test_a_command_the_bot_runs_cannot_read_the_env_file(
     workspace.mkdir()
     cfg = _config(tmp_path, llm.base_url, "fake-model")
     text_ = cfg.read_text().replace('"current_time"', '"run_command"')
-    cfg.write_text(f'{text_}workspace = "{workspace}"\n')
+    # Landlock's hiding (sandbox = "none"); in bubblewrap neither file is there at all
+    cfg.write_text(f'{text_}workspace = "{workspace}"\n\n[tools.run_command]\nsandbox = "none"\n')
     cfg.write_text(cfg.read_text().replace("[llm]\n", '[llm]\napi_key_env = "WIZARD_TEST_KEY"\n'))
     env = tmp_path / "relaybot.env"
     env.write_text(f"WIZARD_TEST_KEY={KEY}\n")

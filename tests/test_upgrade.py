@@ -59,6 +59,7 @@ MORE_ROWS = {
         "INSERT INTO console_sessions(token_hash, admin, role, csrf, created_at, expires_at) "
         "VALUES ('cd', 't:1', 'admin', 'x', 0, 1)",
     ],
+    20: ["INSERT INTO channel_error_counts(channel, minute, n) VALUES ('t', 1, 2)"],
 }
 
 
