@@ -5,16 +5,17 @@ other assistants put there is more than flat strings: OpenClaw's documented ``me
 object spread over several lines (a YAML flow mapping), ClawHub's examples nest lists in
 mappings. A maintained parser reads all of it; ``safe_load`` builds only plain data (no tags that
 construct objects, so a skill file cannot make it run anything), and the C loader is used when
-PyYAML was built with it. A mistake is reported with the line of SKILL.md it is on.
+PyYAML was built with it. A mistake is reported with the line of SKILL.md it is on. PyYAML is
+imported when the first skill is read: a daemon without skills does not load it (~25 ms and a
+few MiB at every start).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
-
-_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+if TYPE_CHECKING:
+    import yaml
 
 
 class FrontMatterError(ValueError):
@@ -31,8 +32,11 @@ def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
             break
     else:
         raise FrontMatterError("its front matter has no closing '---' line")
+    import yaml  # here, not at the top: see the module docstring
+
+    loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        found = yaml.load("\n".join(lines[1:end]), Loader=_Loader)  # a safe loader: plain data only
+        found = yaml.load("\n".join(lines[1:end]), Loader=loader)  # a safe loader: plain data only
     except yaml.YAMLError as exc:
         raise FrontMatterError(_yaml_problem(exc)) from None
     if found is None:
