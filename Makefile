@@ -45,7 +45,7 @@ test: $(BIN)/.dev
 	@# the hundreds of relaybot processes the tests start read bytecode compiled once here
 	@# (where PYTHONDONTWRITEBYTECODE is set, each would compile every module it imports)
 	$(BIN)/python -m compileall -q bot channels engine tools tests benchmarks
-	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadgroup  # xdist_group: tests kept apart
+	$(BIN)/python -m pytest -q -n $(JOBS)
 
 lint: $(BIN)/.dev
 	$(BIN)/ruff check .

@@ -19,10 +19,6 @@ from tools.config import McpServerConfig
 from tools.mcp import McpManager
 from tools.registry import ToolRegistry
 
-# kept off the other workers' process trees: run beside them a detached process was seen gone
-# (1 run in 6; the cause is not found)
-pytestmark = pytest.mark.xdist_group("process-trees")
-
 FAKE = str(Path(__file__).parent / "fakes" / "mcp_server.py")
 FAST = {"backoff_s": (0.05, 0.2), "connect_timeout_s": 20.0}
 SECRET = "tok-7f3a9c2e5b1d"
