@@ -161,15 +161,23 @@ class RunCommand(Tool):
 
 
 async def _stop(proc: asyncio.subprocess.Process) -> None:
-    """Ask the keeper to kill everything and exit; if it does not within 5 s, kill its group."""
+    """Ask the keeper to kill everything and exit; if it does not within 5 s, kill its group.
+
+    Only then: once the keeper has exited (and killed what it started) and been reaped, its pid
+    is free, and a process given that pid later that starts a session of its own (any `setsid`)
+    leads a group of that number, which `killpg` would kill: the kernel hands pids out again
+    soon where `pid_max` is 32,768 (a test's detached `sleep`, seen gone 3 runs in 14, most
+    likely went so)."""
     if proc.returncode is None:
         with contextlib.suppress(ProcessLookupError):
             proc.send_signal(signal.SIGTERM)
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(5):
                 await proc.wait()
+    if proc.returncode is not None:
+        return
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
+        os.killpg(proc.pid, signal.SIGKILL)  # alive, unreaped: the group is still its own
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(5):
             await proc.wait()
