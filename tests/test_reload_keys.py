@@ -607,54 +607,23 @@ def rows(rig_tmp: Path) -> list[Row]:
             {"tools.workspace": str(ws), "tools.builtins": ["run_command"]},
         ),
         # [tools.run_command]: the sandbox of the next command (tools/builtins/_bwrap.py)
-        Row(
-            "tools.run_command.sandbox",
-            "none",
-            seen(lambda r: r.tool("run_command").config.sandbox),
-            None,
-            {"tools.workspace": str(ws), "tools.builtins": ["run_command"]},
-        ),
-        Row(
-            "tools.run_command.network",
-            True,
-            seen(lambda r: r.tool("run_command").config.network),
-            None,
-            {"tools.workspace": str(ws), "tools.builtins": ["run_command"]},
-        ),
-        Row(
-            "tools.run_command.readable",
-            [str(rig_tmp)],
-            seen(lambda r: r.tool("run_command").config.readable),
-            [rig_tmp],
-            {"tools.workspace": str(ws), "tools.builtins": ["run_command"]},
-        ),
-        Row(
-            "tools.run_command.cpu_s",
-            7,
-            seen(lambda r: r.tool("run_command").config.cpu_s),
-            None,
-            {"tools.workspace": str(ws), "tools.builtins": ["run_command"]},
-        ),
-        Row(
-            "tools.run_command.memory_mb",
-            99,
-            seen(lambda r: r.tool("run_command").config.memory_mb),
-            None,
-            {"tools.workspace": str(ws), "tools.builtins": ["run_command"]},
-        ),
-        Row(
-            "tools.run_command.file_size_mb",
-            9,
-            seen(lambda r: r.tool("run_command").config.file_size_mb),
-            None,
-            {"tools.workspace": str(ws), "tools.builtins": ["run_command"]},
-        ),
-        Row(
-            "tools.run_command.processes",
-            7,
-            seen(lambda r: r.tool("run_command").config.processes),
-            None,
-            {"tools.workspace": str(ws), "tools.builtins": ["run_command"]},
+        *(
+            Row(
+                f"tools.run_command.{key}",
+                value,
+                seen(lambda r, key=key: getattr(r.tool("run_command").config, key)),
+                expect,
+                {"tools.workspace": str(ws), "tools.builtins": ["run_command"]},
+            )
+            for key, value, expect in (
+                ("sandbox", "none", None),
+                ("network", True, None),
+                ("readable", [str(rig_tmp)], [rig_tmp]),
+                ("cpu_s", 7, None),
+                ("memory_mb", 99, None),
+                ("file_size_mb", 9, None),
+                ("processes", 7, None),
+            )
         ),
         Row("tools.default_timeout_s", 7.0, seen(lambda r: r.loop.registry.default_timeout_s)),
         Row("tools.strict_schemas", True, seen(lambda r: r.loop.model.strict_tools)),
