@@ -41,7 +41,14 @@ init: $(BIN)/.installed
 # The tests run in parallel workers (pytest-xdist), one per core by default; `make test JOBS=0`
 # runs them in one process, in order.
 JOBS ?= auto
-test: $(BIN)/.dev
+MCP_SERVERS := tests/mcp_servers
+# the reference MCP servers some tests run, pinned by their package-lock.json (needs Node.js, npm)
+$(MCP_SERVERS)/node_modules/.installed: $(MCP_SERVERS)/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		npm ci --prefix $(MCP_SERVERS) --no-audit --no-fund --loglevel=error && touch $@; \
+	else echo "npm not found: the tests that run MCP servers from npm will say so"; fi
+
+test: $(BIN)/.dev $(MCP_SERVERS)/node_modules/.installed
 	@# the hundreds of relaybot processes the tests start read bytecode compiled once here
 	@# (where PYTHONDONTWRITEBYTECODE is set, each would compile every module it imports)
 	$(BIN)/python -m compileall -q bot channels engine tools tests benchmarks

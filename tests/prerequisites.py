@@ -31,6 +31,21 @@ class Prerequisite:
     what: str
     packages: str
     present: Callable[[], bool]
+    install: str = ""  # how to get it, when not with apt-get install `packages`
+
+    def how(self) -> str:
+        return self.install or f"apt-get install {self.packages}"
+
+
+# The third-party MCP servers the tests run, pinned in tests/mcp_servers/package-lock.json
+MCP_SERVERS = Path(__file__).resolve().parent / "mcp_servers" / "node_modules"
+MCP_SERVER_PROGRAMS = ("mcp-server-everything", "mcp-server-filesystem")
+
+
+def mcp_server(program: str) -> list[str]:
+    """The command line that starts one of the pinned npm MCP servers."""
+    assert program in MCP_SERVER_PROGRAMS, program
+    return [str(MCP_SERVERS / ".bin" / program)]
 
 
 def _postgres() -> bool:
@@ -55,6 +70,12 @@ PREREQUISITES: dict[str, Prerequisite] = {
         "nodejs npm",
         lambda: shutil.which("node") is not None and shutil.which("npm") is not None,
     ),
+    "mcp-servers": Prerequisite(
+        "the tests against the reference MCP servers (npm: server-everything, server-filesystem)",
+        "",
+        lambda: all((MCP_SERVERS / ".bin" / name).exists() for name in MCP_SERVER_PROGRAMS),
+        install="make test, or npm ci --prefix tests/mcp_servers",
+    ),
     "systemd-analyze": Prerequisite(
         "the unit-file checks", "systemd", lambda: shutil.which("systemd-analyze") is not None
     ),
@@ -76,9 +97,11 @@ def missing_line() -> str | None:
     gone = missing()
     if not gone:
         return None
-    packages = " ".join(PREREQUISITES[name].packages for name in gone)
+    apt = " ".join(p.packages for n in gone if not (p := PREREQUISITES[n]).install)
+    ways = [f"apt-get install {apt}"] if apt else []
+    ways += [PREREQUISITES[n].install for n in gone if PREREQUISITES[n].install]
     consequence = "they FAIL (CI=true)" if in_ci() else "they skip (with CI=true they fail)"
-    return f"missing for some tests: {', '.join(gone)} (apt-get install {packages}); {consequence}"
+    return f"missing for some tests: {', '.join(gone)} ({'; '.join(ways)}); {consequence}"
 
 
 def require(name: str) -> None:
@@ -86,7 +109,7 @@ def require(name: str) -> None:
     prerequisite = PREREQUISITES[name]  # a KeyError names a typo in a test
     if name not in missing():
         return
-    why = f"{name} is not installed (apt-get install {prerequisite.packages})"
+    why = f"{name} is not installed ({prerequisite.how()})"
     if in_ci():
         pytest.fail(f"CI=true: {why}, and {prerequisite.what} must run", pytrace=False)
     pytest.skip(f"{why}: {prerequisite.what} skip")

@@ -3,6 +3,7 @@ makes a test safe beside others in parallel, and what a missing program looks li
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 from collections.abc import Iterator
@@ -39,7 +40,7 @@ def test_each_test_has_its_own_xdg_dirs_and_none_of_the_machines(
 @pytest.fixture
 def nothing_installed(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     table = {
-        name: prerequisites.Prerequisite(p.what, p.packages, lambda: False)
+        name: dataclasses.replace(p, present=lambda: False)
         for name, p in prerequisites.PREREQUISITES.items()
     }
     monkeypatch.setattr(prerequisites, "PREREQUISITES", table)
@@ -54,8 +55,9 @@ def test_what_is_missing_is_one_line_naming_the_packages(
     monkeypatch.delenv("CI", raising=False)
     line = prerequisites.missing_line()
     assert line is not None and "\n" not in line
-    assert "postgresql, chromium, bubblewrap, node, systemd-analyze" in line
-    assert "apt-get install postgresql postgresql-client chromium bubblewrap nodejs npm" in line
+    assert "postgresql, chromium, bubblewrap, node, mcp-servers, systemd-analyze" in line
+    assert "apt-get install postgresql postgresql-client chromium bubblewrap nodejs npm sys" in line
+    assert "; make test, or npm ci --prefix tests/mcp_servers)" in line
     assert line.endswith("they skip (with CI=true they fail)")
     with pytest.raises(pytest.skip.Exception, match="bubblewrap is not installed"):
         prerequisites.require("bubblewrap")

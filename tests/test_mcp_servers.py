@@ -1,0 +1,64 @@
+"""relaybot against MCP servers as the ecosystem ships them: the reference servers from npm
+(`@modelcontextprotocol/server-everything`, `server-filesystem`, pinned in
+tests/mcp_servers/package-lock.json) and `mcp-server-time` from PyPI (the dev extra), each
+started by the real `relaybot tools` command."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.prerequisites import mcp_server
+
+
+async def tools_listing(tmp_path: Path, servers: str) -> tuple[int, dict[str, str], str]:
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(
+        f'[storage]\npath = "{tmp_path / "state.db"}"\n[tools]\nbuiltins = []\n{servers}'
+    )
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bot",
+        "tools",
+        "-c",
+        str(cfg),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=os.environ.copy(),
+    )
+    out_b, err_b = await asyncio.wait_for(proc.communicate(), 60)
+    out = out_b.decode()
+    heads = {line.split()[0]: line for line in out.splitlines() if line and not line[0].isspace()}
+    return proc.returncode or 0, heads, err_b.decode()
+
+
+def server(name: str, command: list[str], *args: str) -> str:
+    argv = ", ".join(f'"{a}"' for a in [*command[1:], *args])
+    return f'[[mcp.servers]]\nname = "{name}"\ncommand = "{command[0]}"\nargs = [{argv}]\n'
+
+
+@pytest.mark.needs("mcp-servers")
+async def test_the_reference_servers_tools_are_listed(tmp_path: Path) -> None:
+    (tmp_path / "files").mkdir()
+    servers = server("everything", mcp_server("mcp-server-everything"), "stdio") + server(
+        "files", mcp_server("mcp-server-filesystem"), str(tmp_path / "files")
+    )
+    code, heads, err = await tools_listing(tmp_path, servers)
+    assert code == 0, err
+    assert "(mcp:everything)" in heads["everything__echo"]
+    assert "[safe]" in heads["files__read_text_file"]  # readOnlyHint
+    assert "[destructive]" in heads["files__write_file"]
+
+
+async def test_the_time_server_from_pypi(tmp_path: Path) -> None:
+    program = shutil.which("mcp-server-time", path=str(Path(sys.executable).parent))
+    assert program, "mcp-server-time comes with the dev extra"
+    code, heads, err = await tools_listing(tmp_path, server("time", [program]))
+    assert code == 0, err
+    assert "(mcp:time)" in heads["time__get_current_time"]
