@@ -109,3 +109,29 @@ def test_a_readable_folder_that_does_not_exist_is_a_clear_error(tmp_path):
     with pytest.raises(ConfigError) as caught:
         check_tools(config)
     assert str(caught.value) == f"tools.run_command.readable: no such folder: {tmp_path / 'sdk'}"
+
+
+async def test_where_bwrap_cannot_make_a_sandbox_run_command_is_left_out(tmp_path: Path) -> None:
+    """A place that forbids user namespaces (a systemd unit's RestrictNamespaces=, a sysctl), made
+    for real: a user namespace of its own whose limit of further user namespaces is 0."""
+    require_bwrap()
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(
+        f'[storage]\npath = "{tmp_path / "state.db"}"\n'
+        f'[tools]\nbuiltins = ["read_file", "run_command"]\nworkspace = "{workspace}"\n'
+    )
+    listing = f"{sys.executable} -m bot tools -c {cfg}"
+    forbidding = f"echo 0 > /proc/sys/user/max_user_namespaces && exec {listing}"
+    for script, offered in ((listing, True), (forbidding, False)):
+        proc = await asyncio.create_subprocess_exec(
+            *("unshare", "-Ur", "sh", "-c", script),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+        assert proc.returncode == 0, err.decode()
+        names = [line.split()[0] for line in out.decode().splitlines() if line[:1].isalpha()]
+        assert ("run_command" in names) is offered, out.decode()
+        assert ("bubblewrap cannot make a sandbox here" in err.decode()) is not offered

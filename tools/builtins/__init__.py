@@ -134,14 +134,14 @@ def builtin_tools(
 
         made["web_search"] = WebSearch(config.web_search, search_key)
     if any(n in WORKSPACE_TOOLS for n in wanted):
-        from tools.builtins._bwrap import sandbox_missing
+        from tools.builtins._bwrap import sandbox_missing, sandbox_refused
         from tools.builtins._command import RunCommand
         from tools.builtins._workspace import Workspace, workspace_tools
 
         assert config.workspace is not None  # check_tools made sure
         workspace = Workspace(config.workspace)
         made.update(workspace_tools(workspace))
-        if missing := sandbox_missing(config):
+        if missing := sandbox_missing(config) or sandbox_refused(config):
             log.warning("%s", missing)
         else:
             made["run_command"] = RunCommand(

@@ -21,6 +21,7 @@ init's death kills everything in the PID namespace.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -156,6 +157,26 @@ def sandbox_missing(config: ToolsConfig) -> str | None:
         "run_command is not offered: bubblewrap is not installed (apt-get install bubblewrap), "
         'and it runs commands only in its sandbox unless [tools.run_command] sandbox = "none"'
     )
+
+
+def sandbox_refused(config: ToolsConfig) -> str | None:
+    """Why run_command is not offered although bubblewrap is installed: it cannot make a sandbox
+    in this process's place (user namespaces turned off, a systemd unit's RestrictNamespaces=).
+    Tried once per process (the place does not change while it runs)."""
+    if "run_command" not in config.builtins or config.run_command.sandbox == "none":
+        return None
+    bwrap = bwrap_path()
+    if bwrap is None or (problem := _bwrap_works_here(bwrap)) is None:
+        return None
+    return (
+        f"run_command is not offered: bubblewrap cannot make a sandbox here ({problem}); "
+        "`relaybot doctor` says how to allow it (deploy/DEPLOY.md under the systemd units)"
+    )
+
+
+@functools.cache
+def _bwrap_works_here(bwrap: str) -> str | None:
+    return bwrap_works(bwrap)
 
 
 def bwrap_works(bwrap: str) -> str | None:
