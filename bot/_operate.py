@@ -11,7 +11,7 @@
 - forget works while the daemon runs: the store tells it (SQLite: through the file's data
   version, read once a second; PostgreSQL: a notification to every instance), and it drops what
   it keeps in memory, stops the user's jobs it runs and reads the chats' settings again, within
-  about a second (engine/chat/_forget.py). It shows what it will delete, and asks.
+  about a second (engine/chat/_commands/_forget.py). It shows what it will delete, and asks.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import pytest
 
 from bot.config import Config
 from engine import MediaKind, Message, Quote, Role, Text
-from engine.chat._quotes import quoted
+from engine.chat._intake._quotes import quoted
 from engine.context import for_model
 from tests.fakes.openai_server import FakeOpenAI, text
 from tests.fakes.telegram_server import BOT_USERNAME, FakeTelegram

@@ -7,27 +7,27 @@ a turn runs with (``Tooling``), which a reload swaps.
 
 from __future__ import annotations
 
-from engine.chat._background import Background
-from engine.chat._chat_settings import ChatSettings
-from engine.chat._commands import Commands
-from engine.chat._confirmations import Confirmations
-from engine.chat._delegate import Delegate, DelegateSettings
-from engine.chat._dispatcher import Dispatcher, Parts
-from engine.chat._forget import ForgetMe
-from engine.chat._housekeeping import Housekeeping, Retention
-from engine.chat._intake import Intake
-from engine.chat._limits import Limits, LimitSettings
-from engine.chat._media import MediaIntake, MediaSettings
-from engine.chat._memory import MemorySettings, Remembered
-from engine.chat._notices import Notices
-from engine.chat._pairing import Pairing
-from engine.chat._permissions import Permissions, Policy
-from engine.chat._schedules import Schedules, ScheduleSettings
-from engine.chat._settings import Live, LoopOptions, PairingSettings, Settings
-from engine.chat._speech import VoiceAnswers
-from engine.chat._spend import DailyPictures, Meter, Payer, charged
-from engine.chat._tooling import PromptPart, Tooling
-from engine.chat._turns import TurnRunner, TurnSettings
+from engine.chat._access._limits import Limits, LimitSettings
+from engine.chat._access._pairing import Pairing
+from engine.chat._access._spend import DailyPictures, Meter, Payer, charged
+from engine.chat._commands._commands import Commands
+from engine.chat._commands._forget import ForgetMe
+from engine.chat._confirmations._confirmations import Confirmations
+from engine.chat._confirmations._permissions import Permissions, Policy
+from engine.chat._dispatch._dispatcher import Dispatcher, Parts
+from engine.chat._intake._intake import Intake
+from engine.chat._intake._media import MediaIntake, MediaSettings
+from engine.chat._jobs._background import Background
+from engine.chat._jobs._delegate import Delegate, DelegateSettings
+from engine.chat._jobs._housekeeping import Housekeeping, Retention
+from engine.chat._jobs._schedules import Schedules, ScheduleSettings
+from engine.chat._settings._chat import ChatSettings
+from engine.chat._settings._live import Live, LoopOptions, PairingSettings, Settings
+from engine.chat._settings._tooling import PromptPart, Tooling
+from engine.chat._turns._memory import MemorySettings, Remembered
+from engine.chat._turns._notices import Notices
+from engine.chat._turns._runner import TurnRunner, TurnSettings
+from engine.chat._turns._speech import VoiceAnswers
 
 __all__ = [
     "Background",

@@ -8,7 +8,6 @@ when a configuration asks for PostgreSQL).
 SQLite file.
 """
 
-from engine.store._access import AccessRequest, ApprovedUser, RequestState
 from engine.store._api import (
     AccessStore,
     BrowseStore,
@@ -28,20 +27,23 @@ from engine.store._api import (
     Store,
     UsageStore,
 )
-from engine.store._browse import (
+from engine.store._composed import ComposedStore
+from engine.store._db import Db, Dialect
+from engine.store._opening._open import open_store
+from engine.store._opening._upgrade import plan as upgrade_plan
+from engine.store._opening._urls import is_postgres, passwords, redact
+from engine.store._operate._browse import (
     Activity,
     ConfirmationView,
     ConversationView,
     ScheduleView,
     StoredMessage,
 )
-from engine.store._composed import ComposedStore
-from engine.store._console import CLI as CONSOLE_CLI
-from engine.store._console import ConsoleSession
-from engine.store._db import Db, Dialect
-from engine.store._memory import MemoryItem
-from engine.store._open import open_store
-from engine.store._reports import (
+from engine.store._operate._console import CLI as CONSOLE_CLI
+from engine.store._operate._console import ConsoleSession
+from engine.store._people._access import AccessRequest, ApprovedUser, RequestState
+from engine.store._people._memory import MemoryItem
+from engine.store._types._reports import (
     Adoption,
     ChannelError,
     Forgotten,
@@ -55,7 +57,7 @@ from engine.store._reports import (
     StoreCounts,
     UpcomingRun,
 )
-from engine.store._rows import (
+from engine.store._types._rows import (
     ChatPrefs,
     ConfirmationRow,
     Conversation,
@@ -71,7 +73,7 @@ from engine.store._rows import (
     UsageTotals,
     UserDay,
 )
-from engine.store._states import (
+from engine.store._types._states import (
     ConfirmationState,
     DeliveryState,
     InboxState,
@@ -81,8 +83,6 @@ from engine.store._states import (
     ScheduleState,
     VoiceReplies,
 )
-from engine.store._upgrade import plan as upgrade_plan
-from engine.store._urls import is_postgres, passwords, redact
 from engine.store.sqlite import MIGRATIONS, BackupMade, SqliteStore, backup_sqlite
 
 __all__ = [

@@ -172,7 +172,7 @@ class ChatQueues:
 
     def take(self, key: ConversationKey, kind: type[_I]) -> list[_I]:
         """Remove the chat's queued items of `kind` (not the one running) and return them, in
-        order: the running item does them first (engine/chat/_decided.py)."""
+        order: the running item does them first (engine/chat/_confirmations/_decided.py)."""
         chat = self._chats.get(key)
         if chat is None or not any(isinstance(i, kind) for i in chat.items):
             return []

@@ -33,7 +33,7 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable, Collection, Sequence
 
-from engine.store._reports import Adoption, ServerInfo
+from engine.store._types._reports import Adoption, ServerInfo
 from engine.store.postgres._db import PgDb
 
 WORK = "relaybot_work"

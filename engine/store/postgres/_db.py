@@ -33,7 +33,7 @@ import asyncpg
 
 from engine import metrics
 from engine.store._db import POSTGRES, Db, Row, numbered
-from engine.store._urls import redact
+from engine.store._opening._urls import redact
 from engine.store.postgres._faults import READ_ONLY, UNREACHABLE, reason, session_attrs, unavailable
 from engine.store.postgres._listen import Listening
 from engine.store.postgres._schema import MIGRATIONS

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import quote
 
-from engine.store._upgrade import statements
+from engine.store._opening._upgrade import statements
 from engine.store.sqlite._backup import backup_sqlite
 from tools.errors import StoreError
 
