@@ -5,17 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from engine._errors import ChannelError
 from engine.store._types._states import JobState
-
-
-@dataclass(frozen=True, slots=True)
-class ChannelError:
-    """The newest error of a channel (or of the model, as "llm"), as the operator reads it."""
-
-    channel: str
-    at: float  # unix time
-    text: str  # redacted like the log
-    count: int = 1  # errors of the channel it stands for (noted since the last hand-over)
 
 
 @dataclass(frozen=True, slots=True)
