@@ -7,24 +7,34 @@ a turn runs with (``Tooling``), which a reload swaps.
 
 from __future__ import annotations
 
-from engine.chat._access._limits import Limits, LimitSettings
+from engine.chat._access._limits import Limits
 from engine.chat._access._pairing import Pairing
 from engine.chat._access._spend import DailyPictures, Meter, Payer, charged
 from engine.chat._commands._commands import Commands
 from engine.chat._commands._forget import ForgetMe
 from engine.chat._confirmations._confirmations import Confirmations
-from engine.chat._confirmations._permissions import Permissions, Policy
+from engine.chat._confirmations._permissions import Permissions
 from engine.chat._dispatch._dispatcher import Dispatcher, Parts
 from engine.chat._intake._intake import Intake
-from engine.chat._intake._media import MediaIntake, MediaSettings
+from engine.chat._intake._media import MediaIntake
 from engine.chat._jobs._background import Background
-from engine.chat._jobs._delegate import Delegate, DelegateSettings
-from engine.chat._jobs._housekeeping import Housekeeping, Retention
-from engine.chat._jobs._schedules import Schedules, ScheduleSettings
+from engine.chat._jobs._delegate import Delegate
+from engine.chat._jobs._housekeeping import Housekeeping
+from engine.chat._jobs._schedules import Schedules
 from engine.chat._settings._chat import ChatSettings
-from engine.chat._settings._live import Live, LoopOptions, PairingSettings, Settings
+from engine.chat._settings._live import Live, Policy, Settings
+from engine.chat._settings._sections import (
+    DelegateSettings,
+    LimitSettings,
+    LoopOptions,
+    MediaSettings,
+    MemorySettings,
+    PairingSettings,
+    Retention,
+    ScheduleSettings,
+)
 from engine.chat._settings._tooling import PromptPart, Tooling
-from engine.chat._turns._memory import MemorySettings, Remembered
+from engine.chat._turns._memory import Remembered
 from engine.chat._turns._notices import Notices
 from engine.chat._turns._runner import TurnRunner, TurnSettings
 from engine.chat._turns._speech import VoiceAnswers

@@ -18,21 +18,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from engine._channel import InboundMessage, Reply
-from engine.chat._confirmations._permissions import Policy
+from engine.chat._settings._live import Policy
+from engine.chat._settings._sections import LimitSettings
 from engine.i18n import translator
 from engine.models import NANO, dollars
 from engine.store import Spent, Store, UsageTotals
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class LimitSettings:
-    messages_per_minute: int = 20
-    tokens_per_day: int | None = None
-    usd_per_day: float | None = None  # what a user's requests may cost per day (UTC)
-    images_per_day: int | None = None  # pictures generate_image makes per user and day
-    window_s: float = 60.0  # the rate window (tests shorten it)
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,9 +30,8 @@ from collections.abc import Callable, Mapping
 
 from engine import metrics
 from engine._channel import Action, Button, Channel, InboundMessage, Reply
-from engine.chat._confirmations._permissions import Policy
 from engine.chat._settings._languages import Languages
-from engine.chat._settings._live import Live
+from engine.chat._settings._live import Live, Policy
 from engine.chat._turns._notices import Notices
 from engine.i18n import N_, translator
 from engine.loop import ConversationKey

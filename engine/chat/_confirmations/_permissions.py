@@ -14,35 +14,18 @@ import time
 from typing import TYPE_CHECKING
 
 from engine._channel import Action, Button, Choice, Reply
+from engine.chat._settings._live import Policy
 from engine.i18n import translator
 from engine.loop import ConversationKey
 from engine.store import Store
 
 if TYPE_CHECKING:
-    from engine.chat._settings._live import Live
+    pass
 
 log = logging.getLogger(__name__)
 
 _REVOKE = "perm:rv:"
 _REVOKE_ALL = "perm:all"
-
-
-class Policy:
-    """The owners and the tools that always ask, as the settings in force say."""
-
-    def __init__(self, live: Live) -> None:
-        self.live = live
-
-    @property
-    def admins(self) -> set[str]:  # "<channel>:<user id>"
-        return self.live.settings.admins
-
-    @property
-    def always_ask(self) -> set[str]:  # tools that never offer "Always"
-        return self.live.settings.always_ask
-
-    def is_admin(self, channel: str, user_id: str) -> bool:
-        return f"{channel}:{user_id}" in self.admins
 
 
 class Permissions:

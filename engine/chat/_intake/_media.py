@@ -25,11 +25,11 @@ import contextlib
 import enum
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from engine._channel import Attachment, Channel, InboundMessage, MediaKind
 from engine.chat._access._spend import Meter, charging
+from engine.chat._settings._sections import MB, MediaSettings
 from engine.chat._turns._streaming import typing
 from engine.context import DOWNLOAD_TIMEOUT_S, ImageCache, human_size
 from engine.i18n import translator
@@ -42,7 +42,6 @@ log = logging.getLogger(__name__)
 
 Say = Callable[[str, str, str, str | None], Awaitable[None]]  # channel, chat, text, reply_to
 
-MB = 1024 * 1024
 MAX_AUDIO_BYTES = 25 * MB  # what OpenAI's /audio/transcriptions takes
 TRANSCRIPT_SHOWN = 300  # characters of the transcript shown back to the user
 
@@ -56,26 +55,6 @@ TEXT_SUFFIXES = frozenset(
     " .html .htm .css .py .js .ts .tsx .jsx .go .rs .java .kt .c .h .cc .cpp .hpp .cs .rb .php"
     " .sh .bash .zsh .sql .r .swift .lua .pl .tex .env .diff .patch .srt .vtt".split()
 )
-
-
-@dataclass(frozen=True, slots=True)
-class MediaSettings:
-    """``[media]`` and ``[llm] vision``: what is accepted, and how much of it."""
-
-    vision: bool = False
-    max_image_mb: float = 10.0
-    max_images_per_turn: int = 4
-    max_text_kb: int = 200
-    max_audio_s: int = 300
-    max_speech_chars: int = 1_500  # of an answer spoken (engine/chat/_turns/_speech.py)
-
-    @property
-    def max_image_bytes(self) -> int:
-        return int(self.max_image_mb * MB)
-
-    @property
-    def max_text_bytes(self) -> int:
-        return self.max_text_kb * 1024
 
 
 class Use(enum.Enum):

@@ -16,12 +16,13 @@ import functools
 import logging
 import secrets
 from collections.abc import Collection
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from engine.chat._access._limits import today
 from engine.chat._confirmations._confirmations import DELEGATED, Confirmations
 from engine.chat._confirmations._permissions import Permissions
+from engine.chat._settings._sections import DelegateSettings
 from engine.loop import ConversationKey, ToolLoop, TurnContext, TurnResult
 from engine.models import Message, Model, ModelRequest, ModelResponse, OnText, Usage
 from engine.store import Store
@@ -36,12 +37,6 @@ SYSTEM = (
     "your tools when they help, then answer with the result, complete and self-contained: it "
     "goes back to the assistant, which tells the user."
 )
-
-
-@dataclass(frozen=True, slots=True)
-class DelegateSettings:
-    max_iterations: int = 8  # model requests of one delegated task
-    max_tokens: int = 60_000  # prompt and completion tokens of one delegated task
 
 
 class _OverBudget(LLMError):

@@ -25,29 +25,13 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from engine import metrics
+from engine.chat._settings._sections import DAY_S, Retention
 from engine.store import Pruned, Store
 from tools.errors import StoreUnavailable
 
 log = logging.getLogger(__name__)
-
-DAY_S = 86_400.0
-
-
-@dataclass(frozen=True, slots=True)
-class Retention:
-    """How long settled rows (`settled_days`) and conversation history (`keep_days`, None:
-    forever) are kept."""
-
-    settled_days: float = 7.0
-    keep_days: float | None = None
-
-    @property
-    def prune_every_s(self) -> float:
-        shortest = min(d for d in (self.settled_days, self.keep_days) if d is not None) * DAY_S
-        return min(3600.0, max(10.0, shortest / 10))
 
 
 class Housekeeping:

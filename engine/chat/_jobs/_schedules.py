@@ -23,10 +23,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
 
 from engine._channel import Action, Button, Reply
 from engine._clock import Clock
+from engine.chat._settings._sections import ScheduleSettings
 from engine.chat._turns._runner import RESTARTED, TurnRunner
 from engine.i18n import translator
 from engine.loop import ConversationKey
@@ -48,11 +48,6 @@ log = logging.getLogger(__name__)
 _CANCEL = "sched:cancel:"
 _LATE_S = 60.0  # a run this late (or more) says it is catching up
 R = RunState
-
-
-@dataclass(frozen=True, slots=True)
-class ScheduleSettings:
-    catch_up_s: float = 3600.0  # a run missed by less than this is run once after downtime
 
 
 class Schedules:

@@ -27,8 +27,8 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
 from engine._channel import Action, Button, Channel, InboundMessage, Reply, chat_of
-from engine.chat._confirmations._permissions import Policy
 from engine.chat._settings._languages import Languages
+from engine.chat._settings._live import Policy
 from engine.i18n import LANGUAGES, N_, translator
 from engine.loop import ConversationKey
 from engine.store import ChatPrefs, ReplyMode, Store, VoiceReplies

@@ -1,41 +1,25 @@
-"""What the engine is told by the config: the dispatcher's settings and the tool loop's options
-(bot/app.py builds them from config.toml), and :class:`Live`, the settings in force, which a
-reload (bot/_reload.py) swaps whole."""
+"""What the engine is told by the config: the dispatcher's settings (bot/app.py builds them from
+config.toml, each part's from engine/chat/_settings/_sections.py), :class:`Live`, the settings in
+force, which a reload (bot/_reload.py) swaps whole, and :class:`Policy`, the owners and the tools
+that always ask as the settings in force say."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
 
-from engine.chat._access._limits import LimitSettings
-from engine.chat._intake._media import MediaSettings
-from engine.chat._jobs._delegate import DelegateSettings
-from engine.chat._jobs._housekeeping import Retention
-from engine.chat._jobs._schedules import ScheduleSettings
+from engine.chat._settings._sections import (
+    DelegateSettings,
+    LimitSettings,
+    MediaSettings,
+    MemorySettings,
+    PairingSettings,
+    Retention,
+    ScheduleSettings,
+)
 from engine.chat._settings._tooling import Tooling
-from engine.chat._turns._memory import MemorySettings
 from engine.context import ContextSettings
 from engine.models import Model, Prices
-
-
-@dataclass(frozen=True, slots=True)
-class LoopOptions:
-    """How the tool loop runs (see engine/loop/_loop.py)."""
-
-    max_iterations: int = 10
-    max_output_chars: int = 16_000
-    retry_budget: int = 3
-    confirmation_timeout_s: float = 300.0
-    max_parallel_tools: int = 8
-
-
-@dataclass(frozen=True, slots=True)
-class PairingSettings:
-    """Strangers asking the owners to let them in (engine/chat/_access/_pairing.py)."""
-
-    enabled: bool = True
-    expiry_s: float = 86_400.0  # an unanswered request lapses after a day
-    per_hour: int = 10  # requests the owners are told of per hour, from everyone together
 
 
 @dataclass(slots=True)
@@ -100,3 +84,21 @@ class Live:
             self.source = source
         self.loaded_at = time.time()
         return old
+
+
+class Policy:
+    """The owners and the tools that always ask, as the settings in force say."""
+
+    def __init__(self, live: Live) -> None:
+        self.live = live
+
+    @property
+    def admins(self) -> set[str]:  # "<channel>:<user id>"
+        return self.live.settings.admins
+
+    @property
+    def always_ask(self) -> set[str]:  # tools that never offer "Always"
+        return self.live.settings.always_ask
+
+    def is_admin(self, channel: str, user_id: str) -> bool:
+        return f"{channel}:{user_id}" in self.admins

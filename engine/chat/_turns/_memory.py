@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from engine._channel import Action, Button, InboundMessage, Reply
-from engine.chat._confirmations._permissions import Policy
+from engine.chat._settings._live import Policy
+from engine.chat._settings._sections import MemorySettings
 from engine.context import text_tokens
 from engine.i18n import translator
 from engine.store import MemoryItem, MemoryStore
@@ -34,13 +34,6 @@ _KEEP = "mem:keep"
 MENU_ITEMS = 20  # items with a button in /memory (Discord shows 25 buttons a message)
 PROMPT_ITEMS = 200  # items read for a prompt before the token budget chooses
 _LABEL = 40  # characters of an item on its button
-
-
-@dataclass(frozen=True, slots=True)
-class MemorySettings:
-    """`[memory]`: how much of it goes into a prompt (0: none)."""
-
-    max_tokens: int = 600
 
 
 class Remembered:
