@@ -28,7 +28,7 @@ from bot.web._html import Html, e, form, page, tag
 from engine.store import CONSOLE_CLI, ConsoleSession
 
 if TYPE_CHECKING:
-    from bot.app import App
+    from bot._daemon import Daemon
 
 log = logging.getLogger("bot.web")
 
@@ -53,7 +53,7 @@ class Ctx:
 
     request: web.Request
     session: ConsoleSession
-    daemon: App
+    daemon: Daemon
 
     @property
     def csrf(self) -> str:
@@ -131,7 +131,7 @@ def _signin_page(token: str = "", note: str = "", status: int = 401) -> web.Resp
 
 
 class Server:
-    def __init__(self, daemon: App) -> None:
+    def __init__(self, daemon: Daemon) -> None:
         self.daemon = daemon
         self.limiter = Limiter()
         static = files("bot.web") / "static"
