@@ -32,11 +32,12 @@ from engine.chat._settings._sections import (
     PairingSettings,
     Retention,
     ScheduleSettings,
+    TurnSettings,
 )
 from engine.chat._settings._tooling import PromptPart, Tooling
 from engine.chat._turns._memory import Remembered
 from engine.chat._turns._notices import Notices
-from engine.chat._turns._runner import TurnRunner, TurnSettings
+from engine.chat._turns._runner import TurnRunner
 from engine.chat._turns._speech import VoiceAnswers
 
 __all__ = [

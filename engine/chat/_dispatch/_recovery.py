@@ -28,7 +28,7 @@ async def recover(turns: TurnRunner, key: ConversationKey) -> None:
     for d in await conversations.undelivered(key.channel, key.chat_id):
         conv = Conversation(d.conversation_id, d.channel, d.chat_id, True)
         log.warning("delivering an answer a restart held up in %s", key)
-        await turns.deliver(d.message_id, conv, d.text, d.reply_to, last_try=True)
+        await turns.delivery.deliver(d.message_id, conv, d.text, d.reply_to, last_try=True)
     rows = await turns.store.inbox.rows(InboxState.TAKEN, key.channel, key.chat_id)
     if not rows:
         return

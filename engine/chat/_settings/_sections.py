@@ -5,7 +5,7 @@ holds them all, import it and not each other.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 MB = 1024 * 1024
 DAY_S = 86_400.0
@@ -90,3 +90,13 @@ class Retention:
     def prune_every_s(self) -> float:
         shortest = min(d for d in (self.settled_days, self.keep_days) if d is not None) * DAY_S
         return min(3600.0, max(10.0, shortest / 10))
+
+
+@dataclass(slots=True)
+class TurnSettings:
+    system_prompt: str = ""
+    history_limit: int = 200
+    stream: bool = False
+    dm_only: set[str] = field(default_factory=set)  # tools never offered in group chats
+    tool_calls_per_turn: int | None = 25  # admins are exempt
+    tool_progress: bool = True  # a status line per tool step while the turn runs (_progress)

@@ -1,11 +1,11 @@
 """Running a turn: load the conversation, drive the loop, deliver the answer exactly once.
 
-Every message the loop produces is stored as it happens. The answer is stored with a pending
-delivery; once the platform has accepted it, its platform id is recorded together with the
-inbox messages it answers, in one transaction. So after a crash an answer whose delivery is
-recorded is never sent again, and one that is stored but not recorded is sent by
-:meth:`TurnRunner.recover` before anything new happens in that chat. The only window left is a
-crash between the platform accepting a message and that commit (measured in benchmarks/soak.py).
+A turn is one :class:`Turn` (where it answers, with which tooling, what it stored) taken through
+small steps: prepared (grants, prompt parts, history, a slash skill), driven (the loop run or
+resumed after a confirmation), then settled one way: the model failed (:meth:`_failed`), a call
+waits for a confirmation (:meth:`_ask`), or the answer is shown (thoughts, the streamed reply)
+and delivered (:class:`~engine.chat._turns._delivery.Delivery`) and spoken; and accounted for
+(log, metrics, usage). Every message the loop produces is stored as it happens (:meth:`_record`).
 """
 
 from __future__ import annotations
@@ -15,16 +15,17 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 
-from engine import Backoff, metrics
+from engine import metrics
 from engine._channel import Channel, Reaction
 from engine.chat._access._limits import today
 from engine.chat._access._spend import Meter, charging
 from engine.chat._confirmations._confirmations import Confirmations, pending_call
 from engine.chat._confirmations._permissions import Permissions
 from engine.chat._settings._chat import ChatSettings
+from engine.chat._settings._sections import TurnSettings
 from engine.chat._settings._tooling import PromptPart, Tooling
+from engine.chat._turns._delivery import Delivery
 from engine.chat._turns._notices import Notices, apology
 from engine.chat._turns._progress import Progress
 from engine.chat._turns._reactions import StatusReactions
@@ -32,12 +33,12 @@ from engine.chat._turns._slash import open_slash_skill
 from engine.chat._turns._speech import VoiceAnswers
 from engine.chat._turns._streaming import LiveReply, typing
 from engine.chat._turns._thinking import show_thoughts
+from engine.chat._turns._turn import Resume, Start, Turn
 from engine.context import RecentImages, Window
 from engine.i18n import language_line
-from engine.loop import ConversationKey, ToolLoop, TurnContext, TurnResult
+from engine.loop import ConversationKey, PendingCall, ToolLoop, TurnContext, TurnResult
 from engine.models import Message
 from engine.store import (
-    ConfirmationRow,
     Conversation,
     InboxRow,
     Store,
@@ -52,16 +53,6 @@ GROUP_NOTE = (
     "This is a group chat: each user message starts with the name of the person who wrote it, "
     "in brackets. Address people by name when it helps."
 )
-
-
-@dataclass(slots=True)
-class TurnSettings:
-    system_prompt: str = ""
-    history_limit: int = 200
-    stream: bool = False
-    dm_only: set[str] = field(default_factory=set)  # tools never offered in group chats
-    tool_calls_per_turn: int | None = 25  # admins are exempt
-    tool_progress: bool = True  # a status line per tool step while the turn runs (_progress)
 
 
 class TurnRunner:
@@ -91,6 +82,7 @@ class TurnRunner:
         self.images = images  # pictures in the history: bytes for recent turns, else markers
         self.chat_settings = chat_settings  # a chat's persona and model (/settings)
         self.notices = notices
+        self.delivery = Delivery(store, channels, notices)  # the answer, sent exactly once
         self.meter = meter  # what the turn's requests cost, charged to its user
         self.voice = voice  # answers spoken too ([media] speech_model)
         self.reactions = StatusReactions(channels, tasks or Tasks())  # on the answered messages
@@ -123,7 +115,7 @@ class TurnRunner:
         reply_to: str | None,
         *,
         answering: Sequence[InboxRow] = (),
-        resume: tuple[ConfirmationRow, bool, str | None] | None = None,
+        resume: Resume | None = None,
         failed: Callable[[LLMError, str], str] = apology,
     ) -> TurnResult | None:
         """One turn from the stored history (a resumed one when `resume` is given); when the
@@ -141,14 +133,13 @@ class TurnRunner:
         if self.settings.tool_progress and channel.capabilities.edits:
             progress = Progress(channel, conv.chat_id, reply_to)
             ctx.on_step = progress.step
+        turn = Turn(conv, ctx, channel, tooling, reply_to, answering, started, live)
         answered = [r.message_id for r in answering]
         self.reactions.show(conv.channel, conv.chat_id, answered, Reaction.WORKING)
         outcome: Reaction | None = Reaction.FAILED
         try:
             with tooling.use(), charging(self.meter, conv.channel, conv.chat_id, user_id):
-                result = await self._run(
-                    conv, ctx, tooling, channel, live, reply_to, answering, resume, failed, started
-                )
+                result = await self._run(turn, resume, failed)
             outcome = Reaction.DONE if result is not None else Reaction.FAILED
             return result
         except (asyncio.CancelledError, StoreUnavailable):
@@ -161,94 +152,114 @@ class TurnRunner:
                 await progress.close()  # after the answer: it never waits for this
 
     async def _run(
-        self,
-        conv: Conversation,
-        ctx: TurnContext,
-        tooling: Tooling,
-        channel: Channel,
-        live: LiveReply | None,
-        reply_to: str | None,
-        answering: Sequence[InboxRow],
-        resume: tuple[ConfirmationRow, bool, str | None] | None,
-        failed: Callable[[LLMError, str], str],
-        started: float,
+        self, turn: Turn, resume: Resume | None, failed: Callable[[LLMError, str], str]
     ) -> TurnResult | None:
-        user_id, user_name = ctx.user_id, ctx.user_name
+        start = await self._prepare(turn, open_skill=resume is None)
+        try:
+            result = await self._drive(turn, start, resume)
+        except LLMError as exc:
+            await self._failed(turn, exc, failed)
+            return None
+        if result.pending is not None:
+            await self._ask(turn, result.pending)
+        elif turn.answer and result.text is not None:
+            await self._answer(turn, result.text, result.thoughts)
+        await self._account(turn, result)
+        return result
+
+    async def _prepare(self, turn: Turn, *, open_skill: bool) -> Start:
+        """The turn's grants and system prompt parts, and the history it starts from (with a
+        slash skill opened, when the message asks for one and the turn is not resumed)."""
+        conv, ctx, loop = turn.conv, turn.ctx, turn.tooling.loop
         ctx.grants = functools.partial(self.permissions.granted, ctx.key)
-        loop = tooling.loop
-        for part in (*self.parts, *tooling.parts):
-            if text := await part.prompt(conv.channel, conv.chat_id, user_id, conv.is_private):
+        for part in (*self.parts, *turn.tooling.parts):
+            if text := await part.prompt(conv.channel, conv.chat_id, ctx.user_id, conv.is_private):
                 ctx.system = f"{ctx.system}\n\n{text}".strip()
         window, history = await self._history(conv, loop)
         if self.images is not None:
             history = await self.images.for_turn(conv.channel, history)
-        answer: list[int] = []
-
-        async def record(msg: Message) -> None:
-            deliver = (reply_to or "") if msg.is_answer else None
-            message_id = await self.store.conversations.append(conv.id, msg, deliver=deliver)
-            if deliver is not None:
-                answer.append(message_id)
-
-        for opened in await open_slash_skill(loop, history, ctx) if resume is None else []:
-            await record(opened)  # `/skill-name args`: the turn starts with the skill open
+        for opened in await open_slash_skill(loop, history, ctx) if open_skill else []:
+            await self._record(turn, opened)  # `/skill-name args`: the turn starts with it open
             history.append(opened)
-        try:
-            async with typing(channel, conv.chat_id):
-                if resume is None:
-                    result = await loop.run(history, ctx, record=record, window=window)
-                else:
-                    conf, approved, reason = resume
-                    guard = self.confirmations.held.guard(conf, self.confirmations.started)
-                    result = await loop.resume(
-                        history,
-                        pending_call(conf),
-                        approved,
-                        ctx,
-                        record=record,
-                        reason=reason,
-                        starting=guard.starting,
-                        ran=guard.ran,
-                        known=guard.known,
-                        window=window,
-                    )
-        except LLMError as exc:
-            log.error("LLM request failed in %s: %s", ctx.key, exc)
-            metrics.turn_ended(conv.channel, "failed", time.monotonic() - started, len(answering))
-            if live is not None:
-                await live.abandon()
-            said = failed(exc, self.language(ctx.key, user_id))
-            await self.notices.say(conv.channel, conv.chat_id, said, reply_to)
-            await self.store.inbox.answered([r.id for r in answering])
-            return None
-        if result.pending is not None:
-            if live is not None:
-                await live.abandon()
-            await self.confirmations.ask(conv, result.pending, user_name, reply_to)
-            await self.store.inbox.answered([r.id for r in answering])
-        elif answer and result.text is not None:
-            await show_thoughts(self.chat_settings, channel, ctx.key, result.thoughts, reply_to)
-            shown = live is not None and await live.finish(result.text)
-            if shown and live is not None and live.ref is not None:
-                await self._delivered(answer[-1], live.ref.message_id, answering)
-            else:
-                await self.deliver(answer[-1], conv, result.text, reply_to, answering)
-            if self.voice is not None:
-                await self.voice.answer(channel, ctx.key, answering, result.text, reply_to)
-        seconds = time.monotonic() - started
-        _log_turn(ctx, result, seconds)
+        return Start(window, history)
+
+    async def _drive(self, turn: Turn, start: Start, resume: Resume | None) -> TurnResult:
+        """The loop run from `start`, or resumed with the answer to its confirmation."""
+        loop, ctx = turn.tooling.loop, turn.ctx
+        record = functools.partial(self._record, turn)
+        async with typing(turn.channel, turn.conv.chat_id):
+            if resume is None:
+                return await loop.run(start.history, ctx, record=record, window=start.window)
+            conf, approved, reason = resume
+            guard = self.confirmations.held.guard(conf, self.confirmations.started)
+            return await loop.resume(
+                start.history,
+                pending_call(conf),
+                approved,
+                ctx,
+                record=record,
+                reason=reason,
+                starting=guard.starting,
+                ran=guard.ran,
+                known=guard.known,
+                window=start.window,
+            )
+
+    async def _record(self, turn: Turn, msg: Message) -> None:
+        """Store a message as the loop produces it; the answer with its delivery pending."""
+        deliver = (turn.reply_to or "") if msg.is_answer else None
+        message_id = await self.store.conversations.append(turn.conv.id, msg, deliver=deliver)
+        if deliver is not None:
+            turn.answer.append(message_id)
+
+    async def _failed(
+        self, turn: Turn, exc: LLMError, failed: Callable[[LLMError, str], str]
+    ) -> None:
+        """The model failed: the chat reads `failed`'s words, and its messages are answered."""
+        log.error("LLM request failed in %s: %s", turn.ctx.key, exc)
+        metrics.turn_ended(turn.conv.channel, "failed", turn.seconds(), len(turn.answering))
+        if turn.live is not None:
+            await turn.live.abandon()
+        said = failed(exc, self.language(turn.ctx.key, turn.ctx.user_id))
+        await self.notices.say(turn.conv.channel, turn.conv.chat_id, said, turn.reply_to)
+        await self.store.inbox.answered(turn.answered_ids())
+
+    async def _ask(self, turn: Turn, pending: PendingCall) -> None:
+        """A destructive call waits: its requester is asked, and the prompt answers the
+        messages (the streamed reply, if any, gives way to it)."""
+        if turn.live is not None:
+            await turn.live.abandon()
+        await self.confirmations.ask(turn.conv, pending, turn.ctx.user_name, turn.reply_to)
+        await self.store.inbox.answered(turn.answered_ids())
+
+    async def _answer(self, turn: Turn, text: str, thoughts: str) -> None:
+        """The answer shown (the thoughts first, where the chat asked for them), delivered
+        once, and spoken where the turn began with a voice message."""
+        key = turn.ctx.key
+        await show_thoughts(self.chat_settings, turn.channel, key, thoughts, turn.reply_to)
+        live, stored = turn.live, turn.answer[-1]
+        if live is not None and await live.finish(text) and live.ref is not None:
+            await self.delivery.delivered(stored, live.ref.message_id, turn.answering)
+        else:
+            await self.delivery.deliver(stored, turn.conv, text, turn.reply_to, turn.answering)
+        if self.voice is not None:
+            await self.voice.answer(turn.channel, key, turn.answering, text, turn.reply_to)
+
+    async def _account(self, turn: Turn, result: TurnResult) -> None:
+        """The turn logged, counted in the metrics, and its tokens added to its user's usage."""
+        seconds = turn.seconds()
+        _log_turn(turn.ctx, result, seconds)
         outcome = "confirmation" if result.pending is not None else "answered"
-        metrics.turn_ended(conv.channel, outcome, seconds, len(answering))
+        metrics.turn_ended(turn.conv.channel, outcome, seconds, len(turn.answering))
         u = result.usage
         await self.store.usage.add(
-            conv.channel,
-            user_id,
+            turn.conv.channel,
+            turn.ctx.user_id,
             today(),
             u.prompt_tokens,
             u.completion_tokens,
             len(result.tool_calls),
         )
-        return result
 
     async def _history(
         self, conv: Conversation, loop: ToolLoop
@@ -257,47 +268,6 @@ class TurnRunner:
         if loop.context is not None:
             return await loop.context.load(conv.id)
         return None, await self.store.conversations.history(conv.id, self.settings.history_limit)
-
-    async def deliver(
-        self,
-        message_id: int,
-        conv: Conversation,
-        text: str,
-        reply_to: str | None,
-        answering: Sequence[InboxRow] = (),
-        *,
-        last_try: bool = False,
-    ) -> None:
-        """Send a stored answer and record its platform id (and the inbox rows it answers)."""
-        channel = self.channels.get(conv.channel)
-        if channel is None:
-            return
-        self.notices.check_lease()
-        try:
-            ref = await channel.send(conv.chat_id, text, reply_to=reply_to, once=str(message_id))
-        except Exception as exc:
-            # Still pending: the next start-up tries again, unless this was that try.
-            log.warning("could not deliver an answer in %s:%s: %s", conv.channel, conv.chat_id, exc)
-            async with self.store.transaction():
-                if last_try:
-                    await self.store.conversations.delivered(message_id, None, failed=True)
-                await self.store.inbox.answered([r.id for r in answering])
-            return
-        await self._delivered(message_id, ref.message_id, answering)
-
-    async def _delivered(self, message_id: int, ref: str, answering: Sequence[InboxRow]) -> None:
-        """Record that the platform has the answer. The user has it already: while the store
-        refuses the record (its disk full, say), it is tried again here, or a recovery would
-        send the answer a second time (only a stop in the meantime leaves that to a restart)."""
-        backoff = Backoff(1.0, max_s=5.0)
-        while True:
-            try:
-                await self.store.inbox.answered(
-                    [r.id for r in answering], delivered=(message_id, ref)
-                )
-                return
-            except StoreUnavailable:  # the store says why, once
-                await backoff.sleep()
 
     def _context(
         self,
