@@ -11,9 +11,10 @@ is one of its reports), so neither imports the other for it.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from engine._clock import wall
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +48,7 @@ class ErrorLog(logging.Handler):
         if len(text) > MAX_ERROR_CHARS:
             text = text[: MAX_ERROR_CHARS - 1] + "…"
         count = self._new[channel].count + 1 if channel in self._new else 1
-        self._new[channel] = ChannelError(channel, time.time(), text, count)
+        self._new[channel] = ChannelError(channel, wall(), text, count)
 
     def take(self) -> list[ChannelError]:
         """The errors noted since the last call (per channel: the newest, and how many)."""

@@ -21,10 +21,10 @@ The newest error of each channel (and of the model, as "llm") is kept by an :cla
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from engine._clock import monotonic, perf
 from engine._errors import ErrorLog, note_error, take_errors, use_error_log
 from tools.errors import LLMError
 
@@ -232,14 +232,14 @@ async def model_request(
 ) -> ModelResponse:
     """`model.complete(request, on_text)`, timed and counted (a turn's requests and the
     context budget's summary requests alike)."""
-    started = time.monotonic()
+    started = monotonic()
     try:
         reply = await model.complete(request, on_text)
     except LLMError as exc:
         llm_failed(model.name, str(exc))
         raise
     u = reply.usage
-    llm_replied(model.name, time.monotonic() - started, u.prompt_tokens, u.completion_tokens)
+    llm_replied(model.name, monotonic() - started, u.prompt_tokens, u.completion_tokens)
     return reply
 
 
@@ -268,7 +268,7 @@ def api_retry(channel: str) -> None:
 def store_call(operation: str, started: float) -> None:
     """A store call (read, write, commit) that began at perf_counter() `started` ended."""
     if _m is not None:
-        _m.store[operation].observe(time.perf_counter() - started)
+        _m.store[operation].observe(perf() - started)
 
 
 def set_state(

@@ -151,6 +151,28 @@ def test_the_import_reader_sees_a_module_named_in_from_import() -> None:
     assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [frozenset("abc")]
 
 
+_CLOCK_READS = {
+    "time": {"time", "monotonic", "perf_counter", "time_ns", "monotonic_ns"},
+    "datetime": {"now", "utcnow", "today"},
+    "date": {"today"},
+}
+
+
+def test_the_engine_reads_time_through_its_clock() -> None:
+    """engine/_clock.py says which clock a figure follows (wall, monotonic, perf) and is where a
+    test's clock comes in; no other module of the engine reads time itself."""
+    offences = [
+        f"{path.relative_to(ROOT)}:{node.lineno} {ast.unparse(node)}"
+        for name, path in _modules().items()
+        if name.startswith("engine.") and name != "engine._clock"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.attr in _CLOCK_READS.get(node.value.id, set())
+    ]
+    assert offences == []
+
+
 def test_modules_stay_small() -> None:
     large = {
         str(path.relative_to(ROOT)): n

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from engine._channel import InboundMessage, Reply
+from engine._clock import wall
 from engine.chat._settings._live import Policy
 from engine.chat._settings._sections import LimitSettings
 from engine.i18n import translator
@@ -55,7 +56,7 @@ class Limits:
     async def admit(self, msg: InboundMessage) -> Admission:
         if self.policy.is_admin(msg.channel, msg.user_id):
             return Admission()
-        now = time.time()
+        now = wall()
         budget = self.settings.tokens_per_day
         if budget:
             spent = await self.store.usage.totals(msg.channel, msg.user_id, today(now))
@@ -121,7 +122,7 @@ class Limits:
 
     async def usage(self, msg: InboundMessage) -> Reply:
         _ = translator(msg.language).gettext
-        now = time.time()
+        now = wall()
         day, month = today(now), today(now)[:7]
         spend = self.store.spend
         mine = [

@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import logging
 import secrets
-import time
 from collections.abc import Callable, Mapping
 
 from engine import metrics
 from engine._channel import Action, Button, Channel, InboundMessage, Reply
+from engine._clock import monotonic, wall
 from engine.chat._settings._languages import Languages
 from engine.chat._settings._live import Live, Policy
 from engine.chat._turns._notices import Notices
@@ -123,7 +123,7 @@ class Pairing:
         ).format(user_id=msg.user_id)
 
     def _first_refusal(self, msg: InboundMessage) -> bool:
-        now = time.monotonic()
+        now = monotonic()
         who = (msg.channel, msg.user_id)
         if now - self._told.get(who, -_QUIET_S) < _QUIET_S:
             return False
@@ -135,7 +135,7 @@ class Pairing:
     async def _ask(self, msg: InboundMessage, always: bool) -> str | None:
         _ = translator(msg.language).gettext
         pairing = self.live.settings.pairing
-        now = time.time()
+        now = wall()
         latest = await self.store.access.latest(msg.channel, msg.user_id)
         if latest is not None and latest.state is RequestState.PENDING and latest.expires_at > now:
             return _waiting(latest, _) if always or self._first_refusal(msg) else None
@@ -163,7 +163,7 @@ class Pairing:
         )
         if not await self.store.access.ask(request):  # asked at the same moment, or a clash
             return None
-        self._told[(msg.channel, msg.user_id)] = time.monotonic()
+        self._told[(msg.channel, msg.user_id)] = monotonic()
         log.info("pairing: %s:%s asks to be let in (%s)", msg.channel, msg.user_id, request.code)
         for owner in sorted(self.policy.admins):
             channel_name, _sep, user_id = owner.partition(":")
@@ -210,7 +210,7 @@ class Pairing:
             channel, _sep, user_id = action.action.removeprefix(_REVOKE).partition(":")
             revoked = await self.revoke(channel, user_id, by, action.language)
             return await self.menu(revoked, action.language)
-        decided = await self.store.access.decide(code, allow, by, time.time())
+        decided = await self.store.access.decide(code, allow, by, wall())
         if decided is None:
             return Reply(await self._already(code, _))
         log.info("pairing: %s %s:%s (by %s)", decided.state, decided.channel, decided.user_id, by)

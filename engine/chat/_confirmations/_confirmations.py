@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable, Collection, Mapping
 
 from engine._channel import (
@@ -27,6 +26,7 @@ from engine._channel import (
     DecisionStatus,
     Press,
 )
+from engine._clock import monotonic, wall
 from engine.chat._confirmations._held import Held
 from engine.chat._confirmations._permissions import Permissions
 from engine.chat._confirmations._prompt_ends import RESTARTED_WHILE, PromptEnds
@@ -106,13 +106,13 @@ class Confirmations:
             ),
         )
         await self.rows.add(row)
-        self._deadlines[row.id] = time.monotonic() + max(row.expires_at - time.time(), 0.0)
+        self._deadlines[row.id] = monotonic() + max(row.expires_at - wall(), 0.0)
         await self.show(row)
 
     def _expired(self, conf: ConfirmationRow, now: float) -> bool:
         """Past its timeout: by the monotonic clock when asked here, else by the wall clock."""
         deadline = self._deadlines.get(conf.id)
-        return conf.expires_at <= now if deadline is None else time.monotonic() >= deadline
+        return conf.expires_at <= now if deadline is None else monotonic() >= deadline
 
     async def wait_for(
         self, conv: Conversation, pending: PendingCall, user_name: str
@@ -124,7 +124,7 @@ class Confirmations:
         self.waiting[pending.id] = waiter
         try:
             await self.ask(conv, pending, user_name, None)
-            await asyncio.wait({waiter}, timeout=max(pending.expires_at - time.time(), 0))
+            await asyncio.wait({waiter}, timeout=max(pending.expires_at - wall(), 0))
             if not waiter.done() and (row := await self.rows.get(pending.id)) is not None:
                 await self.expire(row)
             reason = waiter.result() if waiter.done() else EXPIRED
@@ -178,7 +178,7 @@ class Confirmations:
             return Decision(DecisionStatus.ALREADY_DECIDED, _("Already decided."))
         if press.choice.value not in conf.offered:  # a payload for a button never shown
             return Decision(DecisionStatus.UNKNOWN, _("This answer is not offered here."))
-        if self._expired(conf, time.time()):
+        if self._expired(conf, wall()):
             await self.expire(conf)
             return Decision(DecisionStatus.EXPIRED, _("This request has expired; nothing was run."))
         if self.queues.closing:  # the answer could not resume the turn here: not taken at all
@@ -227,7 +227,7 @@ class Confirmations:
                     self.queues.put(key, Decided(conf.id))
 
     async def expire_due(self) -> None:
-        now = time.time()
+        now = wall()
         pending = await self.rows.in_state(S.PENDING)
         for conf in pending:
             if self._expired(conf, now) and conf.channel in self.channels:

@@ -15,12 +15,11 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import time
 from dataclasses import dataclass
 from typing import TypeVar
 
 from engine._channel import Action, Channel, Command, Decision, InboundMessage, Press, Reply
-from engine._clock import noticed_jump
+from engine._clock import noticed_jump, wall
 from engine.chat._access._limits import Limits
 from engine.chat._access._pairing import Pairing
 from engine.chat._commands._commands import STOPPED, Commands
@@ -275,7 +274,7 @@ class Dispatcher:
         match item:
             case Inbound():
                 queued = await self.store.inbox.rows(InboxState.QUEUED, key.channel, key.chat_id)
-                now = time.time()
+                now = wall()
                 ready = [r for r in queued if r.ready(now)]
                 if ready:  # a new message: what was decided before it first
                     await self.decisions.before_turn(key, CANCELLED_BY_MESSAGE)

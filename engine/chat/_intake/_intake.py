@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 
 from engine import metrics
 from engine._channel import InboundMessage
+from engine._clock import wall
 from engine.chat._access._limits import Limits
 from engine.chat._access._pairing import Pairing
 from engine.chat._intake._albums import Albums
@@ -106,7 +106,7 @@ class Intake:
             return
         loop = asyncio.get_running_loop()
         timer = self._releases.get(key)
-        at = loop.time() + max(0.0, when - time.time())
+        at = loop.time() + max(0.0, when - wall())
         if timer is not None and not timer.cancelled() and timer.when() <= at:
             return
         if timer is not None:

@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable
 
 from engine import metrics
+from engine._clock import monotonic, wall
 from engine.chat._settings._sections import DAY_S, Retention
 from engine.store import Pruned, Store
 from tools.errors import StoreUnavailable
@@ -70,7 +70,7 @@ class Housekeeping:
 
     async def tick(self) -> None:
         await self.flush()
-        now = time.monotonic()
+        now = monotonic()
         last = self._pruned_at
         if last is None or now - last >= self.retention().prune_every_s:
             self._pruned_at = now
@@ -84,7 +84,7 @@ class Housekeeping:
 
     async def prune(self) -> Pruned:
         r = self.retention()
-        now = time.time()
+        now = wall()
         keep = now - r.keep_days * DAY_S if r.keep_days is not None else None
         pruned = await self.store.ops.prune(now - r.settled_days * DAY_S, keep)
         if pruned.total:

@@ -5,9 +5,9 @@ that always ask as the settings in force say."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
+from engine._clock import wall
 from engine.chat._settings._sections import (
     DelegateSettings,
     LimitSettings,
@@ -70,7 +70,7 @@ class Live:
     def __init__(self, settings: Settings, source: object = None) -> None:
         self.settings = settings
         self.source = source
-        self.loaded_at = time.time()
+        self.loaded_at = wall()
 
     def swap(
         self, settings: Settings, tooling: Tooling | None = None, source: object = None
@@ -82,7 +82,7 @@ class Live:
             self.tooling = tooling
         if source is not None:
             self.source = source
-        self.loaded_at = time.time()
+        self.loaded_at = wall()
         return old
 
 

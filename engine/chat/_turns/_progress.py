@@ -14,10 +14,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from typing import Any
 
 from engine._channel import Channel, MessageRef
+from engine._clock import monotonic
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ class Progress:
         if self.ref is None:
             delay = self.show_after_s
         else:
-            delay = max(0.0, self.interval - (time.monotonic() - self._last))
+            delay = max(0.0, self.interval - (monotonic() - self._last))
         self._push = asyncio.create_task(self._flush(delay), name=f"progress-{self.chat_id}")
 
     async def _flush(self, delay: float) -> None:
@@ -96,7 +96,7 @@ class Progress:
             log.warning("could not show the turn's progress in %s: %s", self.chat_id, exc)
         finally:
             self._sending = False
-            self._last = time.monotonic()
+            self._last = monotonic()
             self._push = None
         if self.text() != self._shown:
             self._schedule()

@@ -13,11 +13,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import time
 from collections.abc import Callable, Mapping, Sequence
 
 from engine import metrics
 from engine._channel import Channel, Reaction
+from engine._clock import monotonic
 from engine.chat._access._limits import today
 from engine.chat._access._spend import Meter, charging
 from engine.chat._confirmations._confirmations import Confirmations, pending_call
@@ -124,7 +124,7 @@ class TurnRunner:
         if channel is None:
             log.warning("no channel %s is running; turn in %s skipped", conv.channel, conv.chat_id)
             return None
-        started = time.monotonic()
+        started = monotonic()
         streaming = self.settings.stream and channel.capabilities.edits
         live = LiveReply(channel, conv.chat_id, reply_to) if streaming else None
         tooling = self._tooling()

@@ -12,10 +12,10 @@ import asyncio
 import contextlib
 import logging
 import secrets
-import time
 from collections.abc import AsyncIterator
 
 from engine._channel import Channel, MessageRef
+from engine._clock import monotonic
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ class LiveReply:
 
     async def on_text(self, delta: str) -> None:
         self.text += delta
-        if self._push is None and time.monotonic() - self._last >= self.interval:
+        if self._push is None and monotonic() - self._last >= self.interval:
             self._push = asyncio.create_task(self._flush())
 
     async def _flush(self) -> None:
@@ -82,7 +82,7 @@ class LiveReply:
         except Exception as exc:
             log.warning("streaming edit failed: %s", exc)
         finally:
-            self._last = time.monotonic()
+            self._last = monotonic()
             self._push = None
 
     async def _draft(self, draft_id: int, text: str) -> bool:

@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from engine._channel import Channel
+from engine._clock import monotonic
 from engine.chat._settings._tooling import Tooling
 from engine.chat._turns._streaming import LiveReply
 from engine.context import Window
@@ -42,7 +42,7 @@ class Turn:
     answer: list[int] = field(default_factory=list)  # the stored answer's message ids
 
     def seconds(self) -> float:
-        return time.monotonic() - self.started
+        return monotonic() - self.started
 
     def answered_ids(self) -> list[int]:
         return [r.id for r in self.answering]

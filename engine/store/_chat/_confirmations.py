@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 
+from engine._clock import wall
 from engine.models import ToolCall
 from engine.store._cache import Caches, Guard, Listed, Recent
 from engine.store._db import Db, Row
@@ -84,7 +84,7 @@ class Confirmations:
             row.reply_to,
             row.expires_at,
             row.offered,
-            time.time(),
+            wall(),
         )
 
     async def get(self, confirmation_id: str) -> ConfirmationRow | None:
@@ -121,7 +121,7 @@ class Confirmations:
         moved = await self.db.execute(
             "UPDATE confirmations SET state=?, decided_at=? WHERE id=? AND state=?",
             to_state.value,
-            time.time(),
+            wall(),
             confirmation_id,
             from_state.value,
         )

@@ -8,8 +8,7 @@ model.
 
 from __future__ import annotations
 
-import time
-
+from engine._clock import wall
 from engine.models import Message, Role
 from engine.store._cache import Caches, Recent
 from engine.store._chat._history import Histories
@@ -60,7 +59,7 @@ class Context:
             summary.text,
             summary.first_id,
             summary.last_id,
-            time.time(),
+            wall(),
         )
         if self.summaries is not None:
             self.summaries[summary.conversation_id] = (summary,)
@@ -114,5 +113,5 @@ class Context:
             ratio.ratio,
             ratio.samples,
             ratio.window,
-            time.time(),
+            wall(),
         )

@@ -14,10 +14,10 @@ nothing is folded into a summary from them; the console still shows them, marked
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Collection, Sequence
 from typing import Any
 
+from engine._clock import wall
 from engine.models import Message, Role
 from engine.store._cache import Caches, Recent
 from engine.store._chat._history import Histories
@@ -66,7 +66,7 @@ class Conversations:
         new = False
         while row is None:  # an upsert: two creating it at once both get the same row
             sql = self._insert_active + " RETURNING id"
-            params = (channel, chat_id, is_private, time.time())
+            params = (channel, chat_id, is_private, wall())
             if self.db.dialect.writable_cte:  # a server: one statement at a time, as always
                 new = bool(await self.db.fetch(sql, *params))
                 row = await self.db.fetchrow(_ACTIVE, channel, chat_id)
@@ -123,7 +123,7 @@ class Conversations:
     async def _append(self, params: tuple[Any, ...], deliver: str | None) -> int:
         if deliver is None:  # one statement: no transaction of its own needed
             return int(await self.db.fetchval(INSERT_MESSAGE + " RETURNING id", *params))
-        delivery = (deliver or None, time.time(), params[0])
+        delivery = (deliver or None, wall(), params[0])
         if self.db.dialect.writable_cte:  # the answer and its delivery in one statement
             return int(await self.db.fetchval(_APPEND_DELIVERED, *params, *delivery))
         (row,), _ = await self.db.together(  # one trip (SQLite: the id the INSERT just made)
@@ -229,7 +229,7 @@ class Conversations:
         if self.histories is not None:
             self.histories.guard.writing(conversation_id)
         try:
-            return await self.db.execute(_STOP, time.time(), *(conversation_id,) * 6)
+            return await self.db.execute(_STOP, wall(), *(conversation_id,) * 6)
         finally:
             if self.histories is not None:
                 self.histories.written(conversation_id, None, kept=False)
@@ -292,7 +292,7 @@ class Conversations:
         update = (
             "UPDATE deliveries SET state=?, ref=?, sent_at=? "
             "WHERE message_id=? AND state='pending'",
-            (state.value, ref, time.time(), message_id),
+            (state.value, ref, wall(), message_id),
         )
         if then is None:
             await self.db.execute_later(update[0], *update[1])

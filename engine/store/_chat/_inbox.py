@@ -10,11 +10,11 @@ What came with a message (pictures, files, voice) is kept as its platform refere
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Sequence
 from typing import Any
 
 from engine._channel import Attachment, InboundMessage, MediaKind
+from engine._clock import wall
 from engine.models import Message
 from engine.store._cache import Arrivals, Caches, Guard
 from engine.store._chat._conversations import Conversations
@@ -55,8 +55,8 @@ class Inbox:
         """Keep `msg` (once: a redelivery is refused); `quote` is what it replies to, as the
         model is to be shown it."""
         if self._arrivals is None:
-            return await self._accept(msg, hold_until, quote, time.time())
-        who, now = (msg.channel, msg.user_id), time.time()
+            return await self._accept(msg, hold_until, quote, wall())
+        who, now = (msg.channel, msg.user_id), wall()
         self._guard.writing(who)
         try:
             added = await self._accept(msg, hold_until, quote, now)
@@ -77,7 +77,7 @@ class Inbox:
         one): a user absent from the cache then sent nothing, without asking the store."""
         if self._arrivals is None:
             return
-        since = time.time() - PRIMED_S
+        since = wall() - PRIMED_S
         rows = await self.db.fetch(
             "SELECT channel, user_id, received_at FROM inbox WHERE received_at >= ? "
             "ORDER BY received_at",
@@ -114,7 +114,7 @@ class Inbox:
 
     async def ready(self, channel: str, chat_id: str) -> list[InboxRow]:
         """The chat's queued messages that may be taken now (not held by the rate limit)."""
-        now = time.time()
+        now = wall()
         queued = await self.rows(InboxState.QUEUED, channel, chat_id)
         return [r for r in queued if r.ready(now)]
 
@@ -133,7 +133,7 @@ class Inbox:
         await self.conversations.take(
             conversation_id,
             [(msg, row.user_id) for row, msg in taken],
-            (f"UPDATE inbox SET state='taken', taken_at=? WHERE id {among}", (time.time(), *ids)),
+            (f"UPDATE inbox SET state='taken', taken_at=? WHERE id {among}", (wall(), *ids)),
         )
 
     async def rows(self, state: Any, channel: str, chat_id: str) -> list[InboxRow]:

@@ -8,9 +8,9 @@ reports exactly its jobs (engine/work/_cluster.py), never another live instance'
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
+from engine._clock import wall
 from engine.store._db import Db, Row
 from engine.store._types._rows import Conversation, JobRow
 from engine.store._types._states import JOB_TRANSITIONS, JobState, guard
@@ -49,7 +49,7 @@ class Jobs:
             tool,
             json.dumps(args),
             resumable,
-            time.time(),
+            wall(),
         )
         if self.db.incarnation is None:  # no instance runs it (one process, or not joined)
             return await self.db.execute(_ADD.format(cols="", marks=""), *row) == 1
@@ -75,7 +75,7 @@ class Jobs:
             result,
             for_user,
             is_error,
-            time.time(),
+            wall(),
             job_id,
         )
         return done == 1

@@ -10,10 +10,10 @@ read and write through.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Sequence
 from typing import Any
 
+from engine._clock import wall
 from engine.models import Image, Message, Part, Reasoning, Role, Text, ToolCall, ToolOutput
 from engine.store._db import Row
 
@@ -39,7 +39,7 @@ def message_params(conversation_id: int, msg: Message, user_id: str | None) -> t
         bool(result and result.is_error),
         msg.speaker,
         json.dumps(images) if images else None,
-        time.time(),
+        wall(),
         user_id,
         msg.quote,
         json.dumps(reasoning) if reasoning else None,

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-import time
 from collections.abc import Collection
 from dataclasses import dataclass
 
+from engine._clock import wall
 from engine.store._db import Db
 
 _KEEP_S = 86_400.0  # expired links and sessions are deleted a day after they expire
@@ -43,7 +43,7 @@ class Console:
     async def new_link(self, admin: str, ttl_s: float, role: str = "admin") -> str:
         """A one-time sign-in token for `admin`, valid for `ttl_s` seconds."""
         token = secrets.token_urlsafe(32)
-        now = time.time()
+        now = wall()
         async with self.db.transaction():
             await self.db.execute("DELETE FROM console_links WHERE expires_at < ?", now - _KEEP_S)
             await self.db.execute(
@@ -63,7 +63,7 @@ class Console:
     async def redeem(self, token: str, session_s: float) -> tuple[str, ConsoleSession] | None:
         """Use the link `token` (once, before it expires): a new session's token and the
         session; None when the link is unknown, used or expired."""
-        now = time.time()
+        now = wall()
         async with self.db.transaction():
             row = await self.db.fetchrow(
                 "UPDATE console_links SET used_at=? WHERE token_hash=? AND used_at IS NULL "
@@ -95,7 +95,7 @@ class Console:
             "SELECT admin, role, csrf, expires_at FROM console_sessions WHERE token_hash=? "
             "AND ended_at IS NULL AND expires_at > ?",
             token_hash(token),
-            time.time(),
+            wall(),
         )
         if row is None:
             return None
@@ -106,7 +106,7 @@ class Console:
         row = await self.db.fetchrow(
             "SELECT 1 FROM console_links WHERE token_hash=? AND used_at IS NULL AND expires_at > ?",
             token_hash(token),
-            time.time(),
+            wall(),
         )
         return row is not None
 
@@ -117,7 +117,7 @@ class Console:
         return await self.db.execute(
             "UPDATE console_sessions SET ended_at=? WHERE ended_at IS NULL "
             f"AND NOT (admin {among})",
-            time.time(),
+            wall(),
             *params,
         )
 
@@ -125,7 +125,7 @@ class Console:
         """Sign out: the session is refused from now on, on every instance."""
         ended = await self.db.execute(
             "UPDATE console_sessions SET ended_at=? WHERE token_hash=? AND ended_at IS NULL",
-            time.time(),
+            wall(),
             token_hash(token),
         )
         return ended == 1

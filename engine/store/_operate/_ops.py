@@ -12,10 +12,10 @@ when it started).
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
+from engine._clock import wall
 from engine.store._cache import Caches
 from engine.store._db import ACCESS, FORGOT, Db
 from engine.store._operate._forget import drop_summaries_before, forget_user
@@ -169,7 +169,7 @@ class Ops:
                     e.count,
                 )
             await self.db.execute(  # a day is kept: the console shows the last hour
-                "DELETE FROM channel_error_counts WHERE minute < ?", int(time.time() // 60) - 1440
+                "DELETE FROM channel_error_counts WHERE minute < ?", int(wall() // 60) - 1440
             )
 
     # -- bounded growth -------------------------------------------------------------------

@@ -12,10 +12,10 @@ keeps who is let in in memory reads it again.
 from __future__ import annotations
 
 import enum
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from engine._clock import wall
 from engine.store._db import ACCESS, Db, Row
 
 
@@ -94,7 +94,7 @@ class Access:
                 user_id,
                 user_name,
                 by,
-                time.time(),
+                wall(),
             )
         )
         if done:

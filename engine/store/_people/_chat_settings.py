@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import time
-
+from engine._clock import wall
 from engine.store._db import Db
 from engine.store._types._rows import ChatPrefs
 from engine.store._types._states import ReplyMode, VoiceReplies
@@ -48,7 +47,7 @@ class ChatSettings:
             prefs.model,
             prefs.reply_mode.value if prefs.reply_mode else None,
             user_id,
-            time.time(),
+            wall(),
             prefs.voice.value if prefs.voice else None,
             prefs.language,
             prefs.thinking,

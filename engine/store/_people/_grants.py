@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import time
-
+from engine._clock import wall
 from engine.store._cache import Caches, Listed
 from engine.store._db import Db, Row
 from engine.store._types._rows import Grant, UsageTotals
@@ -47,7 +46,7 @@ class Grants:
             tool,
             user_id,
             user_name,
-            time.time(),
+            wall(),
         )
         self._forget(channel, chat_id)
 

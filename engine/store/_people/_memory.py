@@ -13,10 +13,10 @@ pattern over the lower-cased text.
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
+from engine._clock import wall
 from engine.store._cache import Caches, Guard, Listed, Recent
 from engine.store._db import Db
 
@@ -77,7 +77,7 @@ class Memory:
 
     async def _add(self, owner: str, text: str) -> int:
         """Save `text` for `owner` and return its id (an existing equal item's, touched)."""
-        now = time.time()
+        now = wall()
         async with self.db.transaction():
             found = await self.db.fetchval(
                 "SELECT id FROM memory WHERE owner=? AND lower(text)=lower(?)", owner, text
@@ -135,7 +135,7 @@ class Memory:
         async with self._changing(owner):
             await self.db.execute(
                 f"UPDATE memory SET used_at=? WHERE owner=? AND id {among}",
-                time.time(),
+                wall(),
                 owner,
                 *params,
             )

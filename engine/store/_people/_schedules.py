@@ -12,8 +12,8 @@ schedule notifies ``relaybot_schedules`` (every instance of a shared store hears
 from __future__ import annotations
 
 import asyncio
-import time
 
+from engine._clock import wall
 from engine.store._db import Db, Row
 from engine.store._types._rows import ScheduleRow, ScheduleRun
 from engine.store._types._states import RUN_TRANSITIONS, RunState, ScheduleState, guard
@@ -66,7 +66,7 @@ class Schedules:
             spec,
             timezone,
             next_due,
-            time.time(),
+            wall(),
         )
         await self.changed()
         assert row is not None
@@ -87,7 +87,7 @@ class Schedules:
         cancelled = await self.db.execute(
             "UPDATE schedules SET state='cancelled', cancelled_at=? "
             "WHERE id=? AND channel=? AND chat_id=? AND state='active'",
-            time.time(),
+            wall(),
             schedule_id,
             channel,
             chat_id,
@@ -160,7 +160,7 @@ class Schedules:
                     run.state.value,
                     run.missed,
                     run.error,
-                    time.time(),
+                    wall(),
                 )
                 if recorded != 1:  # this due time was recorded before: never twice
                     raise _Taken
@@ -201,7 +201,7 @@ class Schedules:
             "WHERE schedule_id=? AND due=? AND state=?",
             to_state.value,
             error,
-            time.time(),
+            wall(),
             schedule_id,
             due,
             from_state.value,

@@ -30,9 +30,9 @@ before. What a missed notification would have said is still in the tables:
 from __future__ import annotations
 
 import secrets
-import time
 from collections.abc import Awaitable, Callable, Collection, Sequence
 
+from engine._clock import perf
 from engine.store._types._reports import Adoption, ServerInfo
 from engine.store.postgres._db import PgDb
 
@@ -319,9 +319,9 @@ class PgCluster:
         receives (for doctor and status)."""
         trips = []
         for _ in range(5):
-            started = time.perf_counter()
+            started = perf()
             await self.db.fetchval("SELECT 1")
-            trips.append(time.perf_counter() - started)
+            trips.append(perf() - started)
         version = await self.db.fetchval("SHOW server_version")
         names = await self.db.fetch(f"SELECT name FROM instances i WHERE {_ALIVE} ORDER BY id")
         receiving = await self.db.fetch(

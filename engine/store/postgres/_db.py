@@ -25,13 +25,13 @@ import asyncio
 import contextlib
 import contextvars
 import logging
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import asyncpg
 
 from engine import metrics
+from engine._clock import perf
 from engine.store._db import POSTGRES, Db, Row, numbered
 from engine.store._opening._urls import redact
 from engine.store.postgres._faults import READ_ONLY, UNREACHABLE, reason, session_attrs, unavailable
@@ -149,7 +149,7 @@ class PgDb(Db):
                     await asyncio.shield(tx.rollback())
                 raise
             self._tx.reset(token)
-            started = time.perf_counter()
+            started = perf()
             await tx.commit()
             metrics.store_call("commit", started)
         except UNREACHABLE as exc:
@@ -160,7 +160,7 @@ class PgDb(Db):
     async def _run(self, method: str, sql: str, args: tuple[Any, ...]) -> Any:
         sql = numbered(sql)
         conn = self._held()
-        started = time.perf_counter()
+        started = perf()
         try:
             if conn is not None:
                 result = await getattr(conn, method)(sql, *args)

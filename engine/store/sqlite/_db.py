@@ -23,7 +23,6 @@ import asyncio
 import contextlib
 import logging
 import sqlite3
-import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ from urllib.parse import quote
 import aiosqlite
 
 from engine import metrics
+from engine._clock import perf
 from engine.store._db import SQLITE, Db, Row
 from engine.store.sqlite._faults import Episodes, unavailable
 from engine.store.sqlite._files import make_private, owned_like_store
@@ -161,7 +161,7 @@ class SqliteDb(Db):
             try:
                 yield
                 if not self._begin or self._later:  # something was written (or read) inside
-                    started = time.perf_counter()
+                    started = perf()
                     await self._run(lambda conn: conn.execute("COMMIT"), write=True, commit=True)
                     metrics.store_call("commit", started)
             except BaseException:
@@ -236,7 +236,7 @@ class SqliteDb(Db):
 
     async def execute(self, sql: str, *params: Any) -> int:
         """A write; outside a transaction, grouped with others' (sqlite/_group.py)."""
-        started = time.perf_counter()
+        started = perf()
         if self.in_transaction():
             count = (await self._run(lambda conn: conn.execute(sql, params))).rowcount
         else:
@@ -258,7 +258,7 @@ class SqliteDb(Db):
 
     async def together(self, *statements: tuple[str, Sequence[Any]]) -> list[list[Row]]:
         """The statements in one trip, in one transaction (the open one, or their own)."""
-        started = time.perf_counter()
+        started = perf()
         if self.in_transaction():
             rows = await self._run(lambda conn: atomic(conn, statements, own=False))
         else:
@@ -268,7 +268,7 @@ class SqliteDb(Db):
         return rows
 
     async def fetch(self, sql: str, *params: Any) -> list[Row]:
-        started = time.perf_counter()
+        started = perf()
         if reads(sql) and self._begun_elsewhere():  # what it wrote may yet roll back
             rows = await self._reader.fetch(sql, params)
             metrics.store_call("read", started)
