@@ -31,7 +31,7 @@ from engine.store._chat._confirmations import Confirmations
 from engine.store._chat._context import Context
 from engine.store._chat._conversations import Conversations
 from engine.store._chat._inbox import Inbox
-from engine.store._chat._jobs import Jobs
+from engine.store._chat._jobs import Incarnation, Jobs
 from engine.store._db import Db
 from engine.store._operate._browse import Browse
 from engine.store._operate._console import Console
@@ -58,7 +58,8 @@ class ComposedStore:
         self.inbox: InboxStore = self._inbox
         self._confirmations = Confirmations(db, caches)
         self.confirmations: ConfirmationStore = self._confirmations
-        self.jobs: JobStore = Jobs(db)
+        self.incarnation = Incarnation()  # this process's instance, once a cluster joins
+        self.jobs: JobStore = Jobs(db, self.incarnation)
         self._memory = Memory(db, caches)
         self.memory: MemoryStore = self._memory
         self._grants = Grants(db, caches)

@@ -8,6 +8,7 @@ reports exactly its jobs (engine/work/_cluster.py), never another live instance'
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from engine._clock import wall
@@ -26,9 +27,19 @@ _ADD = (
 )
 
 
+@dataclass(slots=True)
+class Incarnation:
+    """This process's row of ``instances`` in a shared store: set by the cluster when it joins
+    (engine/store/postgres/_cluster.py), read by the jobs it starts. None: one process alone, or
+    not joined yet."""
+
+    id: int | None = None
+
+
 class Jobs:
-    def __init__(self, db: Db) -> None:
+    def __init__(self, db: Db, incarnation: Incarnation) -> None:
         self.db = db
+        self.incarnation = incarnation
 
     async def add(
         self,
@@ -51,11 +62,10 @@ class Jobs:
             resumable,
             wall(),
         )
-        if self.db.incarnation is None:  # no instance runs it (one process, or not joined)
+        instance = self.incarnation.id
+        if instance is None:  # no instance runs it (one process, or not joined)
             return await self.db.execute(_ADD.format(cols="", marks=""), *row) == 1
-        added = await self.db.execute(
-            _ADD.format(cols=", instance", marks=",?"), *row, self.db.incarnation
-        )
+        added = await self.db.execute(_ADD.format(cols=", instance", marks=",?"), *row, instance)
         return added == 1
 
     async def get(self, job_id: str) -> JobRow | None:

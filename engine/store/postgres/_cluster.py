@@ -33,6 +33,7 @@ import secrets
 from collections.abc import Awaitable, Callable, Collection, Sequence
 
 from engine._clock import perf
+from engine.store._chat._jobs import Incarnation
 from engine.store._types._reports import Adoption, ServerInfo
 from engine.store.postgres._db import PgDb
 
@@ -83,24 +84,25 @@ _HAND_OVER = (
 
 
 class PgCluster:
-    def __init__(self, db: PgDb) -> None:
+    def __init__(self, db: PgDb, incarnation: Incarnation) -> None:
         self.db = db
+        self._incarnation = incarnation  # the store's: the jobs this process starts name it
         self.address = f"{WORK}_{secrets.token_hex(8)}"  # this process's own channel
 
     @property
     def incarnation(self) -> int | None:
-        return self.db.incarnation
+        return self._incarnation.id
 
     def _me(self) -> int:
-        if self.db.incarnation is None:
+        if self._incarnation.id is None:
             raise RuntimeError("this instance has not joined")
-        return self.db.incarnation
+        return self._incarnation.id
 
     # -- liveness -------------------------------------------------------------------------
 
     async def join(self, name: str, lease_s: float) -> int:
         """Register this process as a new live instance; returns its incarnation id."""
-        self.db.incarnation = int(
+        self._incarnation.id = int(
             await self.db.fetchval(
                 "INSERT INTO instances(name, lease_s, started_at, heartbeat_at, channel) "
                 f"VALUES ($1, $2, {_NOW}, {_NOW}, $3) RETURNING id",
@@ -109,7 +111,7 @@ class PgCluster:
                 self.address,
             )
         )
-        return self.db.incarnation
+        return self._incarnation.id
 
     async def heartbeat(self, timeout: float) -> bool:
         """Renew this instance's lease; False when it was found dead and taken over."""
