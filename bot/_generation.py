@@ -136,9 +136,11 @@ async def open_generation(app: Host, cfg: Config, *, model: Model | None = None)
         for problem in skills.problems:
             log.warning("skill %s", problem)
         schedules = ScheduleAccess(
-            app.store.schedules, cfg.schedules.max_per_chat, cfg.schedules.min_interval_s,
+            app.store.schedules,
+            cfg.schedules.max_per_chat,
+            cfg.schedules.min_interval_s,
             app.clock.now,
-        )  # fmt: skip
+        )
         registry, mcp = await stack.enter_async_context(
             open_tools(
                 cfg,

@@ -703,9 +703,13 @@ async def test_status_shows_what_is_queued_running_and_waiting(store: Store) -> 
     conv = await store.conversations.active("t", "c1")
     await store.confirmations.add(confirmation(conv.id))
     await store.jobs.add(
-        conv, "job1", "u1", "remind_me", {"text": "tea", "at": "2030-01-01T08:00:00+00:00"},
+        conv,
+        "job1",
+        "u1",
+        "remind_me",
+        {"text": "tea", "at": "2030-01-01T08:00:00+00:00"},
         resumable=True,
-    )  # fmt: skip
+    )
     row = await store.schedules.add_schedule("t", "c1", "u1", "news", "interval", "600", "UTC", 9e9)
     await store.ops.record_errors([ChannelError("t", 5.0, "sendMessage: HTTP 403")])
     await store.ops.record_errors([ChannelError("t", 4.0, "older, arrived late")])

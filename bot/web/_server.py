@@ -247,8 +247,12 @@ class Server:
                 if not hmac.compare_digest(sent.encode(), session.csrf.encode()):
                     log.warning("console: a form with a stale token was refused")
                     text = "This form is out of date: nothing was changed. Reload the page."
-                    html = page("Refused", tag("p", text, role="alert"), csrf=session.csrf,
-                                who=session.admin)  # fmt: skip
+                    html = page(
+                        "Refused",
+                        tag("p", text, role="alert"),
+                        csrf=session.csrf,
+                        who=session.admin,
+                    )
                     return respond(html, 403)
             return await handler(Ctx(request, session, self.daemon))
 

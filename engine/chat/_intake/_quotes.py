@@ -13,8 +13,11 @@ from __future__ import annotations
 from engine._channel import MediaKind, Quote
 
 MAX_AUTHOR = 64  # characters of a display name
-_KINDS = {MediaKind.IMAGE: "a picture", MediaKind.AUDIO: "a voice message or audio",
-          MediaKind.FILE: "a file"}  # fmt: skip
+_KINDS = {
+    MediaKind.IMAGE: "a picture",
+    MediaKind.AUDIO: "a voice message or audio",
+    MediaKind.FILE: "a file",
+}
 
 
 def quoted(quote: Quote | None, limit: int) -> str | None:
