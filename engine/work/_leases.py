@@ -31,8 +31,9 @@ from collections.abc import Awaitable, Callable, Iterable
 from engine._clock import monotonic
 from engine.loop import ConversationKey
 from engine.store import ClusterStore
+from engine.work._items import WorkItem
 from engine.work._locks import KeyedLocks
-from engine.work._queue import ChatQueues, WorkItem
+from engine.work._queue import ChatQueues
 from engine.work._signals import MAX_HOPS, Publisher, alone, encode
 from tools.errors import StoreError
 
