@@ -40,7 +40,7 @@ from engine.store.sqlite._reader import Reader, reads
 from engine.store.sqlite._schema import MIGRATIONS
 from engine.store.sqlite._soon import Soon, atomic, dropped, run_writes
 from engine.store.sqlite._trips import count_trips
-from engine.store.sqlite._upgrade import apply, back_up_before_upgrade, failure, refusal, settle
+from engine.store.sqlite._upgrade import Upgrade
 from tools.errors import StoreError, StoreUnavailable
 
 log = logging.getLogger("engine.store")
@@ -64,8 +64,7 @@ class SqliteDb(Db):
     ) -> None:
         super().__init__()
         self.path = Path(path)
-        self.migrations = migrations  # this relaybot's schema (a test may give another)
-        self.upgrade_backup: Path | None = None  # the copy made before this open upgraded it
+        self.upgrade = Upgrade(self.path, migrations)  # its schema, checked and brought up
         self.readonly = readonly
         self.wal_limit_bytes = wal_limit_bytes
         self._db: aiosqlite.Connection | None = None
@@ -109,10 +108,10 @@ class SqliteDb(Db):
             count_trips(connection)  # only for a benchmark that asks for it
             self._db = await connection
             self._db.row_factory = sqlite3.Row
-            await self._check_version(older_too=False)  # before anything writes to the file
+            await self.upgrade.check(self, older_too=False)  # before anything writes to it
             if self.readonly:
                 await self._db.execute("PRAGMA busy_timeout=5000")
-                await self._check_version(older_too=True)
+                await self.upgrade.check(self, older_too=True)
                 return
             pragmas = (
                 "journal_mode=WAL",
@@ -123,7 +122,7 @@ class SqliteDb(Db):
                 f"wal_autocheckpoint={max(16, self.wal_limit_bytes // _PAGE_BYTES // 4)}",
             )
             await self._run(lambda conn: [conn.execute(f"PRAGMA {p}") for p in pragmas])
-            await self._migrate()
+            await self.upgrade.migrate(self)
             await self._reader.open()
             self._opened = True
         except StoreUnavailable:
@@ -221,6 +220,11 @@ class SqliteDb(Db):
             self.episodes.written()
         return result
 
+    async def run(self, fn: Callable[[sqlite3.Connection], Any]) -> Any:
+        """`fn(connection)` in the db thread, as a statement of the open transaction (an
+        upgrade's migrations: sqlite/_upgrade.py)."""
+        return await self._run(fn)
+
     async def _send_soon(self) -> None:
         """The writes queued by execute_soon, in a trip of their own."""
         async with self._tx_lock:
@@ -301,45 +305,10 @@ class SqliteDb(Db):
         row = await self.fetchrow("PRAGMA user_version")
         return int(row[0]) if row else 0
 
-    async def _check_version(self, *, older_too: bool) -> None:
-        version = await self.schema_version()
-        if refused := refusal(self.path, version, len(self.migrations), older_too=older_too):
-            raise refused
-
-    async def _migrate(self) -> None:
-        """Every migration the store lacks, in one transaction: a failure leaves it as it was.
-        A store that holds anything is first copied next to itself (engine/store/sqlite/
-        _upgrade.py)."""
-        version = await self.schema_version()
-        newest = len(self.migrations)
-        if version == newest:
-            return
-        if version > 0:
-            copy = await asyncio.to_thread(back_up_before_upgrade, self.path, version)
-            self.upgrade_backup = copy
-            log.info(
-                "upgrading the store from schema version %d to %d; a copy of it is at %s",
-                version,
-                newest,
-                self.upgrade_backup,
-            )
-        reached = [version]  # ends with the number of the migration being applied
-        try:
-            async with self.transaction():  # one trip for them all, not one per statement
-                await self._run(lambda conn: apply(conn, self.migrations, version, reached))
-        except StoreUnavailable as exc:  # a full disk, say: worth waiting for
-            raise StoreUnavailable(self._failed(version, reached[-1], exc)) from exc
-        except sqlite3.Error as exc:
-            raise StoreError(self._failed(version, reached[-1], exc)) from exc
-        log.info("store migrated from schema version %d to %d", version, newest)
-
-    def _failed(self, version: int, number: int, exc: BaseException) -> str:
-        return failure(self.path, version, len(self.migrations), number, exc, self.upgrade_backup)
-
     async def settled(self) -> None:
         """The daemon runs on this store: the copy an earlier upgrade made is not needed."""
         if not self.readonly:
-            await asyncio.to_thread(settle, self.path, self.upgrade_backup)
+            await self.upgrade.settled()
 
 
 def _size(path: Path) -> int:
