@@ -1,3 +1,5 @@
+# Left whole: the three store commands of a shell (status, backup, forget) and the words they print;
+# one reader, the operator.
 """`relaybot status`, `relaybot backup` and `relaybot forget`: operating the store from a shell.
 
 - status opens the store read-only, so it works while the daemon runs (WAL lets a reader in

@@ -13,7 +13,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("bot", "channels", "engine", "tools")
 ORDER = {"tools": 0, "engine": 1, "channels": 2, "bot": 3}  # who may import whom: lower only
-MAX_LINES = 350  # a module past it probably holds two ideas
+REVIEW_LINES = 300  # a module past it may hold two ideas: split it, or say why it is one
+MAX_LINES = 450  # past this, no reason will do
 
 
 @cache
@@ -174,9 +175,14 @@ def test_the_engine_reads_time_through_its_clock() -> None:
 
 
 def test_modules_stay_small() -> None:
-    large = {
-        str(path.relative_to(ROOT)): n
-        for path in _modules().values()
-        if (n := len(path.read_text().splitlines())) > MAX_LINES
-    }
-    assert large == {}
+    """Length is a prompt for review, not a target: a module past REVIEW_LINES is split by idea,
+    or says at its top why it is one (a comment starting "# Left whole:")."""
+    unexplained, large = {}, {}
+    for path in _modules().values():
+        text = path.read_text()
+        n = len(text.splitlines())
+        if n > MAX_LINES:
+            large[str(path.relative_to(ROOT))] = n
+        elif n > REVIEW_LINES and not text.startswith("# Left whole:"):
+            unexplained[str(path.relative_to(ROOT))] = n
+    assert (large, unexplained) == ({}, {})

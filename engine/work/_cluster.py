@@ -1,3 +1,4 @@
+# Left whole: one idea, which instance works on which chat and what happens when one dies.
 """Several instances on one store: which instance works on which chat, and what happens when one
 dies. Used only with a store several processes can share (PostgreSQL, ``Store.cluster``); with
 SQLite none of this runs.

@@ -1,3 +1,5 @@
+# Left whole: one state machine, a confirmation's life (asked, answered, run, recovered), in one
+# class.
 """Confirmations: a destructive call waits for its requester's answer, then runs once or never.
 
 The states and their transitions are drawn in engine/store/_records.py; the store refuses any

@@ -1,3 +1,4 @@
+# Left whole: the wiring of the engine's parts and the Engine contract it implements, one class.
 """The dispatcher: the engine as the adapters see it (:class:`engine.Engine`), wiring its parts.
 
 A message is checked (allowed user, length), committed to the inbox, and queued for its chat;

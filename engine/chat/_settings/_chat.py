@@ -1,3 +1,5 @@
+# Left whole: each chat's settings: the prefs read on hot paths and the /settings menu that changes
+# them share one cache.
 """Each chat's own settings: a persona, a model, (in groups) which messages it answers,
 (with [media] speech_model) when its answers are spoken too, the language of relaybot's own
 words (chat/_languages.py), and whether a short view of the model's reasoning is shown.

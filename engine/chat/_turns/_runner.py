@@ -1,3 +1,5 @@
+# Left whole: a turn's steps in order, one class (its types, delivery and streaming are modules of
+# their own).
 """Running a turn: load the conversation, drive the loop, deliver the answer exactly once.
 
 A turn is one :class:`Turn` (where it answers, with which tooling, what it stored) taken through

@@ -1,3 +1,5 @@
+# Left whole: one table family, conversations and their messages with their deliveries, written once
+# for both backends.
 """Conversations, their messages, and the delivery of answers, for every backend.
 
 A message is stored with its parts as columns (engine/store/_chat/_message_rows.py: tool calls,

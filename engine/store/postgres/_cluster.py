@@ -1,3 +1,5 @@
+# Left whole: one table family, what the instances share (liveness, chat leases, receivers,
+# notices).
 """What several instances sharing one PostgreSQL database keep there: who is alive, who holds
 each chat and each channel's receiving side, and the notifications between them.
 

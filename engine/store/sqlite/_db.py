@@ -1,3 +1,5 @@
+# Left whole: one connection and its statements (its schema, faults, readers and batching are
+# modules of their own).
 """One SQLite file, one connection, and the rules for writing to it.
 
 aiosqlite runs the connection in its own thread, so the event loop never waits on the disk. The
