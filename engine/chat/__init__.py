@@ -1,8 +1,14 @@
-"""What a chat sees of the engine: the dispatcher (the engine as adapters call it), a message's
-way in (``_intake``), turns and their delivery, commands, confirmations, background jobs, each
-chat's settings, schedules, media, limits and permissions, pairing (strangers asking to be
-let in), forgetting and housekeeping; the settings in force (``Live``) and the model and tools
-a turn runs with (``Tooling``), which a reload swaps.
+"""What a chat sees of the engine, in rooms by idea, all entered through this surface:
+
+- ``_dispatch/``: the dispatcher (the engine as adapters call it), recovery, stalled chats;
+- ``_intake/``: a message's way in, what is accepted, media, albums, quotes;
+- ``_turns/``: running a turn, its delivery, streaming, progress, voice, notices, memory;
+- ``_confirmations/``: confirmations asked, held and answered, standing permissions;
+- ``_access/``: pairing (strangers asking to be let in), limits, who pays;
+- ``_commands/``: the chat commands, /help, /console, /forget_me;
+- ``_settings/``: the settings in force (``Live``, each part's in ``_sections``), the model and
+  tools a turn runs with (``Tooling``), which a reload swaps, and each chat's own settings;
+- ``_jobs/``: background jobs, delegation, schedules, housekeeping.
 """
 
 from __future__ import annotations

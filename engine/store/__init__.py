@@ -1,8 +1,9 @@
-"""The store: narrow interfaces per consumer (``_api*``), typed rows (``_rows``), reports
-(``_reports``) and state machines (``_states``); each part written once (``_inbox``,
-``_conversations``, ...) over one :class:`Db` interface (``_db``), composed into one store class
-(``_composed``); the backends implement the Db: ``sqlite/`` and ``postgres/`` (imported only
-when a configuration asks for PostgreSQL).
+"""The store: narrow interfaces per consumer (``_api/``); typed rows, reports and state machines
+(``_types/``); each part written once over one :class:`Db` interface (``_db``): what a chat's
+turns write (``_chat/``), what belongs to users and chats (``_people/``), operating the store
+(``_operate/``); composed into one store class (``_composed``), whose parts own their caches
+(``_cache``). The backends implement the Db: ``sqlite/`` and ``postgres/`` (imported only when
+a configuration asks for PostgreSQL); ``_opening/`` says which one a URL names.
 
 :func:`open_store` picks the backend from the configuration: a ``postgresql://`` URL, else the
 SQLite file.
