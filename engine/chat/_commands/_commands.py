@@ -17,6 +17,7 @@ from engine.chat._access._spend import charging
 from engine.chat._commands._console_link import console_link
 from engine.chat._commands._forget import ForgetMe
 from engine.chat._commands._help import help_text
+from engine.chat._commands._settings_menu import SettingsMenu
 from engine.chat._confirmations._confirmations import Confirmations
 from engine.chat._confirmations._permissions import Permissions
 from engine.chat._jobs._schedules import Schedules
@@ -61,6 +62,7 @@ class Commands:
         self.confirmations = confirmations
         self.permissions = permissions
         self.chat_settings = chat_settings
+        self.settings_menu = SettingsMenu(chat_settings)  # /settings
         self.schedules = schedules
         self.limits = limits
         self.pairing = pairing
@@ -86,7 +88,7 @@ class Commands:
             await self.pairing.act(action)
             or await self.permissions.act(action)
             or await self.schedules.act(action)
-            or await self.chat_settings.act(action)
+            or await self.settings_menu.act(action)
             or await self.forget.act(action)
             or (await self.memory.act(action) if self.memory is not None else None)
         )
@@ -136,7 +138,7 @@ class Commands:
         if command is Command.PERMISSIONS:
             return await self.permissions.menu(key, language=language)
         if command is Command.SETTINGS:
-            return await self.chat_settings.command(msg)
+            return await self.settings_menu.command(msg)
         if command is Command.SCHEDULES:
             return await self.schedules.menu(key, language=language)
         if command is Command.USAGE:
