@@ -1,15 +1,14 @@
 """Who may use the bot, and pairing: a stranger asks, an owner answers with a button.
 
-A person is let in by the config (`allowed_users`, per platform), by being an owner
-(`[access] admins`), or by an owner's yes, stored per platform (engine/store/_people/_access.py)
-and kept
-until revoked (`relaybot users revoke`, or /users). With `[access] pairing` on (the default), a
-stranger who writes to the bot in private (or addresses it in a group) gets one answer with a
-short code, and every owner a private message naming them, with Allow and Deny. Nobody gets in
-without an owner's yes: an unanswered request lapses after a day, a denied person is not asked
-about again for a day, one request pends per person, and the owners are told of at most
-`per_hour` requests an hour from everyone together. Further messages of a waiting stranger get
-no answer; other refusals at most one answer per person every ten minutes.
+A person is let in by the config (`allowed_users`, per platform), by being an owner (`[access]
+admins`), or by an owner's yes, stored per platform (engine/store/_people/_access.py) and kept until
+revoked (`relaybot users revoke`, or /users). With `[access] pairing` on (the default), a stranger
+who writes to the bot in private (or addresses it in a group) gets one answer with a short code, and
+every owner a private message naming them, with Allow and Deny. Nobody gets in without an owner's
+yes: an unanswered request lapses after a day, a denied person is not asked about again for a day,
+one request pends per person, and the owners are told of at most `per_hour` requests an hour from
+everyone together. Further messages of a waiting stranger get no answer; other refusals at most one
+answer per person every ten minutes.
 
 The buttons' payloads name the request's code only: a press is checked against the store (still
 pending, pressed by an owner), so they keep working after a restart, on any instance.
