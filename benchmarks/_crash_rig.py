@@ -270,9 +270,19 @@ class Daemon:
         env = {**os.environ, "PYTHONPATH": f"{self.files.directory}{os.pathsep}{ROOT}"}
         with self.files.log.open("ab") as log:
             self._proc = await asyncio.create_subprocess_exec(
-                *self.prefix, sys.executable, "-m", "bot", "run", "-c", str(self.files.config),
-                cwd=ROOT, env=env, stdout=log, stderr=log, stdin=asyncio.subprocess.DEVNULL,
-            )  # fmt: skip
+                *self.prefix,
+                sys.executable,
+                "-m",
+                "bot",
+                "run",
+                "-c",
+                str(self.files.config),
+                cwd=ROOT,
+                env=env,
+                stdout=log,
+                stderr=log,
+                stdin=asyncio.subprocess.DEVNULL,
+            )
         self.lives.append(Life(loop.time()))
         polling = asyncio.ensure_future(
             self.tg.wait_for_call(self.ready, count=calls_before + 1, timeout=timeout)

@@ -146,8 +146,10 @@ async def main_async(args: argparse.Namespace) -> None:
         f"{'':14} {'clustered ms/msg':>16} {'separate ms/msg':>15} {'× one, same load':>16} "
         f"{'× one, raw':>10} {'syscalls/msg clustered':>22} {'separate':>8}"
     )
-    print(f"{'1 instance':14} {one.cpu_ms:16.2f} {'-':>15} {'1.00':>16} {'1.00':>10} "
-          f"{one.syscalls:22.1f} {'-':>8}")  # fmt: skip
+    print(
+        f"{'1 instance':14} {one.cpu_ms:16.2f} {'-':>15} {'1.00':>16} {'1.00':>10} "
+        f"{one.syscalls:22.1f} {'-':>8}"
+    )
     for n in args.instances:
         c, s = med(n, True), med(n, False)
         print(

@@ -180,10 +180,12 @@ async def crowd(users: Users, pid: int, n: int, first_user: int, label: str) -> 
     await asyncio.gather(*(users.say(first_user + u, "hello", timeout=60) for u in range(n)))
     wall, cpu = loop.time() - t0, cpu_s(pid) - cpu0
     lat = users.latencies
-    print(f"{label}: {wall:.2f} s until all answered, latency p50 {percentile(lat, 0.5):.2f} s "
-          f"p99 {percentile(lat, 0.99):.2f} s, daemon CPU {cpu / n * 1000:.1f} ms/message, "
-          f"peak RSS {peak_rss_kib(pid) / 1024:.1f} MiB, unanswered "
-          f"{users.unanswered - unanswered} of {n}")  # fmt: skip
+    print(
+        f"{label}: {wall:.2f} s until all answered, latency p50 {percentile(lat, 0.5):.2f} s "
+        f"p99 {percentile(lat, 0.99):.2f} s, daemon CPU {cpu / n * 1000:.1f} ms/message, "
+        f"peak RSS {peak_rss_kib(pid) / 1024:.1f} MiB, unanswered "
+        f"{users.unanswered - unanswered} of {n}"
+    )
     return wall
 
 
@@ -198,9 +200,18 @@ async def run(args: argparse.Namespace) -> int:
                 profile = ["-m", "cProfile", "-o", args.profile] if args.profile else []
                 trips = Trips(Path(tmp) / "trips")
                 proc = await asyncio.create_subprocess_exec(
-                    sys.executable, *profile, "-m", "bot", "run", "-c", str(config),
-                    cwd=ROOT, stdout=log, stderr=log, env=trips.env(),
-                )  # fmt: skip
+                    sys.executable,
+                    *profile,
+                    "-m",
+                    "bot",
+                    "run",
+                    "-c",
+                    str(config),
+                    cwd=ROOT,
+                    stdout=log,
+                    stderr=log,
+                    env=trips.env(),
+                )
                 trips.pid = proc.pid
                 try:
                     code = await measure(args, tg, llm, proc.pid, started, trips)
@@ -209,8 +220,10 @@ async def run(args: argparse.Namespace) -> int:
                         stopping = loop.time()
                         proc.send_signal(signal.SIGTERM)
                         status = await asyncio.wait_for(proc.wait(), 30)
-                        print(f"shutdown on SIGTERM:          {loop.time() - stopping:.2f} s "
-                              f"(exit code {status})")  # fmt: skip
+                        print(
+                            f"shutdown on SIGTERM:          {loop.time() - stopping:.2f} s "
+                            f"(exit code {status})"
+                        )
             text = log_path.read_text(errors="replace")
             print(f"bot token in the daemon's log: {'YES' if tg.token in text else 'no'}")
             if args.show_log:
@@ -235,8 +248,10 @@ async def measure(
     t0 = asyncio.get_running_loop().time()
     await asyncio.gather(*(users.say(10_000 + u, "hello") for u in range(args.burst)))
     burst = asyncio.get_running_loop().time() - t0
-    print(f"{args.burst} users at once, LLM 1 s:    {burst:.2f} s until all answered "
-          f"(target <= 1.3 s)")  # fmt: skip
+    print(
+        f"{args.burst} users at once, LLM 1 s:    {burst:.2f} s until all answered "
+        f"(target <= 1.3 s)"
+    )
 
     llm.delay_s = 0.0
     trips0 = await trips.now()
@@ -246,9 +261,11 @@ async def measure(
     elapsed = asyncio.get_running_loop().time() - t0
     cpu, own = cpu_s(pid) - cpu0, time.process_time() - own0
     n = users.sent - sent0
-    print(f"{args.users} users x {args.messages} messages, instant LLM: "
-          f"{n / elapsed:.0f} messages/s (target >= 100), "
-          f"daemon CPU {cpu / n * 1000:.1f} ms/message (target <= 3)")  # fmt: skip
+    print(
+        f"{args.users} users x {args.messages} messages, instant LLM: "
+        f"{n / elapsed:.0f} messages/s (target >= 100), "
+        f"daemon CPU {cpu / n * 1000:.1f} ms/message (target <= 3)"
+    )
     print(f"  (this script, with both fakes: {own / n * 1000:.1f} ms CPU/message)")
     if (trips1 := await trips.now()) is not None and trips0 is not None:
         print(f"store round trips per message: {(trips1 - trips0) / n:.1f} (target <= 6)")

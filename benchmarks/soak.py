@@ -734,8 +734,11 @@ def explain(
     t0 = daemon.lives[0].started
     for what, tok in problems:
         chat = people.chat_of[tok]
-        events = [(s.at, f"user    {s.token} {'(wipe)' if s.action else ''}") for s in people.said
-                  if s.chat == chat]  # fmt: skip
+        events = [
+            (s.at, f"user    {s.token} {'(wipe)' if s.action else ''}")
+            for s in people.said
+            if s.chat == chat
+        ]
         events += [
             (d.accepted_at, f"bot     {d.kind:<7} {_shown(d, failures)}")
             for d in ledger.deliveries

@@ -14,7 +14,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from bot._checks import configured_skills
 from bot._engine import retool
@@ -31,10 +31,36 @@ from tools.registry import ToolRegistry
 from tools.skills import Skills, skill_tools
 
 if TYPE_CHECKING:
-    from bot.app import App
+    from engine import Clock
+    from engine.chat import Dispatcher
+    from engine.store import Store
     from tools.mcp import McpManager
 
 log = logging.getLogger(__name__)
+
+
+class Host(Protocol):
+    """What a generation is built for and put in force in: the daemon (bot.app.App is one)."""
+
+    generation: Generation  # the one in force
+    retiring: set[asyncio.Task[None]]  # replaced ones, closing once their turns have ended
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def dispatcher(self) -> Dispatcher: ...
+
+    @property
+    def extra_tools(self) -> Sequence[Tool]: ...
+
+    @property
+    def pictures(self) -> Sequence[Tool]: ...
+
+    def is_admin(self, channel: str, user_id: str) -> bool: ...
 
 
 @contextlib.asynccontextmanager
@@ -101,7 +127,7 @@ def loop_options(cfg: Config) -> LoopOptions:
     )
 
 
-async def open_generation(app: App, cfg: Config, *, model: Model | None = None) -> Generation:
+async def open_generation(app: Host, cfg: Config, *, model: Model | None = None) -> Generation:
     """The model and tools `cfg` describes, for `app`; `model` (the App's first, which the
     media parts use too) is used as it is, and left open when the generation closes."""
     stack = contextlib.AsyncExitStack()
@@ -110,9 +136,11 @@ async def open_generation(app: App, cfg: Config, *, model: Model | None = None) 
         for problem in skills.problems:
             log.warning("skill %s", problem)
         schedules = ScheduleAccess(
-            app.store.schedules, cfg.schedules.max_per_chat, cfg.schedules.min_interval_s,
+            app.store.schedules,
+            cfg.schedules.max_per_chat,
+            cfg.schedules.min_interval_s,
             app.clock.now,
-        )  # fmt: skip
+        )
         registry, mcp = await stack.enter_async_context(
             open_tools(
                 cfg,
@@ -136,7 +164,7 @@ async def open_generation(app: App, cfg: Config, *, model: Model | None = None) 
     return Generation(model, models, registry, mcp, skills, stack)
 
 
-async def put_in_force(app: App, cfg: Config) -> None:
+async def put_in_force(app: Host, cfg: Config) -> None:
     """Build `cfg`'s generation and put it and `cfg`'s settings in force, in one step, for what
     starts from now on; the one it replaces is closed once its turns have ended. Raises (and
     changes nothing) when the generation cannot be built: a fallback's key missing, say."""
@@ -170,7 +198,7 @@ async def _close_after(tooling: Tooling, generation: Generation) -> None:
         log.exception("closing the tools a reload replaced failed")
 
 
-async def close_generations(app: App) -> None:
+async def close_generations(app: Host) -> None:
     """At exit, once the turns have ended: every generation still open."""
     await asyncio.gather(*app.retiring, return_exceptions=True)
     await app.generation.stack.aclose()

@@ -1,3 +1,5 @@
+# Left whole: the three store commands of a shell (status, backup, forget) and the words they print;
+# one reader, the operator.
 """`relaybot status`, `relaybot backup` and `relaybot forget`: operating the store from a shell.
 
 - status opens the store read-only, so it works while the daemon runs (WAL lets a reader in
@@ -11,7 +13,7 @@
 - forget works while the daemon runs: the store tells it (SQLite: through the file's data
   version, read once a second; PostgreSQL: a notification to every instance), and it drops what
   it keeps in memory, stops the user's jobs it runs and reads the chats' settings again, within
-  about a second (engine/chat/_forget.py). It shows what it will delete, and asks.
+  about a second (engine/chat/_commands/_forget.py). It shows what it will delete, and asks.
 """
 
 from __future__ import annotations

@@ -130,7 +130,7 @@ class LimitsConfig(Section):
 
 
 class MediaConfig(Section):
-    """Pictures, files and voice users send (see engine/chat/_media.py)."""
+    """Pictures, files and voice users send (see engine/chat/_intake/_media.py)."""
 
     max_image_mb: float = Field(10, gt=0)  # per picture
     max_images_per_turn: int = Field(4, ge=1)
@@ -163,7 +163,7 @@ class SchedulesConfig(Section):
 
 
 class MemoryConfig(Section):
-    """What the bot remembers about its users (engine/chat/_memory.py)."""
+    """What the bot remembers about its users (engine/chat/_turns/_memory.py)."""
 
     max_tokens: int = Field(600, ge=0, le=20_000)  # of each private prompt; 0: never put in
 

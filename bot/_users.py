@@ -9,8 +9,8 @@ It writes the store while the daemon runs (a SQLite file in WAL mode takes a sec
 a moment; a PostgreSQL store is shared anyway): the daemon asks the store about a person it does
 not know at their next message, so an approval counts at once; a revocation is heard of through
 the store (SQLite: the file's data version, read once a second; PostgreSQL: a notification) and
-is in force within about a second (engine/chat/_pairing.py). The config's `allowed_users` is the
-config's: it is shown, not changed.
+is in force within about a second (engine/chat/_access/_pairing.py). The config's `allowed_users`
+is the config's: it is shown, not changed.
 """
 
 from __future__ import annotations

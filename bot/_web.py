@@ -19,7 +19,7 @@ from bot.config import WebConfig
 from tools.errors import ConfigError
 
 if TYPE_CHECKING:
-    from bot.app import App
+    from bot._daemon import Daemon
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ class Move:
 
 
 class WebConsole:
-    def __init__(self, daemon: App) -> None:
+    def __init__(self, daemon: Daemon) -> None:
         self.daemon = daemon
         self.served: _Served | None = None
 

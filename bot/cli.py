@@ -1,3 +1,5 @@
+# Left whole: the command's grammar (one parser) and, beside each subcommand's options, what runs
+# it.
 """The `relaybot` command: run, chat, check-config, tools, skills, doctor, init, migrate-store,
 migrate, status, backup, forget, users, console-link, install-service."""
 

@@ -1,3 +1,4 @@
+# Left whole: one small channel whole: the terminal's loop, its commands and its prompts.
 """A terminal channel for `relaybot chat`: one line in, the answer out, then the next line.
 
 Lines starting with a command (/help, /reset, /stop, /start) go to the engine's

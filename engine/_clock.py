@@ -1,4 +1,7 @@
-"""Wall-clock time for what is due at a wall-clock time (scheduled tasks), injectable.
+"""The engine's clocks: every part reads time here, never from `time` itself, so which clock a
+figure follows is said where it is read (tests/test_layout.py holds it): :func:`wall` (unix
+time), :func:`monotonic`, and :func:`perf` (a short duration, for the metrics). Wall-clock time
+for what is due at a wall-clock time (scheduled tasks) comes injectable, as a :class:`Clock`.
 
 Which clock for what: what is due at a moment of the calendar (a scheduled task, a reminder
 whose time the user was told, a stored row's age) follows the wall clock (unix time); a length
@@ -20,6 +23,22 @@ import time
 from typing import Protocol
 
 log = logging.getLogger(__name__)
+
+
+def wall() -> float:
+    """Unix time: what is due at a calendar moment, a stored row's age."""
+    return time.time()
+
+
+def monotonic() -> float:
+    """A length of time inside the process: timeouts, leases, backoffs, a turn's duration."""
+    return time.monotonic()
+
+
+def perf() -> float:
+    """A short duration measured for the metrics (a store call)."""
+    return time.perf_counter()
+
 
 MAX_NAP_S = 60.0
 JUMP_S = 2.0  # the wall clock moved this far apart from the monotonic one: a jump, not a drift

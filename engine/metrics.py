@@ -15,25 +15,41 @@ Labels are bounded sets: channel names, model names, registered tool names ("oth
 the model made up), outcomes and reasons. Never a chat or a user id.
 
 The newest error of each channel (and of the model, as "llm") is kept by an :class:`ErrorLog`
-until housekeeping stores it, for `relaybot status`: platform requests that failed (from the
-adapters' HTTP layers), what the adapters log at WARNING and above (the ``channels.<name>``
-loggers), and failed model requests. Its text is redacted like the log (secrets never reach the
-store).
+(engine/_errors.py, handed on from here) until housekeeping stores it, for `relaybot status`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from engine.store import ChannelError
+from engine._clock import monotonic, perf
+from engine._errors import ErrorLog, note_error, take_errors, use_error_log
 from tools.errors import LLMError
 
 if TYPE_CHECKING:
     from engine.models import Model, ModelRequest, ModelResponse, OnText
+
+__all__ = [
+    "ErrorLog",
+    "api_error",
+    "api_retry",
+    "cost_added",
+    "enable_metrics",
+    "llm_failed",
+    "llm_replied",
+    "model_request",
+    "note_error",
+    "received",
+    "refused",
+    "set_state",
+    "store_call",
+    "take_errors",
+    "tool_called",
+    "turn_ended",
+    "use_error_log",
+]
 
 _LATENCY_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0)
 _STORE_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5, 2.0)
@@ -216,14 +232,14 @@ async def model_request(
 ) -> ModelResponse:
     """`model.complete(request, on_text)`, timed and counted (a turn's requests and the
     context budget's summary requests alike)."""
-    started = time.monotonic()
+    started = monotonic()
     try:
         reply = await model.complete(request, on_text)
     except LLMError as exc:
         llm_failed(model.name, str(exc))
         raise
     u = reply.usage
-    llm_replied(model.name, time.monotonic() - started, u.prompt_tokens, u.completion_tokens)
+    llm_replied(model.name, monotonic() - started, u.prompt_tokens, u.completion_tokens)
     return reply
 
 
@@ -252,7 +268,7 @@ def api_retry(channel: str) -> None:
 def store_call(operation: str, started: float) -> None:
     """A store call (read, write, commit) that began at perf_counter() `started` ended."""
     if _m is not None:
-        _m.store[operation].observe(time.perf_counter() - started)
+        _m.store[operation].observe(perf() - started)
 
 
 def set_state(
@@ -277,74 +293,3 @@ def set_state(
     else:
         with contextlib.suppress(KeyError):  # no figure rather than a stale one
             _m.store_bytes.remove("wal")
-
-
-# -- the last error of each channel --------------------------------------------------------------
-
-
-MAX_ERROR_CHARS = 500
-
-
-class ErrorLog(logging.Handler):
-    """The newest error of each channel (and how many), kept until :meth:`take` hands it over.
-
-    As a logging handler on the ``channels`` logger it also keeps what an adapter logs at
-    WARNING and above (``channels.telegram`` → "telegram"). :func:`use_error_log` makes it the
-    one the hooks report to, and attaches it.
-    """
-
-    def __init__(self, redact: Callable[[str], str] = lambda text: text) -> None:
-        super().__init__(logging.WARNING)
-        self.redact = redact
-        self._new: dict[str, ChannelError] = {}
-
-    def note(self, channel: str, text: str) -> None:
-        text = self.redact(" ".join(text.split()))
-        if len(text) > MAX_ERROR_CHARS:
-            text = text[: MAX_ERROR_CHARS - 1] + "…"
-        count = self._new[channel].count + 1 if channel in self._new else 1
-        self._new[channel] = ChannelError(channel, time.time(), text, count)
-
-    def take(self) -> list[ChannelError]:
-        """The errors noted since the last call (per channel: the newest, and how many)."""
-        taken, self._new = self._new, {}
-        return list(taken.values())
-
-    def emit(self, record: logging.LogRecord) -> None:
-        _, _, rest = record.name.partition(".")
-        try:
-            self.note(rest.split(".")[0] or record.name, record.getMessage())
-        except Exception:
-            self.handleError(record)
-
-
-_error_log: ErrorLog | None = None
-_CHANNEL_LOGGER = logging.getLogger("channels")
-
-
-def use_error_log(errors: ErrorLog) -> Callable[[], None]:
-    """Report errors to `errors` from now on; returns what ends that (unless another log took
-    over meanwhile)."""
-    global _error_log
-    if _error_log is not None:
-        _CHANNEL_LOGGER.removeHandler(_error_log)
-    _error_log = errors
-    _CHANNEL_LOGGER.addHandler(errors)
-
-    def stop() -> None:
-        global _error_log
-        if _error_log is errors:
-            _CHANNEL_LOGGER.removeHandler(errors)
-            _error_log = None
-
-    return stop
-
-
-def note_error(channel: str, text: str) -> None:
-    if _error_log is not None:
-        _error_log.note(channel, text)
-
-
-def take_errors() -> list[ChannelError]:
-    """The errors noted since the last call, for the store."""
-    return _error_log.take() if _error_log is not None else []

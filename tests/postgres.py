@@ -88,9 +88,17 @@ class PostgresServer:
     def start(self) -> None:
         self._own_root()
         self._run(
-            str(self.bindir / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres",
-            "-E", "UTF8", "--no-sync",
-        )  # fmt: skip
+            str(self.bindir / "initdb"),
+            "-D",
+            str(self.data),
+            "-A",
+            "trust",
+            "-U",
+            "postgres",
+            "-E",
+            "UTF8",
+            "--no-sync",
+        )
         self._start()
         self.psql(f"CREATE DATABASE {TEMPLATE}")
         _in_thread(_migrate(self.url(TEMPLATE)))
@@ -108,10 +116,21 @@ class PostgresServer:
         try:
             other._own_root()
             self._run(
-                str(self.bindir / "pg_basebackup"), "-h", "127.0.0.1", "-p", str(self.port),
-                "-U", "postgres", "-D", str(other.data), "-R", "-X", "stream",
-                "--checkpoint=fast", "--no-sync",
-            )  # fmt: skip
+                str(self.bindir / "pg_basebackup"),
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+                "-U",
+                "postgres",
+                "-D",
+                str(other.data),
+                "-R",
+                "-X",
+                "stream",
+                "--checkpoint=fast",
+                "--no-sync",
+            )
             other._start()
         except BaseException:
             other.stop()
@@ -130,9 +149,18 @@ class PostgresServer:
     def resume(self) -> None:
         """Start the halted server again."""
         self._run(
-            str(self.bindir / "pg_ctl"), "-D", str(self.data), "-o", self._options,
-            "-l", str(self.root / "server.log"), "-w", "-t", "60", "start",
-        )  # fmt: skip
+            str(self.bindir / "pg_ctl"),
+            "-D",
+            str(self.data),
+            "-o",
+            self._options,
+            "-l",
+            str(self.root / "server.log"),
+            "-w",
+            "-t",
+            "60",
+            "start",
+        )
 
     def stop(self) -> None:
         with contextlib.suppress(Exception):
@@ -150,10 +178,30 @@ class PostgresServer:
 
     def psql(self, sql: str, database: str = "postgres") -> str:
         done = subprocess.run(
-            ["psql", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h", str(self.root),
-             "-p", str(self.port), "-U", "postgres", "-d", database, "-c", sql],
-            check=True, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+            [
+                "psql",
+                "-X",
+                "-q",
+                "-A",
+                "-t",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-h",
+                str(self.root),
+                "-p",
+                str(self.port),
+                "-U",
+                "postgres",
+                "-d",
+                database,
+                "-c",
+                sql,
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         return done.stdout.strip()
 
     def new_database(self, *, migrated: bool = True) -> str:

@@ -11,8 +11,9 @@ import pytest
 
 from engine.loop import ConversationKey
 from engine.store.postgres import PgStore
+from engine.work._items import Inbound, Notice
 from engine.work._leases import ChatLeases
-from engine.work._queue import ChatQueues, Inbound, Notice
+from engine.work._queue import ChatQueues
 from engine.work._signals import Publisher, encode
 from tests.test_pg_cluster import cluster, pair
 

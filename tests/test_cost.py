@@ -182,8 +182,9 @@ def test_a_price_is_found_by_name_or_by_the_longest_listed_prefix() -> None:
 def test_cached_and_written_prompt_tokens_have_their_own_prices() -> None:
     sonnet = Prices().of("claude-sonnet-4-5")
     assert sonnet is not None
-    used = Usage(prompt_tokens=10_000, completion_tokens=1_000, cached_tokens=6_000,
-                 cache_write_tokens=2_000)  # fmt: skip
+    used = Usage(
+        prompt_tokens=10_000, completion_tokens=1_000, cached_tokens=6_000, cache_write_tokens=2_000
+    )
     # 2,000 fresh at $3, 6,000 read at $0.30, 2,000 written at $3.75, 1,000 out at $15 (per Mtok)
     assert cost_nano(sonnet, Amount(used)) == 6_000_000 + 1_800_000 + 7_500_000 + 15_000_000
     assert cost_nano(Price(per_image=0.04), Amount(images=2)) == 80_000_000

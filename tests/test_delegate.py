@@ -13,7 +13,7 @@ import pytest
 
 from bot.app import App
 from bot.config import Config
-from engine.chat._delegate import SYSTEM
+from engine.chat._jobs._delegate import SYSTEM
 from tests.fakes.openai_server import FakeOpenAI, Reply, hold, text, tool_call
 from tests.fakes.telegram_server import FakeTelegram
 from tools import tool

@@ -112,9 +112,15 @@ async def rig(postgres: PostgresServer, tmp_path: Path) -> AsyncIterator[Rig]:
                 f"shard_count = {SHARDS}\nshard_ids = [{shard}]\n"
             )
             files = write_files(
-                tmp_path, tg, llm.base_url, store_url=f"{url}&application_name={name}",
-                instance=name, lease_s=LEASE_S, llm_timeout_s=WAIT_S, extra=discord,
-            )  # fmt: skip
+                tmp_path,
+                tg,
+                llm.base_url,
+                store_url=f"{url}&application_name={name}",
+                instance=name,
+                lease_s=LEASE_S,
+                llm_timeout_s=WAIT_S,
+                extra=discord,
+            )
             daemons[name] = Daemon(files, tg)
         try:
             yield Rig(postgres, database, dc, llm, model, daemons)

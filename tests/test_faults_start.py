@@ -82,10 +82,20 @@ async def test_a_stop_while_the_store_is_unreachable_at_start_up_stops(
         log = tmp_path / "relaybot.log"
         with log.open("wb") as out:
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "bot", command, "-c", str(config), "--log-level", "INFO",
-                cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                stdin=asyncio.subprocess.PIPE, stdout=out, stderr=out,
-            )  # fmt: skip
+                sys.executable,
+                "-m",
+                "bot",
+                command,
+                "-c",
+                str(config),
+                "--log-level",
+                "INFO",
+                cwd=ROOT,
+                env={**os.environ, "PYTHONPATH": str(ROOT)},
+                stdin=asyncio.subprocess.PIPE,
+                stdout=out,
+                stderr=out,
+            )
         try:
             await wait_for_log(log, "cannot reach the store", 30)  # start-up waits for the store
             sent = time.monotonic()

@@ -82,11 +82,22 @@ def test_each_mo_is_its_po_compiled(language: str) -> None:
 
 def test_languages_from_the_platforms_and_the_cache() -> None:
     assert [supported(c) for c in ("de", "de-DE", "es-419", "fr", "pt-BR", None, "")] == [
-        "de", "de", "es", "fr", None, None, None,
-    ]  # fmt: skip
+        "de",
+        "de",
+        "es",
+        "fr",
+        None,
+        None,
+        None,
+    ]
     assert [supported(c) for c in ("zh-CN", "zh-hans", "zh-TW", "zh-Hant", "ru", "en-GB")] == [
-        "zh", "zh", None, None, "ru", "en",
-    ]  # fmt: skip
+        "zh",
+        "zh",
+        None,
+        None,
+        "ru",
+        "en",
+    ]
     assert translator("de-AT") is translator("de")  # read once per language
     assert translator("pt-BR").gettext("Stopped.") == "Stopped."  # no catalog: English
     assert translator("ru").ngettext("Forgot {n} item.", "Forgot {n} items.", 22) == (

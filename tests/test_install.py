@@ -108,8 +108,10 @@ def installed(built: Built, tmp_path_factory: pytest.TempPathFactory) -> Path:
     subprocess.run(install, check=True, timeout=120)
     purelib = subprocess.run(
         [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True, text=True, check=True,
-    ).stdout.strip()  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     (Path(purelib) / "_relaybot_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     return venv / "bin"
 
@@ -134,10 +136,14 @@ async def _run(
     bin_dir: Path, cwd: Path, env: dict[str, str], *args: str, stdin: bytes = b""
 ) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
-        bin_dir / "relaybot", *args, cwd=cwd, env=env,
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        bin_dir / "relaybot",
+        *args,
+        cwd=cwd,
+        env=env,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+    )
     out, err = await asyncio.wait_for(proc.communicate(stdin), 60)
     return proc.returncode or 0, out.decode(), err.decode()
 
@@ -152,9 +158,13 @@ async def test_wheel_installs_a_relaybot_that_works_from_an_empty_directory(
         await asyncio.to_thread(
             subprocess.run,
             [installed / "python", "-c", "import bot, tools; print(bot.__file__)"],
-            cwd=empty, env=env, capture_output=True, text=True, check=True,
+            cwd=empty,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
         )
-    ).stdout  # fmt: skip
+    ).stdout
     assert where.startswith(str(installed.parent)), where  # the wheel's, not the checkout's
 
     answers = f"{llm.base_url}\nRB_INSTALL_KEY\nfake-model\nn\nn\n".encode()  # the key: set
@@ -222,9 +232,12 @@ async def test_install_service_names_the_installed_relaybot(
         return  # the unit of deploy/ is verified in tests/test_unit_file.py where it can be
     check = await asyncio.to_thread(
         subprocess.run,
-        [analyze, "--user", "verify", str(unit)], capture_output=True, text=True, timeout=60,
+        [analyze, "--user", "verify", str(unit)],
+        capture_output=True,
+        text=True,
+        timeout=60,
         env={"PATH": "/usr/bin:/bin", "XDG_RUNTIME_DIR": str(tmp_path), "HOME": str(tmp_path)},
-    )  # fmt: skip
+    )
     output = check.stdout + check.stderr
     if "Failed to initialize manager" not in output:  # it checks that ExecStart= exists too
         assert check.returncode == 0 and str(unit) not in output, output
@@ -269,8 +282,9 @@ BUILDER = shutil.which("podman") or shutil.which("docker")
 def test_the_image_builds_and_runs_as_a_non_root_user(tmp_path: Path) -> None:
     assert BUILDER is not None
     tag = f"relaybot-test:{os.getpid()}"
-    subprocess.run([BUILDER, "build", "-t", tag, "-f", "Containerfile", "."], cwd=ROOT,
-                   check=True, timeout=900)  # fmt: skip
+    subprocess.run(
+        [BUILDER, "build", "-t", tag, "-f", "Containerfile", "."], cwd=ROOT, check=True, timeout=900
+    )
     try:
         run = [BUILDER, "run", "--rm", "--entrypoint", "sh", tag, "-c"]
         out = subprocess.run(
@@ -369,9 +383,13 @@ async def test_each_readme_install_line_works_from_an_empty_directory(
     program = Path(sys.executable).parent / tool.split()[0]
     done = await asyncio.to_thread(
         subprocess.run,
-        [program, *tool.split()[1:], spec], cwd=work, env=env, capture_output=True, text=True,
+        [program, *tool.split()[1:], spec],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
         timeout=300,
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     home = tmp_path / ("pipx" if tool.startswith("pipx") else "uv")
     assert (bin_dir / "relaybot").resolve().is_relative_to(home)  # the tool's own venv

@@ -361,13 +361,18 @@ async def test_two_instances_answer_telegram_and_discord_and_hand_the_gateway_ov
         daemons = {
             name: Daemon(
                 write_files(
-                    tmp_path, tg, llm.base_url, store_url=url, instance=name,
-                    lease_s=LEASE_S, extra=discord,
+                    tmp_path,
+                    tg,
+                    llm.base_url,
+                    store_url=url,
+                    instance=name,
+                    lease_s=LEASE_S,
+                    extra=discord,
                 ),
                 tg,
             )
             for name in ("a", "b")
-        }  # fmt: skip
+        }
         try:
             await daemons["a"].start()
             await daemons["b"].start(polls=False)

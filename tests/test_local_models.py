@@ -18,7 +18,7 @@ import pytest
 
 from bot.app import App
 from bot.config import Config
-from engine.chat._notices import apology
+from engine.chat._turns._notices import apology
 from engine.context import (
     ContextBudget,
     ContextSettings,

@@ -71,11 +71,16 @@ async def _in(
     """`relaybot ARGS` started in `directory`, with `env` added to a clean XDG environment."""
     base = {k: v for k, v in os.environ.items() if not k.startswith(("XDG_", "RELAYBOT_"))}
     return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot", *args, cwd=directory,
+        sys.executable,
+        "-m",
+        "bot",
+        *args,
+        cwd=directory,
         env={**base, "PYTHONPATH": str(ROOT), **(env or {})},
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+    )
 
 
 async def test_without_a_config_the_error_names_relaybot_init(tmp_path: Path) -> None:

@@ -92,10 +92,15 @@ async def relaybot(
     *args: str, stdin: bytes = b"", env: dict[str, str] | None = None
 ) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot", *args,
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE, env={**os.environ, "NO_COLOR": "1", **(env or {})},
-    )  # fmt: skip
+        sys.executable,
+        "-m",
+        "bot",
+        *args,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "NO_COLOR": "1", **(env or {})},
+    )
     out, err = await asyncio.wait_for(proc.communicate(stdin), 60)
     assert proc.returncode is not None
     return proc.returncode, out.decode(), err.decode()
@@ -150,9 +155,11 @@ async def test_a_scrape_after_a_turn_shows_the_bot_figures_without_ids(
     assert value(after, "process_resident_memory_bytes") > 0
     assert value(after, "relaybot_store_size_bytes", file="db") > 0
     labels = {
-        v for family in text_string_to_metric_families(after) for s in family.samples
+        v
+        for family in text_string_to_metric_families(after)
+        for s in family.samples
         for v in s.labels.values()
-    }  # fmt: skip
+    }
     assert not [v for v in labels if str(DM) in v or "777" in v or tg.token in v]
     assert {"telegram", "fake-model", "lookup", "not_allowed"} <= labels
 

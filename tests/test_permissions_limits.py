@@ -15,7 +15,7 @@ from bot.app import App
 from bot.config import Config
 from engine import Action, Choice, Command, DecisionStatus, Press
 from engine.chat import LimitSettings
-from engine.chat._limits import today
+from engine.chat._access._limits import today
 from tests.fakes.openai_server import FakeOpenAI, echo, text, tool_call
 from tests.fakes.recording_channel import RecordingChannel
 from tools import tool

@@ -40,9 +40,20 @@ def config(make_config: Callable[..., Config], tg: FakeTelegram) -> Config:
     }
     return make_config(
         telegram=telegram,
-        tools={"builtins": ["current_time", "remind_me", "send_message", "remember", "recall",
-                            "forget", "schedule_task", "list_schedules", "cancel_schedule"]},
-    )  # fmt: skip
+        tools={
+            "builtins": [
+                "current_time",
+                "remind_me",
+                "send_message",
+                "remember",
+                "recall",
+                "forget",
+                "schedule_task",
+                "list_schedules",
+                "cancel_schedule",
+            ]
+        },
+    )
 
 
 def to(chat: int, text: str | None = None) -> Callable[[dict[str, Any]], bool]:

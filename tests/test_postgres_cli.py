@@ -23,9 +23,14 @@ from tools.errors import ConfigError
 
 async def relaybot(*argv: str, env: dict[str, str] | None = None) -> tuple[int, str]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot", *argv, env={**os.environ, **(env or {})},
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-    )  # fmt: skip
+        sys.executable,
+        "-m",
+        "bot",
+        *argv,
+        env={**os.environ, **(env or {})},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
     out, _ = await asyncio.wait_for(proc.communicate(), 60)
     return proc.returncode or 0, out.decode()
 

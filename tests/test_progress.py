@@ -15,7 +15,7 @@ import pytest
 
 from bot.app import App
 from bot.config import Config
-from engine.chat._progress import Progress, step_line
+from engine.chat._turns._progress import Progress, step_line
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
 from tests.fakes.telegram_server import FakeTelegram
 from tests.test_telegram import telegram_config

@@ -398,7 +398,7 @@ async def test_a_background_result_is_followed_up_with_each_provider(tmp_path, p
 async def test_switching_provider_between_restarts_keeps_the_conversation(
     tmp_path, first, then, caplog
 ) -> None:
-    caplog.set_level(logging.INFO, "engine.chat._turns")
+    caplog.set_level(logging.INFO, "engine.chat._turns._runner")
     async with backend(first) as before, backend(then) as after:
         before.script(tool_call("add", {"a": 2, "b": 3}), text("It is 5."))
         async with running(app_config(tmp_path, llm_section(before))) as (app, channel):

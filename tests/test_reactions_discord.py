@@ -104,7 +104,7 @@ async def test_a_mention_that_started_a_thread_has_its_status_in_its_channel(
 async def test_without_the_permission_the_answer_comes_and_it_is_logged_once(
     start, fake: FakeDiscord, llm: FakeOpenAI, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="engine.chat._reactions")
+    caplog.set_level(logging.WARNING, logger="engine.chat._turns._reactions")
     fake.no_reactions.add(CHANNEL)
     llm.script(text("One."), text("Two."))
     async with start():

@@ -150,7 +150,7 @@ async def test_flood_control_on_a_reaction_is_waited_out(
 async def test_a_chat_that_refuses_reactions_is_answered_and_logged_once(
     config, tg: FakeTelegram, llm: FakeOpenAI, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="engine.chat._reactions")
+    caplog.set_level(logging.WARNING, logger="engine.chat._turns._reactions")
     tg.chat_reactions[DM] = {"👍"}  # its admins allow no other reaction
     llm.script(text("One."), text("Two."))
     async with daemon(config()):

@@ -96,9 +96,16 @@ async def test_sighup_lets_a_user_in_and_changes_the_persona_without_losing_a_me
             "RB_TEST_TG_TOKEN": tg.token,
         }
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "bot", "run", "-c", str(cfg), env=env,
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
+            sys.executable,
+            "-m",
+            "bot",
+            "run",
+            "-c",
+            str(cfg),
+            env=env,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+        )
         assert proc.stderr is not None
         err = Lines(proc.stderr)
         try:
@@ -175,9 +182,16 @@ async def test_sighup_with_a_file_that_cannot_be_read_keeps_the_running_config(
     cfg.write_text(good)
     env = {**os.environ, "RB_TEST_API_KEY": "sk-reload-key-123456", "RB_TEST_TG_TOKEN": tg.token}
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot", "run", "-c", str(cfg), env=env,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+        sys.executable,
+        "-m",
+        "bot",
+        "run",
+        "-c",
+        str(cfg),
+        env=env,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
     assert proc.stderr is not None
     err = Lines(proc.stderr)
     try:

@@ -59,9 +59,16 @@ async def test_sighup_changes_the_model_and_adds_a_plugin_tool_for_new_turns_onl
             "RB_TEST_TG_TOKEN": tg.token,
         }
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "bot", "run", "-c", str(cfg), env=env,
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
+            sys.executable,
+            "-m",
+            "bot",
+            "run",
+            "-c",
+            str(cfg),
+            env=env,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+        )
         assert proc.stderr is not None
         err = Lines(proc.stderr)
         try:

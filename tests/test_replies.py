@@ -14,7 +14,7 @@ import pytest
 
 from bot.config import Config
 from engine import MediaKind, Message, Quote, Role, Text
-from engine.chat._quotes import quoted
+from engine.chat._intake._quotes import quoted
 from engine.context import for_model
 from tests.fakes.openai_server import FakeOpenAI, text
 from tests.fakes.telegram_server import BOT_USERNAME, FakeTelegram
@@ -74,15 +74,22 @@ async def test_telegram_replies_carry_the_quoted_message_once(config, tg, llm: F
         )
         await tg.wait_for_call("sendMessage", lambda p: p["text"] == "Pasta at 8.")
         tg.inject_message(
-            GROUP, 7, "what does she mean?", chat_type="supergroup",
+            GROUP,
+            7,
+            "what does she mean?",
+            chat_type="supergroup",
             reply_to_message=said["message"]["message_id"],
-        )  # fmt: skip
+        )
         await tg.wait_for_call("sendMessage", count=2)
         bot_msg = max(m for (c, m) in tg.messages if c == GROUP)
         tg.inject_message(
-            GROUP, 7, "and this bit?", chat_type="supergroup", reply_to_message=bot_msg,
+            GROUP,
+            7,
+            "and this bit?",
+            chat_type="supergroup",
+            reply_to_message=bot_msg,
             quote="echo",
-        )  # fmt: skip
+        )
         await tg.wait_for_call("sendMessage", count=3)
         tg.inject_message(GROUP, 7, "thanks", chat_type="supergroup")
         await tg.wait_for_call("sendMessage", count=4)
@@ -93,8 +100,12 @@ async def test_telegram_replies_carry_the_quoted_message_once(config, tg, llm: F
     )
     assert third[-1].startswith("[User7] [The user replies to your own earlier message:]\n> echo\n")
     # answered: never sent again
-    assert fourth == ["[Carol] dinner plans?", "[User7] what does she mean?",
-                      "[User7] and this bit?", "[User7] thanks"]  # fmt: skip
+    assert fourth == [
+        "[Carol] dinner plans?",
+        "[User7] what does she mean?",
+        "[User7] and this bit?",
+        "[User7] thanks",
+    ]
 
 
 async def test_telegram_reply_to_a_picture_says_so_and_is_bounded(config, tg, llm) -> None:

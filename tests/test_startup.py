@@ -62,9 +62,15 @@ builtins = []
 """
         )
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", TELLING, "run", "-c", str(config),
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
+            sys.executable,
+            "-c",
+            TELLING,
+            "run",
+            "-c",
+            str(config),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
         try:
             await tg.wait_for_call("getUpdates", timeout=30)
             tg.inject_message(1, 1, "hello")

@@ -37,7 +37,7 @@ from engine.store import (
     TokenRatio,
     VoiceReplies,
 )
-from engine.store._states import CONFIRMATION_TRANSITIONS, JOB_TRANSITIONS, RUN_TRANSITIONS
+from engine.store._types._states import CONFIRMATION_TRANSITIONS, JOB_TRANSITIONS, RUN_TRANSITIONS
 from engine.store.postgres import PgStore
 from tests.postgres import PostgresServer
 
@@ -401,7 +401,7 @@ async def test_confirmations_come_back_oldest_first_then_by_id_on_every_backend(
 async def test_every_backend_refuses_the_same_moves_and_leaves_the_row_alone(
     store: Store,
 ) -> None:
-    """The one guard (engine/store/_states.py): a move its table does not list raises
+    """The one guard (engine/store/_types/_states.py): a move its table does not list raises
     ValueError before anything is written, for confirmations, jobs and scheduled runs alike."""
     conv = await store.conversations.active("t", "c1")
     await store.confirmations.add(confirmation(conv.id, "aaa111"))
@@ -703,9 +703,13 @@ async def test_status_shows_what_is_queued_running_and_waiting(store: Store) -> 
     conv = await store.conversations.active("t", "c1")
     await store.confirmations.add(confirmation(conv.id))
     await store.jobs.add(
-        conv, "job1", "u1", "remind_me", {"text": "tea", "at": "2030-01-01T08:00:00+00:00"},
+        conv,
+        "job1",
+        "u1",
+        "remind_me",
+        {"text": "tea", "at": "2030-01-01T08:00:00+00:00"},
         resumable=True,
-    )  # fmt: skip
+    )
     row = await store.schedules.add_schedule("t", "c1", "u1", "news", "interval", "600", "UTC", 9e9)
     await store.ops.record_errors([ChannelError("t", 5.0, "sendMessage: HTTP 403")])
     await store.ops.record_errors([ChannelError("t", 4.0, "older, arrived late")])

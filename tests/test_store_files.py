@@ -38,10 +38,16 @@ def _env(tmp_path: Path) -> dict[str, str]:
 
 async def _relaybot(tmp_path: Path, *args: str, stdin: bytes = b"") -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot", *args, cwd=tmp_path, env=_env(tmp_path),
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "bot",
+        *args,
+        cwd=tmp_path,
+        env=_env(tmp_path),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+    )
     out, err = await asyncio.wait_for(proc.communicate(stdin), 60)
     return proc.returncode or 0, out.decode(), err.decode()
 
@@ -117,10 +123,18 @@ async def test_the_store_files_are_private_while_it_runs(tmp_path: Path, llm: Fa
     release = asyncio.Event()
     llm.script(hold(release, text("done")))
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot", "chat", "-c", str(config), cwd=tmp_path,
-        env=_env(tmp_path), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "bot",
+        "chat",
+        "-c",
+        str(config),
+        cwd=tmp_path,
+        env=_env(tmp_path),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+    )
     assert proc.stdin is not None
     proc.stdin.write(b"hello\n")
     await proc.stdin.drain()

@@ -103,10 +103,23 @@ def test_entities_count_as_one_character() -> None:
 def test_random_markdown_splits_into_valid_parts(seed: int) -> None:
     rnd = random.Random(seed)
     pieces = [
-        "hello", "**bold text**", "*it*", "a<b", "x&y", "😀", "`code <x>`", "\n", "\n\n",
-        "[l](https://e.com/?a=1&b=2)", "\n```py\nfor i in x:\n    print(i<2)\n```\n",
-        "> quote\n", "- bullet\n", "~~s~~", "_u_", "|pipe|",
-    ]  # fmt: skip
+        "hello",
+        "**bold text**",
+        "*it*",
+        "a<b",
+        "x&y",
+        "😀",
+        "`code <x>`",
+        "\n",
+        "\n\n",
+        "[l](https://e.com/?a=1&b=2)",
+        "\n```py\nfor i in x:\n    print(i<2)\n```\n",
+        "> quote\n",
+        "- bullet\n",
+        "~~s~~",
+        "_u_",
+        "|pipe|",
+    ]
     markdown = " ".join(rnd.choice(pieces) for _ in range(rnd.randint(1, 2500)))
     limit = rnd.choice([40, 300, 4096])
     parts = render(markdown, limit)

@@ -73,9 +73,12 @@ async def test_reply_in_thread_starts_a_thread_and_follows_it_without_mentions(
 ) -> None:
     async with start(reply_in_thread=True):
         asked = await fake.inject_message(
-            CHANNEL, ALICE, "plan the team offsite for next spring please", GUILD,
+            CHANNEL,
+            ALICE,
+            "plan the team offsite for next spring please",
+            GUILD,
             mentions_bot=True,
-        )  # fmt: skip
+        )
         started = await fake.wait_for_call("POST", rf"/channels/{CHANNEL}/messages/\d+/threads")
         thread = int(asked["id"])
         await fake.wait_for_call("POST", posts(thread))

@@ -83,10 +83,15 @@ def dump(path: Path) -> tuple[int, list[str]]:
 
 async def relaybot(*args: str) -> tuple[int, str]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot", *args,
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-    )  # fmt: skip
+        sys.executable,
+        "-m",
+        "bot",
+        *args,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
     out, _ = await asyncio.wait_for(proc.communicate(), 60)
     return proc.returncode or 0, out.decode()
 

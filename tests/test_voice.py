@@ -14,7 +14,7 @@ import pytest
 
 from bot.app import App
 from bot.config import Config
-from engine.chat._speech import REST_IN_TEXT, speakable
+from engine.chat._turns._speech import REST_IN_TEXT, speakable
 from tests.fakes.discord_server import Call, FakeDiscord
 from tests.fakes.media import ogg_opus_seconds, voice
 from tests.fakes.openai_media import SPEECH_OGG
@@ -108,7 +108,7 @@ async def test_a_speech_failure_leaves_the_text_and_is_logged_once(
     telegram: Any, tg: FakeTelegram, llm: FakeOpenAI, caplog: pytest.LogCaptureFixture
 ) -> None:
     llm.script_speech(error(400, "no such voice"), error(400, "no such voice"))
-    caplog.set_level(logging.DEBUG, "engine.chat._speech")
+    caplog.set_level(logging.DEBUG, "engine.chat._turns._speech")
     async with telegram():
         for n in range(2):
             tg.inject_message(DM, DM, voice=tg.upload_voice(voice(str(n)), duration=2))

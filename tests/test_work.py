@@ -8,8 +8,9 @@ import logging
 import pytest
 
 from engine.loop._types import ConversationKey
+from engine.work._items import Inbound, Notice, WorkItem
 from engine.work._locks import KeyedLocks
-from engine.work._queue import ChatQueues, Inbound, Notice, WorkItem
+from engine.work._queue import ChatQueues
 
 pytestmark = pytest.mark.asyncio
 

@@ -63,7 +63,7 @@ BUILTIN_NAMES = (
     *WORKSPACE_TOOLS,
     *SCHEDULE_TOOLS,
     "web_search",
-    "delegate",  # made by the engine (engine/chat/_delegate.py): it runs a tool loop
+    "delegate",  # made by the engine (engine/chat/_jobs/_delegate.py): it runs a tool loop
 )
 SEARCH_URLS = {  # the public APIs; a SearXNG instance has no default
     "brave": "https://api.search.brave.com/res/v1/web/search",

@@ -20,7 +20,7 @@ from bot.web import _conversations, _overview, _tools, _usage, _work
 from bot.web._server import Server
 
 if TYPE_CHECKING:
-    from bot.app import App
+    from bot._daemon import Daemon
 
 __all__ = ["console_server"]
 
@@ -28,7 +28,7 @@ log = logging.getLogger("bot.web")
 
 
 @contextlib.asynccontextmanager
-async def console_server(daemon: App, host: str, port: int) -> AsyncIterator[None]:
+async def console_server(daemon: Daemon, host: str, port: int) -> AsyncIterator[None]:
     """Serve the console on host:port until the block exits."""
     pages = {
         **_overview.PAGES,

@@ -19,14 +19,14 @@ from engine.store import ConfirmationState, JobState
 from engine.work import Notice
 
 if TYPE_CHECKING:
-    from bot.app import App
+    from bot._daemon import Daemon
 
 log = logging.getLogger("bot.web")
 
 CANCELLED = "cancelled by the bot's owner in the web console."
 
 
-async def cancel_confirmation(daemon: App, confirmation_id: str, by: str) -> str:
+async def cancel_confirmation(daemon: Daemon, confirmation_id: str, by: str) -> str:
     row = await daemon.store.confirmations.get(confirmation_id)
     if row is None or row.state is not ConfirmationState.PENDING:
         return "That confirmation is no longer waiting: nothing to cancel."
@@ -38,7 +38,7 @@ async def cancel_confirmation(daemon: App, confirmation_id: str, by: str) -> str
     return f"Cancelled: {row.summary}" if n else "It was answered meanwhile: nothing cancelled."
 
 
-async def cancel_job(daemon: App, job_id: str, by: str) -> str:
+async def cancel_job(daemon: Daemon, job_id: str, by: str) -> str:
     job = await daemon.store.jobs.get(job_id)
     if job is None or job.state not in (JobState.RUNNING, JobState.RESUMED):
         return "That job is not running any more: nothing to cancel."
@@ -54,7 +54,7 @@ async def cancel_job(daemon: App, job_id: str, by: str) -> str:
     return f"Cancelled the background task {job.tool} in {job.channel}:{job.chat_id}."
 
 
-async def cancel_schedule(daemon: App, schedule_id: int, by: str) -> str:
+async def cancel_schedule(daemon: Daemon, schedule_id: int, by: str) -> str:
     row = await daemon.store.schedules.get(schedule_id)
     if row is None:
         return "There is no such schedule."
@@ -63,7 +63,7 @@ async def cancel_schedule(daemon: App, schedule_id: int, by: str) -> str:
     return f"Cancelled schedule #{row.id}." if done else "It was cancelled already."
 
 
-async def revoke_grant(daemon: App, channel: str, chat_id: str, tool: str, by: str) -> str:
+async def revoke_grant(daemon: Daemon, channel: str, chat_id: str, tool: str, by: str) -> str:
     n = await daemon.store.grants.revoke(channel, chat_id, tool)
     log.info("console: %s revoked %s in %s:%s (%d removed)", by, tool, channel, chat_id, n)
     if not n:
@@ -71,11 +71,11 @@ async def revoke_grant(daemon: App, channel: str, chat_id: str, tool: str, by: s
     return f"Revoked: the bot asks before {tool} again in {channel}:{chat_id}."
 
 
-async def revoke_user(daemon: App, channel: str, user_id: str, by: str) -> str:
+async def revoke_user(daemon: Daemon, channel: str, user_id: str, by: str) -> str:
     return await daemon.dispatcher.pairing.revoke(channel, user_id, f"{by} (web console)")
 
 
-async def answer_request(daemon: App, code: str, allow: bool, by: str) -> str:
+async def answer_request(daemon: Daemon, code: str, allow: bool, by: str) -> str:
     """An owner's Allow or Deny, as the button in their chat gives it (`by` an owner)."""
     channel, _, user_id = by.partition(":")
     verb = "ok" if allow else "no"

@@ -73,8 +73,14 @@ def table(caption: str, head: Sequence[str], rows: Iterable[Sequence[object]]) -
     )
 
 
-def form(action: str, csrf: str, button: str, *, fields: dict[str, str] | None = None,
-         danger: bool = False) -> Html:  # fmt: skip
+def form(
+    action: str,
+    csrf: str,
+    button: str,
+    *,
+    fields: dict[str, str] | None = None,
+    danger: bool = False,
+) -> Html:
     """A POST form with its CSRF token and hidden `fields`: one button."""
     hidden = [tag("input", type="hidden", name="csrf", value=csrf)]
     hidden += [tag("input", type="hidden", name=k, value=v) for k, v in (fields or {}).items()]
@@ -88,8 +94,9 @@ def form(action: str, csrf: str, button: str, *, fields: dict[str, str] | None =
     )
 
 
-def page(title: str, body: object, *, csrf: str | None = None, who: str = "",
-         path: str = "/") -> Html:  # fmt: skip
+def page(
+    title: str, body: object, *, csrf: str | None = None, who: str = "", path: str = "/"
+) -> Html:
     """A whole page: navigation and sign-out when signed in (`csrf` given)."""
     nav: object = ""
     if csrf is not None:

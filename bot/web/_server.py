@@ -28,7 +28,7 @@ from bot.web._html import Html, e, form, page, tag
 from engine.store import CONSOLE_CLI, ConsoleSession
 
 if TYPE_CHECKING:
-    from bot.app import App
+    from bot._daemon import Daemon
 
 log = logging.getLogger("bot.web")
 
@@ -53,7 +53,7 @@ class Ctx:
 
     request: web.Request
     session: ConsoleSession
-    daemon: App
+    daemon: Daemon
 
     @property
     def csrf(self) -> str:
@@ -131,7 +131,7 @@ def _signin_page(token: str = "", note: str = "", status: int = 401) -> web.Resp
 
 
 class Server:
-    def __init__(self, daemon: App) -> None:
+    def __init__(self, daemon: Daemon) -> None:
         self.daemon = daemon
         self.limiter = Limiter()
         static = files("bot.web") / "static"
@@ -247,8 +247,12 @@ class Server:
                 if not hmac.compare_digest(sent.encode(), session.csrf.encode()):
                     log.warning("console: a form with a stale token was refused")
                     text = "This form is out of date: nothing was changed. Reload the page."
-                    html = page("Refused", tag("p", text, role="alert"), csrf=session.csrf,
-                                who=session.admin)  # fmt: skip
+                    html = page(
+                        "Refused",
+                        tag("p", text, role="alert"),
+                        csrf=session.csrf,
+                        who=session.admin,
+                    )
                     return respond(html, 403)
             return await handler(Ctx(request, session, self.daemon))
 

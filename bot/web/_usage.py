@@ -42,8 +42,9 @@ def chart(
     shapes: list[str] = []
     for tick in (0, top // 2, top):
         y = _H - _BOTTOM - tick * scale
-        shapes.append(f'<line x1="{_LEFT}" x2="{_W - 10}" y1="{y:.1f}" y2="{y:.1f}" '
-                      'stroke="#d1d5db"/>')  # fmt: skip
+        shapes.append(
+            f'<line x1="{_LEFT}" x2="{_W - 10}" y1="{y:.1f}" y2="{y:.1f}" stroke="#d1d5db"/>'
+        )
         label = unit(tick).removesuffix(" tokens")
         shapes.append(f'<text x="{_LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{label}</text>')
     for i, day in enumerate(days):
@@ -55,10 +56,14 @@ def chart(
                 base -= h
                 colour = _COLOURS[n % len(_COLOURS)]
                 title = tag("title", f"{user}, {day}: {unit(values[i])}")
-                shapes.append(f'<rect x="{x:.1f}" y="{base:.1f}" width="{step * 0.7:.1f}" '
-                              f'height="{h:.1f}" fill="{colour}">{title}</rect>')  # fmt: skip
-        shapes.append(f'<text x="{x + step * 0.35:.1f}" y="{_H - _BOTTOM + 16}" '
-                      f'text-anchor="middle">{day[8:]}</text>')  # fmt: skip
+                shapes.append(
+                    f'<rect x="{x:.1f}" y="{base:.1f}" width="{step * 0.7:.1f}" '
+                    f'height="{h:.1f}" fill="{colour}">{title}</rect>'
+                )
+        shapes.append(
+            f'<text x="{x + step * 0.35:.1f}" y="{_H - _BOTTOM + 16}" '
+            f'text-anchor="middle">{day[8:]}</text>'
+        )
     legend = [
         tag("li", tag("span", "", class_=f"swatch c{n % len(_COLOURS)}"), user)
         for n, user in enumerate(series)

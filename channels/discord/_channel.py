@@ -1,3 +1,5 @@
+# Left whole: DiscordChannel's lifecycle and receiving, one class; its other parts are the modules
+# it hands work to.
 """Discord adapter on discord.py: gateway events in, REST calls out. :class:`DiscordChannel` is
 what the engine sees: its lifecycle and receiving parts here, the rest in the modules it hands
 each idea to.

@@ -1,3 +1,5 @@
+# Left whole: TelegramChannel's lifecycle, one class; its other parts are the modules it hands work
+# to.
 """Telegram: python-telegram-bot's Application, long polling or a webhook, HTML replies and
 inline buttons. :class:`TelegramChannel` is what the engine sees: its lifecycle here, the rest
 in the modules it hands each idea to.

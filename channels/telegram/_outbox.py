@@ -1,3 +1,4 @@
+# Left whole: one idea, Telegram's rules for what the bot sends and edits (length, HTML, retries).
 """What the bot shows in Telegram: sends and edits, with Telegram's rules applied.
 
 Markdown goes out as HTML, cut into 4096-character parts after formatting; when Telegram cannot

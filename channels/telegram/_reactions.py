@@ -5,7 +5,7 @@ Telegram lists for reactions (python-telegram-bot's ``ReactionEmoji``), one per 
 setting replacing the last: 👀 while a turn works on the message, nothing once it is answered,
 😱 when the turn failed (Telegram's list has no ⚠️). In an album Telegram puts the reaction on
 the album's first message. In a group whose admins restrict reactions Telegram refuses it; the
-engine logs that once per chat (engine/chat/_reactions.py).
+engine logs that once per chat (engine/chat/_turns/_reactions.py).
 """
 
 from __future__ import annotations

@@ -1,33 +1,50 @@
-"""What a chat sees of the engine: the dispatcher (the engine as adapters call it), a message's
-way in (``_intake``), turns and their delivery, commands, confirmations, background jobs, each
-chat's settings, schedules, media, limits and permissions, pairing (strangers asking to be
-let in), forgetting and housekeeping; the settings in force (``Live``) and the model and tools
-a turn runs with (``Tooling``), which a reload swaps.
+"""What a chat sees of the engine, in rooms by idea, all entered through this surface:
+
+- ``_dispatch/``: the dispatcher (the engine as adapters call it), recovery, stalled chats;
+- ``_intake/``: a message's way in, what is accepted, media, albums, quotes;
+- ``_turns/``: running a turn, its delivery, streaming, progress, voice, notices, memory;
+- ``_confirmations/``: confirmations asked, held and answered, standing permissions;
+- ``_access/``: pairing (strangers asking to be let in), limits, who pays;
+- ``_commands/``: the chat commands, /help, /console, /forget_me;
+- ``_settings/``: the settings in force (``Live``, each part's in ``_sections``), the model and
+  tools a turn runs with (``Tooling``), which a reload swaps, and each chat's own settings;
+- ``_jobs/``: background jobs, delegation, schedules, housekeeping.
 """
 
 from __future__ import annotations
 
-from engine.chat._background import Background
-from engine.chat._chat_settings import ChatSettings
-from engine.chat._commands import Commands
-from engine.chat._confirmations import Confirmations
-from engine.chat._delegate import Delegate, DelegateSettings
-from engine.chat._dispatcher import Dispatcher, Parts
-from engine.chat._forget import ForgetMe
-from engine.chat._housekeeping import Housekeeping, Retention
-from engine.chat._intake import Intake
-from engine.chat._limits import Limits, LimitSettings
-from engine.chat._media import MediaIntake, MediaSettings
-from engine.chat._memory import MemorySettings, Remembered
-from engine.chat._notices import Notices
-from engine.chat._pairing import Pairing
-from engine.chat._permissions import Permissions, Policy
-from engine.chat._schedules import Schedules, ScheduleSettings
-from engine.chat._settings import Live, LoopOptions, PairingSettings, Settings
-from engine.chat._speech import VoiceAnswers
-from engine.chat._spend import DailyPictures, Meter, Payer, charged
-from engine.chat._tooling import PromptPart, Tooling
-from engine.chat._turns import TurnRunner, TurnSettings
+from engine.chat._access._limits import Limits
+from engine.chat._access._pairing import Pairing
+from engine.chat._access._spend import DailyPictures, Meter, Payer, charged
+from engine.chat._commands._commands import Commands
+from engine.chat._commands._forget import ForgetMe
+from engine.chat._confirmations._confirmations import Confirmations
+from engine.chat._confirmations._permissions import Permissions
+from engine.chat._dispatch._dispatcher import Dispatcher, Parts
+from engine.chat._intake._intake import Intake
+from engine.chat._intake._media import MediaIntake
+from engine.chat._jobs._background import Background
+from engine.chat._jobs._delegate import Delegate
+from engine.chat._jobs._housekeeping import Housekeeping
+from engine.chat._jobs._schedules import Schedules
+from engine.chat._settings._chat import ChatSettings
+from engine.chat._settings._live import Live, Policy, Settings
+from engine.chat._settings._sections import (
+    DelegateSettings,
+    LimitSettings,
+    LoopOptions,
+    MediaSettings,
+    MemorySettings,
+    PairingSettings,
+    Retention,
+    ScheduleSettings,
+    TurnSettings,
+)
+from engine.chat._settings._tooling import PromptPart, Tooling
+from engine.chat._turns._memory import Remembered
+from engine.chat._turns._notices import Notices
+from engine.chat._turns._runner import TurnRunner
+from engine.chat._turns._speech import VoiceAnswers
 
 __all__ = [
     "Background",

@@ -68,7 +68,7 @@ def summary_output(words: int, ratio: float) -> int:
 
 class Folder:
     """Folds turns into a conversation's summary (the store keeps it, and whatever copy of it
-    it holds in memory: engine/store/_context.py)."""
+    it holds in memory: engine/store/_chat/_context.py)."""
 
     def __init__(
         self,

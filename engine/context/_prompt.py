@@ -36,7 +36,7 @@ def for_model(history: Sequence[Message]) -> list[Message]:
 
 def _quotes_of_this_turn(history: list[Message]) -> list[Message]:
     """The user messages after the last answer (those this turn answers) with their quote
-    before their text; earlier quotes are not sent again (engine/chat/_quotes.py)."""
+    before their text; earlier quotes are not sent again (engine/chat/_intake/_quotes.py)."""
     start = next((i + 1 for i in range(len(history) - 1, -1, -1) if history[i].is_answer), 0)
     if not any(m.quote for m in history[start:]):
         return history

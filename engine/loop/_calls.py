@@ -11,12 +11,12 @@ import asyncio
 import json
 import logging
 import secrets
-import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from engine import metrics
+from engine._clock import wall
 from engine.context import Window
 from engine.loop._jobs import Job, JobRunner
 from engine.loop._types import PendingCall, Record, TurnContext, TurnResult
@@ -198,7 +198,7 @@ class ToolCalls:
             args=prepared.json_args,
             summary=_safe_summary(prepared),
             user_id=state.ctx.user_id,
-            expires_at=time.time() + self.confirmation_timeout_s,
+            expires_at=wall() + self.confirmation_timeout_s,
             remaining=rest,
             iteration=state.iteration,
             details=_details(prepared),

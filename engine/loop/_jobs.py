@@ -1,7 +1,8 @@
 """Background jobs: tools that report back later, as a follow-up in their conversation.
 
 The runner only runs them (a task each) and hands each result to `on_done` exactly once; what is
-stored about a job, and how its result reaches the chat, is engine/chat/_background.py's business.
+stored about a job, and how its result reaches the chat, is engine/chat/_jobs/_background.py's
+business.
 """
 
 from __future__ import annotations

@@ -17,10 +17,10 @@ answers again; a model still failing when its cool-down ends stays quiet.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from engine._clock import monotonic
 from engine.models._stream import emit
 from engine.models._types import Model, ModelRequest, ModelResponse, OnText
 from tools.errors import ModelRateLimited, ModelUnavailable
@@ -45,7 +45,7 @@ class FailoverModel:
         models: Sequence[Model],
         *,
         cooldown_s: float = 300.0,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = monotonic,
     ) -> None:
         if not models:
             raise ValueError("FailoverModel needs at least one model")

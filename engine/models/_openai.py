@@ -1,3 +1,4 @@
+# Left whole: one provider: everything OpenAI-shaped (requests, streams, errors) in one translation.
 """The OpenAI chat-completions provider: OpenAI, vLLM, Ollama, llama.cpp, LiteLLM, ...
 
 Everything OpenAI-shaped lives here: the translation of neutral messages and tool specs

@@ -1,14 +1,14 @@
-"""The store: narrow interfaces per consumer (``_api*``), typed rows (``_rows``), reports
-(``_reports``) and state machines (``_states``); each part written once (``_inbox``,
-``_conversations``, ...) over one :class:`Db` interface (``_db``), composed into one store class
-(``_composed``); the backends implement the Db: ``sqlite/`` and ``postgres/`` (imported only
-when a configuration asks for PostgreSQL).
+"""The store: narrow interfaces per consumer (``_api/``); typed rows, reports and state machines
+(``_types/``); each part written once over one :class:`Db` interface (``_db``): what a chat's
+turns write (``_chat/``), what belongs to users and chats (``_people/``), operating the store
+(``_operate/``); composed into one store class (``_composed``), whose parts own their caches
+(``_cache``). The backends implement the Db: ``sqlite/`` and ``postgres/`` (imported only when
+a configuration asks for PostgreSQL); ``_opening/`` says which one a URL names.
 
 :func:`open_store` picks the backend from the configuration: a ``postgresql://`` URL, else the
 SQLite file.
 """
 
-from engine.store._access import AccessRequest, ApprovedUser, RequestState
 from engine.store._api import (
     AccessStore,
     BrowseStore,
@@ -28,20 +28,23 @@ from engine.store._api import (
     Store,
     UsageStore,
 )
-from engine.store._browse import (
+from engine.store._composed import ComposedStore
+from engine.store._db import Db, Dialect
+from engine.store._opening._open import open_store
+from engine.store._opening._upgrade import plan as upgrade_plan
+from engine.store._opening._urls import is_postgres, passwords, redact
+from engine.store._operate._browse import (
     Activity,
     ConfirmationView,
     ConversationView,
     ScheduleView,
     StoredMessage,
 )
-from engine.store._composed import ComposedStore
-from engine.store._console import CLI as CONSOLE_CLI
-from engine.store._console import ConsoleSession
-from engine.store._db import Db, Dialect
-from engine.store._memory import MemoryItem
-from engine.store._open import open_store
-from engine.store._reports import (
+from engine.store._operate._console import CLI as CONSOLE_CLI
+from engine.store._operate._console import ConsoleSession
+from engine.store._people._access import AccessRequest, ApprovedUser, RequestState
+from engine.store._people._memory import MemoryItem
+from engine.store._types._reports import (
     Adoption,
     ChannelError,
     Forgotten,
@@ -55,7 +58,7 @@ from engine.store._reports import (
     StoreCounts,
     UpcomingRun,
 )
-from engine.store._rows import (
+from engine.store._types._rows import (
     ChatPrefs,
     ConfirmationRow,
     Conversation,
@@ -71,7 +74,7 @@ from engine.store._rows import (
     UsageTotals,
     UserDay,
 )
-from engine.store._states import (
+from engine.store._types._states import (
     ConfirmationState,
     DeliveryState,
     InboxState,
@@ -81,8 +84,6 @@ from engine.store._states import (
     ScheduleState,
     VoiceReplies,
 )
-from engine.store._upgrade import plan as upgrade_plan
-from engine.store._urls import is_postgres, passwords, redact
 from engine.store.sqlite import MIGRATIONS, BackupMade, SqliteStore, backup_sqlite
 
 __all__ = [

@@ -2,9 +2,9 @@
 a cache coherent with the store while reads and writes of the same key overlap, and the list of
 every part's cache (:class:`Caches`), so that one write can drop them all.
 
-Each cache belongs to the part of the store that reads it (engine/store/_conversations.py, ...):
-it is made there, bounded there, and changed there by every write of that part. What no part can
-see is said through :class:`Caches`: a write that changes rows wholesale (a prune, a forget) and
+Each cache belongs to the part of the store that reads it (engine/store/_chat/_conversations.py,
+...): it is made there, bounded there, and changed there by every write of that part. What no part
+can see is said through :class:`Caches`: a write that changes rows wholesale (a prune, a forget) and
 a write by another process (heard of by the SQLite store's watch, engine/store/sqlite/_watch.py)
 drop every cache at once.
 

@@ -8,7 +8,6 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Self
 
-from engine.store._access import Access
 from engine.store._api import (
     AccessStore,
     BrowseStore,
@@ -27,21 +26,22 @@ from engine.store._api import (
     SpendStore,
     UsageStore,
 )
-from engine.store._browse import Browse
 from engine.store._cache import Caches
-from engine.store._chat_settings import ChatSettings
-from engine.store._confirmations import Confirmations
-from engine.store._console import Console
-from engine.store._context import Context
-from engine.store._conversations import Conversations
+from engine.store._chat._confirmations import Confirmations
+from engine.store._chat._context import Context
+from engine.store._chat._conversations import Conversations
+from engine.store._chat._inbox import Inbox
+from engine.store._chat._jobs import Incarnation, Jobs
 from engine.store._db import Db
-from engine.store._grants import Grants, Usage
-from engine.store._inbox import Inbox
-from engine.store._jobs import Jobs
-from engine.store._memory import Memory
-from engine.store._ops import Ops
-from engine.store._schedules import Schedules
-from engine.store._spend import Spend
+from engine.store._operate._browse import Browse
+from engine.store._operate._console import Console
+from engine.store._operate._ops import Ops
+from engine.store._people._access import Access
+from engine.store._people._chat_settings import ChatSettings
+from engine.store._people._grants import Grants, Usage
+from engine.store._people._memory import Memory
+from engine.store._people._schedules import Schedules
+from engine.store._people._spend import Spend
 
 
 class ComposedStore:
@@ -58,7 +58,8 @@ class ComposedStore:
         self.inbox: InboxStore = self._inbox
         self._confirmations = Confirmations(db, caches)
         self.confirmations: ConfirmationStore = self._confirmations
-        self.jobs: JobStore = Jobs(db)
+        self.incarnation = Incarnation()  # this process's instance, once a cluster joins
+        self.jobs: JobStore = Jobs(db, self.incarnation)
         self._memory = Memory(db, caches)
         self.memory: MemoryStore = self._memory
         self._grants = Grants(db, caches)

@@ -97,7 +97,6 @@ class Db(abc.ABC):
     dialect: Dialect
 
     def __init__(self) -> None:
-        self.incarnation: int | None = None  # this process's instance row (a shared store)
         self._listeners: dict[str, list[Listener]] = {}
         self._outside: list[Hook] = []  # refill caches after another process wrote (watch)
 
@@ -105,8 +104,6 @@ class Db(abc.ABC):
     def caches(self) -> bool:
         """Whether the parts may keep rows in memory (this process alone writes the store)."""
         return not self.dialect.shared
-        for listed in (self.granted_chats, self.pending_chats, self.memory_owners):
-            listed.clear()
 
     def in_transaction(self) -> bool:
         """Whether the running task is inside :meth:`transaction` (what it writes may still roll

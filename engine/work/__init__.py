@@ -7,9 +7,7 @@ fire-and-forget work that is logged and awaited.
 from __future__ import annotations
 
 from engine.work._cluster import Cluster, ClusterEvents, InstanceSettings
-from engine.work._locks import KeyedLocks
-from engine.work._queue import (
-    ChatQueues,
+from engine.work._items import (
     Compact,
     Decided,
     Inbound,
@@ -20,6 +18,8 @@ from engine.work._queue import (
     ScheduledRun,
     WorkItem,
 )
+from engine.work._locks import KeyedLocks
+from engine.work._queue import ChatQueues
 from engine.work._tasks import Tasks
 
 __all__ = [

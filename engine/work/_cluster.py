@@ -1,3 +1,4 @@
+# Left whole: one idea, which instance works on which chat and what happens when one dies.
 """Several instances on one store: which instance works on which chat, and what happens when one
 dies. Used only with a store several processes can share (PostgreSQL, ``Store.cluster``); with
 SQLite none of this runs.
@@ -36,13 +37,13 @@ import asyncio
 import contextlib
 import json
 import logging
-import time
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from engine._backoff import Backoff
 from engine._channel import Channel
+from engine._clock import monotonic
 from engine.loop import ConversationKey
 from engine.store import Adoption, ClusterStore
 from engine.work._leases import ChatLeases
@@ -126,14 +127,14 @@ class Cluster:
         """False once this instance's lease may have run out: another instance may then be
         recovering its chats, so it must not send anything more for them."""
         deadline = self._renewed_at + self.settings.lease_s - _MARGIN_S
-        return not self._fenced and time.monotonic() < deadline
+        return not self._fenced and monotonic() < deadline
 
     # -- life -----------------------------------------------------------------------------
 
     async def join(self, events: ClusterEvents) -> None:
         """Join as a live instance and take what nobody holds, before the queues open."""
         self._events = events
-        sent = time.monotonic()
+        sent = monotonic()
         number = await self.store.join(self.settings.name, self.settings.lease_s)
         self._renewed_at = sent
         self.leases.live = await self.store.live()
@@ -159,7 +160,7 @@ class Cluster:
                 self._unreachable(exc)
             except Exception:
                 log.exception("the cluster tick failed")
-            if time.monotonic() > self._renewed_at + self.settings.lease_s - _MARGIN_S:
+            if monotonic() > self._renewed_at + self.settings.lease_s - _MARGIN_S:
                 await self._fence("its lease could not be renewed in time")
                 await self._rejoin()
 
@@ -179,7 +180,7 @@ class Cluster:
                 await self.store.leave()
 
     async def _tick(self) -> None:
-        sent = time.monotonic()
+        sent = monotonic()
         timeout = max(0.1, self._renewed_at + self.settings.lease_s - _MARGIN_S - sent)
         alive = await self.store.heartbeat(timeout)  # never cut off mid-statement
         if not alive:
@@ -191,7 +192,7 @@ class Cluster:
         if self._unreachable_since is not None:
             log.warning(
                 "the database is reachable again (after %.0f s)",
-                time.monotonic() - self._unreachable_since,
+                monotonic() - self._unreachable_since,
             )
             self._unreachable_since = None
         while (adopted := await self.store.adopt(list(self.channels))) is not None:
@@ -224,7 +225,7 @@ class Cluster:
         await self._events.recover(adoption)
 
     def _unreachable(self, exc: BaseException) -> None:
-        now = time.monotonic()
+        now = monotonic()
         if self._unreachable_since is None:
             self._unreachable_since = now
         if now - self._reported_at >= _REPORT_EVERY_S:

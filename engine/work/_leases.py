@@ -26,13 +26,14 @@ import asyncio
 import collections
 import hashlib
 import logging
-import time
 from collections.abc import Awaitable, Callable, Iterable
 
+from engine._clock import monotonic
 from engine.loop import ConversationKey
 from engine.store import ClusterStore
+from engine.work._items import WorkItem
 from engine.work._locks import KeyedLocks
-from engine.work._queue import ChatQueues, WorkItem
+from engine.work._queue import ChatQueues
 from engine.work._signals import MAX_HOPS, Publisher, alone, encode
 from tools.errors import StoreError
 
@@ -136,7 +137,7 @@ class ChatLeases:
     async def acquire(self, key: ConversationKey, timeout: float = 10.0) -> bool:
         """Hold the chat here (for work that waits for its reply here, /retry and /undo):
         waits, within `timeout`, for its holder to let it go."""
-        deadline = time.monotonic() + timeout
+        deadline = monotonic() + timeout
         while not self.holds(key):
             if key not in self._held and key not in self._claiming:
                 fenced = self._fenced
@@ -144,7 +145,7 @@ class ChatLeases:
                     if await self.store.claim(key.channel, key.chat_id) and fenced == self._fenced:
                         self._held.add(key)
                         continue
-            if time.monotonic() > deadline:
+            if monotonic() > deadline:
                 return False
             await asyncio.sleep(_ACQUIRE_POLL_S)  # the holder lets it go when its work is done
         return True

@@ -1,9 +1,10 @@
 """The per-chat queue: everything that touches a conversation, in order, one item at a time.
 
-Whatever writes a chat's history travels as a typed work item through that chat's queue:
-new messages, what a restart left unsettled, a confirmation's answer, a background result, a
-notice. Chats run concurrently; within a chat items run strictly in order, so the history is
-always written in order and recovery is part of that order instead of racing it.
+Whatever writes a chat's history travels as a typed work item (engine/work/_items.py) through
+that chat's queue: new messages, what a restart left unsettled, a confirmation's answer, a
+background result, a notice. Chats run concurrently; within a chat items run strictly in order,
+so the history is always written in order and recovery is part of that order instead of racing
+it.
 
 Items may be queued before :meth:`ChatQueues.open` (at start-up, while the store is read and
 before the channels deliver): workers start only when the queues open, so what a restart queued
@@ -26,73 +27,11 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from engine.loop import ConversationKey
+from engine.work._items import WorkItem
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class Inbound:
-    """Take the chat's queued inbox messages and answer them in one turn."""
-
-
-@dataclass(frozen=True, slots=True)
-class Recover:
-    """Settle what a crash left in this chat: deliver stored answers, finish cut-off turns."""
-
-
-@dataclass(frozen=True, slots=True)
-class Decided:
-    """A confirmation was answered (or expired): run or refuse the call, go on with the turn."""
-
-    confirmation_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class JobDone:
-    """A background job's result is stored: put it in the history and tell the user."""
-
-    job_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class Notice:
-    """A text relaybot itself must show in the chat, in order with the answers."""
-
-    text: str
-    reply_to: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Rewind:
-    """/retry or /undo: drop the last exchange (and for a retry, answer the message again).
-    `done` receives the text to reply once it ran in the chat's order."""
-
-    retry: bool
-    user_id: str
-    user_name: str
-    done: asyncio.Future[str] = field(compare=False, repr=False)
-    language: str = "en"  # of the reply (engine.i18n)
-
-
-@dataclass(frozen=True, slots=True)
-class ScheduledRun:
-    """A scheduled task's run, claimed in the store for its due time: run its turn now."""
-
-    schedule_id: int
-    due: float
-
-
-@dataclass(frozen=True, slots=True)
-class Compact:
-    """/compact: fold the chat's earlier turns into its summary, in order with its turns;
-    `done` receives the text to answer with."""
-
-    done: asyncio.Future[str] = field(compare=False, repr=False)
-    user_id: str = ""  # who asked: the summary requests are charged to them
-    language: str = "en"  # of the reply (engine.i18n)
-
-
-WorkItem = Inbound | Recover | Decided | JobDone | Notice | Rewind | ScheduledRun | Compact
 Handler = Callable[[ConversationKey, WorkItem], Coroutine[Any, Any, None]]
 Stopped = Callable[[ConversationKey, WorkItem], Awaitable[None]]
 _I = TypeVar("_I", bound=WorkItem)
@@ -172,7 +111,7 @@ class ChatQueues:
 
     def take(self, key: ConversationKey, kind: type[_I]) -> list[_I]:
         """Remove the chat's queued items of `kind` (not the one running) and return them, in
-        order: the running item does them first (engine/chat/_decided.py)."""
+        order: the running item does them first (engine/chat/_confirmations/_decided.py)."""
         chat = self._chats.get(key)
         if chat is None or not any(isinstance(i, kind) for i in chat.items):
             return []

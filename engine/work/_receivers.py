@@ -23,11 +23,11 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from engine._channel import Channel, Claim, Receiver
+from engine._clock import monotonic
 from engine.store import ClusterStore
 from tools.errors import StoreError
 
@@ -103,7 +103,7 @@ class Receivers:
     def asked_for(self, lease: str) -> bool:
         """Another instance asks for `lease`: True if this instance holds it and gives it back
         (with :meth:`let_go`). Either way it is not taken here while that instance asks."""
-        self._asked[lease] = time.monotonic()
+        self._asked[lease] = monotonic()
         part = self._held.get(lease)
         if part is None or part.receiver.claim is not Claim.FALLBACK:
             return False
@@ -132,14 +132,14 @@ class Receivers:
     def _may_take(self, receiver: Receiver) -> bool:
         if receiver.claim is not Claim.FALLBACK or receiver.lease in self._held:
             return True
-        now = time.monotonic()
+        now = monotonic()
         up = self._joined_at is not None and now - self._joined_at >= self.lease_s
         asked = self._asked.get(receiver.lease)
         return up and (asked is None or now - asked >= 2 * self.lease_s)
 
     async def _want(self, lease: str, incarnation: int | None) -> None:
         """Ask the instance holding a part of this one's own to give it back (once a lease)."""
-        now = time.monotonic()
+        now = monotonic()
         last = self._wanted_at.get(lease)
         if last is None or now - last >= self.lease_s:
             self._wanted_at[lease] = now

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from engine._backoff import Backoff
 from engine.loop import ConversationKey
 from engine.store import ClusterStore
-from engine.work._queue import Decided, Inbound, JobDone, Notice, Recover, ScheduledRun, WorkItem
+from engine.work._items import Decided, Inbound, JobDone, Notice, Recover, ScheduledRun, WorkItem
 from tools.errors import StoreError
 
 log = logging.getLogger("engine.work._cluster")

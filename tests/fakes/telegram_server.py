@@ -615,8 +615,11 @@ class FakeTelegram:
 
     async def _api_getUpdates(self, params: dict[str, Any]) -> list[dict[str, Any]]:
         if self.webhook.url:
-            raise ApiError(409, "Conflict: can't use getUpdates method while webhook is active; "
-                           "use deleteWebhook to delete the webhook first")  # fmt: skip
+            raise ApiError(
+                409,
+                "Conflict: can't use getUpdates method while webhook is active; "
+                "use deleteWebhook to delete the webhook first",
+            )
         offset = int(params.get("offset") or 0)
         if self.on_get_updates is not None:
             self.on_get_updates(offset or None)
@@ -655,8 +658,11 @@ class FakeTelegram:
         if markup is not None and not markup.get("inline_keyboard"):
             markup = None  # an empty keyboard is no keyboard
         if text == msg["text"] and markup == msg.get("reply_markup"):
-            raise ApiError(400, "Bad Request: message is not modified: specified new message "
-                           "content and reply markup are exactly the same")  # fmt: skip
+            raise ApiError(
+                400,
+                "Bad Request: message is not modified: specified new message "
+                "content and reply markup are exactly the same",
+            )
         msg["text"] = text
         _set_markup(msg, markup)
         return msg

@@ -3,8 +3,8 @@
 In a private chat the tools read and write the user's own memory. In a group they read and write
 the group's memory, never a member's: a message injected into a group cannot make the model read
 out what someone keeps in private. Only the bot's admins change a group's memory. What is kept is
-put into the system prompt of later turns by the engine (engine/chat/_memory.py), so the model
-knows it without a call; recall finds older items and marks them used.
+put into the system prompt of later turns by the engine (engine/chat/_turns/_memory.py), so the
+model knows it without a call; recall finds older items and marks them used.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class MemoryItemView(Protocol):
 
 
 class MemoryBook(Protocol):
-    """Where memory lives (the store implements it; engine/store/_memory.py)."""
+    """Where memory lives (the store implements it; engine/store/_people/_memory.py)."""
 
     async def add(self, owner: str, text: str) -> int: ...
 

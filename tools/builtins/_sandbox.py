@@ -1,3 +1,4 @@
+# Left whole: a program of its own, started with python -I -S: standard library only, in one file.
 """The keeper of a tool process (a run_command command, a stdio MCP server): nothing it starts
 outlives it, and what it starts cannot reach the daemon.
 

@@ -1,6 +1,7 @@
 """Scheduled tasks: schedule_task, list_schedules and cancel_schedule, over a ScheduleBook.
 
-The tools check and store; the engine's scheduler (engine/chat/_schedules.py) runs each task at its
+The tools check and store; the engine's scheduler (engine/chat/_jobs/_schedules.py) runs each task
+at its
 time as a request of the user who scheduled it, in the chat it was scheduled in. A user's time
 zone is asked for once (the tool tells the model to ask) and remembered for the next schedules.
 """

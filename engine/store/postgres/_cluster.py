@@ -1,3 +1,5 @@
+# Left whole: one table family, what the instances share (liveness, chat leases, receivers,
+# notices).
 """What several instances sharing one PostgreSQL database keep there: who is alive, who holds
 each chat and each channel's receiving side, and the notifications between them.
 
@@ -30,10 +32,11 @@ before. What a missed notification would have said is still in the tables:
 from __future__ import annotations
 
 import secrets
-import time
 from collections.abc import Awaitable, Callable, Collection, Sequence
 
-from engine.store._reports import Adoption, ServerInfo
+from engine._clock import perf
+from engine.store._chat._jobs import Incarnation
+from engine.store._types._reports import Adoption, ServerInfo
 from engine.store.postgres._db import PgDb
 
 WORK = "relaybot_work"
@@ -83,24 +86,25 @@ _HAND_OVER = (
 
 
 class PgCluster:
-    def __init__(self, db: PgDb) -> None:
+    def __init__(self, db: PgDb, incarnation: Incarnation) -> None:
         self.db = db
+        self._incarnation = incarnation  # the store's: the jobs this process starts name it
         self.address = f"{WORK}_{secrets.token_hex(8)}"  # this process's own channel
 
     @property
     def incarnation(self) -> int | None:
-        return self.db.incarnation
+        return self._incarnation.id
 
     def _me(self) -> int:
-        if self.db.incarnation is None:
+        if self._incarnation.id is None:
             raise RuntimeError("this instance has not joined")
-        return self.db.incarnation
+        return self._incarnation.id
 
     # -- liveness -------------------------------------------------------------------------
 
     async def join(self, name: str, lease_s: float) -> int:
         """Register this process as a new live instance; returns its incarnation id."""
-        self.db.incarnation = int(
+        self._incarnation.id = int(
             await self.db.fetchval(
                 "INSERT INTO instances(name, lease_s, started_at, heartbeat_at, channel) "
                 f"VALUES ($1, $2, {_NOW}, {_NOW}, $3) RETURNING id",
@@ -109,7 +113,7 @@ class PgCluster:
                 self.address,
             )
         )
-        return self.db.incarnation
+        return self._incarnation.id
 
     async def heartbeat(self, timeout: float) -> bool:
         """Renew this instance's lease; False when it was found dead and taken over."""
@@ -319,9 +323,9 @@ class PgCluster:
         receives (for doctor and status)."""
         trips = []
         for _ in range(5):
-            started = time.perf_counter()
+            started = perf()
             await self.db.fetchval("SELECT 1")
-            trips.append(time.perf_counter() - started)
+            trips.append(perf() - started)
         version = await self.db.fetchval("SHOW server_version")
         names = await self.db.fetch(f"SELECT name FROM instances i WHERE {_ALIVE} ORDER BY id")
         receiving = await self.db.fetch(

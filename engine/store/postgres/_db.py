@@ -1,5 +1,5 @@
-"""One PostgreSQL database that several relaybot processes share: a pool, transactions, the
-schema's migrations under a lock, and LISTEN for notifications.
+"""One PostgreSQL database that several relaybot processes share: a pool, transactions, and
+LISTEN for notifications; the schema is checked or migrated at open (postgres/_upgrade.py).
 
 asyncpg, a pool of connections. A statement outside :meth:`PgDb.transaction` runs on any pooled
 connection and commits at once (as the SQLite backend's autocommit statements do); inside it,
@@ -11,12 +11,8 @@ A server that cannot be reached or take a write now (a standby, mid-failover) is
 :class:`tools.StoreUnavailable` (``_faults``): nothing was committed, and callers must not
 acknowledge what depended on it. Broken connections are replaced (by the host taking writes).
 
-Migrations (``_schema.MIGRATIONS``) run at open in one transaction under a transaction-level
-advisory lock: instances starting together apply each entry once, the later ones wait and find
-the schema current. A database written by a newer relaybot is refused before anything is
-written. URLs are shown without their password.
-
-`readonly` (`relaybot status`) migrates nothing. Statements are timed for engine/metrics.py.
+URLs are shown without their password. `readonly` (`relaybot status`) migrates nothing.
+Statements are timed for engine/metrics.py.
 """
 
 from __future__ import annotations
@@ -25,24 +21,22 @@ import asyncio
 import contextlib
 import contextvars
 import logging
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import asyncpg
 
 from engine import metrics
+from engine._clock import perf
 from engine.store._db import POSTGRES, Db, Row, numbered
-from engine.store._urls import redact
+from engine.store._opening._urls import redact
 from engine.store.postgres._faults import READ_ONLY, UNREACHABLE, reason, session_attrs, unavailable
 from engine.store.postgres._listen import Listening
-from engine.store.postgres._schema import MIGRATIONS
 from engine.store.postgres._soon import HeldCounters
+from engine.store.postgres._upgrade import migrate, refuse_other_versions
 from tools.errors import StoreError, StoreUnavailable
 
 log = logging.getLogger("engine.store")
-
-_MIGRATION_LOCK = 0x72656C6179  # "relay": the advisory lock key migrations run under
 
 
 def rowcount(status: str) -> int:
@@ -96,9 +90,9 @@ class PgDb(Db):
             )
             if self.readonly:
                 if self.check:
-                    await self._refuse_other_versions()
+                    refuse_other_versions(await self.stored_version(), self.where)
             else:
-                await self._migrate()
+                await migrate(self.pool, self.where)
         except StoreError:
             await self.close()
             raise
@@ -149,7 +143,7 @@ class PgDb(Db):
                     await asyncio.shield(tx.rollback())
                 raise
             self._tx.reset(token)
-            started = time.perf_counter()
+            started = perf()
             await tx.commit()
             metrics.store_call("commit", started)
         except UNREACHABLE as exc:
@@ -160,7 +154,7 @@ class PgDb(Db):
     async def _run(self, method: str, sql: str, args: tuple[Any, ...]) -> Any:
         sql = numbered(sql)
         conn = self._held()
-        started = time.perf_counter()
+        started = perf()
         try:
             if conn is not None:
                 result = await getattr(conn, method)(sql, *args)
@@ -203,49 +197,6 @@ class PgDb(Db):
         """The schema version, 0 for a database relaybot never migrated (read-only)."""
         exists = await self.fetchval("SELECT to_regclass('schema_version') IS NOT NULL")
         return await self.schema_version() if exists else 0
-
-    async def _refuse_other_versions(self) -> None:
-        """A read-only look needs this relaybot's schema: nothing is migrated here."""
-        version = await self.stored_version()
-        if version > len(MIGRATIONS):
-            raise StoreError(
-                f"the store at {self.where} has schema version {version}, newer than this "
-                f"relaybot knows ({len(MIGRATIONS)}): it was written by a newer relaybot"
-            )
-        if version < len(MIGRATIONS):
-            raise StoreError(
-                f"the store at {self.where} has schema version {version}, older than this "
-                f"relaybot's ({len(MIGRATIONS)}): start the daemon of this version once to "
-                "upgrade it (`relaybot migrate --check` says what that does), then try again"
-            )
-
-    async def _migrate(self) -> None:
-        async with self.pool.acquire() as conn, conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock($1)", _MIGRATION_LOCK)
-            await conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER)")
-            version = await conn.fetchval("SELECT version FROM schema_version")
-            if version is None:
-                await conn.execute("INSERT INTO schema_version(version) VALUES (0)")
-                version = 0
-            if version > len(MIGRATIONS):
-                raise StoreError(
-                    f"the store at {self.where} has schema version {version}, newer than this "
-                    f"relaybot knows ({len(MIGRATIONS)}): it was written by a newer relaybot. "
-                    "Upgrade relaybot (every instance); the database was left untouched."
-                )
-            for number, script in enumerate(MIGRATIONS[version:], start=version + 1):
-                try:
-                    await conn.execute(script)
-                except asyncpg.PostgresError as exc:  # the transaction is rolled back: all of it
-                    raise StoreError(
-                        f"upgrading the store at {self.where} from schema version {version} to "
-                        f"{len(MIGRATIONS)} failed at migration {number} ({reason(exc)}). The "
-                        f"database was left as it was, at version {version}: the upgrade is one "
-                        "transaction. To go back, run the relaybot you ran before (every "
-                        "instance): it runs on the database as it is."
-                    ) from exc
-                await conn.execute("UPDATE schema_version SET version = $1", number)
-                log.info("store migrated to schema version %d", number)
 
     # -- notifications --------------------------------------------------------------------
 

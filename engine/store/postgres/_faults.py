@@ -27,7 +27,7 @@ import urllib.parse
 
 import asyncpg
 
-from engine.store._urls import redact
+from engine.store._opening._urls import redact
 from tools.errors import StoreUnavailable
 
 ATTRS = "target_session_attrs"

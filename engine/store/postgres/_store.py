@@ -33,5 +33,5 @@ class PgStore(ComposedStore):
     def __init__(self, url: str, *, max_connections: int = 20, readonly: bool = False) -> None:
         super().__init__(PgDb(url, max_connections=max_connections, readonly=readonly))
         self.where = self.db.where
-        self.cluster = PgCluster(self.db)
+        self.cluster = PgCluster(self.db, self.incarnation)
         logging.getLogger("asyncpg.pool").addFilter(_FLOOR_RETRIES)  # once: the same filter

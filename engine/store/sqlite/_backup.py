@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
+from engine._clock import monotonic
 from engine.store.sqlite._files import owned_like_store
 from tools.errors import StoreError
 
@@ -43,7 +44,7 @@ def backup_sqlite(source: Path, target: Path) -> BackupMade:
     if target.resolve() == source.resolve():
         raise StoreError("the backup cannot replace the store itself")
     partial = target.with_name(f".{target.name}.partial")
-    started = time.monotonic()
+    started = monotonic()
     try:
         fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.close(fd)
@@ -67,4 +68,4 @@ def backup_sqlite(source: Path, target: Path) -> BackupMade:
         raise StoreError(f"cannot write {target}: {exc.strerror or exc}") from exc
     finally:
         partial.unlink(missing_ok=True)
-    return BackupMade(target, target.stat().st_size, version, messages, time.monotonic() - started)
+    return BackupMade(target, target.stat().st_size, version, messages, monotonic() - started)

@@ -1,3 +1,5 @@
+# Left whole: one connection and its statements (its schema, faults, readers and batching are
+# modules of their own).
 """One SQLite file, one connection, and the rules for writing to it.
 
 aiosqlite runs the connection in its own thread, so the event loop never waits on the disk. The
@@ -23,7 +25,6 @@ import asyncio
 import contextlib
 import logging
 import sqlite3
-import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from urllib.parse import quote
 import aiosqlite
 
 from engine import metrics
+from engine._clock import perf
 from engine.store._db import SQLITE, Db, Row
 from engine.store.sqlite._faults import Episodes, unavailable
 from engine.store.sqlite._files import make_private, owned_like_store
@@ -40,7 +42,7 @@ from engine.store.sqlite._reader import Reader, reads
 from engine.store.sqlite._schema import MIGRATIONS
 from engine.store.sqlite._soon import Soon, atomic, dropped, run_writes
 from engine.store.sqlite._trips import count_trips
-from engine.store.sqlite._upgrade import apply, back_up_before_upgrade, failure, refusal, settle
+from engine.store.sqlite._upgrade import Upgrade
 from tools.errors import StoreError, StoreUnavailable
 
 log = logging.getLogger("engine.store")
@@ -64,8 +66,7 @@ class SqliteDb(Db):
     ) -> None:
         super().__init__()
         self.path = Path(path)
-        self.migrations = migrations  # this relaybot's schema (a test may give another)
-        self.upgrade_backup: Path | None = None  # the copy made before this open upgraded it
+        self.upgrade = Upgrade(self.path, migrations)  # its schema, checked and brought up
         self.readonly = readonly
         self.wal_limit_bytes = wal_limit_bytes
         self._db: aiosqlite.Connection | None = None
@@ -109,10 +110,10 @@ class SqliteDb(Db):
             count_trips(connection)  # only for a benchmark that asks for it
             self._db = await connection
             self._db.row_factory = sqlite3.Row
-            await self._check_version(older_too=False)  # before anything writes to the file
+            await self.upgrade.check(self, older_too=False)  # before anything writes to it
             if self.readonly:
                 await self._db.execute("PRAGMA busy_timeout=5000")
-                await self._check_version(older_too=True)
+                await self.upgrade.check(self, older_too=True)
                 return
             pragmas = (
                 "journal_mode=WAL",
@@ -123,7 +124,7 @@ class SqliteDb(Db):
                 f"wal_autocheckpoint={max(16, self.wal_limit_bytes // _PAGE_BYTES // 4)}",
             )
             await self._run(lambda conn: [conn.execute(f"PRAGMA {p}") for p in pragmas])
-            await self._migrate()
+            await self.upgrade.migrate(self)
             await self._reader.open()
             self._opened = True
         except StoreUnavailable:
@@ -161,7 +162,7 @@ class SqliteDb(Db):
             try:
                 yield
                 if not self._begin or self._later:  # something was written (or read) inside
-                    started = time.perf_counter()
+                    started = perf()
                     await self._run(lambda conn: conn.execute("COMMIT"), write=True, commit=True)
                     metrics.store_call("commit", started)
             except BaseException:
@@ -221,6 +222,11 @@ class SqliteDb(Db):
             self.episodes.written()
         return result
 
+    async def run(self, fn: Callable[[sqlite3.Connection], Any]) -> Any:
+        """`fn(connection)` in the db thread, as a statement of the open transaction (an
+        upgrade's migrations: sqlite/_upgrade.py)."""
+        return await self._run(fn)
+
     async def _send_soon(self) -> None:
         """The writes queued by execute_soon, in a trip of their own."""
         async with self._tx_lock:
@@ -236,7 +242,7 @@ class SqliteDb(Db):
 
     async def execute(self, sql: str, *params: Any) -> int:
         """A write; outside a transaction, grouped with others' (sqlite/_group.py)."""
-        started = time.perf_counter()
+        started = perf()
         if self.in_transaction():
             count = (await self._run(lambda conn: conn.execute(sql, params))).rowcount
         else:
@@ -258,7 +264,7 @@ class SqliteDb(Db):
 
     async def together(self, *statements: tuple[str, Sequence[Any]]) -> list[list[Row]]:
         """The statements in one trip, in one transaction (the open one, or their own)."""
-        started = time.perf_counter()
+        started = perf()
         if self.in_transaction():
             rows = await self._run(lambda conn: atomic(conn, statements, own=False))
         else:
@@ -268,7 +274,7 @@ class SqliteDb(Db):
         return rows
 
     async def fetch(self, sql: str, *params: Any) -> list[Row]:
-        started = time.perf_counter()
+        started = perf()
         if reads(sql) and self._begun_elsewhere():  # what it wrote may yet roll back
             rows = await self._reader.fetch(sql, params)
             metrics.store_call("read", started)
@@ -301,45 +307,10 @@ class SqliteDb(Db):
         row = await self.fetchrow("PRAGMA user_version")
         return int(row[0]) if row else 0
 
-    async def _check_version(self, *, older_too: bool) -> None:
-        version = await self.schema_version()
-        if refused := refusal(self.path, version, len(self.migrations), older_too=older_too):
-            raise refused
-
-    async def _migrate(self) -> None:
-        """Every migration the store lacks, in one transaction: a failure leaves it as it was.
-        A store that holds anything is first copied next to itself (engine/store/sqlite/
-        _upgrade.py)."""
-        version = await self.schema_version()
-        newest = len(self.migrations)
-        if version == newest:
-            return
-        if version > 0:
-            copy = await asyncio.to_thread(back_up_before_upgrade, self.path, version)
-            self.upgrade_backup = copy
-            log.info(
-                "upgrading the store from schema version %d to %d; a copy of it is at %s",
-                version,
-                newest,
-                self.upgrade_backup,
-            )
-        reached = [version]  # ends with the number of the migration being applied
-        try:
-            async with self.transaction():  # one trip for them all, not one per statement
-                await self._run(lambda conn: apply(conn, self.migrations, version, reached))
-        except StoreUnavailable as exc:  # a full disk, say: worth waiting for
-            raise StoreUnavailable(self._failed(version, reached[-1], exc)) from exc
-        except sqlite3.Error as exc:
-            raise StoreError(self._failed(version, reached[-1], exc)) from exc
-        log.info("store migrated from schema version %d to %d", version, newest)
-
-    def _failed(self, version: int, number: int, exc: BaseException) -> str:
-        return failure(self.path, version, len(self.migrations), number, exc, self.upgrade_backup)
-
     async def settled(self) -> None:
         """The daemon runs on this store: the copy an earlier upgrade made is not needed."""
         if not self.readonly:
-            await asyncio.to_thread(settle, self.path, self.upgrade_backup)
+            await self.upgrade.settled()
 
 
 def _size(path: Path) -> int:

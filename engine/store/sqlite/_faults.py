@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-import time
 from pathlib import Path
 
+from engine._clock import monotonic
 from tools.errors import StoreUnavailable
 
 log = logging.getLogger("engine.store")
@@ -86,7 +86,7 @@ class Episodes:
         self.refused += 1
         if self.since is not None:
             return
-        self.since = now = time.monotonic()
+        self.since = now = monotonic()
         self._said = self._said_at is None or now - self._said_at >= self.quiet_s
         if not self._said:
             return
@@ -100,7 +100,7 @@ class Episodes:
     def written(self) -> None:
         if self.since is None:
             return
-        seconds = time.monotonic() - self.since
+        seconds = monotonic() - self.since
         self.since = None
         if not self._said:
             return

@@ -49,7 +49,7 @@ LATER: list[str] = [
         PRIMARY KEY (channel, user_id)
     );
     """,
-    # 14: what requests cost (engine/chat/_spend.py): per chat, user, day and model, in
+    # 14: what requests cost (engine/chat/_access/_spend.py): per chat, user, day and model, in
     #     nano-dollars; and a chat's choice of voice replies (/settings)
     """
     CREATE TABLE spend (

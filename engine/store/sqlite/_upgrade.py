@@ -1,4 +1,7 @@
-"""The copy of a SQLite store made before an upgrade, and how long it is kept.
+"""A SQLite store's schema brought up to this relaybot's (:class:`Upgrade`), the copy made before
+an upgrade, and how long it is kept.
+
+A store of a newer schema is refused, and (read-only, for `relaybot status`) an older one too.
 
 Before the first migration of a store that holds anything, the daemon copies it next to itself
 (`relaybot.db.v10.bak` for a store of schema version 10), with SQLite's online backup
@@ -13,17 +16,19 @@ successful start after the upgrade (:func:`settle`), by then the upgraded daemon
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import re
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any, Protocol
 from urllib.parse import quote
 
-from engine.store._upgrade import statements
+from engine.store._opening._upgrade import statements
 from engine.store.sqlite._backup import backup_sqlite
-from tools.errors import StoreError
+from tools.errors import StoreError, StoreUnavailable
 
 log = logging.getLogger("engine.store")
 
@@ -134,3 +139,60 @@ def apply(
         for stmt in statements(script):
             conn.execute(stmt)
     conn.execute(f"PRAGMA user_version = {len(migrations)}")
+
+
+class Connection(Protocol):
+    """What an upgrade needs of the store's connection (sqlite/_db.py's SqliteDb)."""
+
+    async def schema_version(self) -> int: ...
+
+    def transaction(self) -> contextlib.AbstractAsyncContextManager[None]: ...
+
+    async def run(self, fn: Callable[[sqlite3.Connection], Any]) -> Any: ...
+
+
+class Upgrade:
+    """This relaybot's schema (`migrations`; a test may give another) on the store at `path`."""
+
+    def __init__(self, path: Path, migrations: Sequence[str]) -> None:
+        self.path = path
+        self.migrations = migrations
+        self.backup: Path | None = None  # the copy made before this open upgraded it
+
+    async def check(self, db: Connection, *, older_too: bool) -> None:
+        """Refuse a store this relaybot cannot run on (`older_too`: nor upgrade)."""
+        version = await db.schema_version()
+        if refused := refusal(self.path, version, len(self.migrations), older_too=older_too):
+            raise refused
+
+    async def migrate(self, db: Connection) -> None:
+        """Every migration the store lacks, in one transaction: a failure leaves it as it was.
+        A store that holds anything is first copied next to itself."""
+        version = await db.schema_version()
+        newest = len(self.migrations)
+        if version == newest:
+            return
+        if version > 0:
+            self.backup = await asyncio.to_thread(back_up_before_upgrade, self.path, version)
+            log.info(
+                "upgrading the store from schema version %d to %d; a copy of it is at %s",
+                version,
+                newest,
+                self.backup,
+            )
+        reached = [version]  # ends with the number of the migration being applied
+        try:
+            async with db.transaction():  # one trip for them all, not one per statement
+                await db.run(lambda conn: apply(conn, self.migrations, version, reached))
+        except StoreUnavailable as exc:  # a full disk, say: worth waiting for
+            raise StoreUnavailable(self._failed(version, reached[-1], exc)) from exc
+        except sqlite3.Error as exc:
+            raise StoreError(self._failed(version, reached[-1], exc)) from exc
+        log.info("store migrated from schema version %d to %d", version, newest)
+
+    def _failed(self, version: int, number: int, exc: BaseException) -> str:
+        return failure(self.path, version, len(self.migrations), number, exc, self.backup)
+
+    async def settled(self) -> None:
+        """The daemon runs on this store: the copy an earlier upgrade made is not needed."""
+        await asyncio.to_thread(settle, self.path, self.backup)
