@@ -290,3 +290,34 @@ async def test_another_group_members_message_taints_the_turn(
         await press(tg, GROUP, OWNER, "Allow once")
         await tg.wait_for_call("sendMessage", answered("Tagged 42."))
     assert cancelled == ["tag 1", "tag 42"]
+
+
+@pytest.mark.parametrize("trusted", [False, True], ids=["untrusted-folder", "trusted-folder"])
+async def test_a_skill_from_a_folder_not_marked_trusted_taints(
+    make_config: Callable[..., Config],
+    tg: FakeTelegram,
+    llm: FakeOpenAI,
+    tmp_path: Path,
+    trusted: bool,
+) -> None:
+    folder = tmp_path / "third-party"
+    (folder / "orders").mkdir(parents=True)
+    (folder / "orders" / "SKILL.md").write_text(
+        f"---\nname: orders\ndescription: Handles orders.\n---\n{INJECTION}\n"
+    )
+    config = make(make_config, tg, trusted_sources=[str(folder)] if trusted else [])
+    config.skills.dirs = [folder]
+    llm.script(
+        tool_call("use_skill", {"name": "orders"}),
+        tool_call("tag_order", {"order": "42"}),
+        text("Tagged."),
+    )
+    async with app(config):
+        tg.inject_message(DM, DM, "help with my orders", first_name="Ann")
+        if not trusted:
+            await tg.wait_for_call("sendMessage", lambda p: len(prompts(tg, DM)) == 1)
+            assert "after reading the skill orders" in prompts(tg, DM)[0]["text"]
+            assert cancelled == []
+            await press(tg, DM, DM, "Allow once")
+        await tg.wait_for_call("sendMessage", answered("Tagged."))
+    assert cancelled == ["tag 42"] and len(prompts(tg, DM)) == (0 if trusted else 1)

@@ -41,7 +41,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from engine.models import TRUSTED, Message, Provenance, Role, untrusted
-from tools import Tool
+from tools import Tool, ToolResult
 
 # how chat/_quotes.py marks a reply to the bot's own message: not someone else's words
 OWN_QUOTE = "[The user replies to your own earlier message"
@@ -204,7 +204,8 @@ class Containment:
     """The policy over one registry's tools, with the owner's `trusted_sources`."""
 
     def __init__(self, trusted_sources: Collection[str] = ()) -> None:
-        self.domains = {s.lower().strip(".") for s in trusted_sources if not s.startswith("mcp:")}
+        named = [s for s in trusted_sources if not s.startswith("mcp:") and "/" not in s]
+        self.domains = {s.lower().strip(".") for s in named}  # paths are skill folders (bot/)
         self.servers = {s.removeprefix("mcp:") for s in trusted_sources if s.startswith("mcp:")}
 
     def effect(self, tool: Tool) -> Effect:
@@ -224,14 +225,16 @@ class Containment:
             return taint.carries_data(str(args.get("url", "")))
         return effect is Effect.ACTS
 
-    def provenance(self, tool: Tool | None, raw_args: str, is_error: bool) -> Provenance:
-        """Where a call's result comes from."""
+    def provenance(self, tool: Tool | None, raw_args: str, result: ToolResult) -> Provenance:
+        """Where a call's result comes from (a tool may say its result is untrusted)."""
+        if result.untrusted:
+            return untrusted(result.untrusted)
         if tool is None:
             return TRUSTED
         if tool.mcp_server is not None:
             trusted = tool.mcp_server in self.servers
             return TRUSTED if trusted else untrusted(f"MCP server {tool.mcp_server}")
-        if is_error:  # relaybot's own words
+        if result.is_error:  # relaybot's own words
             return TRUSTED
         args = _args(raw_args)
         if tool.name == "fetch_url" and self._trusted_domain(str(args.get("url", ""))):
