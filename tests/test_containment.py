@@ -15,8 +15,8 @@ from aiohttp import web
 
 from bot.app import App
 from bot.config import Config
-from engine.loop import Taint
-from engine.models import Message, ToolCall, member, untrusted
+from engine.loop import Containment, Effect, Taint
+from engine.models import Message, ToolCall, Trust, member, untrusted
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
 from tests.fakes.telegram_server import BOT_USERNAME, FakeTelegram
 from tests.test_telegram import telegram_config, to
@@ -386,3 +386,23 @@ def test_the_taint_names_its_sources_and_the_hosts_only_they_name() -> None:
     group = [Message.user("hi", speaker="Eve", provenance=member("Eve", "eve"))]
     assert Taint.of(group, "eve").after() == ()  # Eve's own turn
     assert Taint.of(group, "ann").after() == ("Eve in the group",)
+
+
+async def test_an_mcp_servers_output_is_untrusted_and_its_open_world_tools_act() -> None:
+    from tests.test_mcp import FAST, stdio_server
+    from tools.mcp import McpManager
+    from tools.registry import ToolRegistry
+
+    registry = ToolRegistry()
+    async with McpManager([stdio_server()], registry, **FAST):
+        lookup, note = registry.get("fake__lookup"), registry.get("fake__write_note")
+        assert lookup is not None and note is not None
+        result = await registry.execute("fake__lookup", {"word": "tea"}, None)
+    strict, trusting = Containment(), Containment(["mcp:fake"])
+    # readOnlyHint without openWorldHint: open world by the MCP default, so it acts
+    assert strict.effect(lookup) is Effect.ACTS and strict.effect(note) is Effect.ACTS
+    assert trusting.effect(lookup) is Effect.READS and trusting.effect(note) is Effect.ACTS
+    assert strict.provenance(lookup, "{}", result) == untrusted("MCP server fake")
+    assert trusting.provenance(lookup, "{}", result).trust is Trust.TRUSTED
+    page = Taint.of([Message.tool_result("c", "x", provenance=untrusted("a.example/p"))], "ann")
+    assert strict.asks(lookup, {}, page) and not strict.asks(lookup, {}, Taint("ann"))
