@@ -10,7 +10,8 @@ prompt names what came before it; a call that only reads runs on. By tool:
     tool                                     effect     what its result is
     current_time recall list_files           READS      trusted
       read_file list_schedules generate_image
-      use_skill find_skill
+    use_skill find_skill                     READS      trusted, but a skill from a folder of
+                                                        [skills] dirs not trusted: "the skill X"
     web_search                               READS      untrusted: "search results for …"
     fetch_url                                FETCHES    untrusted: the page ("example.org/news")
     remember forget send_message remind_me   ACTS       trusted
@@ -23,11 +24,15 @@ prompt names what came before it; a call that only reads runs on. By tool:
                                              untrusted: "MCP server NAME" (trusted server: trusted)
     any other (a plugin's)                   ACTS       trusted
 
+An MCP tool's openWorldHint is true unless it says otherwise (the MCP default). Any tool may
+say its result holds words nobody in the chat wrote (ToolResult.untrusted), never the opposite.
+
 FETCHES acts (asks) when its URL carries data that did not come from the requester: a path or
 query that neither appears verbatim, as a whole URL, in the requester's words or in the untrusted
 content read (a link a page gives carries only what its author knew), nor has each of its parts
 in the requester's words. `[tools] trusted_sources` relaxes it: a domain (and its subdomains)
-whose pages are trusted, ``mcp:NAME`` for an MCP server whose output is trusted.
+whose pages are trusted, ``mcp:NAME`` for an MCP server whose output is trusted (and whose
+open-world tools then read), a skills folder (a path: bot/_checks.py reads those).
 """
 
 from __future__ import annotations
