@@ -7,6 +7,7 @@ from __future__ import annotations
 from engine.loop import Containment, Effect, Taint
 from engine.models import Message, ToolCall, Trust, member, untrusted
 from tests.test_mcp import FAST, stdio_server
+from tools import tool
 from tools.mcp import McpManager
 from tools.registry import ToolRegistry
 
@@ -51,3 +52,25 @@ async def test_an_mcp_servers_output_is_untrusted_and_its_open_world_tools_act()
     assert trusting.provenance(lookup, "{}", result).trust is Trust.TRUSTED
     page = Taint.of([Message.tool_result("c", "x", provenance=untrusted("a.example/p"))], "ann")
     assert strict.asks(lookup, {}, page) and not strict.asks(lookup, {}, Taint("ann"))
+
+
+def test_a_plugin_tool_reads_only_when_it_says_so() -> None:
+    @tool
+    async def lookup_order(order: str) -> str:
+        """Where an order is."""
+        return "shipped"
+
+    @tool(safety={"readOnlyHint": True})
+    async def order_status(order: str) -> str:
+        """Where an order is."""
+        return "shipped"
+
+    @tool(safety={"readOnlyHint": True}, destructive=True)
+    async def purge_order(order: str) -> str:
+        """Remove an order for good."""
+        return "gone"
+
+    policy = Containment()
+    assert policy.effect(lookup_order) is Effect.ACTS  # by default a plugin's tool acts
+    assert policy.effect(order_status) is Effect.READS
+    assert policy.effect(purge_order) is Effect.ACTS  # destructive says more than a hint
