@@ -151,6 +151,9 @@ class ToolsConfig(BaseModel):
     plugins: list[str] = []  # importable module names
     # destructive tools whose confirmation never offers "Always in this chat"
     always_ask: list[str] = ["run_command", "delete_file"]
+    # what containment trusts (SECURITY.md): domains whose pages, "mcp:NAME" servers whose
+    # output, may steer calls without the requester's press
+    trusted_sources: list[str] = []
     confirmation_timeout_s: float = Field(300, gt=0)
     workspace: Path | None = None  # the only directory the file tools and run_command touch
     allow_private_urls: bool = False  # turn fetch_url's SSRF guard off (tests, trusted LANs)
@@ -166,6 +169,18 @@ class ToolsConfig(BaseModel):
     delegate_max_tokens: int = Field(60_000, ge=1_000)  # its tokens, counted in the user's usage
     web_search: WebSearchConfig = WebSearchConfig()
     run_command: RunCommandConfig = RunCommandConfig()
+
+    @field_validator("trusted_sources")
+    @classmethod
+    def _sources(cls, value: list[str]) -> list[str]:
+        for source in value:
+            if "://" in source or not source.strip():
+                raise ValueError(
+                    f"{source!r} is not a source: write a domain without its scheme "
+                    "('example.org'), 'mcp:NAME' for an MCP server, or a skills folder "
+                    "with a slash ('./skills')"
+                )
+        return value
 
     @field_validator("workspace")
     @classmethod

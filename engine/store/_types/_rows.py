@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine._channel import Attachment
-from engine.models import ToolCall
+from engine.models import TRUSTED, Provenance, ToolCall, member, untrusted
 from engine.store._types._states import (
     ConfirmationState,
     DeliveryState,
@@ -42,11 +42,20 @@ class InboxRow:
     hold_until: float | None = None  # held back by the rate limit until then
     attachments: tuple[Attachment, ...] = ()  # references only, never the bytes
     quote: str | None = None  # what it replies to, as the model is shown it (chat/_quotes.py)
+    forwarded: str | None = None  # a forwarded message: who wrote it
 
     @property
     def speaker(self) -> str | None:
         """Who wrote it, as the model is told in a group (by name, never by id)."""
         return None if self.is_private else self.user_name or "someone"
+
+    @property
+    def provenance(self) -> Provenance:
+        """Its words are the requester's in a private chat; in a group, its author's; a
+        forwarded message's are someone else's."""
+        if self.forwarded is not None:
+            return untrusted(f"a message forwarded from {self.forwarded}")
+        return TRUSTED if self.is_private else member(self.speaker or "", self.user_id)
 
     def ready(self, now: float) -> bool:
         """Whether it may be taken at `now` (not held back by the rate limit any more)."""
@@ -227,6 +236,7 @@ class Summary:
     text: str
     first_id: int
     last_id: int
+    sources: tuple[Provenance, ...] = ()  # where what it folded came from, but the trusted
 
 
 @dataclass(frozen=True, slots=True)
