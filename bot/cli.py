@@ -1,5 +1,5 @@
 """The `relaybot` command: run, chat, check-config, tools, skills, doctor, init, migrate-store,
-migrate, status, backup, forget, users, console-link, install-service."""
+migrate, status, backup, forget, users, console-link, install-service, upgrade, rollback."""
 
 from __future__ import annotations
 
@@ -13,9 +13,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bot._checks import CHAT_ONLY, tool_problems, validate
+from bot._checks import check_config, validate
 from bot._collector import loaded
-from bot._config_secrets import hide_secrets
 from bot._envfile import load_env
 from bot._lock import lock_store
 from bot._logging import setup_logging
@@ -26,6 +25,7 @@ from bot._secrets import harden_process, seal_secrets
 from bot._service import add_parser as add_service_parser
 from bot._service import install_service
 from bot._store_place import claim
+from bot._switch import add_parsers as add_switch_parsers
 from bot.config import Config, find_config, load_config
 from tools.errors import ConfigError, RelaybotError
 
@@ -115,12 +115,19 @@ def _parser() -> argparse.ArgumentParser:
     commands["migrate"].add_argument(
         "--check", action="store_true", help="only say what an upgrade would do; change nothing"
     )
+    commands["migrate"].add_argument(
+        "--store", metavar="PATH.db", help="this SQLite file instead of the config's store "
+        "(`relaybot upgrade` tries the migrations on a copy)",
+    )  # fmt: skip
     text = "copy a SQLite store into an empty PostgreSQL database"
     sp = sub.add_parser("migrate-store", help=text, description=text)
     sp.add_argument("--from", dest="source", required=True, metavar="PATH.db")
     sp.add_argument("--to", dest="target", required=True, metavar="postgresql://…")
     _options(sp, argparse.SUPPRESS)
     add_service_parser(sub)
+    add_switch_parsers(sub)
+    for name in ("upgrade", "rollback"):
+        _options(sub.choices[name], argparse.SUPPRESS)
     return p
 
 
@@ -156,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
             return 1
     try:
         config = load_config(args.config)
-        seal_secrets(config)  # before anything starts a process
+        if args.command not in ("upgrade", "rollback"):  # they start the daemon: it reads them
+            seal_secrets(config)  # before anything starts a process
     except ConfigError as exc:
         print(f"relaybot: config error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
@@ -172,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     command = {
         "run": _run,
         "chat": _chat,
-        "check-config": _check_config,
+        "check-config": check_config,
         "tools": _tools,
         "skills": _tools,
         "doctor": _doctor,
@@ -182,6 +190,8 @@ def main(argv: list[str] | None = None) -> int:
         "users": _users,
         "migrate": _migrate,
         "console-link": _operate,
+        "upgrade": _switch,
+        "rollback": _switch,
     }[args.command]
     try:
         return loop_run(command(config, args))
@@ -193,22 +203,6 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
-
-
-async def _check_config(config: Config, args: argparse.Namespace) -> int:
-    warnings = validate(config, need_channel=False)  # a chat-only config is one: noted below
-    tools = await asyncio.to_thread(tool_problems, config)  # imports the plugins
-    path = find_config(args.config)
-    enabled = [n for n in ("telegram", "discord") if getattr(config, n).enabled]
-    print(f"{path}: OK")
-    print(hide_secrets(f"  model: {config.llm.model} at {config.llm.base_url}"))
-    print(f"  channels: {', '.join(enabled) or 'none (relaybot chat only)'}")
-    if not enabled:
-        print(f"note: {CHAT_ONLY}")
-    print(f"  store: {config.storage.describe()}")
-    for warning in [*warnings, *tools.problems, *tools.unknown]:
-        print(f"warning: {warning}")
-    return 0
 
 
 async def _tools(config: Config, args: argparse.Namespace) -> int:
@@ -328,7 +322,13 @@ async def _users(config: Config, args: argparse.Namespace) -> int:
 async def _migrate(config: Config, args: argparse.Namespace) -> int:
     from bot._upgrade import migrate
 
-    return await migrate(config, args.check)
+    return await migrate(config, args.check, Path(args.store) if args.store else None)
+
+
+async def _switch(config: Config, args: argparse.Namespace) -> int:
+    from bot._switch import switch
+
+    return await switch(config, args)
 
 
 def _lock(config: Config) -> None:
