@@ -78,6 +78,12 @@ async def _relaybot(gen: gens.Generation, *args: str) -> tuple[int, str]:
     return proc.returncode or 0, out.decode(errors="replace").strip()
 
 
+def _gist(said: str) -> str:
+    """The error line of a command's output (stderr comes before buffered stdout)."""
+    lines = said.splitlines() or ["(no output)"]
+    return next((x for x in reversed(lines) if x.startswith("relaybot: ")), lines[-1])
+
+
 async def _refusal(gen: gens.Generation, place: Place) -> str | None:
     """Why `gen` may not replace the running version: its check-config, or its migrations on
     a copy of the store; None when both pass."""
@@ -86,7 +92,7 @@ async def _refusal(gen: gens.Generation, place: Place) -> str | None:
         if line.startswith("warning:"):
             print(f"{gen.version} check-config: {line}")
     if code != 0:
-        return f"its check-config refused {place.config}: {said.splitlines()[-1] if said else code}"
+        return f"its check-config refused {place.config}: {_gist(said)}"
     if place.store is None:
         code, said = await _relaybot(gen, "migrate", "--check", "-c", str(place.config))
         return None if code == 0 else f"its migrate --check refused the store: {said}"
@@ -97,7 +103,7 @@ async def _refusal(gen: gens.Generation, place: Place) -> str | None:
         await asyncio.to_thread(backup_sqlite, place.store, copy)
         code, said = await _relaybot(gen, "migrate", "--store", str(copy), "-c", str(place.config))
     if code != 0:
-        return f"its migrations failed on a copy of the store: {said.splitlines()[-1]}"
+        return f"its migrations failed on a copy of the store: {_gist(said)}"
     return None
 
 

@@ -1,0 +1,365 @@
+"""`relaybot upgrade` and `relaybot rollback` (issue 45), for real: generations built from
+wheels (the previous release's, from a `git archive` of its commit; HEAD's; four broken ones
+made from HEAD's by patching one file each), installed offline by uv from a wheelhouse
+(tests/wheelhouse.py) with a lock file of that wheelhouse's hashes, switched while a daemon
+answers Telegram messages that keep arriving.
+
+Each broken upgrade (a migration that fails, a crash at import, a daemon that never says it is
+ready, a check-config that refuses the live config) ends with the previous version running on
+the store as it was, and every message sent meanwhile answered once; the good one switches,
+with the time without a daemon printed (`-s` shows it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import csv
+import hashlib
+import io
+import os
+import re
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tomllib
+import zipfile
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from benchmarks._crash_rig import Files, Kind, Ledger, TokenModel, token, write_files
+from bot._lock import holder
+from tests.fakes.openai_server import FakeOpenAI
+from tests.fakes.telegram_server import Call, FakeTelegram
+from tests.test_install import PIP, SOURCES
+
+ROOT = Path(__file__).resolve().parent.parent
+WAIT_S = 60.0
+
+
+def _version(pyproject: str) -> str:
+    return str(tomllib.loads(pyproject)["project"]["version"])
+
+
+def previous_release() -> str | None:
+    """The newest commit whose pyproject.toml names another version than HEAD's."""
+    git = ["git", "-C", str(ROOT)]
+    try:
+        head = _version((ROOT / "pyproject.toml").read_text())
+        commits = subprocess.run(
+            [*git, "log", "--format=%H", "--", "pyproject.toml"],
+            capture_output=True, text=True, check=True, timeout=60,
+        ).stdout.split()  # fmt: skip
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    for commit in commits:
+        shown = subprocess.run([*git, "show", f"{commit}:pyproject.toml"], capture_output=True,
+                               text=True, check=True, timeout=60).stdout  # fmt: skip
+        if _version(shown) != head:
+            return commit
+    return None
+
+
+# -- the builds ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class House:
+    wheels: Path
+    lock: str  # every wheel in `wheels`, pinned with its hash
+    env: dict[str, str]  # uv (and pip) offline, from `wheels` only
+
+
+def _record_hash(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+@pytest.fixture(scope="module")
+def house(tmp_path_factory: pytest.TempPathFactory) -> House:
+    from tests.wheelhouse import wheelhouse
+
+    base = tmp_path_factory.mktemp("house")
+    wheels = wheelhouse(base / "wheels")
+    lines = []
+    for wheel in sorted(wheels):
+        name, version = wheel.name.split("-")[:2]
+        digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+        lines.append(f"{name.replace('_', '-')}=={version} \\\n    --hash=sha256:{digest}\n")
+    keep = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("RELAYBOT_", "PYTHON", "PIP_", "UV_", "NOTIFY_"))
+        and k != "VIRTUAL_ENV"
+    }
+    env = {
+        **keep,
+        "PIP_CONFIG_FILE": os.devnull,
+        "PIP_NO_INDEX": "1",
+        "PIP_FIND_LINKS": str(base / "wheels"),
+        "UV_NO_CONFIG": "1",
+        "UV_OFFLINE": "1",
+        "UV_NO_INDEX": "1",
+        "UV_FIND_LINKS": str(base / "wheels"),
+        "UV_CACHE_DIR": str(base / "uv-cache"),
+        "UV_PYTHON_DOWNLOADS": "never",
+        "UV_LINK_MODE": "copy",
+    }
+    return House(base / "wheels", "".join(lines), env)
+
+
+def _build(src: Path, out: Path) -> Path:
+    build = [*PIP, "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", str(out)]
+    subprocess.run([*build, str(src)], check=True, timeout=300, capture_output=True)
+    [wheel] = out.glob("relaybot-*.whl")
+    return wheel
+
+
+def patched(wheel: Path, out: Path, path: str, edit: Callable[[str], str]) -> Path:
+    """`wheel` with the file at `path` changed by `edit` (given "" when the wheel has none: it
+    is added), its RECORD row too."""
+    out.mkdir(parents=True, exist_ok=True)
+    target = out / wheel.name
+    with zipfile.ZipFile(wheel) as old, zipfile.ZipFile(target, "w") as new:
+        names = old.namelist()
+        record = next(n for n in names if n.endswith(".dist-info/RECORD"))
+        rows = [r for r in csv.reader(io.StringIO(old.read(record).decode())) if r and r[0] != path]
+        was = old.read(path) if path in names else b""
+        changed = edit(was.decode()).encode()
+        assert changed != was
+        rows.insert(0, [path, _record_hash(changed), str(len(changed))])
+        for name in [*(n for n in names if n != path), path]:
+            if name == record:
+                text = io.StringIO()
+                csv.writer(text, lineterminator="\n").writerows(rows)
+                new.writestr(name, text.getvalue())
+            else:
+                new.writestr(name, changed if name == path else old.read(name))
+    return target
+
+
+def _once(old: str, new: str) -> Callable[[str], str]:
+    def edit(text: str) -> str:
+        assert old in text, old
+        return text.replace(old, new, 1)
+
+    return edit
+
+
+BROKEN: dict[str, tuple[str, Callable[[str], str], str]] = {
+    # name: (file, change, what the one line says)
+    "migration-fails": (
+        "engine/store/sqlite/_schema.py",
+        lambda text: text + '\nMIGRATIONS.append("ALTER TABLE no_such_table ADD COLUMN x TEXT")\n',
+        "its migrations failed on a copy of the store",
+    ),
+    "crashes-at-import": (
+        "bot/app.py",
+        lambda text: 'raise RuntimeError("a broken build")\n' + text,
+        "before it was ready",
+    ),
+    "never-ready": (
+        "bot/cli.py",
+        _once("            notifier.ready(app.status())\n", ""),
+        "was not ready within",
+    ),
+    "check-config-refuses": (
+        "bot/_checks.py",
+        _once(
+            "    check_tools(config.tools)\n",
+            '    raise ConfigError("", "this build refuses every config")\n',
+        ),
+        "its check-config refused",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Releases:
+    previous: Path
+    head: Path
+    broken: dict[str, Path]
+
+
+def _source(src: Path, house: House) -> None:
+    """The lock a release carries, made for the wheelhouse (its wheels are repacked here)."""
+    (src / "bot" / "requirements.lock").write_text(house.lock)
+
+
+@pytest.fixture(scope="module")
+def releases(house: House, tmp_path_factory: pytest.TempPathFactory) -> Releases:
+    import setuptools
+
+    if int(setuptools.__version__.split(".")[0]) < 77:
+        pytest.skip("the wheels are built with setuptools>=77 (the [dev] extra installs it)")
+    commit = previous_release()
+    if commit is None:
+        pytest.skip("no commit with another version in pyproject.toml (a shallow clone?)")
+    base = tmp_path_factory.mktemp("releases")
+    old = base / "previous-src"
+    old.mkdir()
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit], capture_output=True,
+                             check=True, timeout=120).stdout  # fmt: skip
+    subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True, timeout=120)
+    new = base / "head-src"
+    new.mkdir()
+    junk = shutil.ignore_patterns("__pycache__", "*.egg-info", "requirements.lock")
+    for name in SOURCES:
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, new / name, ignore=junk)
+        else:
+            shutil.copy2(ROOT / name, new / name)
+    _source(old, house)
+    _source(new, house)
+    head = _build(new, base / "head")
+    broken = {
+        name: patched(head, base / name, file, edit) for name, (file, edit, _) in BROKEN.items()
+    }
+    previous = _build(old, base / "previous-build")
+    if "bot/requirements.lock" not in zipfile.ZipFile(previous).namelist():  # older than locks
+        previous = patched(
+            previous, base / "previous", "bot/requirements.lock", lambda _: house.lock
+        )
+    return Releases(previous, head, broken)
+
+
+# -- the rig -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Rig:
+    tmp: Path
+    tg: FakeTelegram
+    ledger: Ledger
+    files: Files
+    env: dict[str, str]
+    said: list[str] = field(default_factory=list)
+    sending: bool = False  # a message more at each poll while set
+
+    @property
+    def home(self) -> Path:
+        return Path(self.env["RELAYBOT_HOME"])
+
+    def say(self) -> None:
+        tok = token(len(self.said) + 1)
+        self.said.append(tok)
+        self.tg.inject_message(7, 7, f"{tok} hello")
+
+    def polled(self, call: Call, result: object) -> None:
+        if self.sending and call.method == "getUpdates" and len(self.said) < 400:
+            self.say()
+
+    async def relaybot(self, *args: str) -> tuple[int, str]:
+        proc = await asyncio.create_subprocess_exec(
+            Path(sys.executable).parent / "relaybot", *args, "-c", str(self.files.config),
+            cwd=self.tmp, env=self.env, stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        )  # fmt: skip
+        out, _ = await asyncio.wait_for(proc.communicate(), 300)
+        return proc.returncode or 0, out.decode()
+
+    async def upgrade(self, wheel: Path) -> tuple[int, str]:
+        """`relaybot upgrade` while messages keep coming; then every one is answered."""
+        self.say()
+        self.sending = True
+        try:
+            code, said = await self.relaybot("upgrade", str(wheel), "--ready-timeout", "20")
+        finally:
+            self.sending = False
+        self.say()
+        await self.ledger.expect(lambda: self.ledger.answered(self.said), WAIT_S, self.log)
+        return code, said
+
+    def log(self) -> str:
+        log = self.home / "relaybot.log"
+        return log.read_text(errors="replace")[-4000:] if log.exists() else "(no log)"
+
+    def assert_each_answered_once(self) -> None:
+        counts = {t: len(self.ledger.answers(t)) for t in self.said}
+        wrong = {t: n for t, n in counts.items() if n != 1}
+        assert not wrong, f"answers per message (want 1): {wrong}\n{self.ledger.transcript()}"
+
+    def running(self) -> str:
+        """The generation folder of the daemon on the store (its interpreter's)."""
+        pid = holder(self.files.db)
+        assert pid, "no daemon runs on the store"
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        found = re.search(r"generations/([^/]+)/", argv[0].decode())
+        assert found, argv
+        return found[1]
+
+    def current(self) -> str:
+        return os.readlink(self.home / "current").rsplit("/", 1)[-1]
+
+
+@contextlib.asynccontextmanager
+async def rig(tmp_path: Path, house: House) -> AsyncIterator[Rig]:
+    async with FakeTelegram() as tg, FakeOpenAI(default=TokenModel()) as llm:
+        ledger = Ledger()
+        files = write_files(tmp_path, tg, llm.base_url)
+        env = {**house.env, "RELAYBOT_HOME": str(tmp_path / "home")}
+        r = Rig(tmp_path, tg, ledger, files, env)
+        tg.answer_listeners += [ledger.see, r.polled]
+        try:
+            yield r
+        finally:
+            pid = holder(files.db)
+            if pid:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
+
+def schema(db: Path) -> tuple[int, list[str]]:
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as c:
+        version = c.execute("PRAGMA user_version").fetchone()[0]
+        return version, sorted(r[0] for r in c.execute("SELECT sql FROM sqlite_master") if r[0])
+
+
+@pytest.mark.timeout(900)  # six generations built, each daemon started
+async def test_broken_upgrades_roll_back_and_a_good_one_switches_on_sqlite(
+    tmp_path: Path, house: House, releases: Releases
+) -> None:
+    async with rig(tmp_path, house) as r:
+        code, said = await r.relaybot("upgrade", str(releases.previous))
+        assert code == 0 and "is current; no daemon was running" in said, said
+        first = r.current()
+        assert first.startswith("1-")
+        log = (r.home / "relaybot.log").open("ab")
+        daemon = await asyncio.create_subprocess_exec(
+            r.home / "current" / "bin" / "relaybot", "run", "-c", str(r.files.config),
+            cwd=tmp_path, env=r.env, stdout=log, stderr=log, stdin=asyncio.subprocess.DEVNULL,
+        )  # fmt: skip
+        r.say()
+        await r.ledger.expect(lambda: r.ledger.answered(r.said), WAIT_S, r.log)
+        assert r.running() == first
+        before = schema(r.files.db)
+
+        for name, (_, _, why) in BROKEN.items():
+            code, said = await r.upgrade(releases.broken[name])
+            print(f"{name}: {said.strip()}")
+            assert code == 1, f"{name}: {said}\n{r.log()}"
+            assert "runs again" in said or "still runs" in said, said
+            assert why in said, f"{name}: {said}"
+            assert (r.current(), r.running()) == (first, first), name
+            assert schema(r.files.db) == before, name
+            r.assert_each_answered_once()
+        assert [g.name for g in (r.home / "generations").iterdir()] == [first]  # none kept
+        assert daemon.returncode is None or daemon.returncode == 0
+
+        code, said = await r.upgrade(releases.head)
+        assert code == 0, f"{said}\n{r.log()}"
+        head = _version((ROOT / "pyproject.toml").read_text())
+        found = re.search(
+            rf"relaybot {re.escape(head)} \(generation (\d+)\) runs .* for ([\d.]+) s", said
+        )
+        assert found, said
+        print(f"\nSQLite: the switch left no daemon for {found[2]} s")
+        assert r.running() == r.current() != first
+        r.assert_each_answered_once()
+        assert not r.ledger.of(Kind.APOLOGY)
+        await asyncio.wait_for(daemon.wait(), 30)  # the first daemon, stopped by the switch
