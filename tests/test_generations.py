@@ -363,3 +363,56 @@ async def test_broken_upgrades_roll_back_and_a_good_one_switches_on_sqlite(
         r.assert_each_answered_once()
         assert not r.ledger.of(Kind.APOLOGY)
         await asyncio.wait_for(daemon.wait(), 30)  # the first daemon, stopped by the switch
+
+
+def test_the_lock_pins_every_dependency_with_hashes() -> None:
+    """bot/requirements.lock (`make lock`): each requirement of pyproject.toml (and of the
+    anthropic extra) pinned to one version it allows, every pin with at least one hash."""
+    from packaging.requirements import Requirement
+
+    text = (ROOT / "bot" / "requirements.lock").read_text()
+    pins: dict[str, tuple[str, int]] = {}
+    for entry in re.split(r"\n(?=[A-Za-z0-9])", text):
+        first = entry.split(" ", 1)[0].strip()
+        if "==" not in first:
+            continue
+        name, version = first.split("==")
+        pins[re.sub(r"[-_.]+", "-", name).lower()] = (
+            version.split(";")[0],
+            entry.count("--hash=sha256:"),
+        )
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = [*project["dependencies"], *project["optional-dependencies"]["anthropic"]]
+    for line in wanted:
+        req = Requirement(line)
+        if req.marker is not None and not req.marker.evaluate({"sys_platform": "linux"}):
+            continue
+        key = re.sub(r"[-_.]+", "-", req.name).lower()
+        assert key in pins, f"{req.name} is not in the lock: make lock"
+        assert req.specifier.contains(pins[key][0]), f"{req} but the lock pins {pins[key][0]}"
+    unhashed = [name for name, (_, hashes) in pins.items() if hashes == 0]
+    assert len(pins) > len(wanted) and not unhashed, unhashed
+
+
+def test_a_renamed_key_is_read_under_its_old_name_with_one_warning() -> None:
+    from bot._renamed_keys import carry_over
+    from bot.config import parse_config
+
+    table = {"telegram.poll_timeout": "telegram.poll_timeout_s", "engine.old_knob": None}
+    data = {
+        "llm": {"model": "m"},
+        "telegram": {"poll_timeout": 7},
+        "engine": {"old_knob": 1},
+    }
+    moved, warnings = carry_over(data, table)
+    assert data["telegram"] == {"poll_timeout": 7}  # the file's data is left alone
+    assert parse_config(moved).telegram.poll_timeout_s == 7
+    assert warnings == [
+        "telegram.poll_timeout was renamed telegram.poll_timeout_s: read as "
+        "telegram.poll_timeout_s (rename it in the config)",
+        "engine.old_knob is no longer used and was ignored: remove it from the config",
+    ]
+    both = {"telegram": {"poll_timeout": 7, "poll_timeout_s": 3}}
+    moved, warnings = carry_over(both, table)
+    assert moved["telegram"] == {"poll_timeout_s": 3} and "which is set too" in warnings[0]
+    assert carry_over({"llm": {}}, table) == ({"llm": {}}, [])
