@@ -24,6 +24,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from bot._lock import TAKE_OVER, WAITING
+
 _FIRST = asyncio.FIRST_COMPLETED
 _UNIT = re.compile(r"/([^/]*relaybot[^/]*\.service)$")
 
@@ -99,44 +101,62 @@ async def stop(pid: int, grace_s: float) -> None:
 class Started:
     pid: int | None  # None: it did not become ready (then it has been stopped)
     why: str = ""  # why not
+    replaced: bool = True  # the daemon it takes over from was stopped
+    took: float = 0.0  # seconds from stopping that one to READY=1: no daemon meanwhile
 
 
-async def start(argv: list[str], log: Path, timeout: float, grace_s: float) -> Started:
-    """Start a daemon detached and wait for its READY=1: the pid, or why not (exited, or not
-    ready within `timeout` seconds: then it is stopped)."""
+async def start(
+    argv: list[str], log: Path, timeout: float, grace_s: float, *, replaces: int | None = None
+) -> Started:
+    """Start a daemon detached and wait for its READY=1: the pid, or why not (it exited, or was
+    not ready within `timeout` seconds: then it is stopped). `replaces`: the pid of the daemon
+    it takes over from, stopped once the new one has loaded and waits for the store
+    (RELAYBOT_TAKE_OVER, bot/_lock.py): a new one that fails before that leaves it running."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    began = None if replaces else clock()
     with tempfile.TemporaryDirectory(prefix="relaybot-switch-") as private:
         address = os.path.join(private, "notify")
         with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as sock:
             sock.bind(address)
             sock.setblocking(False)
+            env = {**os.environ, "NOTIFY_SOCKET": address}
+            if replaces:
+                env[TAKE_OVER] = "1"
             log.parent.mkdir(parents=True, exist_ok=True)
             with log.open("ab") as out:
                 proc = await asyncio.create_subprocess_exec(
-                    *argv, env={**os.environ, "NOTIFY_SOCKET": address},
-                    stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=out,
+                    *argv, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=out,
                     start_new_session=True,
                 )  # fmt: skip
-            ready = asyncio.ensure_future(_ready(sock))
             exited = asyncio.ensure_future(proc.wait())
-            done, _ = await asyncio.wait({ready, exited}, timeout=timeout, return_when=_FIRST)
-            ready.cancel()
-            if ready in done and not exited.done():
-                exited.cancel()
-                return Started(proc.pid)
+            while True:
+                got = asyncio.ensure_future(loop.sock_recv(sock, 4096))
+                left = max(deadline - loop.time(), 0)
+                done, _ = await asyncio.wait({got, exited}, timeout=left, return_when=_FIRST)
+                got.cancel()
+                if exited.done() or got not in done:
+                    break
+                lines = got.result().decode(errors="replace").split("\n")
+                if "READY=1" in lines:
+                    exited.cancel()
+                    if began is None:  # it did not wait (PostgreSQL: no lock): both ran a moment
+                        began = clock()
+                        await stop(replaces or 0, grace_s)
+                    return Started(proc.pid, took=clock() - began)
+                if replaces and began is None and f"STATUS={WAITING}" in lines:
+                    began = clock()
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(replaces, signal.SIGTERM)  # it lets go of the store as it exits
             if exited.done():
-                return Started(None, f"it exited with status {exited.result()} before it was ready")
-            await stop(proc.pid, grace_s)
-            exited.cancel()
-            await proc.wait()
-            return Started(None, f"it was not ready within {timeout:g} s")
-
-
-async def _ready(sock: socket.socket) -> None:
-    loop = asyncio.get_running_loop()
-    while True:
-        data = await loop.sock_recv(sock, 4096)
-        if b"READY=1" in data.split(b"\n"):
-            return
+                why = f"it exited with status {exited.result()} before it was ready"
+            else:
+                why = f"it was not ready within {timeout:g} s"
+                await stop(proc.pid, grace_s)
+                await exited
+            if replaces and began is not None:
+                await stop(replaces, grace_s)  # gone before it is started again
+            return Started(None, why, began is not None)
 
 
 async def systemctl(daemon: Daemon, *args: str, timeout: float) -> tuple[int, str]:
@@ -157,11 +177,14 @@ async def systemctl(daemon: Daemon, *args: str, timeout: float) -> tuple[int, st
 
 async def restart_unit(daemon: Daemon, timeout: float) -> Started:
     """`systemctl restart` (it waits for READY=1), then is the unit active?"""
+    began = clock()
     code, said = await systemctl(daemon, "restart", timeout=timeout)
+    took = clock() - began
     if code != 0:
-        return Started(None, said or f"systemctl restart exited with status {code}")
+        return Started(None, said or f"systemctl restart exited with status {code}", took=took)
     code, said = await systemctl(daemon, "show", "-p", "MainPID", "--value", timeout=30)
-    return Started(int(said) if said.isdigit() and int(said) else None, "it is not active")
+    pid = int(said) if said.isdigit() and int(said) else None
+    return Started(pid, "it is not active", took=took)
 
 
 def clock() -> float:

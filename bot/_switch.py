@@ -119,18 +119,21 @@ async def _restore(place: Place, version: int) -> None:
     os.replace(partial, place.store)
 
 
-async def _switch(place: Place, command: list[str], *, stop: bool) -> tuple[daemons.Started, float]:
-    """Stop the daemon (unless `stop` is False: it is stopped already) and start `command`, or
-    restart its unit: what started, and the seconds without a daemon."""
+async def _switch(place: Place, command: list[str], *, handoff: bool) -> daemons.Started:
+    """Restart the daemon's unit; or start `command` and stop the daemon: once the new one waits
+    for the store (`handoff`: it is of this release or later), else first."""
     assert place.daemon is not None
-    began = daemons.clock()
     if place.daemon.unit:
-        started = await daemons.restart_unit(place.daemon, place.timeout)
-    else:
-        if stop:
-            await daemons.stop(place.daemon.pid, place.grace_s)
-        started = await daemons.start(command, place.log, place.timeout, place.grace_s)
-    return started, daemons.clock() - began
+        return await daemons.restart_unit(place.daemon, place.timeout)
+    if handoff:
+        return await daemons.start(
+            command, place.log, place.timeout, place.grace_s, replaces=place.daemon.pid
+        )
+    began = daemons.clock()
+    await daemons.stop(place.daemon.pid, place.grace_s)
+    started = await daemons.start(command, place.log, place.timeout, place.grace_s)
+    started.took = daemons.clock() - began
+    return started
 
 
 def _stable(place: Place) -> list[str]:
@@ -167,17 +170,22 @@ async def upgrade(config: Config, source: str, timeout: float) -> int:
     if place.daemon is None:
         print(f"{gen} is current; no daemon was running (start it: relaybot run, or systemctl)")
         return 0
-    started, took = await _switch(place, _stable(place), stop=True)
+    started = await _switch(place, _stable(place), handoff=True)
     if started.pid is not None:
-        print(f"{gen} runs (generation {gen.number}; no daemon for {took:.2f} s)")
+        print(f"{gen} runs (generation {gen.number}; no daemon for {started.took:.2f} s)")
         return 0
     await _restore(place, version)
     gens.point(place.root, "current", old)
     gens.point(place.root, "previous", None)
-    back = daemons.restart_command(place.daemon, place.config)
-    again, _ = await _switch(place, back, stop=False)
+    state = "still runs"
+    if started.replaced:  # it was stopped: started again as it was started
+        back = daemons.restart_command(place.daemon, place.config)
+        if place.daemon.unit:
+            again = await daemons.restart_unit(place.daemon, place.timeout)
+        else:
+            again = await daemons.start(back, place.log, place.timeout, place.grace_s)
+        state = "runs again" if again.pid is not None else f"did not start again ({again.why})"
     gens.discard(gen)
-    state = "runs again" if again.pid is not None else f"did not start again ({again.why})"
     print(f"{_name(old)} {state}: the upgrade to {gen.version} was rolled back ({started.why})")
     return 1
 
@@ -197,9 +205,9 @@ async def rollback(config: Config, timeout: float) -> int:
     if place.daemon is None:
         print(f"{previous} is current; no daemon was running")
         return 0
-    started, took = await _switch(place, _stable(place), stop=True)
+    started = await _switch(place, _stable(place), handoff=False)  # it may be older than handoffs
     if started.pid is None:
         print(f"{previous} did not start ({started.why}): `relaybot rollback` again goes back")
         return 1
-    print(f"{previous} runs (rolled back; no daemon for {took:.2f} s)")
+    print(f"{previous} runs (rolled back; no daemon for {started.took:.2f} s)")
     return 0

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from bot._checks import check_config, validate
 from bot._collector import loaded
 from bot._envfile import load_env
-from bot._lock import lock_store
+from bot._lock import lock_config_store, take_store
 from bot._logging import setup_logging
 from bot._reload import Reloader, record_loaded
 from bot._running import loop_run, start_unless_stopped
@@ -24,7 +24,6 @@ from bot._sdnotify import Notifier, watchdog_interval, watchdog_loop
 from bot._secrets import harden_process, seal_secrets
 from bot._service import add_parser as add_service_parser
 from bot._service import install_service
-from bot._store_place import claim
 from bot._switch import add_parsers as add_switch_parsers
 from bot.config import Config, find_config, load_config
 from tools.errors import ConfigError, RelaybotError
@@ -225,7 +224,7 @@ async def _chat(config: Config, args: argparse.Namespace) -> int:
     app = App(config, channels=[console])
     holder.append(app)
     loop = asyncio.get_running_loop()
-    _lock(config)  # see bot/_lock.py: chat refuses to share a SQLite store
+    lock_config_store(config)  # see bot/_lock.py: chat refuses to share a SQLite store
     # Ctrl-C: stop the running turn and leave at once. SIGTERM: stop reading; a running turn
     # finishes (as the daemon does). Caught from here on, even while the App is starting.
     signals: asyncio.Queue[signal.Signals] = asyncio.Queue()
@@ -252,8 +251,8 @@ async def _run(config: Config, args: argparse.Namespace) -> int:
 
     for warning in validate(config):
         log.warning("%s", warning)
-    _lock(config)  # one daemon per SQLite store, until this process exits
     notifier = Notifier.from_env(unset_environment=True)
+    await take_store(config, notifier)  # one daemon per SQLite store, until this process exits
     watchdog = asyncio.create_task(watchdog_loop(notifier, watchdog_interval()))
     stop = asyncio.Event()
     reload = asyncio.Event()
@@ -329,14 +328,6 @@ async def _switch(config: Config, args: argparse.Namespace) -> int:
     from bot._switch import switch
 
     return await switch(config, args)
-
-
-def _lock(config: Config) -> None:
-    """One process per SQLite file; instances share a PostgreSQL store (engine/work/_cluster.py)."""
-    if config.storage.resolved_url() is None:
-        lock_store(config.storage.resolved_path())
-        if config.storage.path is None:  # the default: an upgrade's shared store, maybe
-            claim(config.storage.resolved_path(), config._path)
 
 
 async def _doctor(config: Config, args: argparse.Namespace) -> int:

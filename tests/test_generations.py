@@ -48,22 +48,31 @@ def _version(pyproject: str) -> str:
 
 
 def previous_release() -> str | None:
-    """The newest commit whose pyproject.toml names another version than HEAD's."""
+    """The newest commit whose pyproject.toml names another version than HEAD's: the parent
+    of the oldest commit since which it names HEAD's."""
     git = ["git", "-C", str(ROOT)]
+
+    def version_at(commit: str) -> str | None:
+        shown = subprocess.run([*git, "show", f"{commit}:pyproject.toml"], capture_output=True,
+                               text=True, check=False, timeout=60)  # fmt: skip
+        return _version(shown.stdout) if shown.returncode == 0 else None
+
     try:
         head = _version((ROOT / "pyproject.toml").read_text())
         commits = subprocess.run(
-            [*git, "log", "--format=%H", "--", "pyproject.toml"],
+            [*git, "log", "--first-parent", "--format=%H", "--", "pyproject.toml"],
             capture_output=True, text=True, check=True, timeout=60,
         ).stdout.split()  # fmt: skip
     except (OSError, subprocess.CalledProcessError):
         return None
+    since = None
     for commit in commits:
-        shown = subprocess.run([*git, "show", f"{commit}:pyproject.toml"], capture_output=True,
-                               text=True, check=True, timeout=60).stdout  # fmt: skip
-        if _version(shown) != head:
-            return commit
-    return None
+        if version_at(commit) != head:
+            break
+        since = commit
+    if since is None or version_at(f"{since}^") in (None, head):
+        return None
+    return f"{since}^"
 
 
 # -- the builds ---------------------------------------------------------------------------------
@@ -263,12 +272,12 @@ class Rig:
         out, _ = await asyncio.wait_for(proc.communicate(), 300)
         return proc.returncode or 0, out.decode()
 
-    async def upgrade(self, wheel: Path) -> tuple[int, str]:
-        """`relaybot upgrade` while messages keep coming; then every one is answered."""
+    async def switch(self, *args: str) -> tuple[int, str]:
+        """`relaybot upgrade` or `rollback` while messages keep coming; then each is answered."""
         self.say()
         self.sending = True
         try:
-            code, said = await self.relaybot("upgrade", str(wheel), "--ready-timeout", "20")
+            code, said = await self.relaybot(*args, "--ready-timeout", "20")
         finally:
             self.sending = False
         self.say()
@@ -340,7 +349,7 @@ async def test_broken_upgrades_roll_back_and_a_good_one_switches_on_sqlite(
         before = schema(r.files.db)
 
         for name, (_, _, why) in BROKEN.items():
-            code, said = await r.upgrade(releases.broken[name])
+            code, said = await r.switch("upgrade", str(releases.broken[name]))
             print(f"{name}: {said.strip()}")
             assert code == 1, f"{name}: {said}\n{r.log()}"
             assert "runs again" in said or "still runs" in said, said
@@ -351,7 +360,7 @@ async def test_broken_upgrades_roll_back_and_a_good_one_switches_on_sqlite(
         assert [g.name for g in (r.home / "generations").iterdir()] == [first]  # none kept
         assert daemon.returncode is None or daemon.returncode == 0
 
-        code, said = await r.upgrade(releases.head)
+        code, said = await r.switch("upgrade", str(releases.head))
         assert code == 0, f"{said}\n{r.log()}"
         head = _version((ROOT / "pyproject.toml").read_text())
         found = re.search(
@@ -363,6 +372,15 @@ async def test_broken_upgrades_roll_back_and_a_good_one_switches_on_sqlite(
         r.assert_each_answered_once()
         assert not r.ledger.of(Kind.APOLOGY)
         await asyncio.wait_for(daemon.wait(), 30)  # the first daemon, stopped by the switch
+
+        code, said = await r.switch("rollback")  # on purpose: back to the previous release
+        if schema(r.files.db)[0] == before[0]:  # HEAD added no migration to the previous's
+            assert code == 0 and "(generation 1) runs (rolled back" in said, f"{said}\n{r.log()}"
+            assert r.running() == r.current() == first
+        else:  # it cannot run on the store HEAD upgraded: said, nothing changed
+            assert code == 1 and "cannot run on the store" in said, said
+            assert r.running() == r.current() != first
+        r.assert_each_answered_once()
 
 
 def test_the_lock_pins_every_dependency_with_hashes() -> None:
