@@ -172,7 +172,7 @@ async def upgrade(config: Config, source: str, timeout: float) -> int:
         return 0
     started = await _switch(place, _stable(place), handoff=True)
     if started.pid is not None:
-        print(f"{gen} runs (generation {gen.number}; no daemon for {started.took:.2f} s)")
+        print(f"{gen} runs (no daemon for {started.took:.2f} s)")
         return 0
     await _restore(place, version)
     gens.point(place.root, "current", old)

@@ -372,6 +372,14 @@ async def test_broken_upgrades_roll_back_and_a_good_one_switches_on_sqlite(
         r.assert_each_answered_once()
         assert not r.ledger.of(Kind.APOLOGY)
         await asyncio.wait_for(daemon.wait(), 30)  # the first daemon, stopped by the switch
+        done = await asyncio.to_thread(
+            subprocess.run,
+            [r.home / "current" / "bin" / "relaybot", "install-service", "--user"],
+            env=r.env, capture_output=True, text=True, check=True, timeout=60,
+        )  # fmt: skip
+        unit = done.stdout
+        stable = r.home / "current" / "bin" / "relaybot"
+        assert f"ExecStart={stable} run -c " in unit  # whichever generation is current
 
         code, said = await r.switch("rollback")  # on purpose: back to the previous release
         if schema(r.files.db)[0] == before[0]:  # HEAD added no migration to the previous's
