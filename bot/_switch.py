@@ -37,6 +37,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     rb = sub.add_parser("rollback", help=text, description=text)
     for p in (sp, rb):
         p.add_argument(
+            "--pid", type=int, metavar="PID", help="the daemon to switch, where its store's lock "
+            "cannot tell (PostgreSQL: one instance of several, not under systemd)",
+        )  # fmt: skip
+        p.add_argument(
             "--ready-timeout", type=float, default=READY_TIMEOUT_S, metavar="S",
             help=f"seconds the new version has to start and say it is ready ({READY_TIMEOUT_S:g})",
         )  # fmt: skip
@@ -58,10 +62,11 @@ class Place:
         return self.root / "relaybot.log"
 
 
-def _place(config: Config, timeout: float) -> Place:
+def _place(config: Config, timeout: float, pid: int | None) -> Place:
     assert config._path is not None  # loaded from a file
     store = None if config.storage.resolved_url() else config.storage.resolved_path()
-    pid = holder(store) if store is not None else None
+    if pid is None and store is not None:
+        pid = holder(store)
     daemon = daemons.inspect(pid) if pid else None
     return Place(
         gens.home(), config._path.absolute(), store, daemon,
@@ -147,12 +152,12 @@ def _name(gen: gens.Generation | None) -> str:
 async def switch(config: Config, args: argparse.Namespace) -> int:
     """`relaybot upgrade` and `relaybot rollback`."""
     if args.command == "upgrade":
-        return await upgrade(config, args.source, args.ready_timeout)
-    return await rollback(config, args.ready_timeout)
+        return await upgrade(config, args.source, args.ready_timeout, args.pid)
+    return await rollback(config, args.ready_timeout, args.pid)
 
 
-async def upgrade(config: Config, source: str, timeout: float) -> int:
-    place = _place(config, timeout)
+async def upgrade(config: Config, source: str, timeout: float, pid: int | None = None) -> int:
+    place = _place(config, timeout, pid)
     old = gens.pointed(place.root, "current")
     try:
         gen = await asyncio.to_thread(gens.build, place.root, source)
@@ -190,8 +195,8 @@ async def upgrade(config: Config, source: str, timeout: float) -> int:
     return 1
 
 
-async def rollback(config: Config, timeout: float) -> int:
-    place = _place(config, timeout)
+async def rollback(config: Config, timeout: float, pid: int | None = None) -> int:
+    place = _place(config, timeout, pid)
     current, previous = gens.pointed(place.root, "current"), gens.pointed(place.root, "previous")
     if previous is None:
         print(f"{_name(current)} runs: there is no previous generation in {place.root}")

@@ -37,6 +37,7 @@ from benchmarks._crash_rig import Files, Kind, Ledger, TokenModel, token, write_
 from bot._lock import holder
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import Call, FakeTelegram
+from tests.postgres import PostgresServer
 from tests.test_install import PIP, SOURCES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -442,3 +443,67 @@ def test_a_renamed_key_is_read_under_its_old_name_with_one_warning() -> None:
     moved, warnings = carry_over(both, table)
     assert moved["telegram"] == {"poll_timeout_s": 3} and "which is set too" in warnings[0]
     assert carry_over({"llm": {}}, table) == ({"llm": {}}, [])
+
+
+def daemons_of(config: Path) -> list[int]:
+    """The pids of `relaybot run -c config` processes."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            argv = proc.joinpath("cmdline").read_bytes().split(b"\0")
+            if b"run" in argv and str(config).encode() in argv and proc.name.isdigit():
+                found.append(int(proc.name))
+    return found
+
+
+@pytest.mark.needs("postgresql")
+@pytest.mark.timeout(900)
+async def test_a_rolling_upgrade_on_postgresql_keeps_two_instances_answering(
+    tmp_path: Path, house: House, releases: Releases, postgres: PostgresServer
+) -> None:
+    """Two instances of the previous release on one database; each upgraded to HEAD in turn
+    (`--pid`: PostgreSQL has no lock to find it by) while messages keep coming: the other one
+    serves meanwhile, the previous release on the schema HEAD upgraded, and every message is
+    answered once."""
+    url = postgres.new_database(migrated=False)
+    async with FakeTelegram() as tg, FakeOpenAI(default=TokenModel()) as llm:
+        ledger = Ledger()
+        files = {
+            n: write_files(tmp_path, tg, llm.base_url, store_url=url, instance=n) for n in "ab"
+        }
+        envs = {n: {**house.env, "RELAYBOT_HOME": str(tmp_path / f"home-{n}")} for n in "ab"}
+        r = Rig(tmp_path, tg, ledger, files["a"], envs["a"])
+        tg.answer_listeners += [ledger.see, r.polled]
+        started = []
+        try:
+            for n in "ab":
+                r.files, r.env = files[n], envs[n]
+                code, said = await r.relaybot("upgrade", str(releases.previous))
+                assert code == 0, said
+                log = (r.home / "relaybot.log").open("ab")
+                proc = await asyncio.create_subprocess_exec(
+                    r.home / "current" / "bin" / "relaybot", "run", "-c", str(r.files.config),
+                    cwd=tmp_path, env=r.env, stdout=log, stderr=log,
+                    stdin=asyncio.subprocess.DEVNULL,
+                )  # fmt: skip
+                started.append(proc)
+            r.say()
+            await ledger.expect(lambda: ledger.answered(r.said), WAIT_S, r.log)
+            head = _version((ROOT / "pyproject.toml").read_text())
+            for n in "ab":
+                r.files, r.env = files[n], envs[n]
+                [pid] = daemons_of(r.files.config)
+                code, said = await r.switch("upgrade", str(releases.head), "--pid", str(pid))
+                assert code == 0 and f"relaybot {head} (generation 2) runs" in said, said
+                print(f"\nPostgreSQL, instance {n}: {said.strip()}")
+                r.assert_each_answered_once()
+                [new] = daemons_of(r.files.config)
+                argv = (Path("/proc") / str(new) / "cmdline").read_bytes()
+                assert new != pid and b"generations/2-" in argv
+            for proc in started:  # the first two, stopped by the switches
+                assert await asyncio.wait_for(proc.wait(), 30) == 0
+        finally:
+            for config in (f.config for f in files.values()):
+                for pid in daemons_of(config):
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
