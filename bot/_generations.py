@@ -143,8 +143,9 @@ def _uv() -> str | None:
 
 
 def _installer(uv: str | None, python: Path) -> list[str | Path]:
-    if uv:
-        return [uv, "pip", "install", "-q", "--python", python]
+    if uv:  # compiled now, as pip does: a system unit cannot write bytecode into /opt later,
+        # and what a switch imports uncompiled is time without a daemon
+        return [uv, "pip", "install", "-q", "--compile-bytecode", "--python", python]
     return [python, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
 
 

@@ -118,7 +118,6 @@ def house(tmp_path_factory: pytest.TempPathFactory) -> House:
         "UV_FIND_LINKS": str(base / "wheels"),
         "UV_CACHE_DIR": str(base / "uv-cache"),
         "UV_PYTHON_DOWNLOADS": "never",
-        "UV_LINK_MODE": "copy",
     }
     return House(base / "wheels", "".join(lines), env)
 
