@@ -124,11 +124,14 @@ async def start(
             if replaces:
                 env[TAKE_OVER] = "1"
             log.parent.mkdir(parents=True, exist_ok=True)
-            with log.open("ab") as out:
+            out = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:  # the daemon's log: its owner's only
                 proc = await asyncio.create_subprocess_exec(
                     *argv, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=out,
                     start_new_session=True,
                 )  # fmt: skip
+            finally:
+                os.close(out)
             exited = asyncio.ensure_future(proc.wait())
             while True:
                 got = asyncio.ensure_future(loop.sock_recv(sock, 4096))

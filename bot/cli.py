@@ -252,15 +252,15 @@ async def _run(config: Config, args: argparse.Namespace) -> int:
     for warning in validate(config):
         log.warning("%s", warning)
     notifier = Notifier.from_env(unset_environment=True)
-    app = App(config)  # its channels' libraries loaded before an upgrade's take-over waits
-    await take_store(config, notifier)  # one daemon per SQLite store, until this process exits
-    watchdog = asyncio.create_task(watchdog_loop(notifier, watchdog_interval()))
     stop = asyncio.Event()
     reload = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     loop.add_signal_handler(signal.SIGHUP, reload.set)  # systemctl reload: bot/_reload.py
+    app = App(config)  # its channels' libraries loaded before an upgrade's take-over waits
+    await take_store(config, notifier)  # one daemon per SQLite store, until this process exits
+    watchdog = asyncio.create_task(watchdog_loop(notifier, watchdog_interval()))
     try:
         waiting = asyncio.ensure_future(stop.wait())
         if not await start_unless_stopped(app, waiting, config.engine.shutdown_grace_s):
