@@ -146,7 +146,7 @@ def _stable(place: Place) -> list[str]:
 
 
 def _name(gen: gens.Generation | None) -> str:
-    return f"relaybot {gen.version}" if gen else "the previous relaybot"
+    return f"relaybot {gen.version}" if gen else "the installed relaybot"
 
 
 async def switch(config: Config, args: argparse.Namespace) -> int:
