@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 CONFIG ?= config.toml
 
-.PHONY: run chat init test lint bench clean catalogs
+.PHONY: run chat init test lint bench clean catalogs lock
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -71,3 +71,11 @@ catalogs: $(BIN)/.dev
 	$(BIN)/python scripts/catalogs.py extract
 	$(BIN)/python scripts/catalogs.py update
 	$(BIN)/python scripts/catalogs.py compile
+
+# The lock file: every dependency (and the anthropic extra's) pinned with its hashes, resolved by
+# uv from pyproject.toml for every platform. A release carries it (bot/requirements.lock, package
+# data): `relaybot upgrade` installs a generation's dependencies from it and nothing else.
+# Refresh it when a dependency changes in pyproject.toml; commit it.
+lock: $(BIN)/.dev
+	$(BIN)/uv pip compile pyproject.toml --extra anthropic --generate-hashes --universal \
+		--python-version 3.11 --custom-compile-command "make lock" -q -o bot/requirements.lock

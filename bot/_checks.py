@@ -10,12 +10,15 @@ channel nobody may use, or run_command left out for want of bubblewrap.
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.config import Config
+from bot._config_secrets import hide_secrets
+from bot.config import Config, find_config
 from channels import DiscordConfig, TelegramConfig
 from tools import ToolDefinitionError
 from tools.builtins import builtin_tools, sandbox_missing
@@ -56,7 +59,7 @@ def validate(
         _secrets_set(config, channels if channels_used else {})
     if need_channel and not any(section.enabled for section in channels.values()):
         raise ConfigError("", NO_CHANNEL)
-    warnings = []
+    warnings = list(config._renamed)  # keys read under the names an earlier release gave them
     if "web_search" in config.tools.builtins and config.tools.web_search.backend is None:
         if tuple(config.tools.builtins) != DEFAULT_BUILTINS:  # named by the operator
             warnings.append(
@@ -172,3 +175,20 @@ def _skills_apart(config: Config) -> None:
 def _pairs(config: Config, channel: str) -> bool:
     """Strangers on `channel` can ask to be let in: pairing is on and an owner can answer."""
     return config.access.pairing and bool(config.access.admins)
+
+
+async def check_config(config: Config, args: argparse.Namespace) -> int:
+    """`relaybot check-config`: OK and what the config sets, then every warning."""
+    warnings = validate(config, need_channel=False)  # a chat-only config is one: noted below
+    tools = await asyncio.to_thread(tool_problems, config)  # imports the plugins
+    path = find_config(args.config)
+    enabled = [n for n in ("telegram", "discord") if getattr(config, n).enabled]
+    print(f"{path}: OK")
+    print(hide_secrets(f"  model: {config.llm.model} at {config.llm.base_url}"))
+    print(f"  channels: {', '.join(enabled) or 'none (relaybot chat only)'}")
+    if not enabled:
+        print(f"note: {CHAT_ONLY}")
+    print(f"  store: {config.storage.describe()}")
+    for warning in [*warnings, *tools.problems, *tools.unknown]:
+        print(f"warning: {warning}")
+    return 0

@@ -13,12 +13,22 @@ or redo it. `relaybot doctor` only reads the lock, to say who holds it.
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import fcntl
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from bot._store_place import claim
 from tools.errors import StoreError
+
+if TYPE_CHECKING:
+    from bot._sdnotify import Notifier
+    from bot.config import Config
+
+TAKE_OVER = "RELAYBOT_TAKE_OVER"  # set by `relaybot upgrade` (bot/_handoff.py) for the new daemon
+WAITING = "waiting for the store"  # the STATUS= it sends while it waits for the old one to exit
 
 
 def lock_path(store: Path) -> Path:
@@ -44,7 +54,7 @@ def holder(store: Path) -> int | None:
 class StoreLock:
     """The lock on one store, held by this process until `release` (or its exit)."""
 
-    def __init__(self, store: Path) -> None:
+    def __init__(self, store: Path, *, wait: bool = False) -> None:
         self.path = lock_path(store)
         writable = True
         try:
@@ -59,7 +69,7 @@ class StoreLock:
                 ) from None
             fd, writable = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC), False
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
         except BlockingIOError:
             pid = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
             os.close(fd)
@@ -82,8 +92,29 @@ class StoreLock:
 _held: list[StoreLock] = []
 
 
-def lock_store(store: Path) -> StoreLock:
-    """Lock `store` for the rest of this process's life; StoreError if another holds it."""
-    lock = StoreLock(store)
+def lock_store(store: Path, *, wait: bool = False) -> StoreLock:
+    """Lock `store` for the rest of this process's life; StoreError if another holds it (or,
+    `wait`, once the other has let go: blocking)."""
+    lock = StoreLock(store, wait=wait)
     _held.append(lock)
     return lock
+
+
+def lock_config_store(config: Config, *, wait: bool = False) -> None:
+    """One process per SQLite file; instances share a PostgreSQL store (engine/work/_cluster.py)."""
+    if config.storage.resolved_url() is None:
+        lock_store(config.storage.resolved_path(), wait=wait)
+        if config.storage.path is None:  # the default: an upgrade's shared store, maybe
+            claim(config.storage.resolved_path(), config._path)
+
+
+async def take_store(config: Config, notifier: Notifier) -> None:
+    """`run`'s lock. Started by `relaybot upgrade` ($RELAYBOT_TAKE_OVER=1), the daemon has
+    imported what it runs by now; it says so (STATUS=waiting for the store), and waits for the
+    daemon it replaces, which the upgrade then stops, to let go of the store: the time without
+    a daemon is its start-up, not its imports too."""
+    if os.environ.pop(TAKE_OVER, None) != "1":
+        lock_config_store(config)
+        return
+    notifier.status(WAITING)
+    await asyncio.to_thread(lock_config_store, config, wait=True)

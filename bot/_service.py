@@ -4,7 +4,8 @@ The units in deploy/ are the source (their sandbox is rated and tested: tests/te
 a wheel carries them to ``<environment>/share/relaybot/deploy`` (pyproject.toml's data-files),
 a source checkout has them next to the packages. Only ExecStart= changes: it names the
 `relaybot` of the environment this command runs from (a pipx or `uv tool` venv, a checkout's
-.venv) and the config file, so the unit starts what was installed, wherever that is.
+.venv; for a generation of `relaybot upgrade`, <home>/current/bin/relaybot, whichever is
+current) and the config file, so the unit starts what was installed, wherever that is.
 
     relaybot install-service                    # the system unit, on standard output
     relaybot install-service --user --install   # ~/.config/systemd/user/relaybot.service
@@ -46,7 +47,12 @@ def deploy_file(name: str) -> Path:
 
 
 def executable() -> str:
-    """This installation's `relaybot`, as an absolute path (symlinks kept: a venv needs them)."""
+    """This installation's `relaybot`, as an absolute path (symlinks kept: a venv needs them);
+    for a generation `relaybot upgrade` installed, the stable path: `current`'s."""
+    from bot._generations import home, running_from, stable_relaybot
+
+    if running_from(home()):
+        return str(stable_relaybot(home()))
     beside = Path(sys.executable).parent / "relaybot"
     if beside.is_file():
         return str(beside.absolute())

@@ -10,23 +10,24 @@ with exit status 1.
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 from bot._lock import StoreLock
 from bot.config import Config
 from engine.store import redact, upgrade_plan
 
 
-async def migrate(config: Config, check: bool) -> int:
-    url = config.storage.resolved_url()
+async def migrate(config: Config, check: bool, store: Path | None = None) -> int:
+    """`store`: a SQLite file to upgrade instead of the config's (a copy, to try)."""
+    url = config.storage.resolved_url() if store is None else None
     if url:
         return await _postgres(url, check)
-    return await _sqlite(config, check)
+    return await _sqlite(store or config.storage.resolved_path(), check)
 
 
-async def _sqlite(config: Config, check: bool) -> int:
+async def _sqlite(path: Path, check: bool) -> int:
     from engine.store.sqlite import MIGRATIONS, SqliteStore, backup_path, stored_version
 
-    path = config.storage.resolved_path()
     version = await asyncio.to_thread(stored_version, path)
     copy = str(backup_path(path, version))
     print(upgrade_plan(str(path), version, MIGRATIONS, copy))

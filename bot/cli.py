@@ -1,7 +1,7 @@
 # Left whole: the command's grammar (one parser) and, beside each subcommand's options, what runs
 # it.
 """The `relaybot` command: run, chat, check-config, tools, skills, doctor, init, migrate-store,
-migrate, status, backup, forget, users, console-link, install-service."""
+migrate, status, backup, forget, users, console-link, install-service, upgrade, rollback."""
 
 from __future__ import annotations
 
@@ -15,11 +15,10 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bot._checks import CHAT_ONLY, tool_problems, validate
+from bot._checks import check_config, validate
 from bot._collector import loaded
-from bot._config_secrets import hide_secrets
 from bot._envfile import load_env
-from bot._lock import lock_store
+from bot._lock import lock_config_store, take_store
 from bot._logging import setup_logging
 from bot._reload import Reloader, record_loaded
 from bot._running import loop_run, start_unless_stopped
@@ -27,7 +26,7 @@ from bot._sdnotify import Notifier, watchdog_interval, watchdog_loop
 from bot._secrets import harden_process, seal_secrets
 from bot._service import add_parser as add_service_parser
 from bot._service import install_service
-from bot._store_place import claim
+from bot._switch import add_parsers as add_switch_parsers
 from bot.config import Config, find_config, load_config
 from tools.errors import ConfigError, RelaybotError
 
@@ -117,12 +116,19 @@ def _parser() -> argparse.ArgumentParser:
     commands["migrate"].add_argument(
         "--check", action="store_true", help="only say what an upgrade would do; change nothing"
     )
+    commands["migrate"].add_argument(
+        "--store", metavar="PATH.db", help="this SQLite file instead of the config's store "
+        "(`relaybot upgrade` tries the migrations on a copy)",
+    )  # fmt: skip
     text = "copy a SQLite store into an empty PostgreSQL database"
     sp = sub.add_parser("migrate-store", help=text, description=text)
     sp.add_argument("--from", dest="source", required=True, metavar="PATH.db")
     sp.add_argument("--to", dest="target", required=True, metavar="postgresql://…")
     _options(sp, argparse.SUPPRESS)
     add_service_parser(sub)
+    add_switch_parsers(sub)
+    for name in ("upgrade", "rollback"):
+        _options(sub.choices[name], argparse.SUPPRESS)
     return p
 
 
@@ -158,7 +164,8 @@ def main(argv: list[str] | None = None) -> int:
             return 1
     try:
         config = load_config(args.config)
-        seal_secrets(config)  # before anything starts a process
+        if args.command not in ("upgrade", "rollback"):  # they start the daemon: it reads them
+            seal_secrets(config)  # before anything starts a process
     except ConfigError as exc:
         print(f"relaybot: config error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
@@ -174,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     command = {
         "run": _run,
         "chat": _chat,
-        "check-config": _check_config,
+        "check-config": check_config,
         "tools": _tools,
         "skills": _tools,
         "doctor": _doctor,
@@ -184,6 +191,8 @@ def main(argv: list[str] | None = None) -> int:
         "users": _users,
         "migrate": _migrate,
         "console-link": _operate,
+        "upgrade": _switch,
+        "rollback": _switch,
     }[args.command]
     try:
         return loop_run(command(config, args))
@@ -195,22 +204,6 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
-
-
-async def _check_config(config: Config, args: argparse.Namespace) -> int:
-    warnings = validate(config, need_channel=False)  # a chat-only config is one: noted below
-    tools = await asyncio.to_thread(tool_problems, config)  # imports the plugins
-    path = find_config(args.config)
-    enabled = [n for n in ("telegram", "discord") if getattr(config, n).enabled]
-    print(f"{path}: OK")
-    print(hide_secrets(f"  model: {config.llm.model} at {config.llm.base_url}"))
-    print(f"  channels: {', '.join(enabled) or 'none (relaybot chat only)'}")
-    if not enabled:
-        print(f"note: {CHAT_ONLY}")
-    print(f"  store: {config.storage.describe()}")
-    for warning in [*warnings, *tools.problems, *tools.unknown]:
-        print(f"warning: {warning}")
-    return 0
 
 
 async def _tools(config: Config, args: argparse.Namespace) -> int:
@@ -233,7 +226,7 @@ async def _chat(config: Config, args: argparse.Namespace) -> int:
     app = App(config, channels=[console])
     holder.append(app)
     loop = asyncio.get_running_loop()
-    _lock(config)  # see bot/_lock.py: chat refuses to share a SQLite store
+    lock_config_store(config)  # see bot/_lock.py: chat refuses to share a SQLite store
     # Ctrl-C: stop the running turn and leave at once. SIGTERM: stop reading; a running turn
     # finishes (as the daemon does). Caught from here on, even while the App is starting.
     signals: asyncio.Queue[signal.Signals] = asyncio.Queue()
@@ -260,17 +253,17 @@ async def _run(config: Config, args: argparse.Namespace) -> int:
 
     for warning in validate(config):
         log.warning("%s", warning)
-    _lock(config)  # one daemon per SQLite store, until this process exits
     notifier = Notifier.from_env(unset_environment=True)
-    watchdog = asyncio.create_task(watchdog_loop(notifier, watchdog_interval()))
     stop = asyncio.Event()
     reload = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     loop.add_signal_handler(signal.SIGHUP, reload.set)  # systemctl reload: bot/_reload.py
+    app = App(config)  # its channels' libraries loaded before an upgrade's take-over waits
+    await take_store(config, notifier)  # one daemon per SQLite store, until this process exits
+    watchdog = asyncio.create_task(watchdog_loop(notifier, watchdog_interval()))
     try:
-        app = App(config)
         waiting = asyncio.ensure_future(stop.wait())
         if not await start_unless_stopped(app, waiting, config.engine.shutdown_grace_s):
             return 0  # stopped while starting (the store unreachable, say)
@@ -330,15 +323,13 @@ async def _users(config: Config, args: argparse.Namespace) -> int:
 async def _migrate(config: Config, args: argparse.Namespace) -> int:
     from bot._upgrade import migrate
 
-    return await migrate(config, args.check)
+    return await migrate(config, args.check, Path(args.store) if args.store else None)
 
 
-def _lock(config: Config) -> None:
-    """One process per SQLite file; instances share a PostgreSQL store (engine/work/_cluster.py)."""
-    if config.storage.resolved_url() is None:
-        lock_store(config.storage.resolved_path())
-        if config.storage.path is None:  # the default: an upgrade's shared store, maybe
-            claim(config.storage.resolved_path(), config._path)
+async def _switch(config: Config, args: argparse.Namespace) -> int:
+    from bot._switch import switch
+
+    return await switch(config, args)
 
 
 async def _doctor(config: Config, args: argparse.Namespace) -> int:

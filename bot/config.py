@@ -19,6 +19,7 @@ from pydantic import PrivateAttr, SecretStr, ValidationError, model_validator
 
 from bot._config_errors import explain, loose_booleans, model_in
 from bot._config_secrets import hide_secrets, pasted_secrets
+from bot._renamed_keys import carry_over
 from bot._sections import (
     AccessConfig,
     ConsoleConfig,
@@ -95,6 +96,7 @@ class Config(Section):
     metrics: MetricsConfig = MetricsConfig()
     web: WebConfig = WebConfig()
     _path: Path | None = PrivateAttr(None)  # the file it was loaded from (load_config)
+    _renamed: list[str] = PrivateAttr(default_factory=list)  # old keys read (bot/_renamed_keys)
 
     @model_validator(mode="after")
     def _numeric_user_ids(self) -> Config:
@@ -204,7 +206,9 @@ def _not_an_id(channel: str, user: str) -> str:
 
 def parse_config(data: dict[str, Any]) -> Config:
     """`data` (a parsed TOML file) as a Config; a ConfigError naming every problem at once, with
-    any key-shaped value in it hidden (bot/_config_secrets.py)."""
+    any key-shaped value in it hidden (bot/_config_secrets.py). Keys a release renamed are read
+    under their old names (bot/_renamed_keys.py), each noted in `renamed`."""
+    data, renamed = carry_over(data)
     problems = [(e.key, e.reason) for e in pasted_secrets(data)]
     for loose in loose_booleans(Config, data):
         reason = f"must be true or false, without quotes, e.g. {loose[-1]} = true"
@@ -219,6 +223,7 @@ def parse_config(data: dict[str, Any]) -> Config:
     except ConfigError as exc:  # a rule across keys, checked once each key is right
         problems.append((exc.key, exc.reason))
     if not problems:
+        config._renamed = renamed
         return config
     if len(problems) == 1:
         raise ConfigError(problems[0][0], hide_secrets(problems[0][1]))

@@ -12,13 +12,13 @@ from engine._clock import wall
 from engine.models import Message, Role
 from engine.store._cache import Caches, Recent
 from engine.store._chat._history import Histories
-from engine.store._db import Db
 from engine.store._chat._message_rows import (
     MESSAGE_COLS,
     dump_sources,
     load_sources,
     message_from_row,
 )
+from engine.store._db import Db
 from engine.store._types._rows import Summary, TokenRatio
 
 _SUMMARIES = 4096  # conversations whose summary is kept in memory
