@@ -56,10 +56,25 @@ _MARKUP = re.compile(
 
 def markdown_to_html(markdown: str) -> str:
     """Render Markdown as Telegram HTML; everything that is not markup is escaped."""
-    if markdown and _MARKUP.search(markdown) is None:
+    if markdown and not has_markup(markdown):
         return html.escape(markdown, quote=False)  # what the parser would make of it
-    tree = SyntaxTreeNode(_MD.parse(markdown.replace("\x00", "")))
-    return _blocks(tree.children, _Where(), "\n\n")
+    return nodes_to_html(parse(markdown).children)
+
+
+def has_markup(markdown: str) -> bool:
+    """Whether the parser could find any markup in `markdown` (False: plain text as it is)."""
+    return _MARKUP.search(markdown) is not None
+
+
+def parse(markdown: str) -> SyntaxTreeNode:
+    """The syntax tree of `markdown`: its top-level blocks are the root's children. The rich
+    messages (``_rich``) are made from the same tree."""
+    return SyntaxTreeNode(_MD.parse(markdown.replace("\x00", "")))
+
+
+def nodes_to_html(nodes: list[SyntaxTreeNode]) -> str:
+    """Top-level blocks of a :func:`parse` tree as Telegram HTML."""
+    return _blocks(nodes, _Where(), "\n\n")
 
 
 def _blocks(nodes: list[SyntaxTreeNode], where: _Where, sep: str) -> str:
