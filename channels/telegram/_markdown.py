@@ -31,6 +31,8 @@ from urllib.parse import urlsplit
 from markdown_it import MarkdownIt
 from markdown_it.tree import SyntaxTreeNode
 
+from channels._tables import aligned, rows
+
 _MD = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
 _LINK_SCHEMES = frozenset({"http", "https", "tg", "mailto"})
 _LANGUAGE = re.compile(r"[\w+#.-]+")
@@ -130,15 +132,7 @@ def _list(node: SyntaxTreeNode, where: _Where) -> str:
 
 
 def _table(node: SyntaxTreeNode, where: _Where) -> str:
-    rows = [
-        [_plain(cell).strip() for cell in row.children]
-        for section in node.children
-        for row in section.children
-    ]
-    widths = [max(len(row[i]) for row in rows if i < len(row)) for i in range(len(rows[0]))]
-    lines = [" | ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)) for row in rows]
-    lines.insert(1, "-+-".join("-" * w for w in widths))
-    text = _esc("\n".join(line.rstrip() for line in lines))
+    text = _esc(aligned(rows(node)))
     return text if where.quoted else f"<pre>{text}</pre>"
 
 

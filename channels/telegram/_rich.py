@@ -40,7 +40,14 @@ from urllib.parse import urlsplit
 from markdown_it.tree import SyntaxTreeNode
 
 from channels.telegram._format import TELEGRAM_LIMIT, visible_len
-from channels.telegram._markdown import _LANGUAGE, _LINK_SCHEMES, has_markup, nodes_to_html, parse
+from channels.telegram._markdown import (
+    _LANGUAGE,
+    _LINK_SCHEMES,
+    _plain,
+    has_markup,
+    nodes_to_html,
+    parse,
+)
 
 BLOCKS_MAX = 500  # blocks, list items and table rows of one rich message
 COMPACT_PAST = 3  # columns: a wider table is sent compact (smaller cell padding)
@@ -244,9 +251,3 @@ def _joined(pieces: list[RichText]) -> RichText:
     if not merged:
         return ""
     return merged[0] if len(merged) == 1 else merged
-
-
-def _plain(node: SyntaxTreeNode) -> str:
-    if not node.children:
-        return node.content
-    return "".join(_plain(child) for child in node.children)
