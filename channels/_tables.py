@@ -1,6 +1,7 @@
 """A Markdown table as aligned monospace text, for platforms whose messages have no tables
 (Telegram's HTML, Discord's Markdown): columns padded to their widest cell, a rule under the
-header. Both channels take the rows from the same markdown-it tree they render the rest from.
+header. Both channels take the rows from the same markdown-it tree they render the rest from
+(and :func:`plain`, the visible text of a node, for what shows without markup).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from markdown_it.tree import SyntaxTreeNode
 def rows(table: SyntaxTreeNode) -> list[list[str]]:
     """The visible text of each cell of a markdown-it ``table`` node, row by row."""
     return [
-        [_plain(cell).strip() for cell in row.children]
+        [plain(cell).strip() for cell in row.children]
         for section in table.children
         for row in section.children
     ]
@@ -25,9 +26,10 @@ def aligned(cells: list[list[str]]) -> str:
     return "\n".join(line.rstrip() for line in lines)
 
 
-def _plain(node: SyntaxTreeNode) -> str:
+def plain(node: SyntaxTreeNode) -> str:
+    """The visible text of an inline node and its children, without markup."""
     if node.type in ("softbreak", "hardbreak"):
         return " "
     if not node.children:
         return node.content
-    return "".join(_plain(child) for child in node.children)
+    return "".join(plain(child) for child in node.children)

@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 from markdown_it import MarkdownIt
 from markdown_it.tree import SyntaxTreeNode
 
-from channels._tables import aligned, rows
+from channels._tables import aligned, plain, rows
 
 _MD = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
 _LINK_SCHEMES = frozenset({"http", "https", "tg", "mailto"})
@@ -152,7 +152,7 @@ def _inline(nodes: list[SyntaxTreeNode], *, in_link: bool) -> str:
                 label = _inline(node.children, in_link=True)
                 out.append(_link(str(node.attrs["href"]), label, in_link))
             case "image":
-                out.append(_link(str(node.attrs["src"]), _esc(_plain(node)) or "image", in_link))
+                out.append(_link(str(node.attrs["src"]), _esc(plain(node)) or "image", in_link))
             case _:  # text, an escaped character, raw HTML shown as text
                 out.append(_esc(node.content))
     return "".join(out)
@@ -164,15 +164,6 @@ def _link(url: str, label: str, in_link: bool) -> str:
     if in_link or urlsplit(url).scheme.lower() not in _LINK_SCHEMES:
         return f"{label} ({_esc(url)})"
     return f'<a href="{html.escape(url, quote=True)}">{label}</a>'
-
-
-def _plain(node: SyntaxTreeNode) -> str:
-    """The visible text of an inline node and its children, without markup."""
-    if node.type in ("softbreak", "hardbreak"):
-        return " "
-    if not node.children:
-        return node.content
-    return "".join(_plain(child) for child in node.children)
 
 
 def _esc(text: str) -> str:

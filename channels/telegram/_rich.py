@@ -39,11 +39,11 @@ from urllib.parse import urlsplit
 
 from markdown_it.tree import SyntaxTreeNode
 
+from channels._tables import plain
 from channels.telegram._format import TELEGRAM_LIMIT, visible_len
 from channels.telegram._markdown import (
     _LANGUAGE,
     _LINK_SCHEMES,
-    _plain,
     has_markup,
     nodes_to_html,
     parse,
@@ -226,7 +226,7 @@ def _inline(nodes: list[SyntaxTreeNode], *, in_link: bool = False) -> RichText:
                 label = _inline(node.children, in_link=True)
                 out.append(_link(str(node.attrs["href"]), label, in_link))
             case "image":
-                out.append(_link(str(node.attrs["src"]), _plain(node) or "image", in_link))
+                out.append(_link(str(node.attrs["src"]), plain(node) or "image", in_link))
             case _:  # text, an escaped character, raw HTML shown as text
                 out.append(node.content)
     return _joined(out)
