@@ -55,6 +55,7 @@ from benchmarks._crash_rig import (  # noqa: E402
 from tests.fakes.discord_server import FakeDiscord  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAI  # noqa: E402
 from tests.fakes.telegram_server import FakeTelegram  # noqa: E402
+from tests.postgres import PostgresServer  # noqa: E402
 
 GUILD = 1001
 USER = 4001
@@ -71,12 +72,14 @@ class Soak:
         self.rng = random.Random(args.seed)
         self.channels = [2001 + i for i in range(args.channels)]
         self.said: list[str] = []
+        self.said_at: dict[str, tuple[float, int]] = {}  # token → (loop time, daemon life)
         self.while_down: set[str] = set()  # said while the daemon was dead: see the docstring
         self.kills = Counter[str]()
         self.victims: list[str] = []  # the nonce of each answer being created at a kill
         self._created_this_life = 0
         self._kill_at = 0
         self._killed = asyncio.Event()
+        self.sessions = Counter[str]()  # how each start opened its gateway session
 
     async def on_created(self, message: dict[str, Any]) -> None:
         """Discord has made the message; the daemon has not heard so yet: the send window."""
@@ -91,11 +94,21 @@ class Soak:
             await self.daemon.wait_dead()  # the answer never reaches the daemon
 
     async def start(self) -> None:
-        identified = len(self.dc.gateway_ops)
+        """Start the daemon; return once its gateway session is open: a new one (IDENTIFY) or,
+        on PostgreSQL, the dead one's resumed (RESUME)."""
+        after = len(self.dc.gateway_ops)
         self._created_this_life, self._kill_at = 0, 0
         self._killed.clear()
-        await self.daemon.start()
-        await self.dc.wait_for_gateway_op(2, timeout=30, after=identified)
+        await self.daemon.start(timeout=60)
+        waits = [
+            asyncio.ensure_future(self.dc.wait_for_gateway_op(op, timeout=60, after=after))
+            for op in (2, 6)
+        ]
+        done, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for task in pending:
+            task.cancel()
+        (first,) = done
+        self.sessions["resumed" if first.result()["op"] == 6 else "new"] += 1
 
     async def say(self, n: int, *, until_killed: bool = False) -> None:
         for _ in range(n):
@@ -105,6 +118,7 @@ class Soak:
             self.said.append(tok)
             if not self.daemon.running or self.daemon.lives[-1].killed_at is not None:
                 self.while_down.add(tok)
+            self.said_at[tok] = (asyncio.get_running_loop().time(), len(self.daemon.lives) - 1)
             channel = self.rng.choice(self.channels)
             await self.dc.inject_message(channel, USER, f"{tok} please", GUILD)
             await asyncio.sleep(self.rng.uniform(0, self.args.burst_ms / 1000 / n))  # pacing
@@ -139,7 +153,7 @@ class Soak:
         return False
 
 
-async def run(args: argparse.Namespace, directory: Path) -> int:
+async def run(args: argparse.Namespace, directory: Path, pg: PostgresServer | None) -> int:
     model = TokenModel()
     async with (
         FakeTelegram() as tg,
@@ -151,7 +165,8 @@ async def run(args: argparse.Namespace, directory: Path) -> int:
             f'api_base_url = "{dc.api_base_url}"\nallowed_users = ["*"]\n'
             'respond_in_guilds = "all"\n'
         )
-        files = write_files(directory, tg, llm.base_url, extra=discord)
+        url = None if pg is None else pg.new_database()  # one instance, "solo"
+        files = write_files(directory, tg, llm.base_url, extra=discord, store_url=url)
         daemon = Daemon(files, tg)
         soak = Soak(args, dc, daemon)
         dc.on_created = soak.on_created
@@ -183,11 +198,18 @@ def report(
     ids = {n: {str((c.response or {}).get("id")) for c in posts if nonce(c) == n} for n in resent}
     returned = sum(1 for n in resent if len(ids[n]) == 1)  # every create answered the first
     ours = [m for m in soak.dc.messages.values() if m["author"]["id"] == str(soak.dc.bot_id)]
-    recorded = delivery_records(db) or {}
-    unrecorded = [m for m in ours if (int(m["channel_id"]), int(m["id"])) not in recorded]
+    records = None if args.postgres else delivery_records(db)
+    unrecorded = [m for m in ours if (int(m["channel_id"]), int(m["id"])) not in (records or {})]
+    before_kill = sorted(
+        killed - at
+        for tok in lost
+        for at, life in [soak.said_at[tok]]
+        if (killed := soak.daemon.lives[life].killed_at) is not None
+    )
     without_nonce = [c for c in posts if not (c.json or {}).get("nonce")]
     rows = [
         ("cycles / channels / seed", f"{args.cycles} / {args.channels} / {args.seed}"),
+        ("store", "PostgreSQL (one instance)" if args.postgres else "SQLite"),
         ("wall time", f"{wall:.1f} s"),
         ("messages", str(len(soak.said))),
         ("kills (SIGKILL)", str(sum(soak.kills.values()))),
@@ -199,8 +221,10 @@ def report(
         ("answered exactly once", str(len(once))),
         ("shown twice or more (duplicates)", str(len(twice)) + (f" {twice[:5]}" if twice else "")),
         ("lost", str(len(lost)) + (f" {lost[:5]}" if lost else "")),
+        ("  said this long before the kill", _spread(before_kill) if before_kill else "-"),
+        ("gateway sessions at start", ", ".join(f"{v} {k}" for k, v in soak.sessions.items())),
         ("said while it was dead", f"{len(soak.while_down)} ({len(unheard)} never answered)"),
-        ("bot messages not recorded delivered", str(len(unrecorded))),
+        ("bot messages not recorded delivered", "-" if records is None else str(len(unrecorded))),
         ("drained", "yes" if drained else f"no (after {args.drain_s:g} s)"),
         ("exit code on SIGTERM", str(exit_code)),
     ]
@@ -211,6 +235,11 @@ def report(
     for key, value in rows:
         print(f"{key:<{width}}  {value}")
     return 1 if failed else 0
+
+
+def _spread(seconds: list[float]) -> str:
+    ms = [s * 1000 for s in seconds]
+    return f"{min(ms):.0f} to {max(ms):.0f} ms (median {ms[len(ms) // 2]:.0f} ms)"
 
 
 def nonce(call: Any) -> str:
@@ -228,9 +257,21 @@ def main() -> int:
     parser.add_argument("--drain-s", type=float, default=120, help="longest wait at the end")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--progress", action="store_true", help="a line every 10 cycles")
+    parser.add_argument(
+        "--postgres",
+        action="store_true",
+        help="the store in PostgreSQL (tests/postgres.py), where a restart resumes the gateway",
+    )
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="relaybot-soak-discord-") as directory:
-        return asyncio.run(run(args, Path(directory)))
+    pg = PostgresServer() if args.postgres else None
+    if pg is not None:
+        pg.start()
+    try:
+        with tempfile.TemporaryDirectory(prefix="relaybot-soak-discord-") as directory:
+            return asyncio.run(run(args, Path(directory), pg))
+    finally:
+        if pg is not None:
+            pg.stop()
 
 
 if __name__ == "__main__":
