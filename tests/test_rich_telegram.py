@@ -209,3 +209,19 @@ def test_every_rich_part_is_one_the_api_takes(markdown: str) -> None:
         assert count_blocks(rich["blocks"]) <= BLOCKS_MAX
         telegram_spec.check("sendRichMessage", {"chat_id": DM, "rich_message": rich})
         telegram_rich.check(rich, draft=False)
+
+
+async def test_a_chat_that_refuses_rich_drafts_gets_plain_ones_and_the_answer_once(
+    make_config: Callable[..., Config], tg: FakeTelegram, llm: FakeOpenAI
+) -> None:
+    tg.refuse_rich = "Bad Request: RICH_MESSAGE_FORBIDDEN"
+    llm.stream_chunk_chars, llm.stream_chunk_delay_s = 5, 0.06
+    llm.script(text(TABLE))
+    async with daemon(telegram_config(make_config, tg, llm={"stream": True})):
+        tg.inject_message(DM, DM, "what does it cost?")
+        sent = await tg.wait_for_call("sendMessage", timeout=STREAM_WAIT_S)
+    (refused,) = tg.calls_of("sendRichMessageDraft")  # asked once for this chat
+    assert refused.status == 400
+    assert tg.drafts and all(c.at < sent.at for c in tg.calls_of("sendMessageDraft"))
+    assert [c.status for c in tg.calls_of("sendRichMessage")] == [400]
+    assert sent.params["text"].startswith("<b>Prices</b>") and len(tg.chat_texts(DM)) == 1
