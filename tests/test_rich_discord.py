@@ -49,9 +49,9 @@ async def fake() -> AsyncIterator[FakeDiscord]:
 @pytest.fixture
 def start(fake: FakeDiscord, make_config: Callable[..., Config]) -> Callable[..., Any]:
     @contextlib.asynccontextmanager
-    async def run() -> AsyncIterator[App]:
+    async def run(llm: dict[str, Any] | None = None) -> AsyncIterator[App]:
         section = {"enabled": True, "token": fake.token, "api_base_url": fake.api_base_url}
-        config = make_config(discord=section | {"allowed_users": [ALICE]})
+        config = make_config(discord=section | {"allowed_users": [ALICE]}, llm=llm or {})
         async with App(config, channels=[DiscordChannel(config.discord)]) as app:
             yield app
 
@@ -112,6 +112,21 @@ async def test_a_refused_card_arrives_once_as_text(
     assert content.startswith("Two plans.\n\n## Prices\n\n```\nPlan | Price")  # table as code
     ours = [m for m in fake.channel_messages(CHANNEL) if m["author"]["id"] == str(fake.bot_id)]
     assert [m["content"] for m in ours] == [content]  # once, whole
+
+
+async def test_a_streamed_answer_ends_as_a_card(start, fake: FakeDiscord, llm: FakeOpenAI) -> None:
+    llm.stream_chunk_chars, llm.stream_chunk_delay_s = 20, 0.05
+    llm.script(text(ANSWER))
+    async with start(llm={"stream": True}):
+        await fake.inject_message(CHANNEL, ALICE, "prices?", GUILD, mentions_bot=True)
+        final = await fake.wait_for_call(
+            "PATCH", POSTS + r"/\d+", lambda c: "flags" in (c.json or {}), timeout=20
+        )
+    (first,) = fake.calls_to("POST", POSTS)
+    assert (first.json or {})["content"] and not (first.json or {}).get("flags")  # plain, growing
+    assert final.response is not None and final.response["flags"] & IS_COMPONENTS_V2
+    (shown,) = fake.channel_messages(CHANNEL)[1:]
+    assert shown["content"] == "" and "Team | 12 €" in "".join(texts(shown["components"][0]))
 
 
 @pytest.mark.parametrize(
