@@ -26,7 +26,9 @@ the events it missed (several instances on PostgreSQL resume the dead one's sess
 engine/work/_receivers.py), so those are a platform limit, not a loss of relaybot's; the default
 --down 0 writes none. Per kill: whether the answer being created was created again after the
 restart (a POST with the same nonce) and whether Discord returned the first message for it. Any
-duplicate or loss makes the exit status 1.
+duplicate or loss makes the exit status 1. A lost message is shown with how long before the kill
+it was written: one the gateway delivered just before the process died, not yet stored, is lost
+on SQLite for the same reason as one written while it is down (measured: up to 170 ms before).
 """
 
 from __future__ import annotations
