@@ -28,7 +28,7 @@ from telegram.error import BadRequest, EndPointNotFound
 
 from channels._shown import ShownMessages
 from channels.telegram._outbox import Outbox, Part, reply_parameters
-from channels.telegram._rich import rich_parts, wants_rich
+from channels.telegram._rich import rich_parts
 from channels.telegram._topics import place
 
 log = logging.getLogger("channels.telegram")
@@ -43,7 +43,7 @@ class Answers:
         self.shown = ShownMessages[Part](self, remember)
 
     def render(self, text: str, formatted: bool) -> list[Part]:
-        if formatted and self.supported and wants_rich(text) and (parts := rich_parts(text)):
+        if formatted and self.supported and (parts := rich_parts(text)):
             return [Part(p.html, True, p.blocks) for p in parts]
         return self._outbox.render(text, formatted)
 

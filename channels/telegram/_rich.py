@@ -80,40 +80,67 @@ def _has_rich(node: SyntaxTreeNode) -> bool:
 
 def rich_parts(markdown: str, limit: int = TELEGRAM_LIMIT) -> list[RichPart]:
     """`markdown` as parts cut between top-level blocks (see the module's docstring); none when
-    a block does not fit in one part."""
+    it wants no rich message (:func:`wants_rich`) or a block does not fit in one part."""
+    if not has_markup(markdown):
+        return []
+    tree = parse(markdown)
+    if not _has_rich(tree):
+        return []
+    pieces = [_Piece.of(node) for node in tree.children]
+    if any(p.size > limit or p.count > BLOCKS_MAX for p in pieces):
+        return []  # a block longer than a message: the whole answer goes as HTML
     parts: list[RichPart] = []
-    group: list[SyntaxTreeNode] = []
+    group: list[_Piece] = []
 
     def flush() -> None:
-        carried = [group.pop()] if len(group) > 1 and group[-1].type == "heading" else []
-        if group:
-            blocks = [b for node in group if (b := _block(node)) is not None]
-            parts.append(RichPart(nodes_to_html(group), json.dumps(blocks, ensure_ascii=False)))
+        carried = [group.pop()] if len(group) > 1 and group[-1].node.type == "heading" else []
+        blocks = [p.block for p in group if p.block is not None]
+        if blocks:
+            html = "\n\n".join(p.html for p in group if p.html)
+            parts.append(RichPart(html, json.dumps(blocks, ensure_ascii=False)))
         group[:] = carried  # a heading goes with what follows it
 
-    for node in parse(markdown).children:
-        alone = nodes_to_html([node])
-        if visible_len(alone) > limit or count_blocks([_block(node)]) > BLOCKS_MAX:
-            return []  # a block longer than a message: the whole answer goes as HTML
-        candidate = [*group, node]
-        blocks = [_block(n) for n in candidate]
-        if visible_len(nodes_to_html(candidate)) > limit or count_blocks(blocks) > BLOCKS_MAX:
+    for piece in pieces:
+        candidate = [*group, piece]
+        if _size(candidate) > limit or sum(p.count for p in candidate) > BLOCKS_MAX:
             flush()
-        group.append(node)
+        group.append(piece)
     flush()
-    return [p for p in parts if p.blocks != "[]"]
+    return parts
+
+
+@dataclass(frozen=True, slots=True)
+class _Piece:
+    """A top-level block, rendered both ways once, with what it counts against the limits."""
+
+    node: SyntaxTreeNode
+    html: str
+    block: Block | None
+    size: int  # visible characters of `html`, as Telegram counts them
+    count: int  # blocks, as Telegram counts them
+
+    @classmethod
+    def of(cls, node: SyntaxTreeNode) -> _Piece:
+        html, block = nodes_to_html([node]), _block(node)
+        return cls(node, html, block, visible_len(html), count_blocks([block]))
+
+
+def _size(pieces: list[_Piece]) -> int:
+    """Visible characters of the pieces' HTML joined as ``nodes_to_html`` joins them."""
+    shown = [p.size for p in pieces if p.html]
+    return sum(shown) + 2 * max(len(shown) - 1, 0)
 
 
 def draft_blocks(markdown: str, limit: int = TELEGRAM_LIMIT) -> list[Block]:
     """The blocks of an answer still being written, for a rich draft: its newest top-level
     blocks that fit in `limit` characters (a draft shows the end of what is written)."""
-    nodes = parse(markdown).children
-    kept: list[SyntaxTreeNode] = []
-    for node in reversed(nodes):
-        if visible_len(nodes_to_html([node, *kept])) > limit:
+    kept: list[_Piece] = []
+    for node in reversed(parse(markdown).children):
+        piece = _Piece.of(node)
+        if _size([piece, *kept]) > limit or sum(p.count for p in [piece, *kept]) > BLOCKS_MAX:
             break
-        kept.insert(0, node)
-    return [b for node in kept if (b := _block(node)) is not None]
+        kept.insert(0, piece)
+    return [p.block for p in kept if p.block is not None]
 
 
 def count_blocks(blocks: list[Block | None]) -> int:
