@@ -72,11 +72,12 @@ async def test_a_method_newer_than_the_library_is_checked_too(
     bot: tuple[Bot, FakeTelegram],
 ) -> None:
     """Bot API 10.1's sendRichMessage: python-telegram-bot 22.8 has no method for it, so it goes
-    through the raw request; the fake checks its shape (the fake does not carry it out)."""
+    through the raw request; the fake checks its shape (with 10.2's blocks: the spec overlay)."""
     b, _ = bot
     with pytest.raises(BadRequest, match=r"(?i)'rich_message' is required"):
         await b.do_api_request("sendRichMessage", api_kwargs={"chat_id": CHAT})
-    with pytest.raises(BadRequest, match=r"(?i)InputRichMessage has no field 'blocks'"):
+    with pytest.raises(BadRequest, match=r"(?i)InputRichMessage has no field 'title'"):
+        rich = {"blocks": [], "title": "x"}
         await b.do_api_request(
-            "sendRichMessage", api_kwargs={"chat_id": CHAT, "rich_message": {"blocks": []}}
+            "sendRichMessage", api_kwargs={"chat_id": CHAT, "rich_message": rich}
         )

@@ -5,7 +5,8 @@ what the engine sees: its lifecycle and receiving parts here, the rest in the mo
 each idea to.
 
 Events arrive through discord.py's client (``_client``) and are handed to the engine by
-``_handlers``; the engine answers through send / edit / typing / confirmations (``_outbox``).
+``_handlers``; the engine answers through send / edit / typing / confirmations (``_outbox``;
+answers with structure as components v2 cards: ``_layout``, sent by ``_answers``).
 
 Logging in is retried with relaybot's :class:`engine.Backoff` rather than discord.py's
 ``ExponentialBackoff``: that one draws each pause at random from zero up to a ceiling that grows
@@ -32,6 +33,7 @@ from discord.http import Route
 
 from channels import _discord_shards as shards
 from channels._config import DiscordConfig
+from channels.discord._answers import Answers
 from channels.discord._client import Client
 from channels.discord._guilds import Guilds
 from channels.discord._handlers import CHANNEL, Handlers
@@ -57,6 +59,7 @@ from engine.metrics import api_retry
 
 log = logging.getLogger("channels.discord")
 THOUGHTS_CHARS = LIMIT - 100  # of a thinking view: with its markup, within one message
+_REMEMBERED = 256  # answers whose shown parts are kept, to skip unchanged edits
 
 _CONNECT_WAIT_S = 30.0
 
@@ -95,6 +98,7 @@ class DiscordChannel(Channel):
         self._logged_in = asyncio.Event()
         self._threads = Threads(self._running)
         self._outbox = Outbox(self._running, self._threads)
+        self._answers = Answers(self._outbox, _REMEMBERED)
         self._guilds = Guilds(config, self._running)
         self._handlers = Handlers(
             config, self._require_engine, self._running, self._guilds, self._threads, ack_budget_s
@@ -264,13 +268,13 @@ class DiscordChannel(Channel):
         formatted: bool = True,
         once: str | None = None,
     ) -> MessageRef:
-        shown = self._outbox.shown
+        shown = self._answers.shown
         return await shown.send(chat_id, text, reply_to=reply_to, formatted=formatted, once=once)
 
     async def edit(self, ref: MessageRef, text: str, *, formatted: bool = True) -> None:
         """Edit in place; text past 2000 characters goes to follow-up messages, kept for later
         edits. Parts whose text did not change are not sent again."""
-        await self._outbox.shown.edit(ref, text, formatted=formatted)
+        await self._answers.shown.edit(ref, text, formatted=formatted)
 
     async def typing(self, chat_id: str) -> None:
         await self._outbox.typing(chat_id)

@@ -120,6 +120,19 @@ class Outbox:
     async def edit_part(self, chat_id: str, message_id: str, part: str) -> None:
         await self._message(chat_id, message_id).edit(content=part)
 
+    # components v2 (``_answers``): a message whose content is its view
+
+    async def send_view(
+        self, chat_id: str, view: discord.ui.LayoutView, reply_to: str | None, key: str | None
+    ) -> str:
+        reference = _reference(chat_id, reply_to)
+        sent = await self._send(chat_id, view=view, reference=reference, nonce=key)
+        return str(sent.id)
+
+    async def edit_view(self, chat_id: str, message_id: str, view: discord.ui.LayoutView) -> None:
+        """The message shows `view` alone: content cleared, as components v2 requires."""
+        await self._message(chat_id, message_id).edit(content=None, view=view)
+
     async def delete_part(self, chat_id: str, message_id: str) -> None:
         with contextlib.suppress(discord.NotFound):  # already gone
             await self._message(chat_id, message_id).delete()

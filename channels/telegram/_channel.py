@@ -11,7 +11,8 @@ chat, and confirms it to Telegram only once every update of it has been handed o
 loses no message. The engine answers through send / edit / typing / confirmations (``_outbox``,
 with ``_shown`` keeping long texts up to date and ``_markup`` laying out confirmations); requests
 go over aiohttp (``_http``) and Markdown becomes Telegram HTML (``_markdown``, split by
-``_format``). In webhook mode (``[telegram] mode``) ``_webhook`` receives in place of the poller.
+``_format``), or a rich message where the answer has structure (``_rich``, sent by
+``_answers``). In webhook mode (``[telegram] mode``) ``_webhook`` receives in place of the poller.
 
 Start-up never blocks: ``start`` spawns the channel's task, which initialises the bot with
 backoff while the Bot API is unreachable or rejects the token (said once, with what to check)
@@ -33,6 +34,7 @@ from telegram.error import InvalidToken, TelegramError
 from telegram.ext import AIORateLimiter, Application
 
 from channels._config import TelegramConfig
+from channels.telegram._answers import Answers
 from channels.telegram._drafts import Drafts
 from channels.telegram._handlers import CHANNEL, Handlers
 from channels.telegram._http import AiohttpRequest
@@ -64,6 +66,7 @@ if TYPE_CHECKING:
     from channels.telegram._webhook import Webhook
 
 log = logging.getLogger("channels.telegram")
+_REMEMBERED = 1024  # answers whose shown parts are kept, to skip unchanged edits
 
 
 class TelegramChannel(Channel):
@@ -107,6 +110,7 @@ class TelegramChannel(Channel):
             .build()
         )
         self._outbox = Outbox(self._app.bot, self.retry_initial_s)
+        self._answers = Answers(self._outbox, _REMEMBERED)
         self._drafts = Drafts(self._app.bot)
         self._webhook_secret = config.resolve_webhook_secret()  # None: polling
         self._handlers = Handlers(
@@ -249,13 +253,13 @@ class TelegramChannel(Channel):
         formatted: bool = True,
         once: str | None = None,
     ) -> MessageRef:
-        shown = self._outbox.shown
+        shown = self._answers.shown
         return await shown.send(chat_id, text, reply_to=reply_to, formatted=formatted, once=once)
 
     async def edit(self, ref: MessageRef, text: str, *, formatted: bool = True) -> None:
         """Text past 4096 characters continues in follow-up messages, kept up to date by later
         edits of `ref`; unchanged parts are not sent again."""
-        await self._outbox.shown.edit(ref, text, formatted=formatted)
+        await self._answers.shown.edit(ref, text, formatted=formatted)
 
     async def typing(self, chat_id: str) -> None:
         await self._outbox.typing(chat_id)

@@ -19,6 +19,11 @@ newest 4096 characters of it when it is longer. A chat that refuses one is not a
 server without the method is not asked again at all; either way, and on any other error, the
 engine streams that answer by sending and editing a message instead (:meth:`Drafts.show` returns
 False or raises).
+
+An answer that will be sent as a rich message (``_rich.wants_rich``: a table, headings, code, a
+list of steps) streams as a rich draft, sendRichMessageDraft (Bot API 10.1, through PTB's raw
+call), with the newest blocks of what is written so far; a chat that refuses one gets plain
+drafts, and a server without the method gets plain drafts everywhere.
 """
 
 from __future__ import annotations
@@ -27,9 +32,10 @@ import logging
 from collections import OrderedDict
 
 from telegram import Bot
-from telegram.error import BadRequest, InvalidToken
+from telegram.error import BadRequest, EndPointNotFound, InvalidToken
 
 from channels.telegram._format import TELEGRAM_LIMIT
+from channels.telegram._rich import draft_blocks, wants_rich
 from channels.telegram._topics import place
 
 log = logging.getLogger("channels.telegram")
@@ -43,7 +49,9 @@ class Drafts:
     def __init__(self, bot: Bot) -> None:
         self.bot = bot
         self.supported = True  # False once the Bot API said it has no sendMessageDraft
+        self.rich = True  # False once it said it has no sendRichMessageDraft
         self._refused: OrderedDict[str, None] = OrderedDict()
+        self._refused_rich: OrderedDict[str, None] = OrderedDict()
 
     def may(self, chat_id: str) -> bool:
         """Whether a draft is worth asking for in `chat_id`."""
@@ -56,6 +64,15 @@ class Drafts:
         if not self.may(chat_id):
             return False
         chat, topic = place(chat_id)
+        if self.rich and chat_id not in self._refused_rich and wants_rich(text):
+            try:
+                return await self._rich_draft(int(chat), topic, draft_id, text)
+            except EndPointNotFound:  # the raw call's word for a 404
+                log.info("Telegram: this Bot API server has no rich drafts; plain ones instead")
+                self.rich = False
+            except BadRequest as exc:
+                log.info("Telegram: chat %s takes no rich drafts (%s); plain ones", chat_id, exc)
+                _remember(self._refused_rich, chat_id)
         try:
             return bool(
                 await self.bot.send_message_draft(
@@ -67,10 +84,21 @@ class Drafts:
             self.supported = False
         except BadRequest as exc:
             log.info("Telegram: chat %s takes no drafts (%s); streaming by edits", chat_id, exc)
-            self._refused[chat_id] = None
-            while len(self._refused) > _REFUSED_MAX:
-                self._refused.popitem(last=False)
+            _remember(self._refused, chat_id)
         return False
+
+    async def _rich_draft(self, chat: int, topic: int | None, draft_id: int, text: str) -> bool:
+        params: dict[str, object] = {"chat_id": chat, "draft_id": draft_id}
+        if topic is not None:
+            params["message_thread_id"] = topic
+        params["rich_message"] = {"blocks": draft_blocks(text)}
+        return bool(await self.bot.do_api_request("sendRichMessageDraft", params))
+
+
+def _remember(chats: OrderedDict[str, None], chat_id: str) -> None:
+    chats[chat_id] = None
+    while len(chats) > _REFUSED_MAX:
+        chats.popitem(last=False)
 
 
 def tail(text: str, limit: int = TELEGRAM_LIMIT) -> str:

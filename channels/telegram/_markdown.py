@@ -31,6 +31,8 @@ from urllib.parse import urlsplit
 from markdown_it import MarkdownIt
 from markdown_it.tree import SyntaxTreeNode
 
+from channels._tables import aligned, plain, rows
+
 _MD = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
 _LINK_SCHEMES = frozenset({"http", "https", "tg", "mailto"})
 _LANGUAGE = re.compile(r"[\w+#.-]+")
@@ -56,10 +58,25 @@ _MARKUP = re.compile(
 
 def markdown_to_html(markdown: str) -> str:
     """Render Markdown as Telegram HTML; everything that is not markup is escaped."""
-    if markdown and _MARKUP.search(markdown) is None:
+    if markdown and not has_markup(markdown):
         return html.escape(markdown, quote=False)  # what the parser would make of it
-    tree = SyntaxTreeNode(_MD.parse(markdown.replace("\x00", "")))
-    return _blocks(tree.children, _Where(), "\n\n")
+    return nodes_to_html(parse(markdown).children)
+
+
+def has_markup(markdown: str) -> bool:
+    """Whether the parser could find any markup in `markdown` (False: plain text as it is)."""
+    return _MARKUP.search(markdown) is not None
+
+
+def parse(markdown: str) -> SyntaxTreeNode:
+    """The syntax tree of `markdown`: its top-level blocks are the root's children. The rich
+    messages (``_rich``) are made from the same tree."""
+    return SyntaxTreeNode(_MD.parse(markdown.replace("\x00", "")))
+
+
+def nodes_to_html(nodes: list[SyntaxTreeNode]) -> str:
+    """Top-level blocks of a :func:`parse` tree as Telegram HTML."""
+    return _blocks(nodes, _Where(), "\n\n")
 
 
 def _blocks(nodes: list[SyntaxTreeNode], where: _Where, sep: str) -> str:
@@ -115,15 +132,7 @@ def _list(node: SyntaxTreeNode, where: _Where) -> str:
 
 
 def _table(node: SyntaxTreeNode, where: _Where) -> str:
-    rows = [
-        [_plain(cell).strip() for cell in row.children]
-        for section in node.children
-        for row in section.children
-    ]
-    widths = [max(len(row[i]) for row in rows if i < len(row)) for i in range(len(rows[0]))]
-    lines = [" | ".join(c.ljust(w) for c, w in zip(row, widths, strict=False)) for row in rows]
-    lines.insert(1, "-+-".join("-" * w for w in widths))
-    text = _esc("\n".join(line.rstrip() for line in lines))
+    text = _esc(aligned(rows(node)))
     return text if where.quoted else f"<pre>{text}</pre>"
 
 
@@ -143,7 +152,7 @@ def _inline(nodes: list[SyntaxTreeNode], *, in_link: bool) -> str:
                 label = _inline(node.children, in_link=True)
                 out.append(_link(str(node.attrs["href"]), label, in_link))
             case "image":
-                out.append(_link(str(node.attrs["src"]), _esc(_plain(node)) or "image", in_link))
+                out.append(_link(str(node.attrs["src"]), _esc(plain(node)) or "image", in_link))
             case _:  # text, an escaped character, raw HTML shown as text
                 out.append(_esc(node.content))
     return "".join(out)
@@ -155,15 +164,6 @@ def _link(url: str, label: str, in_link: bool) -> str:
     if in_link or urlsplit(url).scheme.lower() not in _LINK_SCHEMES:
         return f"{label} ({_esc(url)})"
     return f'<a href="{html.escape(url, quote=True)}">{label}</a>'
-
-
-def _plain(node: SyntaxTreeNode) -> str:
-    """The visible text of an inline node and its children, without markup."""
-    if node.type in ("softbreak", "hardbreak"):
-        return " "
-    if not node.children:
-        return node.content
-    return "".join(_plain(child) for child in node.children)
 
 
 def _esc(text: str) -> str:

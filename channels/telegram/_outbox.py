@@ -3,7 +3,8 @@
 
 Markdown goes out as HTML, cut into 4096-character parts after formatting; when Telegram cannot
 parse the entities the same part goes again as plain text. Which messages show which part, and
-editing only what changed, is ``_shown.ShownMessages``; this module is its Telegram surface.
+editing only what changed, is ``_shown.ShownMessages``, over ``_answers`` (rich messages) and the
+parts this module sends.
 A confirmation prompt is one message: text, or a document (the complete action) whose caption
 is the text, with the buttons on it. A file goes as a photo when Telegram can show it as one,
 Ogg/Opus audio as a voice note, else as a document. While the Bot API is unreachable a request
@@ -47,10 +48,12 @@ _PHOTO_MAX = 10 * 1024 * 1024  # sendPhoto's limit; larger pictures go as docume
 
 @dataclass(frozen=True, slots=True)
 class Part:
-    """One message's worth of text: Telegram HTML, or plain text."""
+    """One message's worth of text: Telegram HTML, or plain text; with `rich`, the same content
+    as rich message blocks (JSON), sent in its place where Telegram takes them (``_answers``)."""
 
     text: str
     html: bool
+    rich: str | None = None
 
 
 class Outbox:
@@ -60,7 +63,7 @@ class Outbox:
         self.bot = bot
         self.retry_initial_s = retry_initial_s
         self._open = asyncio.Event()
-        self.shown = ShownMessages[Part](self, _REMEMBERED)
+        self.shown = ShownMessages[Part](self, _REMEMBERED)  # texts; answers: ``_answers``
         # Prompts that are documents (their text is a caption), latest last: closed by editing
         # the caption, never with editMessageText, which Telegram refuses on them.
         self._documents: OrderedDict[MessageRef, None] = OrderedDict()
@@ -207,7 +210,7 @@ class Outbox:
         except TelegramError as exc:
             log.debug("typing indicator failed: %s", exc)
 
-    # -- the Surface that ShownMessages works on ----------------------------------------------
+    # -- the Surface that ShownMessages works on (for answers through ``_answers.Answers``) ---
 
     def render(self, text: str, formatted: bool, limit: int | None = None) -> list[Part]:
         kwargs = {} if limit is None else {"limit": limit}
@@ -275,6 +278,10 @@ class Outbox:
             if "not modified" not in exc.message.lower():
                 raise
 
+    async def patiently(self, request: Callable[[], Awaitable[_T]]) -> _T:
+        """:meth:`_patiently`, for a request made elsewhere (``_answers``' raw calls)."""
+        return await self._patiently(request)
+
     async def _patiently(self, request: Callable[[], Awaitable[_T]]) -> _T:
         """`request` once open, retried with backoff (for a bounded time) while the Bot API is
         unreachable. A request that may have been delivered is not repeated."""
@@ -311,6 +318,11 @@ async def _html_or_plain(
             raise
         log.warning("Telegram rejected the HTML (%s); sending it as plain text", exc.message)
         return await call(html_to_plain(text), None)
+
+
+def reply_parameters(reply_to: str | None) -> ReplyParameters | None:
+    """A reply to message `reply_to` that is still sent when that message is gone."""
+    return _reply(reply_to)
 
 
 def _reply(reply_to: str | None) -> ReplyParameters | None:

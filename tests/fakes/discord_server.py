@@ -57,6 +57,12 @@ used in the last ``NONCE_WINDOW_S`` seconds creates nothing and returns the firs
 test can kill the bot there, in the send window (the platform has the message, the bot never
 hears so).
 
+Components: a create or edit is checked against Discord's rules (``discord_components``):
+with IS_COMPONENTS_V2 (1 << 15) in ``flags`` the message is its components (no content, text
+displays, separators, containers; 40 components and 4,000 characters of text at most), the flag
+is never taken off again, and without it only action rows are taken; a refusal is 400 with code
+50035. ``refuse_components_v2 = True`` refuses every v2 message (a fallback's test).
+
 Files users send: ``upload(content, filename, content_type)`` (``duration=`` makes a voice
 message) keeps the bytes and returns the attachment JSON for ``inject_message(attachments=...)``.
 Every attachment URL (a user's or the bot's) is served by ``GET /attachments/...``, as Discord's
@@ -80,6 +86,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import WSMsgType, web
+
+from tests.fakes import discord_components
 
 __all__ = ["Call", "FakeDiscord", "Interaction"]
 
@@ -188,6 +196,7 @@ class FakeDiscord:
         self._deaf: set[web.WebSocketResponse] = set()  # connections that went quiet (deafen)
         self._nonces: dict[str, tuple[float, int]] = {}  # nonce -> (when, message id)
         self.on_created: Callable[[Json], Awaitable[None]] | None = None  # see Nonces above
+        self.refuse_components_v2 = False  # True: every components-v2 message is refused (400)
         self._cond = asyncio.Condition()
         self._runner: web.AppRunner | None = None
         self._port = 0
@@ -781,6 +790,8 @@ class FakeDiscord:
         nonce = body.get("nonce")
         if nonce is not None and len(str(nonce)) > 25:
             return _error(400, "Invalid Form Body (nonce: Must be 25 or fewer in length.)", 50035)
+        if (refused := self._components_refused(body, {})) is not None:
+            return refused
         if (refused := await self._thread_refuses(int(channel_id))) is not None:
             return refused
         if body.get("enforce_nonce") and nonce is not None:
@@ -795,6 +806,7 @@ class FakeDiscord:
             body.get("content") or "",
             guild_id=guild_id,
             components=body.get("components"),
+            flags=int(body.get("flags") or 0),
         )
         if body.get("message_reference"):
             msg["type"] = 19
@@ -844,11 +856,27 @@ class FakeDiscord:
         if msg is None or msg["channel_id"] != channel_id:
             return _error(404, "Unknown Message", 10008)
         body = call.json or {}
+        if (refused := self._components_refused(body, msg)) is not None:
+            return refused
         for key in ("content", "components", "flags"):
             if key in body:
                 msg[key] = body[key] if body[key] is not None else msg[key]
+        if "content" in body and body["content"] is None:
+            msg["content"] = ""  # null clears it (components v2 needs it empty)
         msg["edited_timestamp"] = _now()
         return _json(msg)
+
+    def _components_refused(self, body: Json, stored: Json) -> web.Response | None:
+        """Discord's components rules (``discord_components``) on `stored` as `body` leaves it."""
+        after = stored | {k: body[k] for k in ("content", "components", "flags") if k in body}
+        if "content" in body and body["content"] is None:
+            after["content"] = ""
+        v2 = bool(int(after.get("flags") or 0) & discord_components.IS_COMPONENTS_V2)
+        if v2 and self.refuse_components_v2:
+            return _error(400, "Invalid Form Body (flags: components v2 refused here)", 50035)
+        was_v2 = bool(int(stored.get("flags") or 0) & discord_components.IS_COMPONENTS_V2)
+        why = discord_components.check(after, was_v2=was_v2)
+        return None if why is None else _error(400, why, 50035)
 
     async def _delete_message(self, call: Call, channel_id: str, message_id: str) -> web.Response:
         if self.messages.pop(int(message_id), None) is None:

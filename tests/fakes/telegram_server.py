@@ -56,6 +56,14 @@ non-zero draft_id, 0-4096 characters, a topic's message_thread_id checked as for
 recorded in `drafts` (chat, draft_id, text) and leaves no message. `drafts_supported = False`
 plays a Bot API server from before drafts (404 "Not Found").
 
+Rich messages (Bot API 10.1-10.3, through PTB's raw call): sendRichMessage keeps the message
+with its ``rich_message`` (``chat_texts`` shows its text, `telegram_rich.visible`);
+editMessageText takes ``rich_message`` in place of ``text``; sendRichMessageDraft records
+(chat, draft_id, blocks) in `rich_drafts`, private chats only as for drafts. `telegram_rich`
+checks what the spec's tables cannot (one of html/markdown/blocks, Telegram's limits).
+`refuse_rich = "..."` answers every rich send and edit with that 400 description (a chat or
+client that takes none); `rich_supported = False` plays a server from before 10.1 (404).
+
 Webhooks: setWebhook / deleteWebhook / getWebhookInfo, and while a webhook is set the queued
 updates are POSTed to it as Telegram does (getUpdates then answers 409); `webhook` controls and
 records that side (tests/fakes/telegram_webhook.py).
@@ -77,7 +85,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.fakes import telegram_spec
+from tests.fakes import telegram_rich, telegram_spec
 from tests.fakes.telegram_webhook import FakeWebhook
 
 BOT_ID = 7000000001
@@ -269,6 +277,9 @@ class FakeTelegram:
         self.chat_reactions: dict[int, set[str]] = {}  # chat → the reactions its admins allow
         self.drafts: list[tuple[int, int, str]] = []  # (chat, draft_id, text), in order
         self.drafts_supported = True  # False: a Bot API server without sendMessageDraft
+        self.rich_drafts: list[tuple[int, int, list[dict[str, Any]]]] = []  # (chat, id, blocks)
+        self.rich_supported = True  # False: a Bot API server from before rich messages
+        self.refuse_rich: str | None = None  # the 400 description every rich send gets
 
     # lifecycle -------------------------------------------------------------------------------
     async def __aenter__(self) -> FakeTelegram:
@@ -328,6 +339,8 @@ class FakeTelegram:
         General, or a chat without topics), in order."""
         return [
             m.get("text", m.get("caption", ""))
+            if "rich_message" not in m
+            else telegram_rich.visible(m["rich_message"])
             for (c, _), m in sorted(self.messages.items())
             if c == chat_id and m["from"]["id"] == BOT_ID and m.get("message_thread_id") == topic
         ]
@@ -493,6 +506,8 @@ class FakeTelegram:
         order."""
         return [
             m.get("text", m.get("caption", ""))
+            if "rich_message" not in m
+            else telegram_rich.visible(m["rich_message"])
             for (c, _), m in sorted(self.messages.items())
             if c == chat_id
         ]
@@ -658,19 +673,57 @@ class FakeTelegram:
         self.messages[(chat_id, msg["message_id"])] = msg
         return msg
 
+    async def _api_sendRichMessage(self, params: dict[str, Any]) -> dict[str, Any]:
+        chat_id = int(params["chat_id"])
+        rich = self._rich(params["rich_message"], draft=False)
+        msg = self._new_message(chat_id, params) | {"rich_message": rich}
+        if markup := params.get("reply_markup"):
+            msg["reply_markup"] = markup
+        self.messages[(chat_id, msg["message_id"])] = msg
+        return msg
+
+    async def _api_sendRichMessageDraft(self, params: dict[str, Any]) -> bool:
+        await self._api_sendMessageDraft({k: v for k, v in params.items() if k != "rich_message"})
+        self.drafts.pop()  # recorded as a rich draft instead
+        rich = self._rich(params["rich_message"], draft=True)
+        self.rich_drafts.append((int(params["chat_id"]), int(params["draft_id"]), rich["blocks"]))
+        return True
+
+    def _rich(self, rich: dict[str, Any], *, draft: bool) -> dict[str, Any]:
+        """The RichMessage Telegram makes of an InputRichMessage (400 when it refuses it)."""
+        if not self.rich_supported:
+            raise ApiError(404, "Not Found")
+        if self.refuse_rich is not None:
+            raise ApiError(400, self.refuse_rich)
+        try:
+            telegram_rich.check(rich, draft=draft)
+        except telegram_rich.RichError as exc:
+            raise ApiError(400, str(exc)) from None
+        return telegram_rich.as_received(rich)
+
     async def _api_editMessageText(self, params: dict[str, Any]) -> dict[str, Any]:
         msg = self._stored(params)
-        if "text" not in msg:
+        if "text" not in msg and "rich_message" not in msg:
             raise ApiError(400, "Bad Request: there is no text in the message to edit")
+        if (params.get("text") is None) == (params.get("rich_message") is None):
+            raise ApiError(400, "Bad Request: exactly one of text or rich_message is required")
+        if params.get("rich_message") is not None:
+            rich = self._rich(params["rich_message"], draft=False)
+            if rich == msg.get("rich_message"):
+                raise ApiError(400, "Bad Request: message is not modified")
+            msg.pop("text", None)
+            msg["rich_message"] = rich
+            return msg
         text, markup = self._visible(params), params.get("reply_markup") or None
         if markup is not None and not markup.get("inline_keyboard"):
             markup = None  # an empty keyboard is no keyboard
-        if text == msg["text"] and markup == msg.get("reply_markup"):
+        if text == msg.get("text") and markup == msg.get("reply_markup"):
             raise ApiError(
                 400,
                 "Bad Request: message is not modified: specified new message "
                 "content and reply markup are exactly the same",
             )
+        msg.pop("rich_message", None)  # a rich message edited back to text
         msg["text"] = text
         _set_markup(msg, markup)
         return msg
