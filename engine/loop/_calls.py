@@ -20,8 +20,8 @@ from engine import metrics
 from engine.context import Window
 from engine.loop._jobs import Job, JobRunner
 from engine.loop._types import PendingCall, Record, TurnContext, TurnResult
-from engine.models import Message, ToolCall, Usage
-from tools import AsyncTool, ToolContext, ToolResult
+from engine.models import Image, Message, ToolCall, Usage
+from tools import AsyncTool, File, ToolContext, ToolResult
 from tools.registry import PreparedCall, ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -225,7 +225,15 @@ class ToolCalls:
         if len(text) > self.max_output_chars and not bounded:
             cut = len(text) - self.max_output_chars
             text = text[: self.max_output_chars] + f"\n…[truncated: {cut} more characters]"
-        await state.add(Message.tool_result(call.id, text, is_error=result.is_error))
+        message = Message.tool_result(call.id, text, is_error=result.is_error)
+        if result.images and state.ctx.vision:  # pictures to look at, for this turn only
+            message.parts += [_image(f) for f in result.images if f.data is not None]
+        await state.add(message)
+
+
+def _image(file: File) -> Image:
+    assert file.data is not None
+    return Image(file.mime_type, file.data, name=file.name, size=len(file.data))
 
 
 def _safe_summary(prepared: PreparedCall) -> str:
