@@ -1,0 +1,54 @@
+"""The client side relaybot offers MCP servers (tools/mcp/_client.py), built from the daemon's
+parts: the workspace as the roots, and sampling with the model in force, charged to the user
+whose tool call the server asked during (engine/chat/_spend.py), as their turn would be.
+
+Built here, at the top, because the tools package cannot import the engine; each hook reads
+the App's parts when a server asks, so a reload's model and prices are the ones used.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from bot.config import Config
+from engine.models import Message, ModelRequest
+
+if TYPE_CHECKING:
+    from bot.app import App
+    from tools import ToolContext
+    from tools.mcp import McpClient, Sampling
+
+SAMPLING_SYSTEM = "You answer a request made by a tool on the user's behalf. Be brief."
+MAX_SAMPLING_TOKENS = 4_096  # whatever the server asks for
+
+
+def mcp_client(config: Config, app: App | None = None) -> McpClient:
+    """The hooks for `config`'s servers; sampling only with an `app` (the daemon)."""
+    from tools.mcp import McpClient
+
+    workspace = config.tools.workspace
+    roots = (workspace,) if workspace is not None else ()
+    if app is None:
+        return McpClient(roots=lambda: roots)
+
+    async def sample(ctx: ToolContext, asked: Sampling) -> tuple[str, str]:
+        engine = app.dispatcher
+        model = engine.live.tooling.loop.model
+        messages = [
+            Message.user(text) if role == "user" else Message.assistant(text)
+            for role, text in asked.messages
+        ]
+        request = ModelRequest(
+            asked.system or SAMPLING_SYSTEM,
+            messages,
+            max_output_tokens=min(asked.max_tokens, MAX_SAMPLING_TOKENS),
+        )
+        meter = engine.turns.meter
+        if meter is None:
+            reply = await model.complete(request)
+        else:
+            with meter.charging(ctx.channel, ctx.chat_id, ctx.user_id):
+                reply = await model.complete(request)
+        return reply.text or "", reply.model or model.name
+
+    return McpClient(roots=lambda: roots, sample=sample)

@@ -1,0 +1,182 @@
+"""MCP content and client capabilities through the daemon (App, store, dispatcher, the fake
+LLM scripted with tool calls) against the reference servers from npm: server-everything's
+picture reaches the model as a picture, its resource links are read with read_resource, content
+for the user reaches the chat, its sampling request is answered by relaybot's model and charged
+to the requester (and refused when the server's `sampling` is off), and the filesystem server
+started without a folder works in the workspace relaybot announces as its root."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.app import App
+from bot.config import Config
+from engine.chat._limits import today
+from tests.fakes.openai_server import FakeOpenAI, images_in, text, tool_call
+from tests.fakes.recording_channel import RecordingChannel
+from tests.prerequisites import mcp_server
+from tests.test_media import running
+
+pytestmark = pytest.mark.needs("mcp-servers")
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def everything(**options: Any) -> dict[str, Any]:
+    command = mcp_server("mcp-server-everything")
+    return {"name": "everything", "command": command[0], "args": ["stdio"], **options}
+
+
+async def turn(app: App, ch: RecordingChannel, said: str) -> str:
+    await app.dispatcher.handle_inbound(ch.message(said, chat_id="c", user_id="u1"))
+    await ch.wait_for("send", chat_id="c", timeout=30)
+    await app.dispatcher.wait_idle("test", "c")
+    return ch.texts(chat_id="c")[-1]
+
+
+def tool_text(body: dict[str, Any]) -> str:
+    """The newest tool message's text in a chat request."""
+    return next(m["content"] for m in reversed(body["messages"]) if m["role"] == "tool")
+
+
+async def test_a_tools_picture_reaches_a_vision_model_as_a_picture(
+    make_config: Callable[..., Config], llm: FakeOpenAI
+) -> None:
+    config = make_config(llm={"vision": True}, mcp={"servers": [everything()]})
+    llm.script(tool_call("everything__get-tiny-image", {}), text("It is the MCP logo."))
+    async with running(config) as (app, ch):
+        assert await turn(app, ch, "show me the logo") == "It is the MCP logo."
+    pictures = images_in(llm.requests[1])
+    assert [mime for mime, _ in pictures] == ["image/png"]
+    assert pictures[0][1].startswith(PNG)  # the server's bytes, as a picture
+    assert "picture-2.png (image/png" in tool_text(llm.requests[1])
+    assert not images_in(llm.requests[0])
+
+
+async def test_without_vision_the_model_gets_a_note_not_the_picture(
+    make_config: Callable[..., Config], llm: FakeOpenAI
+) -> None:
+    llm.vision = False  # the fake refuses any picture, as a model that cannot see
+    config = make_config(mcp={"servers": [everything()]})
+    llm.script(tool_call("everything__get-tiny-image", {}), text("A picture I cannot see."))
+    async with running(config) as (app, ch):
+        assert await turn(app, ch, "show me the logo") == "A picture I cannot see."
+    assert not images_in(llm.requests[1])
+    assert "[picture picture-2.png (image/png" in tool_text(llm.requests[1])
+
+
+async def test_content_for_the_user_reaches_the_chat(
+    make_config: Callable[..., Config], llm: FakeOpenAI
+) -> None:
+    config = make_config(mcp={"servers": [everything()]})
+    args = {"messageType": "success", "includeImage": True}
+    llm.script(tool_call("everything__get-annotated-message", args), text("Done."))
+    async with running(config) as (app, ch):
+        assert await turn(app, ch, "annotated, please") == "Done."
+        sent = [s for s in ch.log if s.kind == "file"]
+        shown = ch.texts(chat_id="c")
+    assert len(sent) == 1 and sent[0].file is not None
+    assert sent[0].file.mime_type == "image/png" and sent[0].file.data.startswith(PNG)
+    assert "Operation completed successfully" in shown  # text meant for the user alone
+    said = tool_text(llm.requests[1])
+    assert "[Shown to the user: Operation completed successfully]" in said
+    assert "Sent to the user as files: picture-2.png" in said
+
+
+async def test_a_resource_link_is_read_with_read_resource(
+    make_config: Callable[..., Config], llm: FakeOpenAI
+) -> None:
+    config = make_config(mcp={"servers": [everything()]})
+    uri = "demo://resource/dynamic/text/2"
+    llm.script(
+        tool_call("everything__get-resource-links", {"count": 2}),
+        tool_call("everything__read_resource", {"uri": "file:///etc/passwd"}),
+        tool_call("everything__read_resource", {"uri": uri}),
+        text("Read it."),
+    )
+    async with running(config) as (app, ch):
+        assert await turn(app, ch, "read the first resource") == "Read it."
+    linked = tool_text(llm.requests[1])
+    assert f"[resource {uri} (Text Resource 2, text/plain): read it with " in linked
+    refused = tool_text(llm.requests[2])
+    assert "'file:///etc/passwd' is not a resource server everything listed or linked" in refused
+    read = tool_text(llm.requests[3])
+    assert read.startswith(f"[resource {uri}]\nResource 2: This is a plaintext resource")
+
+
+async def test_a_binary_resource_is_sent_to_the_chat_as_a_file(
+    make_config: Callable[..., Config], llm: FakeOpenAI
+) -> None:
+    config = make_config(mcp={"servers": [everything()]})
+    uri = "demo://resource/dynamic/blob/1"
+    llm.script(
+        tool_call("everything__get-resource-links", {"count": 1}),
+        tool_call("everything__read_resource", {"uri": uri}),
+        text("Sent."),
+    )
+    async with running(config) as (app, ch):
+        assert await turn(app, ch, "the blob, please") == "Sent."
+        sent = [s for s in ch.log if s.kind == "file"]
+    assert [s.text for s in sent] == ["1.txt"]
+    assert sent[0].file is not None and b"Resource 1" in sent[0].file.data
+    assert "sent as 1.txt" in tool_text(llm.requests[2])
+
+
+async def test_sampling_uses_relaybots_model_and_charges_the_requester(
+    make_config: Callable[..., Config], llm: FakeOpenAI
+) -> None:
+    server = everything(sampling=True, trusted_tools=["trigger-sampling-request"])
+    config = make_config(mcp={"servers": [server]})
+    llm.script(
+        tool_call("everything__trigger-sampling-request", {"prompt": "a haiku", "maxTokens": 50}),
+        text("Autumn wind, relay"),  # the sample the server asked for
+        text("The server got its haiku."),
+    )
+    async with running(config) as (app, ch):
+        assert await turn(app, ch, "ask the server to sample") == "The server got its haiku."
+        spent = await app.store.spend.of_user("test", "u1", today())
+    asked = llm.requests[1]
+    assert asked["messages"][-1]["content"] == "Resource trigger-sampling-request context: a haiku"
+    assert asked["max_tokens"] == 50 or asked.get("max_completion_tokens") == 50
+    assert '"text": "Autumn wind, relay"' in tool_text(llm.requests[2])
+    assert spent.requests == 3  # the turn's two requests and the sample, all the user's
+
+
+async def test_sampling_is_refused_when_the_server_may_not(
+    make_config: Callable[..., Config], llm: FakeOpenAI
+) -> None:
+    server = everything(trusted_tools=["trigger-sampling-request"])  # sampling off: the default
+    config = make_config(mcp={"servers": [server]})
+    llm.script(
+        tool_call("everything__trigger-sampling-request", {"prompt": "a haiku", "maxTokens": 50}),
+        text("The server may not sample."),
+    )
+    async with running(config) as (app, ch):
+        assert await turn(app, ch, "ask the server to sample") == "The server may not sample."
+        spent = await app.store.spend.of_user("test", "u1", today())
+    assert "relaybot does not sample for server everything: sampling is off." in tool_text(
+        llm.requests[1]
+    )
+    assert spent.requests == 2
+
+
+async def test_the_filesystem_server_works_in_the_workspace_announced_as_root(
+    make_config: Callable[..., Config], llm: FakeOpenAI, tmp_path: Path
+) -> None:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / "notes.txt").write_text("tea at five")
+    command = mcp_server("mcp-server-filesystem")
+    files = {"name": "files", "command": command[0]}  # no folder given: it asks for roots
+    config = make_config(tools={"workspace": str(workspace)}, mcp={"servers": [files]})
+    llm.script(
+        tool_call("files__read_text_file", {"path": str(workspace / "notes.txt")}),
+        text("Tea at five."),
+    )
+    async with running(config) as (app, ch):
+        assert await turn(app, ch, "what do my notes say?") == "Tea at five."
+    assert tool_text(llm.requests[1]) == "tea at five"
