@@ -1,6 +1,7 @@
 """The client side relaybot offers MCP servers (tools/mcp/_client.py), built from the daemon's
-parts: the workspace as the roots, and sampling with the model in force, charged to the user
-whose tool call the server asked during (engine/chat/_spend.py), as their turn would be.
+parts: the workspace as the roots; sampling with the model in force, charged to the user whose
+tool call the server asked during (engine/chat/_spend.py), as their turn would be; and its
+questions put to that user (engine/chat/_questions.py).
 
 Built here, at the top, because the tools package cannot import the engine; each hook reads
 the App's parts when a server asks, so a reload's model and prices are the ones used.
@@ -8,15 +9,16 @@ the App's parts when a server asks, so a reload's model and prices are the ones 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bot.config import Config
+from engine.loop import ConversationKey
 from engine.models import Message, ModelRequest
 
 if TYPE_CHECKING:
     from bot.app import App
     from tools import ToolContext
-    from tools.mcp import McpClient, Sampling
+    from tools.mcp import McpClient, Question, Sampling
 
 SAMPLING_SYSTEM = "You answer a request made by a tool on the user's behalf. Be brief."
 MAX_SAMPLING_TOKENS = 4_096  # whatever the server asks for
@@ -51,4 +53,14 @@ def mcp_client(config: Config, app: App | None = None) -> McpClient:
                 reply = await model.complete(request)
         return reply.text or "", reply.model or model.name
 
-    return McpClient(roots=lambda: roots, sample=sample)
+    async def ask(ctx: ToolContext, question: Question) -> dict[str, Any] | None:
+        key = ConversationKey(ctx.channel, ctx.chat_id)
+        said = f"{question.server}: {question.message}"
+        questions = app.dispatcher.questions
+        if questions is None:
+            return None
+        return await questions.ask(
+            key, ctx.user_id, said, question.schema, timeout_s=question.timeout_s
+        )
+
+    return McpClient(roots=lambda: roots, sample=sample, ask=ask)

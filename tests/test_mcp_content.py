@@ -7,6 +7,7 @@ started without a folder works in the workspace relaybot announces as its root."
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import pytest
 
 from bot.app import App
 from bot.config import Config
+from engine import Action
 from engine.chat._limits import today
 from tests.fakes.openai_server import FakeOpenAI, images_in, text, tool_call
 from tests.fakes.recording_channel import RecordingChannel
@@ -24,6 +26,7 @@ from tests.test_media import running
 pytestmark = pytest.mark.needs("mcp-servers")
 
 PNG = b"\x89PNG\r\n\x1a\n"
+FAKE = str(Path(__file__).parent / "fakes" / "mcp_server.py")
 
 
 def everything(**options: Any) -> dict[str, Any]:
@@ -180,3 +183,69 @@ async def test_the_filesystem_server_works_in_the_workspace_announced_as_root(
     async with running(config) as (app, ch):
         assert await turn(app, ch, "what do my notes say?") == "Tea at five."
     assert tool_text(llm.requests[1]) == "tea at five"
+
+
+async def test_a_servers_question_reaches_the_user_as_buttons_and_the_answer_returns(
+    make_config: Callable[..., Config], llm: FakeOpenAI
+) -> None:
+    fake = {"name": "fake", "command": sys.executable, "args": [FAKE]}
+    config = make_config(mcp={"servers": [fake]})
+    llm.script(tool_call("fake__pick_tea", {}), text("Oolong it is."))
+    async with running(config) as (app, ch):
+        app.dispatcher.settings.allowed_users["test"].add("u2")
+        await app.dispatcher.handle_inbound(ch.message("make tea", chat_id="c", user_id="u1"))
+        [asked] = await ch.wait_for("private", timeout=30)
+        assert asked.chat_id == "u1" and asked.text == "fake: Which tea shall I brew?"
+        labels = [b.label for b in asked.buttons]
+        assert labels == ["green", "black", "oolong", "Decline"]
+        oolong = asked.buttons[2].action
+        other = await app.dispatcher.handle_action(Action("test", "u2", "u2", oolong))
+        assert other.text == "Only the person who was asked can answer this."
+        reply = await app.dispatcher.handle_action(Action("test", "u1", "u1", oolong))
+        assert reply.text == "Answered: oolong"
+        await ch.wait_for("send", chat_id="c", timeout=30)
+    assert tool_text(llm.requests[1]) == "brewing oolong"
+
+
+async def test_a_longer_form_is_answered_by_a_reply(
+    make_config: Callable[..., Config], llm: FakeOpenAI
+) -> None:
+    asks = everything(trusted_tools=["trigger-elicitation-request"], call_timeout_s=30)
+    config = make_config(mcp={"servers": [asks]})
+    llm.script(tool_call("everything__trigger-elicitation-request", {}), text("Signed up."))
+    async with running(config) as (app, ch):
+        await app.dispatcher.handle_inbound(ch.message("sign me up", chat_id="c", user_id="u1"))
+        [form] = await ch.wait_for("send", chat_id="c", timeout=30)
+        assert "Reply with one line per field" in form.text
+        assert "name: text — Your full, legal name\n" in form.text
+        assert "check: yes or no — Agree to the terms and conditions (optional)" in form.text
+        wrong = ch.message("check: maybe", chat_id="c", user_id="u1")
+        await app.dispatcher.handle_inbound(wrong)
+        [_, retry] = await ch.wait_for("send", 2, chat_id="c")
+        assert retry.text.startswith("That did not fit the form: check takes yes or no.")
+        said = "name: Ada Lovelace\ncheck: yes\nuntitledSingleSelectEnum: Joey"
+        await app.dispatcher.handle_inbound(ch.message(said, chat_id="c", user_id="u1"))
+        await ch.wait_for("send", 3, chat_id="c", timeout=30)
+        await app.dispatcher.wait_idle("test", "c")
+    result = tool_text(llm.requests[1])
+    assert "User provided the requested information" in result
+    assert "Ada Lovelace" in result and "Joey" in result
+    # the answers were not messages of the conversation: the model never saw them
+    assert not any(
+        "Ada Lovelace" in str(m.get("content"))
+        for m in llm.requests[1]["messages"][:-1]
+        if m["role"] == "user"
+    )
+
+
+async def test_a_question_left_unanswered_is_declined_before_the_call_times_out(
+    make_config: Callable[..., Config], llm: FakeOpenAI
+) -> None:
+    fake = {"name": "fake", "command": sys.executable, "args": [FAKE], "call_timeout_s": 6}
+    config = make_config(mcp={"servers": [fake]})  # the user has 6 - 5 = 1 s
+    llm.script(tool_call("fake__pick_tea", {}), text("No answer, no tea."))
+    async with running(config) as (app, ch):
+        await app.dispatcher.handle_inbound(ch.message("make tea", chat_id="c", user_id="u1"))
+        await ch.wait_for("private", timeout=30)
+        await ch.wait_for("send", chat_id="c", timeout=30)
+    assert tool_text(llm.requests[1]) == "no tea: decline"

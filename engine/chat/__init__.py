@@ -22,6 +22,7 @@ from engine.chat._memory import MemorySettings, Remembered
 from engine.chat._notices import Notices
 from engine.chat._pairing import Pairing
 from engine.chat._permissions import Permissions, Policy
+from engine.chat._questions import Questions
 from engine.chat._schedules import Schedules, ScheduleSettings
 from engine.chat._settings import Live, LoopOptions, PairingSettings, Settings
 from engine.chat._speech import VoiceAnswers
@@ -57,6 +58,7 @@ __all__ = [
     "Permissions",
     "Policy",
     "PromptPart",
+    "Questions",
     "Remembered",
     "Retention",
     "ScheduleSettings",

@@ -21,6 +21,7 @@ from engine.chat._memory import Remembered
 from engine.chat._notices import apology
 from engine.chat._pairing import Pairing
 from engine.chat._permissions import Permissions
+from engine.chat._questions import Questions
 from engine.chat._schedules import Schedules
 from engine.chat._spend import charging
 from engine.chat._turns import TurnRunner
@@ -54,6 +55,7 @@ class Commands:
         cluster: Cluster | None,
         forget: ForgetMe,
         memory: Remembered | None = None,
+        questions: Questions | None = None,
     ) -> None:
         self.store = store
         self.queues = queues
@@ -68,6 +70,7 @@ class Commands:
         self.cluster = cluster
         self.forget = forget
         self.memory = memory
+        self.questions = questions
 
     async def handle(self, msg: InboundMessage, command: Command) -> Reply:
         result = await self._command(msg, command)
@@ -89,6 +92,7 @@ class Commands:
             or await self.chat_settings.act(action)
             or await self.forget.act(action)
             or (await self.memory.act(action) if self.memory is not None else None)
+            or (await self.questions.act(action) if self.questions is not None else None)
         )
         return reply or Reply(_("This button no longer works."))
 

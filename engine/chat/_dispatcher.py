@@ -33,6 +33,7 @@ from engine.chat._limits import Limits
 from engine.chat._media import MediaIntake
 from engine.chat._notices import Notices
 from engine.chat._pairing import Pairing
+from engine.chat._questions import Questions
 from engine.chat._recovery import recover
 from engine.chat._schedules import Schedules
 from engine.chat._settings import Live, Settings
@@ -91,6 +92,7 @@ class Parts:
     limits: Limits
     pairing: Pairing
     cluster: Cluster | None = None  # several instances share the store
+    questions: Questions | None = None  # a tool's questions to its user (MCP elicitation)
 
 
 class Dispatcher:
@@ -117,6 +119,7 @@ class Dispatcher:
         self.limits = parts.limits
         self.pairing = parts.pairing
         self.cluster = parts.cluster
+        self.questions = parts.questions
         self.stalled = Stalled(self.queues, self.tasks)  # chats whose work the store refused
         self._taking: dict[ConversationKey, list[int]] = {}  # inbox rows a turn reads (media)
         self.decisions = Decisions(self.store, self.confirmations, self.turns, self.queues)
@@ -240,7 +243,10 @@ class Dispatcher:
         return self.chat_settings.listens(channel, chat_id)
 
     async def handle_inbound(self, msg: InboundMessage) -> None:
-        await self.intake.handle(self._settled(msg))
+        settled = self._settled(msg)
+        if self.questions is not None and await self.questions.reply(settled):
+            return  # the answer to a form a running call is waiting for
+        await self.intake.handle(settled)
 
     async def handle_press(self, press: Press) -> Decision:
         return await self.confirmations.press(self._settled(press))

@@ -34,6 +34,8 @@ from tools.mcp._transport import describe
 
 log = logging.getLogger("tools.mcp")
 
+ANSWER_MARGIN_S = 5.0  # a question is declined this long before the call it came in times out
+
 
 @dataclass(frozen=True, slots=True)
 class Sampling:
@@ -52,6 +54,7 @@ class Question:
     server: str
     message: str
     schema: dict[str, Any]
+    timeout_s: float  # the user's time: within the call's, so a decline reaches the server
 
 
 Sampler = Callable[[ToolContext, Sampling], Awaitable[tuple[str, str]]]  # (text, model name)
@@ -131,7 +134,8 @@ class Answers:
             return refusal("relaybot asks users only questions with a form.")
         if ctx is None:
             return refusal("relaybot asks a user only during that user's tool call.")
-        question = Question(self.config.name, params.message, params.requested_schema)
+        timeout_s = max(1.0, self.config.call_timeout_s - ANSWER_MARGIN_S)
+        question = Question(self.config.name, params.message, params.requested_schema, timeout_s)
         try:
             answer = await ask(ctx, question)
         except Exception as exc:
