@@ -249,3 +249,20 @@ async def test_a_question_left_unanswered_is_declined_before_the_call_times_out(
         await ch.wait_for("private", timeout=30)
         await ch.wait_for("send", chat_id="c", timeout=30)
     assert tool_text(llm.requests[1]) == "no tea: decline"
+
+
+async def test_a_page_to_open_is_shown_with_its_link_and_go_on_accepts(
+    make_config: Callable[..., Config], llm: FakeOpenAI
+) -> None:
+    server = everything(trusted_tools=["trigger-url-elicitation"], call_timeout_s=30)
+    config = make_config(mcp={"servers": [server]})
+    page = {"url": "https://example.com/signin", "message": "Sign in to go on."}
+    llm.script(tool_call("everything__trigger-url-elicitation", page), text("Signed in."))
+    async with running(config) as (app, ch):
+        await app.dispatcher.handle_inbound(ch.message("sign in", chat_id="c", user_id="u1"))
+        [asked] = await ch.wait_for("private", timeout=30)
+        assert asked.text == "everything: Sign in to go on.\n\nhttps://example.com/signin"
+        assert [b.label for b in asked.buttons] == ["Go on", "Decline"]
+        await app.dispatcher.handle_action(Action("test", "u1", "u1", asked.buttons[0].action))
+        await ch.wait_for("send", chat_id="c", timeout=30)
+    assert "User completed the URL elicitation flow" in tool_text(llm.requests[1])

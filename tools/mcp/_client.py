@@ -6,7 +6,8 @@
   tool call the request came during; only for a server with `sampling = true` (off by default:
   a server could otherwise spend the owner's money), refused with an error otherwise;
 - elicitation (`elicitation/create`): the question is put to that same user, in the chat the
-  call was made in; no answer in time declines.
+  call was made in; no answer in time declines. A URL-mode question (a page the user should
+  open, such as a sign-in) is shown with its link and answered "go on" or "decline".
 
 A server's request carries nothing that ties it to one of relaybot's calls, so it is taken to
 come from the calls in flight on that server: when they are all one user's in one chat, that
@@ -130,12 +131,15 @@ class Answers:
         self, context: ClientRequestContext, params: types.ElicitRequestParams
     ) -> types.ElicitResult | types.ErrorData:
         ctx, ask = self.callers.requester(), self.client.ask
-        if not isinstance(params, types.ElicitRequestFormParams) or ask is None:
-            return refusal("relaybot asks users only questions with a form.")
+        if ask is None:
+            return refusal("relaybot asks users no questions here.")
         if ctx is None:
             return refusal("relaybot asks a user only during that user's tool call.")
         timeout_s = max(1.0, self.config.call_timeout_s - ANSWER_MARGIN_S)
-        question = Question(self.config.name, params.message, params.requested_schema, timeout_s)
+        message, schema = params.message, getattr(params, "requested_schema", None)
+        if isinstance(params, types.ElicitRequestURLParams):  # a page to open: go on or not
+            message, schema = f"{message}\n\n{params.url}", {"type": "object", "properties": {}}
+        question = Question(self.config.name, message, schema or {}, timeout_s)
         try:
             answer = await ask(ctx, question)
         except Exception as exc:
@@ -143,6 +147,8 @@ class Answers:
             return types.ElicitResult(action="cancel")
         if answer is None:
             return types.ElicitResult(action="decline")
+        if isinstance(params, types.ElicitRequestURLParams):
+            return types.ElicitResult(action="accept")  # the user goes on to the page
         return types.ElicitResult(action="accept", content=answer)
 
 
