@@ -22,6 +22,10 @@ from tests.fakes.openai_server import FakeOpenAI, images_in, text, tool_call
 from tests.fakes.recording_channel import RecordingChannel
 from tests.prerequisites import mcp_server
 from tests.test_media import running
+from tools import ToolContext
+from tools.config import McpServerConfig
+from tools.mcp import McpClient, McpManager, Question, Sampling, tool_name
+from tools.registry import ToolRegistry
 
 pytestmark = pytest.mark.needs("mcp-servers")
 
@@ -266,3 +270,48 @@ async def test_a_page_to_open_is_shown_with_its_link_and_go_on_accepts(
         await app.dispatcher.handle_action(Action("test", "u1", "u1", asked.buttons[0].action))
         await ch.wait_for("send", chat_id="c", timeout=30)
     assert "User completed the URL elicitation flow" in tool_text(llm.requests[1])
+
+
+# Every tool server-everything has, and whether relaybot offers it (None) or why not. The
+# server itself hides a tool whose client capability is missing; relaybot announces roots,
+# sampling and elicitation (form and URL), not MCP tasks.
+EVERYTHING_TOOLS: dict[str, str | None] = {
+    "echo": None,
+    "get-annotated-message": None,  # content for the user goes to the chat
+    "get-env": None,  # the server's environment is only what its config gives it
+    "get-resource-links": None,  # the links are read with everything__read_resource
+    "get-resource-reference": None,
+    "get-structured-content": None,
+    "get-sum": None,
+    "get-tiny-image": None,  # a picture for a vision model
+    "gzip-file-as-resource": None,  # its resource is read back, sent as a file
+    "toggle-simulated-logging": None,
+    "toggle-subscriber-updates": None,
+    "trigger-long-running-operation": None,
+    "get-roots-list": None,  # roots: the workspace
+    "trigger-elicitation-request": None,  # a short form the user answers by replying
+    "trigger-url-elicitation": None,  # a link with Go on / Decline
+    "trigger-sampling-request": None,  # answered only where `sampling = true`
+    "trigger-sampling-request-async": "needs MCP tasks, which relaybot does not announce",
+    "trigger-elicitation-request-async": "needs MCP tasks, which relaybot does not announce",
+}
+TASKS_REQUIRED = {"simulate-research-query"}  # offered or not as tasks support decides
+
+
+async def test_every_tool_of_server_everything_is_offered_or_left_out_for_a_reason(
+    tmp_path: Path,
+) -> None:
+    async def sample(ctx: ToolContext, asked: Sampling) -> tuple[str, str]:
+        return "", "none"
+
+    async def ask(ctx: ToolContext, question: Question) -> dict[str, Any] | None:
+        return None
+
+    client = McpClient(roots=lambda: [tmp_path], sample=sample, ask=ask)
+    config = McpServerConfig(**everything())
+    registry = ToolRegistry()
+    async with McpManager([config], registry, client=client) as mcp:
+        offered = {info.name for info in mcp.tools()}
+    offered -= {tool_name("everything", t) for t in TASKS_REQUIRED}
+    expected = {tool_name("everything", t) for t, why in EVERYTHING_TOOLS.items() if why is None}
+    assert offered == expected | {"everything__read_resource"}
