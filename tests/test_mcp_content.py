@@ -16,7 +16,7 @@ import pytest
 
 from bot.app import App
 from bot.config import Config
-from engine import Action
+from engine import Action, MessageRef, Reply
 from engine.chat._limits import today
 from tests.fakes.openai_server import FakeOpenAI, images_in, text, tool_call
 from tests.fakes.recording_channel import RecordingChannel
@@ -315,3 +315,28 @@ async def test_every_tool_of_server_everything_is_offered_or_left_out_for_a_reas
     offered -= {tool_name("everything", t) for t in TASKS_REQUIRED}
     expected = {tool_name("everything", t) for t, why in EVERYTHING_TOOLS.items() if why is None}
     assert offered == expected | {"everything__read_resource"}
+
+
+class NoPrivateChat(RecordingChannel):
+    """A platform where the user never opened a private chat with the bot."""
+
+    async def send_private(self, user_id: str, reply: Reply) -> MessageRef:
+        raise PermissionError("Forbidden: bot can't initiate conversation with a user")
+
+
+async def test_without_a_private_chat_the_question_is_a_short_form_in_the_chat(
+    make_config: Callable[..., Config], llm: FakeOpenAI
+) -> None:
+    fake = {"name": "fake", "command": sys.executable, "args": [FAKE]}
+    config = make_config(mcp={"servers": [fake]})
+    llm.script(tool_call("fake__pick_tea", {}), text("Green tea."))
+    ch = NoPrivateChat()
+    async with App(config, channels=[ch]) as app:
+        app.dispatcher.settings.allowed_users["test"] = {"u1"}
+        await app.dispatcher.handle_inbound(ch.message("tea?", chat_id="g", is_private=False))
+        [form] = await ch.wait_for("send", chat_id="g", timeout=30)
+        assert form.text.startswith("fake: Which tea shall I brew?\n\nReply with one line")
+        assert "tea: green | black | oolong" in form.text
+        await app.dispatcher.handle_inbound(ch.message("tea: Green", chat_id="g", is_private=False))
+        await ch.wait_for("send", 2, chat_id="g", timeout=30)
+    assert tool_text(llm.requests[1]) == "brewing green"

@@ -4,10 +4,11 @@ while the call waits.
 A question of one yes/no or one-of-a-list field (or none: a plain "go on?") gets the platform's
 native buttons, in private (the question is that user's alone), like the other button menus:
 each press comes back as an :class:`Action` ("q:<id>:<n>") whose presser must be the asker. A
-longer form is shown in the chat as a short form the user answers by replying, one
-"field: value" line each; that reply is taken before the chat's queue (the turn that asked is
-still running there), by the asker alone. No answer in time, "cancel", or the decline button:
-declined. Nothing here is stored: a question lives as long as the call that asked it.
+longer form (or any, where buttons cannot be shown) is shown in the chat as a short form the
+user answers by replying, one "field: value" line each; that reply is taken before the chat's
+queue (the turn that asked is still running there), by the asker alone. No answer in time,
+"cancel", or the decline button: declined. Nothing here is stored: a question lives as long as
+the call that asked it.
 """
 
 from __future__ import annotations
@@ -78,8 +79,11 @@ class Questions:
         if choices is not None and channel.capabilities.buttons:
             buttons = [Button(label, f"q:{qid}:{n}") for n, (label, _v) in enumerate(choices)]
             buttons.append(Button(_("Decline"), f"q:{qid}:x"))
-            if await channel.send_private(asked.user_id, Reply(message, tuple(buttons))):
-                return
+            try:
+                if await channel.send_private(asked.user_id, Reply(message, tuple(buttons))):
+                    return
+            except Exception as exc:  # no private chat with the bot yet: the form in the chat
+                log.info("could not ask %s in private (%s): asking in the chat", asked.user_id, exc)
         lines = asked.form.describe(asked.language)
         how = _("Reply with one line per field, as “field: value”, or “cancel” to decline:")
         await channel.send(asked.key.chat_id, f"{message}\n\n{how}\n{lines}", formatted=False)
@@ -110,7 +114,7 @@ class Questions:
         asked = next(
             (q for q in self._open.values() if q.key == key and q.user_id == msg.user_id), None
         )
-        if asked is None or asked.answer.done() or asked.form.choices(asked.language):
+        if asked is None or asked.answer.done():
             return False
         _ = translator(asked.language).gettext
         if msg.text.strip().lower() in ("cancel", "/cancel", _("cancel")):
