@@ -29,7 +29,7 @@ def mcp_client(config: Config, app: App | None = None) -> McpClient:
     from tools.mcp import McpClient
 
     workspace = config.tools.workspace
-    roots = (workspace,) if workspace is not None else ()
+    roots = (workspace.expanduser().resolve(),) if workspace is not None else ()
     if app is None:
         return McpClient(roots=lambda: roots)
 

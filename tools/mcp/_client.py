@@ -66,7 +66,7 @@ Asker = Callable[[ToolContext, Question], Awaitable[dict[str, Any] | None]]  # N
 class McpClient:
     """The client side relaybot offers every server (each server's config decides sampling)."""
 
-    roots: Callable[[], Sequence[Path]] = lambda: ()
+    roots: Callable[[], Sequence[Path]] = lambda: ()  # absolute folders
     sample: Sampler | None = None
     ask: Asker | None = None
 
@@ -154,7 +154,7 @@ class Answers:
 
 def root_list(folders: Sequence[Path]) -> types.ListRootsResult:
     return types.ListRootsResult(
-        roots=[types.Root(uri=p.resolve().as_uri(), name=p.name or str(p)) for p in folders]
+        roots=[types.Root(uri=p.as_uri(), name=p.name or str(p)) for p in folders]
     )
 
 
