@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from bot._reload import Reloader
 from bot.app import App
 from bot.config import Config
 from engine import Action, MessageRef, Reply
@@ -39,8 +40,9 @@ def everything(**options: Any) -> dict[str, Any]:
 
 
 async def turn(app: App, ch: RecordingChannel, said: str) -> str:
+    before = len(ch.texts(chat_id="c"))
     await app.dispatcher.handle_inbound(ch.message(said, chat_id="c", user_id="u1"))
-    await ch.wait_for("send", chat_id="c", timeout=30)
+    await ch.wait_for("send", before + 1, chat_id="c", timeout=30)
     await app.dispatcher.wait_idle("test", "c")
     return ch.texts(chat_id="c")[-1]
 
@@ -340,3 +342,23 @@ async def test_without_a_private_chat_the_question_is_a_short_form_in_the_chat(
         await app.dispatcher.handle_inbound(ch.message("tea: Green", chat_id="g", is_private=False))
         await ch.wait_for("send", 2, chat_id="g", timeout=30)
     assert tool_text(llm.requests[1]) == "brewing green"
+
+
+async def test_a_reload_that_moves_the_workspace_gives_the_servers_the_new_root(
+    make_config: Callable[..., Config], llm: FakeOpenAI, tmp_path: Path
+) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    config = make_config(tools={"workspace": str(first)}, mcp={"servers": [everything()]})
+    moved = make_config(tools={"workspace": str(second)}, mcp={"servers": [everything()]})
+    llm.script(tool_call("everything__get-roots-list", {}), text("One root."))
+    async with running(config) as (app, ch):
+        await turn(app, ch, "roots?")
+        assert await Reloader(app, None).apply(moved)
+        app.dispatcher.settings.allowed_users["test"] = {"u1"}  # the test channel's, again
+        llm.script(tool_call("everything__get-roots-list", {}), text("Another root."))
+        assert await turn(app, ch, "and now?") == "Another root."
+    assert f"URI: {first.as_uri()}" in tool_text(llm.requests[1])
+    assert f"URI: {second.as_uri()}" in tool_text(llm.requests[3])
+    assert first.as_uri() not in tool_text(llm.requests[3])
