@@ -7,6 +7,8 @@ started without a folder works in the workspace relaybot announces as its root."
 
 from __future__ import annotations
 
+import asyncio
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +24,8 @@ from engine.chat._limits import today
 from tests.fakes.openai_server import FakeOpenAI, images_in, text, tool_call
 from tests.fakes.recording_channel import RecordingChannel
 from tests.prerequisites import mcp_server
+from tests.test_cli import write_config
+from tests.test_console import CTRL_D, Terminal
 from tests.test_media import running
 from tools import ToolContext
 from tools.config import McpServerConfig
@@ -362,3 +366,32 @@ async def test_a_reload_that_moves_the_workspace_gives_the_servers_the_new_root(
     assert f"URI: {first.as_uri()}" in tool_text(llm.requests[1])
     assert f"URI: {second.as_uri()}" in tool_text(llm.requests[3])
     assert first.as_uri() not in tool_text(llm.requests[3])
+
+
+async def test_on_the_terminal_a_form_is_answered_while_the_call_waits(
+    tmp_path: Path, llm: FakeOpenAI
+) -> None:
+    fake = f'builtins = []\n\n[[mcp.servers]]\nname = "fake"\ncommand = "{sys.executable}"\n'
+    cfg = write_config(tmp_path, llm, fake + f'args = ["{FAKE}"]\ncall_timeout_s = 60')
+    llm.script(tool_call("fake__pick_tea", {}), text("Black tea, brewing."))
+    term = Terminal()
+    env = {**os.environ, "TERM": "xterm", "RELAYBOT_TEST_KEY": "sk-test-key-123456"}
+    command = (sys.executable, "-m", "bot", "chat", "-c", str(cfg))
+    io = {"stdin": term.child, "stdout": term.child, "stderr": term.child, "env": env}
+    proc = await asyncio.create_subprocess_exec(*command, **io)
+    try:
+        await term.expect(b"you> ")
+        term.type(b"tea please\r")
+        await term.expect(b"fake: Which tea shall I brew?")
+        await term.expect(b"tea: green | black | oolong")
+        term.type(b"tea: black\r")
+        await term.expect(b"Black tea, brewing.")
+        await term.expect(b"you> ")
+        term.type(CTRL_D)
+        assert await asyncio.wait_for(proc.wait(), 15) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        term.close()
+    assert tool_text(llm.requests[1]) == "brewing black"

@@ -243,10 +243,12 @@ class Dispatcher:
         return self.chat_settings.listens(channel, chat_id)
 
     async def handle_inbound(self, msg: InboundMessage) -> None:
-        settled = self._settled(msg)
-        if self.questions is not None and await self.questions.reply(settled):
+        if await self.handle_answer(msg):
             return  # the answer to a form a running call is waiting for
-        await self.intake.handle(settled)
+        await self.intake.handle(self._settled(msg))
+
+    async def handle_answer(self, msg: InboundMessage) -> bool:
+        return self.questions is not None and await self.questions.reply(self._settled(msg))
 
     async def handle_press(self, press: Press) -> Decision:
         return await self.confirmations.press(self._settled(press))
