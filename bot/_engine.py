@@ -39,6 +39,7 @@ from engine.chat import (
     Permissions,
     Policy,
     PromptPart,
+    Questions,
     Remembered,
     Schedules,
     Settings,
@@ -158,6 +159,7 @@ def build_engine(
     intake = Intake(store, queues, notices, tasks, chat_settings, media, limits, pairing, live)
     forget = ForgetMe(store, background.runner, chat_settings, cluster, tasks)
     housekeeping = Housekeeping(store, lambda: live.settings.retention, lambda: queues.busy)
+    questions = Questions(channels, languages.of)
     commands = Commands(
         store=store,
         queues=queues,
@@ -171,6 +173,7 @@ def build_engine(
         cluster=cluster,
         forget=forget,
         memory=remembered,
+        questions=questions,
     )
     return Dispatcher(
         Parts(
@@ -194,6 +197,7 @@ def build_engine(
             limits=limits,
             pairing=pairing,
             cluster=cluster,
+            questions=questions,
         )
     )
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from bot._checks import configured_skills
 from bot._engine import retool
+from bot._mcp_client import mcp_client
 from bot._models import build_model, chat_models
 from bot._settings import engine_settings
 from bot.config import Config
@@ -72,9 +73,11 @@ async def open_tools(
     extra: Sequence[Tool] = (),
     clock: WallClock | None = None,
     skills: Skills | None = None,
+    app: Host | None = None,
 ) -> AsyncIterator[tuple[ToolRegistry, McpManager | None]]:
     """The registry with built-ins, plugins, `extra` tools and MCP servers' tools (and
-    use_skill, and find_skill when many, when there are `skills`)."""
+    use_skill, and find_skill when many, when there are `skills`); the servers may sample
+    relaybot's model only in the daemon (`app`)."""
     registry = ToolRegistry(default_timeout_s=config.tools.default_timeout_s)
     search_key = config.search_key()
     for tool in builtin_tools(
@@ -101,7 +104,10 @@ async def open_tools(
         if config.mcp.servers:  # the mcp SDK takes a while to import: only when used
             from tools.mcp import McpManager
 
-            mcp = await stack.enter_async_context(McpManager(config.mcp.servers, registry))
+            client = mcp_client(config, app)
+            mcp = await stack.enter_async_context(
+                McpManager(config.mcp.servers, registry, client=client)
+            )
         for warning in apply_policy(registry, config.tools):
             log.warning("%s", warning)
         yield registry, mcp
@@ -150,6 +156,7 @@ async def open_generation(app: Host, cfg: Config, *, model: Model | None = None)
                 extra=(*app.extra_tools, *app.pictures),
                 clock=app.clock,
                 skills=skills,
+                app=app,
             )
         )
         if model is None:

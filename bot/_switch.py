@@ -20,8 +20,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot import _handoff as daemons
 from bot import _generations as gens
+from bot import _handoff as daemons
 from bot._lock import holder
 from bot.config import Config
 from engine.store.sqlite import backup_path, backup_sqlite, stored_version

@@ -11,8 +11,9 @@ temporary directory) and its path is printed.
 
 Lines are read in a daemon thread, one at a time, so a blocked read never keeps the process
 alive: Ctrl-C and Ctrl-D leave at once. On a terminal the next line is read while the bot works
-on a message too: /stop stops the turn at once; any other line waits until the turn has ended,
-as it would have been read then. Bytes that are not UTF-8 are read as U+FFFD, never as the
+on a message too: /stop stops the turn at once, and the answer to a tool's question (an MCP
+server's form) is taken at once; any other line waits until the turn has ended, as it would
+have been read then. Bytes that are not UTF-8 are read as U+FFFD, never as the
 end of input. On a terminal the standard library's readline gives line editing and history
 (input() uses it once it is imported), and the terminal's settings are put back on the way out,
 even when a read is still pending.
@@ -171,7 +172,7 @@ class ConsoleChannel(Channel):
                 text = line.strip()
                 if not text:
                     continue
-                command = _command(text)
+                command = Command.typed(text)
                 if command is not None:
                     self._show(await engine.handle_command(self._message(text), command))
                     continue
@@ -191,15 +192,20 @@ class ConsoleChannel(Channel):
             self.finished.set()
 
     async def _until_idle(self, engine: Engine) -> None:
-        """Wait until the engine is idle; on a terminal, reading meanwhile: /stop is acted on
-        at once, any other line is left for when the turn has ended. (Piped input is read in
-        turn: a script's /stop comes after the answer before it.)"""
+        """Wait until the engine is idle, reading meanwhile: an answer to a tool's question is
+        taken at once, and on a terminal /stop is acted on at once; any other line is left for
+        when the turn has ended (a script's /stop comes after the answer before it)."""
         idle = asyncio.ensure_future(self._wait_idle(self.name, CHAT_ID))
-        while self._interactive and not idle.done():
+        while not idle.done():
             line = self._read_soon("")
             await asyncio.wait([idle, line], return_when=asyncio.FIRST_COMPLETED)  # type: ignore[type-var]
             text = (line.result() or "").strip() if line.done() else ""
-            if idle.done() or _command(text) is not Command.STOP:
+            command = Command.typed(text)
+            answers = not idle.done() and text and command is None  # a tool's question, maybe
+            if answers and await engine.handle_answer(self._message(text)):
+                self._next = None
+                continue
+            if idle.done() or not self._interactive or command is not Command.STOP:
                 await idle
                 return
             self._next = None
@@ -236,7 +242,7 @@ class ConsoleChannel(Channel):
         answered and the question asked again."""
         while (line := await self._readline(QUESTION if self._interactive else "")) is not None:
             answer = line.strip().lower()
-            command = _command(answer)
+            command = Command.typed(answer)
             if answer in ANSWERS:
                 return ANSWERS[answer]
             if command in (Command.STOP, Command.RESET):
@@ -332,15 +338,6 @@ class ConsoleChannel(Channel):
 
 _COMMANDS = ", ".join(f"/{c}" for c in Command)
 _COMMAND_LIKE = re.compile(r"^/[A-Za-z_]+$")
-
-
-def _command(text: str) -> Command | None:
-    """The command a line starts with (`/help`, `/reset now`), or None."""
-    word = text.split(maxsplit=1)[0].lower() if text.strip() else ""
-    try:
-        return Command(word[1:]) if word.startswith("/") else None
-    except ValueError:
-        return None
 
 
 def _isatty(stream: TextIO) -> bool:

@@ -24,14 +24,14 @@ from bot.app import App
 from bot.config import Config, parse_config
 from engine import Image, ModelRequest, ToolCall, ToolSpec, parse_decision
 from engine.loop import ConversationKey, ToolLoop, TurnContext
-from engine.models import AnthropicModel, FailoverModel, Message, OpenAIModel
+from engine.models import AnthropicModel, FailoverModel, Message, OpenAIModel, Role
 from engine.models._anthropic import EARLIER, NO_OUTPUT
 from tests.fakes.anthropic_server import FakeAnthropic
 from tests.fakes.models import HTTP_BACKENDS, Backend, backend, read_anthropic
 from tests.fakes.openai_server import FakeOpenAI, error, text, tool_call
 from tests.fakes.recording_channel import RecordingChannel
 from tests.fakes.telegram_server import FakeTelegram
-from tools import tool
+from tools import File, Tool, ToolResult, tool
 from tools.errors import (
     ConfigError,
     ContextOverflow,
@@ -357,9 +357,10 @@ def app_config(tmp_path: Path, llm: dict[str, Any], **sections: Any) -> Config:
 
 
 @asynccontextmanager
-async def running(config: Config) -> AsyncIterator[tuple[App, RecordingChannel]]:
+async def running(config: Config, *more: Tool) -> AsyncIterator[tuple[App, RecordingChannel]]:
     channel = RecordingChannel()
-    async with App(config, channels=[channel], extra_tools=(add, delete_file, report)) as app:
+    tools = (add, delete_file, report, *more)
+    async with App(config, channels=[channel], extra_tools=tools) as app:
         app.dispatcher.settings.allowed_users["test"] = {"u1"}
         yield app, channel
 
@@ -392,6 +393,38 @@ async def test_a_background_result_is_followed_up_with_each_provider(tmp_path, p
         assert follow.last_result.endswith("finished: report on sales: all good")
         answers = [m.text for m in follow.messages if m.role == "assistant" and m.text]
         assert answers[-1] == "Working on it."  # (Anthropic: the call joined the answer's turn)
+
+
+class Snapshot(Tool):
+    """A tool that returns a picture for the model to look at (an MCP server's screenshot)."""
+
+    name = "snapshot"
+    description = "Take a snapshot."
+    parameters = {"type": "object", "properties": {}}
+
+    async def execute(self, args: dict[str, Any]) -> ToolResult:
+        picture = File("shot.png", PNG)
+        return ToolResult("[picture shot.png]", images=(picture,))
+
+
+@pytest.mark.parametrize("provider", HTTP_BACKENDS)
+async def test_a_tools_picture_reaches_each_provider_with_its_result(tmp_path, provider) -> None:
+    async with backend(provider) as llm:
+        llm.script(tool_call("snapshot", {}), text("A snapshot."), tool_call("snapshot", {}))
+        config = app_config(tmp_path, llm_section(llm, vision=True))
+        async with running(config, Snapshot()) as (app, channel):
+            await app.dispatcher.handle_inbound(channel.message("snap"))
+            await channel.wait_for("send")
+            await app.dispatcher.wait_idle("test", "c1")
+            await app.dispatcher.handle_inbound(channel.message("again"))
+            await channel.wait_for("send", 2)
+        first, later = llm.sent[1], llm.sent[-1]
+        # OpenAI takes pictures from a user alone: a user message after the tool results
+        role = Role.USER if provider == "openai" else Role.TOOL
+        assert [r for r, _ in first.images] == [role]
+        assert first.last_result == "[picture shot.png]"
+        assert later.images == [(role, first.images[0][1])]  # the new turn's picture alone
+        assert "[picture shot.png]" in [r.text for r in later.results]
 
 
 @pytest.mark.parametrize(("first", "then"), [("openai", "anthropic"), ("anthropic", "openai")])

@@ -21,7 +21,7 @@ import pytest
 from bot.app import App
 from bot.config import Config, parse_config
 from bot.web._conversations import _said
-from engine import Command, MediaKind
+from engine import Command, Image, MediaKind
 from engine.loop import ConversationKey, ToolLoop, TurnContext
 from engine.models import (
     AnthropicModel,
@@ -438,3 +438,23 @@ async def test_with_server_storage_a_tool_loop_goes_on_from_the_previous_respons
     assert first["store"] is True and "include" not in first
     assert second["previous_response_id"] == "resp_0001"
     assert [i["type"] for i in second["input"]] == ["function_call_output"]
+
+
+async def test_a_tools_picture_goes_in_its_function_call_output() -> None:
+    async with FakeResponses() as llm:
+        model = ResponsesModel(base_url=llm.base_url, api_key="k", model="m", max_retries=0)
+        try:
+            llm.script(tool_call("add", {"a": 1, "b": 2}), text("A picture of 3."))
+            history = [Message.user("1+2?")]
+            reply = await model.complete(request(history))
+            call = reply.tool_calls[0]
+            result = Message.tool_result(call.id, "[picture sum.png]")
+            result.parts.append(Image("image/png", png()))
+            turn = [*history, Message.assistant(None, [call], reply.reasoning), result]
+            answer = await model.complete(request(turn))
+        finally:
+            await model.aclose()
+    assert answer.text == "A picture of 3."  # the fake took the output's parts
+    [output] = [i for i in llm.requests[-1]["input"] if i.get("type") == "function_call_output"]
+    assert [p["type"] for p in output["output"]] == ["input_text", "input_image"]
+    assert output["output"][1]["image_url"].startswith("data:image/png;base64,")

@@ -1,7 +1,9 @@
 """ToolResult: what a tool gives back, for the model and (optionally) for the user.
 
 A result can carry files (:class:`File`: a chart, an export, a report) that the user receives in
-the chat as files, pictures as pictures; the model is told they were sent.
+the chat as files, pictures as pictures; the model is told they were sent. It can also carry
+pictures for the model to look at (`images`: an MCP server's screenshot), sent with the result
+when the model can see (`[llm] vision`); `for_llm` says what they are for a model that cannot.
 """
 
 from __future__ import annotations
@@ -53,7 +55,9 @@ class ToolResult:
 
     `for_llm` always goes back to the model; `for_user`, when set, is shown to the user as it is
     (unless `silent`); `files` are sent to the user as files, in order, as soon as the call ends.
-    `error` keeps the underlying exception for logs; it is never serialised.
+    `images` go to the model with the result, as pictures, when it can see (never stored: the
+    history keeps `for_llm`). `error` keeps the underlying exception for logs; it is never
+    serialised.
     """
 
     for_llm: str
@@ -67,6 +71,7 @@ class ToolResult:
     # the text holds words nobody in the chat wrote: where from ("the skill pdf"); the engine
     # then treats what follows as it treats a web page (SECURITY.md, the model of trust)
     untrusted: str | None = None
+    images: tuple[File, ...] = ()
 
     @classmethod
     def ok(cls, value: Any) -> ToolResult:

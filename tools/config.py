@@ -255,6 +255,8 @@ class McpServerConfig(BaseModel):
     trusted_tools: list[str] = []  # the server's tool names that never ask
     trust_annotations: bool = True  # false: every tool of this server asks
     call_timeout_s: float = Field(60, gt=0)
+    # the server may ask relaybot's model (MCP sampling), charged to the user whose call it is
+    sampling: bool = False
     # "bwrap": a `command` server runs in run_command's sandbox (tools/builtins/_bwrap.py),
     # seeing the system read-only and these folders, the network only if sandbox_network
     sandbox: Literal["none", "bwrap"] = "none"

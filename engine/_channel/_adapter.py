@@ -55,6 +55,12 @@ class Engine(Protocol):
     async def handle_press(self, press: Press) -> Decision:
         """Record a press on a confirmation; the engine edits the prompt message itself."""
 
+    async def handle_answer(self, msg: InboundMessage) -> bool:
+        """Take `msg` as its sender's answer to a question a running tool call asked in that
+        chat (an MCP server's form); False when no question waits for it. :meth:`handle_inbound`
+        does this first: an adapter that holds lines back while a turn runs (the terminal) asks
+        here at once instead."""
+
     async def handle_command(self, msg: InboundMessage, command: Command) -> Reply:
         """Run a command for `msg`'s chat; returns what to reply."""
 

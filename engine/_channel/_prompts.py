@@ -79,6 +79,15 @@ class Command(enum.StrEnum):
     USERS = "users"
     CONSOLE = "console"
 
+    @classmethod
+    def typed(cls, text: str) -> Command | None:
+        """The command a typed line starts with (`/help`, `/reset now`), or None."""
+        word = text.split(maxsplit=1)[0].lower() if text.strip() else ""
+        try:
+            return cls(word[1:]) if word.startswith("/") else None
+        except ValueError:
+            return None
+
     @property
     def description(self) -> str:
         """The line a platform's command menu shows."""

@@ -20,6 +20,7 @@ from engine.chat._commands._commands import Commands
 from engine.chat._commands._forget import ForgetMe
 from engine.chat._confirmations._confirmations import Confirmations
 from engine.chat._confirmations._permissions import Permissions
+from engine.chat._confirmations._questions import Questions
 from engine.chat._dispatch._dispatcher import Dispatcher, Parts
 from engine.chat._intake._intake import Intake
 from engine.chat._intake._media import MediaIntake
@@ -74,6 +75,7 @@ __all__ = [
     "Permissions",
     "Policy",
     "PromptPart",
+    "Questions",
     "Remembered",
     "Retention",
     "ScheduleSettings",

@@ -21,8 +21,8 @@ from engine.context import Window
 from engine.loop._containment import Containment, Taint
 from engine.loop._jobs import Job, JobRunner
 from engine.loop._types import PendingCall, Record, TurnContext, TurnResult
-from engine.models import Message, ToolCall, Usage
-from tools import AsyncTool, ToolContext, ToolResult
+from engine.models import Image, Message, ToolCall, Usage
+from tools import AsyncTool, File, ToolContext, ToolResult
 from tools.registry import PreparedCall, ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -241,9 +241,15 @@ class ToolCalls:
             cut = len(text) - self.max_output_chars
             text = text[: self.max_output_chars] + f"\n…[truncated: {cut} more characters]"
         source = self.containment.provenance(tool, call.arguments, result)
-        await state.add(
-            Message.tool_result(call.id, text, is_error=result.is_error, provenance=source)
-        )
+        message = Message.tool_result(call.id, text, is_error=result.is_error, provenance=source)
+        if result.images and state.ctx.vision:  # pictures to look at, for this turn only
+            message.parts += [_image(f) for f in result.images if f.data is not None]
+        await state.add(message)
+
+
+def _image(file: File) -> Image:
+    assert file.data is not None
+    return Image(file.mime_type, file.data, name=file.name, size=len(file.data))
 
 
 def _safe_summary(prepared: PreparedCall) -> str:

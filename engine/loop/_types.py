@@ -46,6 +46,7 @@ class TurnContext:
     model: str | None = None  # the model this chat chose (/settings); None: the default
     is_private: bool = False  # a private chat (tools then act for the user alone)
     on_step: Step | None = None  # told of each tool call as it starts (never waits)
+    vision: bool = False  # the model is shown the pictures tools return (`[llm] vision`)
 
 
 @dataclass(slots=True)

@@ -137,11 +137,16 @@ def _blocks(m: Message) -> list[dict[str, Any]]:
                     {"type": "tool_use", "id": _id(part.id), "name": part.name, "input": args}
                 )
             case ToolOutput():
+                said = part.text if part.text.strip() else NO_OUTPUT
                 result: dict[str, Any] = {
                     "type": "tool_result",
                     "tool_use_id": _id(part.call_id),
-                    "content": part.text if part.text.strip() else NO_OUTPUT,
+                    "content": said,
                 }
+                if m.images:  # the pictures a tool returned go in its result
+                    result["content"] = [{"type": "text", "text": said}] + [
+                        {"type": "image", "source": _image_source(i)} for i in m.images
+                    ]
                 if part.is_error:
                     result["is_error"] = True
                 out.append(result)

@@ -25,6 +25,7 @@ from engine.models._types import (
 )
 from tools.errors import ContextOverflow, LLMError, ModelAuthError, ModelRateLimited
 
+TOOL_PICTURES = "(the pictures the tool results above returned)"
 _FINISH = {
     "stop": FinishReason.STOP,
     "tool_calls": FinishReason.TOOL_CALLS,
@@ -77,8 +78,16 @@ def to_openai(system: str, messages: Any, *, reasoning_back: bool = False) -> li
     `reasoning_back`, an assistant message of the turn in progress with the reasoning field its
     thoughts came in (engine/models/_thoughts.py)."""
     out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+    shown: list[Image] = []  # tool results' pictures: a tool message takes text alone
     for m in alternating(messages):
+        if m.role is not Role.TOOL and shown:
+            out.append(_tool_pictures(shown))
+            shown = []
         out.append(_message(m))
+        if m.role is Role.TOOL:
+            shown += m.images
+    if shown:
+        out.append(_tool_pictures(shown))
     if reasoning_back:
         _reasoning_back(messages, out)
     return out
@@ -120,6 +129,14 @@ def _message(m: Message) -> dict[str, Any]:
             content.append({"type": "text", "text": part.text})
         elif isinstance(part, Image):
             content.append({"type": "image_url", "image_url": {"url": _image_url(part)}})
+    return {"role": "user", "content": content}
+
+
+def _tool_pictures(images: list[Image]) -> dict[str, Any]:
+    """The pictures the tool results just before returned, as a user message after them all
+    (the API takes pictures only from a user)."""
+    content: list[dict[str, Any]] = [{"type": "text", "text": TOOL_PICTURES}]
+    content += [{"type": "image_url", "image_url": {"url": _image_url(i)}} for i in images]
     return {"role": "user", "content": content}
 
 

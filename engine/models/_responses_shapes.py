@@ -49,9 +49,7 @@ def to_input(messages: Sequence[Message]) -> list[dict[str, Any]]:
         if m.role is Role.TOOL:
             result = m.result
             assert result is not None, "a tool message carries a tool result"
-            out.append(
-                {"type": "function_call_output", "call_id": result.call_id, "output": result.text}
-            )
+            out.append(_output(m))
         elif m.role is Role.ASSISTANT:
             if i > newest_user:
                 out += [item for r in m.reasoning if (item := reasoning_item(r)) is not None]
@@ -68,11 +66,19 @@ def to_input(messages: Sequence[Message]) -> list[dict[str, Any]]:
 
 def outputs(messages: Sequence[Message]) -> list[dict[str, Any]]:
     """Tool results alone, as the input going on from the response that called them."""
-    return [
-        {"type": "function_call_output", "call_id": r.call_id, "output": r.text}
-        for m in messages
-        if (r := m.result) is not None
-    ]
+    return [_output(m) for m in messages if m.result is not None]
+
+
+def _output(m: Message) -> dict[str, Any]:
+    """A tool message as its output item: its text, and the pictures the tool returned."""
+    result = m.result
+    assert result is not None, "a tool message carries a tool result"
+    output: str | list[dict[str, Any]] = result.text
+    if m.images:
+        output = [{"type": "input_text", "text": result.text}] + [
+            {"type": "input_image", "image_url": _image_url(i), "detail": "auto"} for i in m.images
+        ]
+    return {"type": "function_call_output", "call_id": result.call_id, "output": output}
 
 
 def reasoning_item(r: Reasoning) -> dict[str, Any] | None:

@@ -14,6 +14,7 @@ Tools:
 * ``log_env(name)``: writes ``NAME=value`` of its environment to stderr, as a careless server does.
 * ``read_path(path)``: a file's text, or the error reading it.
 * ``detach(seconds)``: starts ``sleep <seconds>`` in its own session, to outlive the call.
+* ``pick_tea()``: asks the user (elicitation) which tea, one of a list; says what came back.
 """
 
 from __future__ import annotations
@@ -22,10 +23,12 @@ import argparse
 import os
 import subprocess
 import sys
+from typing import Literal
 
 import anyio
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
+from pydantic import BaseModel
 
 server = MCPServer("relaybot-test")
 
@@ -95,6 +98,19 @@ def detach(seconds: int) -> str:
         start_new_session=True,
     )
     return str(child.pid)
+
+
+class Tea(BaseModel):
+    tea: Literal["green", "black", "oolong"]
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+async def pick_tea(ctx: Context) -> str:
+    """Ask the user which tea to brew."""
+    answer = await ctx.elicit("Which tea shall I brew?", Tea)
+    if answer.action == "accept":
+        return f"brewing {answer.data.tea}"
+    return f"no tea: {answer.action}"
 
 
 def main() -> None:

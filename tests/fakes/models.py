@@ -59,6 +59,11 @@ class Sent:
     def last_result(self) -> str:
         return self.results[-1].text
 
+    @property
+    def images(self) -> list[tuple[Role, Image]]:
+        """Each picture sent, with the role of the message it came in."""
+        return [(m.role, i) for m in self.messages for i in m.images]
+
 
 ReplyFn = Callable[[Sent], Reply]
 
@@ -227,11 +232,17 @@ def read_anthropic(body: dict[str, Any]) -> Sent:
         for b in blocks:
             if b["type"] == "tool_result":
                 result = b.get("content", "")
+                shown = []
                 if isinstance(result, list):
+                    shown = [r for r in result if r["type"] == "image"]
                     result = "".join(r.get("text", "") for r in result)
-                messages.append(
-                    Message.tool_result(b["tool_use_id"], result, is_error=b.get("is_error", False))
+                message = Message.tool_result(
+                    b["tool_use_id"], result, is_error=b.get("is_error", False)
                 )
+                for r in shown:  # the pictures a tool returned, in its result
+                    source = r["source"]
+                    message.parts.append(Image(source.get("media_type", ""), url=source.get("url")))
+                messages.append(message)
             elif b["type"] == "text":
                 parts.append(Text(b["text"]))
             elif b["type"] == "image":

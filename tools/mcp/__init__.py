@@ -1,6 +1,6 @@
 """MCP servers' tools as relaybot tools: what the daemon uses to connect the `[[mcp.servers]]`.
 
-    async with McpManager(config.mcp.servers, registry) as mcp:
+    async with McpManager(config.mcp.servers, registry, client=McpClient(...)) as mcp:
         ...  # the registry now holds "<server>__<tool>" for each server that started
         mcp.tools()  # [McpToolInfo(server, name, tier), ...] for `relaybot tools`
 
@@ -9,6 +9,13 @@ scopes must be entered and exited by the same task; calls from other tasks use t
 directly. When a connection drops (the process exits, a keep-alive ping fails) the supervisor
 reconnects with backoff, and calls meanwhile get an error result. A server that cannot start at
 all is logged and skipped.
+
+What a server returns (tools/mcp/_content.py): text for the model; pictures the model is shown
+when it can see; content meant for the user, and binary resources, sent to the chat as files;
+resources it lists or links readable through its `<server>__read_resource` (nothing else).
+What relaybot offers as a client (tools/mcp/_client.py, hooks the daemon gives): the workspace
+as the roots, sampling with relaybot's model (per server, off by default), elicitation (a
+question to the user whose call it is).
 
 Tiers: a tool is safe only if it declares `readOnlyHint: true` and the server's
 `trust_annotations` is on, or if it is in the server's `trusted_tools`; every other tool asks.
@@ -22,12 +29,24 @@ handler redacts secrets from it like from any other record.
 The parts, one idea each:
     _manager.py     McpManager (the servers' tools in a registry), McpTool, names and tiers
     _server.py      one server's supervisor task: connect, keep alive, reconnect; its calls
+    _content.py     what a call or a resource read returns, as a ToolResult
+    _client.py      the server's requests to relaybot: roots, sampling, elicitation
     _transport.py   the connection itself: a stdio process under the keeper, or streamable HTTP
 
 Importing this package imports the mcp SDK (slow): the daemon does it only when servers are
 configured. The `[mcp]` config models are in :mod:`tools.config`, which is cheap.
 """
 
+from tools.mcp._client import McpClient, Question, Sampling
 from tools.mcp._manager import McpManager, McpTool, McpToolInfo, tool_name, tool_tier
 
-__all__ = ["McpManager", "McpTool", "McpToolInfo", "tool_name", "tool_tier"]
+__all__ = [
+    "McpClient",
+    "McpManager",
+    "McpTool",
+    "McpToolInfo",
+    "Question",
+    "Sampling",
+    "tool_name",
+    "tool_tier",
+]

@@ -1,5 +1,7 @@
 """McpManager: registers the tools of the configured MCP servers, under names and tiers of
-relaybot's, for as long as it is entered."""
+relaybot's, for as long as it is entered; and, for a server that offers resources, its
+`<server>__read_resource` (safe unless the server's annotations are not trusted: it reads
+only what the server listed or linked)."""
 
 from __future__ import annotations
 
@@ -12,10 +14,11 @@ from typing import Any, NamedTuple
 
 import mcp.types as types
 
-from tools._base import Tier, Tool
+from tools._base import Tier, Tool, current_context
 from tools._result import ToolResult
 from tools.config import McpServerConfig
 from tools.errors import ToolDefinitionError
+from tools.mcp._client import McpClient
 from tools.mcp._server import Server
 from tools.registry import ToolRegistry
 
@@ -66,7 +69,36 @@ class McpTool(Tool):
         self.timeout_s = server.config.call_timeout_s + 5  # the SDK's timeout answers first
 
     async def execute(self, args: dict[str, Any]) -> ToolResult:
-        return await self.server.call(self.remote_name, args)
+        return await self.server.call(self.remote_name, args, current_context())
+
+
+class ReadResource(Tool):
+    """`<server>__read_resource`: a resource the server listed, or linked or embedded in a
+    tool's result, read by its URI (text for the model, a binary one sent as a file)."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        name = server.config.name
+        self.name = tool_name(name, "read_resource")
+        self.description = (
+            f"Read a resource of MCP server {name} by its URI, exactly as the server listed it "
+            "or a tool result linked it (e.g. '[resource test://static/resource/1 ...]')."
+        )
+        self.parameters = {
+            "type": "object",
+            "properties": {"uri": {"type": "string", "description": "The resource's URI."}},
+            "required": ["uri"],
+            "additionalProperties": False,
+        }
+        # it only reads; yet a server whose annotations are not trusted has every tool ask
+        config = server.config
+        trusted = config.trust_annotations or "read_resource" in config.trusted_tools
+        self.tier = Tier.SAFE if trusted else Tier.DESTRUCTIVE
+        self.safety = {"readOnlyHint": True}
+        self.timeout_s = server.config.call_timeout_s + 5
+
+    async def execute(self, args: dict[str, Any]) -> ToolResult:
+        return await self.server.read(args["uri"])
 
 
 class McpManager:
@@ -81,6 +113,7 @@ class McpManager:
         backoff_s: Sequence[float] = (1.0, 2.0, 5.0, 15.0, 60.0),
         connect_timeout_s: float = 30.0,
         keepalive_s: float = 30.0,
+        client: McpClient | None = None,
     ) -> None:
         self.registry = registry
         self._servers = [
@@ -89,10 +122,11 @@ class McpManager:
                 backoff_s=backoff_s,
                 connect_timeout_s=connect_timeout_s,
                 keepalive_s=keepalive_s,
+                client=client,
             )
             for cfg in servers
         ]
-        self._tools: list[McpTool] = []
+        self._tools: list[McpTool | ReadResource] = []
 
     async def __aenter__(self) -> McpManager:
         try:
@@ -112,15 +146,32 @@ class McpManager:
         return [McpToolInfo(t.server.config.name, t.name, t.tier) for t in self._tools]
 
     def _register(self, server: Server) -> None:
+        tools: list[McpTool | ReadResource] = []
         for spec in server.specs:
             try:
-                tool = McpTool(server, spec)
-                self.registry.register(tool)
+                tools.append(McpTool(server, spec))
             except ToolDefinitionError as exc:
                 log.error("MCP server %s: tool %s left out: %s", server.config.name, spec.name, exc)
+        if server.has_resources:
+            reader = ReadResource(server)
+            if any(t.name == reader.name for t in tools):
+                log.warning(
+                    "MCP server %s has a tool of its own named read_resource: resource links "
+                    "from it cannot be read",
+                    server.config.name,
+                )
+            else:
+                tools.append(reader)
+                server.reader = reader.name
+        for tool in tools:
+            try:
+                self.registry.register(tool)
+            except ToolDefinitionError as exc:
+                log.error("MCP server %s: tool %s left out: %s", server.config.name, tool.name, exc)
                 continue
             self._tools.append(tool)
         unknown = set(server.config.trusted_tools) - {s.name for s in server.specs}
+        unknown.discard("read_resource" if server.reader else "")
         if unknown:
             log.warning(
                 "MCP server %s: trusted_tools names no such tool: %s",

@@ -1,5 +1,7 @@
-"""One MCP server's supervisor: a long-lived task that connects, lists the tools, keeps the
-connection alive with pings and reconnects with backoff; calls from any task use its session.
+"""One MCP server's supervisor: a long-lived task that connects, lists the tools (and the
+resources it offers), keeps the connection alive with pings and reconnects with backoff; calls
+from any task use its session, and the server's own requests (roots, sampling, elicitation) are
+answered for the user whose calls are in flight (tools/mcp/_client.py).
 
 The SDK's anyio cancel scopes must be entered and left by one task, hence the one task per
 server; a call made while the server is away gets an error result, never an exception.
@@ -9,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,14 +23,16 @@ from mcp import ClientSession
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 
+from tools._base import ToolContext
 from tools._result import ToolResult
-from tools.builtins._text import clip
 from tools.config import McpServerConfig
+from tools.mcp._client import Answers, McpClient
+from tools.mcp._content import Offered, call_result, read_result
 from tools.mcp._transport import describe, transport
 
 log = logging.getLogger("tools.mcp")
 
-MAX_RESULT_CHARS = 16_000
+MAX_RESOURCE_PAGES = 20  # of resources/list read at each connection
 _CLIENT = types.Implementation(name="relaybot", version="0.1.0")
 
 
@@ -49,8 +52,13 @@ class Server:
         backoff_s: Sequence[float],
         connect_timeout_s: float,
         keepalive_s: float,
+        client: McpClient | None = None,
     ) -> None:
         self.config = config
+        self.answers = Answers(config, client or McpClient())
+        self.offered = Offered()  # the URIs read_resource may read
+        self.reader = ""  # the name of this server's read_resource tool, once registered
+        self.has_resources = False
         self.backoff_s = backoff_s
         self.connect_timeout_s = connect_timeout_s
         self.keepalive_s = keepalive_s
@@ -71,31 +79,65 @@ class Server:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
 
-    async def call(self, tool: str, args: dict[str, Any]) -> ToolResult:
+    async def call(self, tool: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        """Call `tool` for the user `ctx` names (who the server's own requests are for)."""
         name, conn = self.config.name, self._conn
         if conn is None or conn.lost.is_set():
             return ToolResult.fail(f"MCP server {name} is restarting; try again in a moment.")
+        token = self.answers.callers.enter(ctx)
         try:
             result = await conn.session.call_tool(
                 tool, args, read_timeout_seconds=self.config.call_timeout_s
             )
         except MCPError as exc:
-            if exc.code == types.REQUEST_TIMEOUT:
-                return ToolResult.fail(
-                    f"MCP tool {tool} on server {name} did not answer within "
-                    f"{self.config.call_timeout_s:g} s.",
-                    error=exc,
-                )
-            if exc.code == types.CONNECTION_CLOSED:
-                conn.lost.set()
-                return ToolResult.fail(
-                    f"MCP server {name} stopped during the call; it is being restarted.", error=exc
-                )
-            return ToolResult.fail(f"MCP server {name} refused the call: {exc.message}", error=exc)
+            return self._failed(tool, conn, exc)
         except Exception as exc:  # the transport broke under the call
             conn.lost.set()
             return ToolResult.fail(f"MCP server {name} failed: {describe(exc)}", error=exc)
-        return _to_result(result)
+        finally:
+            self.answers.callers.leave(token)
+        return call_result(result, self.offered, self.reader)
+
+    async def read(self, uri: str) -> ToolResult:
+        """`resources/read` of a URI this server offered or linked."""
+        name, conn = self.config.name, self._conn
+        if uri not in self.offered:
+            return ToolResult.fail(
+                f"{uri!r} is not a resource server {name} listed or linked; give a URI exactly "
+                "as it appeared.",
+                retryable=True,
+            )
+        if conn is None or conn.lost.is_set():
+            return ToolResult.fail(f"MCP server {name} is restarting; try again in a moment.")
+        try:
+            with anyio.fail_after(self.config.call_timeout_s):
+                result = await conn.session.read_resource(uri)
+        except TimeoutError as exc:
+            return ToolResult.fail(
+                f"MCP server {name} did not read {uri} within {self.config.call_timeout_s:g} s.",
+                error=exc,
+            )
+        except MCPError as exc:
+            return self._failed("read_resource", conn, exc)
+        except Exception as exc:
+            conn.lost.set()
+            return ToolResult.fail(f"MCP server {name} failed: {describe(exc)}", error=exc)
+        return read_result(result.contents)
+
+    def _failed(self, tool: str, conn: _Connection, exc: MCPError) -> ToolResult:
+        name = self.config.name
+        if exc.code == types.REQUEST_TIMEOUT:
+            return ToolResult.fail(
+                f"MCP tool {tool} on server {name} did not answer within "
+                f"{self.config.call_timeout_s:g} s.",
+                error=exc,
+            )
+        if exc.code == types.CONNECTION_CLOSED:
+            conn.lost.set()
+            return ToolResult.fail(
+                f"MCP server {name} stopped during the call; it is being restarted.", error=exc
+            )
+        return ToolResult.fail(f"MCP server {name} refused the call: {exc.message}", error=exc)
 
     async def _supervise(self, started: asyncio.Future[bool]) -> None:
         name, loop = self.config.name, asyncio.get_running_loop()
@@ -136,15 +178,40 @@ class Server:
             relays = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(relays.cancel_scope.cancel)
             relays.start_soon(_relay, read, send, lost)
-            session = await stack.enter_async_context(
-                ClientSession(receive, write, client_info=_CLIENT)
-            )
+            session = await stack.enter_async_context(self._session(receive, write))
             with anyio.fail_after(self.connect_timeout_s):
                 await session.initialize()
                 specs = await _list_tools(session)
+                capabilities = session.server_capabilities
+                self.has_resources = capabilities is not None and bool(capabilities.resources)
+                if self.has_resources:
+                    await self._list_resources(session)
             conn = _Connection(session, lost)
             self._connected(conn, specs, started)
             await self._watch(conn)
+
+    def _session(self, receive: Any, write: Any) -> ClientSession:
+        """A session announcing what relaybot's hooks can answer (tools/mcp/_client.py)."""
+        answers = self.answers
+        return ClientSession(
+            receive,
+            write,
+            client_info=_CLIENT,
+            list_roots_callback=answers.roots,
+            sampling_callback=answers.sample if answers.client.sample is not None else None,
+            elicitation_callback=answers.elicit if answers.client.ask is not None else None,
+        )
+
+    async def _list_resources(self, session: ClientSession) -> None:
+        cursor: str | None = None
+        for _ in range(MAX_RESOURCE_PAGES):
+            params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+            page = await session.list_resources(params=params)
+            for resource in page.resources:
+                self.offered.add(str(resource.uri))
+            cursor = page.next_cursor
+            if not cursor:
+                return
 
     def _connected(
         self, conn: _Connection, specs: list[types.Tool], started: asyncio.Future[bool]
@@ -201,22 +268,3 @@ async def _list_tools(session: ClientSession) -> list[types.Tool]:
         cursor = page.next_cursor
         if not cursor:
             return specs
-
-
-def _to_result(result: types.CallToolResult) -> ToolResult:
-    parts: list[str] = []
-    for block in result.content:
-        if isinstance(block, types.TextContent):
-            parts.append(block.text)
-        elif isinstance(block, types.ImageContent | types.AudioContent):
-            parts.append(f"[{block.type} ({block.mime_type}) not shown]")
-        elif isinstance(block, types.ResourceLink):
-            parts.append(f"[resource {block.uri}]")
-        elif isinstance(block, types.EmbeddedResource):
-            res = block.resource
-            text = getattr(res, "text", None)
-            parts.append(text if isinstance(text, str) else f"[binary resource {res.uri}]")
-    if not parts and result.structured_content is not None:
-        parts.append(json.dumps(result.structured_content, ensure_ascii=False, default=str))
-    text = clip("\n".join(parts), MAX_RESULT_CHARS) or "(no output)"
-    return ToolResult.fail(text) if result.is_error else ToolResult.ok(text)

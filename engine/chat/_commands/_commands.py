@@ -20,6 +20,7 @@ from engine.chat._commands._help import help_text
 from engine.chat._commands._settings_menu import SettingsMenu
 from engine.chat._confirmations._confirmations import Confirmations
 from engine.chat._confirmations._permissions import Permissions
+from engine.chat._confirmations._questions import Questions
 from engine.chat._jobs._schedules import Schedules
 from engine.chat._settings._chat import ChatSettings
 from engine.chat._turns._memory import Remembered
@@ -55,6 +56,7 @@ class Commands:
         cluster: Cluster | None,
         forget: ForgetMe,
         memory: Remembered | None = None,
+        questions: Questions | None = None,
     ) -> None:
         self.store = store
         self.queues = queues
@@ -70,6 +72,7 @@ class Commands:
         self.cluster = cluster
         self.forget = forget
         self.memory = memory
+        self.questions = questions
 
     async def handle(self, msg: InboundMessage, command: Command) -> Reply:
         result = await self._command(msg, command)
@@ -91,6 +94,7 @@ class Commands:
             or await self.settings_menu.act(action)
             or await self.forget.act(action)
             or (await self.memory.act(action) if self.memory is not None else None)
+            or (await self.questions.act(action) if self.questions is not None else None)
         )
         return reply or Reply(_("This button no longer works."))
 

@@ -27,6 +27,7 @@ from engine.chat._commands._commands import STOPPED, Commands
 from engine.chat._commands._forget import ForgetMe
 from engine.chat._confirmations._confirmations import Confirmations
 from engine.chat._confirmations._decided import Decisions
+from engine.chat._confirmations._questions import Questions
 from engine.chat._dispatch._recovery import recover
 from engine.chat._dispatch._stalled import Stalled
 from engine.chat._intake._intake import Intake
@@ -91,6 +92,7 @@ class Parts:
     limits: Limits
     pairing: Pairing
     cluster: Cluster | None = None  # several instances share the store
+    questions: Questions | None = None  # a tool's questions to its user (MCP elicitation)
 
 
 class Dispatcher:
@@ -117,6 +119,7 @@ class Dispatcher:
         self.limits = parts.limits
         self.pairing = parts.pairing
         self.cluster = parts.cluster
+        self.questions = parts.questions
         self.stalled = Stalled(self.queues, self.tasks)  # chats whose work the store refused
         self._taking: dict[ConversationKey, list[int]] = {}  # inbox rows a turn reads (media)
         self.decisions = Decisions(self.store, self.confirmations, self.turns, self.queues)
@@ -240,7 +243,12 @@ class Dispatcher:
         return self.chat_settings.listens(channel, chat_id)
 
     async def handle_inbound(self, msg: InboundMessage) -> None:
+        if await self.handle_answer(msg):
+            return  # the answer to a form a running call is waiting for
         await self.intake.handle(self._settled(msg))
+
+    async def handle_answer(self, msg: InboundMessage) -> bool:
+        return self.questions is not None and await self.questions.reply(self._settled(msg))
 
     async def handle_press(self, press: Press) -> Decision:
         return await self.confirmations.press(self._settled(press))

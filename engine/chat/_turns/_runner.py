@@ -304,6 +304,7 @@ class TurnRunner:
             max_tool_calls=None if admin else self.settings.tool_calls_per_turn,
             model=chosen.model(key) if chosen is not None else None,
             is_private=conv.is_private,
+            vision=self.images is not None and self.images.vision(),
         )
 
 

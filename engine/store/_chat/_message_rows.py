@@ -45,7 +45,8 @@ INSERT_MESSAGE = (
 def message_params(conversation_id: int, msg: Message, user_id: str | None) -> tuple[Any, ...]:
     calls = msg.tool_calls
     result = msg.result
-    images = [_image(i) for i in msg.images]
+    # a tool result's pictures are for the turn that made them: its text stands for them later
+    images = [_image(i) for i in msg.images] if msg.role is not Role.TOOL else []
     reasoning = [[r.api, r.item, r.summary] for r in msg.reasoning]
     trusted = msg.provenance.trust is Trust.TRUSTED
     if msg.provenance.trust is Trust.MEMBER:  # its author is the row's user
