@@ -127,9 +127,13 @@ async def start(
             out = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
             try:  # the daemon's log: its owner's only
                 proc = await asyncio.create_subprocess_exec(
-                    *argv, env=env, stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=out,
+                    *argv,
+                    env=env,
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=out,
                     start_new_session=True,
-                )  # fmt: skip
+                )
             finally:
                 os.close(out)
             exited = asyncio.ensure_future(proc.wait())
@@ -166,9 +170,13 @@ async def systemctl(daemon: Daemon, *args: str, timeout: float) -> tuple[int, st
     assert daemon.unit is not None
     user = ["--user"] if daemon.user else []
     proc = await asyncio.create_subprocess_exec(
-        "systemctl", *user, *args, daemon.unit,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-    )  # fmt: skip
+        "systemctl",
+        *user,
+        *args,
+        daemon.unit,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
     try:
         out, _ = await asyncio.wait_for(proc.communicate(), timeout)
     except TimeoutError:

@@ -37,13 +37,19 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     rb = sub.add_parser("rollback", help=text, description=text)
     for p in (sp, rb):
         p.add_argument(
-            "--pid", type=int, metavar="PID", help="the daemon to switch, where its store's lock "
+            "--pid",
+            type=int,
+            metavar="PID",
+            help="the daemon to switch, where its store's lock "
             "cannot tell (PostgreSQL: one instance of several, not under systemd)",
-        )  # fmt: skip
+        )
         p.add_argument(
-            "--ready-timeout", type=float, default=READY_TIMEOUT_S, metavar="S",
+            "--ready-timeout",
+            type=float,
+            default=READY_TIMEOUT_S,
+            metavar="S",
             help=f"seconds the new version has to start and say it is ready ({READY_TIMEOUT_S:g})",
-        )  # fmt: skip
+        )
 
 
 @dataclass(slots=True)
@@ -69,16 +75,23 @@ def _place(config: Config, timeout: float, pid: int | None) -> Place:
         pid = holder(store)
     daemon = daemons.inspect(pid) if pid else None
     return Place(
-        gens.home(), config._path.absolute(), store, daemon,
-        config.engine.shutdown_grace_s + 5, timeout,
-    )  # fmt: skip
+        gens.home(),
+        config._path.absolute(),
+        store,
+        daemon,
+        config.engine.shutdown_grace_s + 5,
+        timeout,
+    )
 
 
 async def _relaybot(gen: gens.Generation, *args: str) -> tuple[int, str]:
     proc = await asyncio.create_subprocess_exec(
-        gen.relaybot, *args, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-    )  # fmt: skip
+        gen.relaybot,
+        *args,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
     out, _ = await proc.communicate()
     return proc.returncode or 0, out.decode(errors="replace").strip()
 

@@ -117,9 +117,11 @@ def _parser() -> argparse.ArgumentParser:
         "--check", action="store_true", help="only say what an upgrade would do; change nothing"
     )
     commands["migrate"].add_argument(
-        "--store", metavar="PATH.db", help="this SQLite file instead of the config's store "
+        "--store",
+        metavar="PATH.db",
+        help="this SQLite file instead of the config's store "
         "(`relaybot upgrade` tries the migrations on a copy)",
-    )  # fmt: skip
+    )
     text = "copy a SQLite store into an empty PostgreSQL database"
     sp = sub.add_parser("migrate-store", help=text, description=text)
     sp.add_argument("--from", dest="source", required=True, metavar="PATH.db")

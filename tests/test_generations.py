@@ -53,16 +53,24 @@ def previous_release() -> str | None:
     git = ["git", "-C", str(ROOT)]
 
     def version_at(commit: str) -> str | None:
-        shown = subprocess.run([*git, "show", f"{commit}:pyproject.toml"], capture_output=True,
-                               text=True, check=False, timeout=60)  # fmt: skip
+        shown = subprocess.run(
+            [*git, "show", f"{commit}:pyproject.toml"],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        )
         return _version(shown.stdout) if shown.returncode == 0 else None
 
     try:
         head = _version((ROOT / "pyproject.toml").read_text())
         commits = subprocess.run(
             [*git, "log", "--first-parent", "--format=%H", "--", "pyproject.toml"],
-            capture_output=True, text=True, check=True, timeout=60,
-        ).stdout.split()  # fmt: skip
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        ).stdout.split()
     except (OSError, subprocess.CalledProcessError):
         return None
     since = None
@@ -217,8 +225,9 @@ def releases(house: House, tmp_path_factory: pytest.TempPathFactory) -> Releases
     base = tmp_path_factory.mktemp("releases")
     old = base / "previous-src"
     old.mkdir()
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit], capture_output=True,
-                             check=True, timeout=120).stdout  # fmt: skip
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", commit], capture_output=True, check=True, timeout=120
+    ).stdout
     subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True, timeout=120)
     new = base / "head-src"
     new.mkdir()
@@ -274,10 +283,16 @@ class Rig:
 
     async def relaybot(self, *args: str) -> tuple[int, str]:
         proc = await asyncio.create_subprocess_exec(
-            Path(sys.executable).parent / "relaybot", *args, "-c", str(self.files.config),
-            cwd=self.tmp, env=self.env, stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-        )  # fmt: skip
+            Path(sys.executable).parent / "relaybot",
+            *args,
+            "-c",
+            str(self.files.config),
+            cwd=self.tmp,
+            env=self.env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
         out, _ = await asyncio.wait_for(proc.communicate(), 300)
         return proc.returncode or 0, out.decode()
 
@@ -374,9 +389,16 @@ async def test_broken_upgrades_roll_back_and_a_good_one_switches(
         assert first.startswith("1-")
         log = (r.home / "relaybot.log").open("ab")
         daemon = await asyncio.create_subprocess_exec(
-            r.home / "current" / "bin" / "relaybot", "run", "-c", str(r.files.config),
-            cwd=tmp_path, env=r.env, stdout=log, stderr=log, stdin=asyncio.subprocess.DEVNULL,
-        )  # fmt: skip
+            r.home / "current" / "bin" / "relaybot",
+            "run",
+            "-c",
+            str(r.files.config),
+            cwd=tmp_path,
+            env=r.env,
+            stdout=log,
+            stderr=log,
+            stdin=asyncio.subprocess.DEVNULL,
+        )
         r.say()
         await r.ledger.expect(lambda: r.ledger.answered(r.said), WAIT_S, r.log)
         assert r.running() == first
@@ -409,8 +431,12 @@ async def test_broken_upgrades_roll_back_and_a_good_one_switches(
         done = await asyncio.to_thread(
             subprocess.run,
             [r.home / "current" / "bin" / "relaybot", "install-service", "--user"],
-            env=r.env, capture_output=True, text=True, check=True, timeout=60,
-        )  # fmt: skip
+            env=r.env,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        )
         unit = done.stdout
         stable = r.home / "current" / "bin" / "relaybot"
         assert f"ExecStart={stable} run -c " in unit  # whichever generation is current
@@ -515,10 +541,16 @@ async def test_a_rolling_upgrade_on_postgresql_keeps_two_instances_answering(
                 assert code == 0, said
                 log = (r.home / "relaybot.log").open("ab")
                 proc = await asyncio.create_subprocess_exec(
-                    r.home / "current" / "bin" / "relaybot", "run", "-c", str(r.files.config),
-                    cwd=tmp_path, env=r.env, stdout=log, stderr=log,
+                    r.home / "current" / "bin" / "relaybot",
+                    "run",
+                    "-c",
+                    str(r.files.config),
+                    cwd=tmp_path,
+                    env=r.env,
+                    stdout=log,
+                    stderr=log,
                     stdin=asyncio.subprocess.DEVNULL,
-                )  # fmt: skip
+                )
                 started.append(proc)
             r.say()
             await ledger.expect(lambda: ledger.answered(r.said), WAIT_S, r.log)

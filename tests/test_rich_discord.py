@@ -132,14 +132,20 @@ async def test_a_streamed_answer_ends_as_a_card(start, fake: FakeDiscord, llm: F
 @pytest.mark.parametrize(
     ("body", "words"),
     [
-        ({"content": "x", "flags": IS_COMPONENTS_V2, "components": [{"type": 10, "content": "y"}]},
-         "content"),
+        (
+            {
+                "content": "x",
+                "flags": IS_COMPONENTS_V2,
+                "components": [{"type": 10, "content": "y"}],
+            },
+            "content",
+        ),
         ({"content": "", "components": [{"type": 10, "content": "y"}]}, "IS_COMPONENTS_V2"),
         ({"flags": IS_COMPONENTS_V2, "components": [{"type": 10, "content": "y" * 4001}]}, "4000"),
         ({"flags": IS_COMPONENTS_V2, "components": [{"type": 14}] * 41}, "40"),
         ({"flags": IS_COMPONENTS_V2, "components": [{"type": 17, "components": []}]}, "empty"),
     ],
-)  # fmt: skip
+)
 async def test_the_fake_refuses_what_discord_refuses(
     fake: FakeDiscord, body: dict[str, Any], words: str
 ) -> None:

@@ -50,9 +50,14 @@ class Questions:
         self._open: dict[str, _Open] = {}
 
     async def ask(
-        self, key: ConversationKey, user_id: str, message: str, schema: dict[str, Any], *,
+        self,
+        key: ConversationKey,
+        user_id: str,
+        message: str,
+        schema: dict[str, Any],
+        *,
         timeout_s: float,
-    ) -> dict[str, Any] | None:  # fmt: skip
+    ) -> dict[str, Any] | None:
         """The user's answer (the form's fields, typed), or None: declined, or no answer in
         `timeout_s`. Raises ValueError for a schema no form can take."""
         form = Form.of(schema)
