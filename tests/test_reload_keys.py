@@ -522,6 +522,7 @@ def rows(rig_tmp: Path) -> list[Row]:
         Row("telegram.webhook_listen", "127.0.0.1:8444"),
         Row("telegram.webhook_secret_env", "RB_HOOK"),
         Row("telegram.status_reactions", True),
+        Row("telegram.private_replies", False),
         Row("discord.enabled", True, None, None, {"discord.token": DISCORD_TOKEN}),
         Row("discord.token", DISCORD_TOKEN),
         Row("discord.token_env", "RB_OTHER_DC_TOKEN"),

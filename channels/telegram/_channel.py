@@ -38,6 +38,7 @@ from channels.telegram._markup import answer_buttons, menu, prompt_message
 from channels.telegram._media import download
 from channels.telegram._outbox import Outbox
 from channels.telegram._polling import Poller
+from channels.telegram._private import PrivateReplies, ephemeral_of
 from channels.telegram._reactions import set_status
 from channels.telegram._topics import place
 from channels.telegram._updates import TOKEN_REJECTED
@@ -106,9 +107,15 @@ class TelegramChannel(Channel):
         )
         self._outbox = Outbox(self._app.bot, self.retry_initial_s)
         self._drafts = Drafts(self._app.bot)
+        self._private = PrivateReplies(self._outbox, config.private_replies)
         self._webhook_secret = config.resolve_webhook_secret()  # None: polling
         self._handlers = Handlers(
-            self._app, self._outbox, self._engine_, self._listens, config.group_mode
+            self._app,
+            self._outbox,
+            self._engine_,
+            self._listens,
+            config.group_mode,
+            self._private,
         )
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -268,7 +275,17 @@ class TelegramChannel(Channel):
         """A user's private chat with the bot has their user id (they must have started it)."""
         return await self._outbox.send_menu(user_id, reply.text, None, menu(reply))
 
+    async def send_personal(
+        self, chat_id: str, user_id: str, text: str, *, reply_to: str | None = None
+    ) -> MessageRef:
+        """To `user_id` alone in a group (``_private``); where it cannot be: to the chat."""
+        ref = await self._private.send(chat_id, user_id, text, reply_to=reply_to)
+        return ref or await self.send(chat_id, text, reply_to=reply_to)
+
     async def delete(self, ref: MessageRef) -> None:
+        if (ephemeral := ephemeral_of(ref)) is not None:
+            await self._private.delete(ref.chat_id, *ephemeral)
+            return
         await self._outbox.delete_part(ref.chat_id, ref.message_id)  # gone or too old: it stays
 
     async def react(self, chat_id: str, message_id: str, reaction: Reaction) -> None:
@@ -286,7 +303,10 @@ class TelegramChannel(Channel):
 
     async def show_confirmation(self, prompt: ConfirmationPrompt) -> MessageRef:
         """One message with the buttons: the summary, the action as a code block and who may
-        answer until when; when the action does not fit, it goes with the buttons as a file."""
+        answer until when; when the action does not fit, it goes with the buttons as a file.
+        In a group with ``private_replies`` it is shown to the requester alone (``_private``)."""
+        if ref := await self._private.send_prompt(prompt, prompt_message(prompt)):
+            return ref
         return await self._outbox.send_prompt(
             prompt.chat_id,
             prompt_message(prompt),
@@ -295,6 +315,9 @@ class TelegramChannel(Channel):
         )
 
     async def resolve_confirmation(self, ref: MessageRef, text: str) -> None:
+        if ephemeral_of(ref) is not None:
+            await self._private.edit(ref, text)
+            return
         await self._outbox.close_buttons(ref, text)
 
     async def send_files(

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from telegram import Update
+from telegram import Message, Update
 from telegram.constants import ChatType
 from telegram.ext import (
     Application,
@@ -28,9 +28,10 @@ from telegram.ext import (
 from channels.telegram._markup import menu
 from channels.telegram._media import MEDIA
 from channels.telegram._outbox import Outbox
+from channels.telegram._private import PrivateReplies, ephemeral_id_of, ephemeral_ref
 from channels.telegram._topics import chat_key, topic_of
 from channels.telegram._updates import ADDRESSED, Listening, inbound_message
-from engine import Action, Command, Engine, Press, parse_action, parse_decision
+from engine import Action, Command, Engine, Press, Reply, parse_action, parse_decision
 from engine.i18n import N_, translator
 from tools.errors import StoreUnavailable
 
@@ -41,6 +42,8 @@ UNREADABLE = N_(
     "I can read text, pictures, files and voice messages, but not this kind of message."
 )
 STALE_BUTTON = N_("This button no longer works.")
+# Their answers are about the member who asked: in a group, with private replies, shown to them.
+PERSONAL = frozenset({Command.USAGE, Command.MEMORY, Command.SETTINGS, Command.PERMISSIONS})
 
 
 class Handlers:
@@ -53,9 +56,12 @@ class Handlers:
         engine: Callable[[], Engine],
         listens: Callable[[str], bool],
         group_mode: str,
+        private: PrivateReplies,
     ) -> None:
+        """`private`: where answers about one member go in groups (``_private``)."""
         self._app = app
         self._outbox = outbox
+        self._private = private
         self._engine = engine
         self._unrecorded: dict[int, StoreUnavailable] = {}  # update id → why (see process)
         new = filters.UpdateType.MESSAGE  # edited messages and channel posts are ignored
@@ -107,10 +113,24 @@ class Handlers:
             reply = await self._engine().handle_command(msg, command)
             if reply.text:
                 reply_to = None if msg.is_private else msg.message_id
+                if command in PERSONAL and self._private.wanted(msg.chat_id):
+                    self._reply(update, self._personal(msg.chat_id, msg.user_id, reply, reply_to))
+                    return
                 sent = self._outbox.send_menu(msg.chat_id, reply.text, reply_to, menu(reply))
                 self._reply(update, sent)
 
         return on_command
+
+    async def _personal(
+        self, chat_id: str, user_id: str, reply: Reply, reply_to: str | None
+    ) -> None:
+        """A command's answer to the member who asked alone; refused there: to the group."""
+        buttons = menu(reply)
+        ref = await self._private.send(
+            chat_id, user_id, reply.text, reply_to=reply_to, markup=buttons
+        )
+        if ref is None:
+            await self._outbox.send_menu(chat_id, reply.text, reply_to, buttons)
 
     async def _on_button(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         query = update.callback_query
@@ -150,6 +170,11 @@ class Handlers:
         pressed = Action(CHANNEL, chat_id, str(query.from_user.id), action, private, language)
         reply = await self._engine().handle_action(pressed)
         self._reply(update, query.answer())
+        eid = ephemeral_id_of(message) if isinstance(message, Message) else None
+        if eid is not None:  # a private menu: it stays private
+            ref = ephemeral_ref(chat_id, query.from_user.id, eid)
+            self._reply(update, self._private.edit(ref, reply.text, menu(reply)))
+            return
         edit = self._outbox.edit_menu(chat_id, str(message.message_id), reply.text, menu(reply))
         self._reply(update, edit)
 

@@ -274,6 +274,10 @@ class Outbox:
             if "not modified" not in exc.message.lower():
                 raise
 
+    async def patiently(self, request: Callable[[], Awaitable[_T]]) -> _T:
+        """`request` with the patience of every send (for requests made elsewhere: ``_private``)."""
+        return await self._patiently(request)
+
     async def _patiently(self, request: Callable[[], Awaitable[_T]]) -> _T:
         """`request` once open, retried with backoff (for a bounded time) while the Bot API is
         unreachable. A request that may have been delivered is not repeated."""

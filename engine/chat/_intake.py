@@ -129,5 +129,5 @@ class Intake:
 
     def _reply(self, msg: InboundMessage, text: str) -> None:
         """Answer outside the chat's order (a refusal): the adapter's delivery is not held up."""
-        reply = self.notices.say(msg.channel, msg.chat_id, text, msg.message_id)
+        reply = self.notices.say(msg.channel, msg.chat_id, text, msg.message_id, to=msg.user_id)
         self.tasks.spawn(reply, "refusal")

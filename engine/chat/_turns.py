@@ -218,7 +218,7 @@ class TurnRunner:
             if live is not None:
                 await live.abandon()
             said = failed(exc, self.language(ctx.key, user_id))
-            await self.notices.say(conv.channel, conv.chat_id, said, reply_to)
+            await self.notices.say(conv.channel, conv.chat_id, said, reply_to, to=user_id)
             await self.store.inbox.answered([r.id for r in answering])
             return None
         if result.pending is not None:

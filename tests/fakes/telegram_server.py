@@ -56,6 +56,9 @@ non-zero draft_id, 0-4096 characters, a topic's message_thread_id checked as for
 recorded in `drafts` (chat, draft_id, text) and leaves no message. `drafts_supported = False`
 plays a Bot API server from before drafts (404 "Not Found").
 
+Ephemeral messages (Bot API 10.2/10.3), shown to one member of a group: see
+tests/fakes/telegram_ephemeral.py.
+
 Webhooks: setWebhook / deleteWebhook / getWebhookInfo, and while a webhook is set the queued
 updates are POSTed to it as Telegram does (getUpdates then answers 409); `webhook` controls and
 records that side (tests/fakes/telegram_webhook.py).
@@ -78,6 +81,7 @@ from typing import Any
 from aiohttp import web
 
 from tests.fakes import telegram_spec
+from tests.fakes.telegram_ephemeral import EphemeralMessages
 from tests.fakes.telegram_webhook import FakeWebhook
 
 BOT_ID = 7000000001
@@ -228,7 +232,7 @@ def _utf16_len(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
 
 
-class FakeTelegram:
+class FakeTelegram(EphemeralMessages):
     """The Bot API side (aiohttp) plus a control side for tests."""
 
     def __init__(self, token: str = TOKEN, port: int = 0) -> None:
@@ -269,6 +273,7 @@ class FakeTelegram:
         self.chat_reactions: dict[int, set[str]] = {}  # chat → the reactions its admins allow
         self.drafts: list[tuple[int, int, str]] = []  # (chat, draft_id, text), in order
         self.drafts_supported = True  # False: a Bot API server without sendMessageDraft
+        self._init_ephemerals()
 
     # lifecycle -------------------------------------------------------------------------------
     async def __aenter__(self) -> FakeTelegram:
@@ -641,7 +646,10 @@ class FakeTelegram:
 
     async def _api_sendMessage(self, params: dict[str, Any]) -> dict[str, Any]:
         chat_id = int(params["chat_id"])
+        receiver = self.ephemeral_of(params)
         msg = self._new_message(chat_id, params) | {"text": self._visible(params)}
+        if receiver is not None:
+            return self.keep_ephemeral(msg, receiver, params)
         if markup := params.get("reply_markup"):
             msg["reply_markup"] = markup
         self.messages[(chat_id, msg["message_id"])] = msg
@@ -829,6 +837,7 @@ class FakeTelegram:
         if not isinstance(upload, web.FileField):
             raise ApiError(400, f"Bad Request: there is no {field} in the request")
         chat_id = int(params["chat_id"])
+        receiver = self.ephemeral_of(params)
         content = upload.file.read()
         n = len(self._documents) + 1
         kept = {"file_id": f"doc{n}", "file_unique_id": f"udoc{n}", "file_size": len(content)}
@@ -843,8 +852,10 @@ class FakeTelegram:
             msg["caption"] = self._caption(params)
         if markup := params.get("reply_markup"):
             msg["reply_markup"] = markup
-        self.messages[(chat_id, msg["message_id"])] = msg
         self._documents[(chat_id, msg["message_id"])] = (upload.filename, content)
+        if receiver is not None:
+            return self.keep_ephemeral(msg, receiver, params)
+        self.messages[(chat_id, msg["message_id"])] = msg
         return msg
 
     async def _api_editMessageCaption(self, params: dict[str, Any]) -> dict[str, Any]:

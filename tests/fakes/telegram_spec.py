@@ -15,6 +15,11 @@ its fields, their types and whether they are required; see `spec/telegram-bot-ap
 - callback data over 64 bytes, a button without text. (Text and captions are measured after
   their entities are parsed, by the fake's handlers.)
 
+Methods, parameters and types newer than the file (Bot API 10.2, 10.3) come from overlays beside
+it, ``spec/*.overlay.json``, each naming its source: ``methods`` and ``types`` add whole entries,
+``method_fields`` and ``type_fields`` add fields to existing ones (or replace one of the same name,
+as when a required field became optional).
+
 A form-encoded request (files) carries every value as text, which the fake reads as JSON where it
 can: the text of a number or a boolean is taken where the type asks for one, and a number where it
 asks for a string, as Telegram does.
@@ -43,8 +48,21 @@ class SpecError(Exception):
 @functools.cache
 def _spec() -> dict[str, Any]:
     data: dict[str, Any] = json.loads(SPEC.read_text())
+    for overlay in sorted(SPEC.parent.glob("*.overlay.json")):
+        _apply(data, json.loads(overlay.read_text()))
     data["by_lower"] = {name.lower(): name for name in data["methods"]}
     return data
+
+
+def _apply(data: dict[str, Any], overlay: dict[str, Any]) -> None:
+    """Add an overlay's methods, types and fields to the spec `data`."""
+    for section in ("methods", "types"):
+        data[section].update(overlay.get(section, {}))
+    for section, key in (("methods", "method_fields"), ("types", "type_fields")):
+        for name, added in overlay.get(key, {}).items():
+            entry = data[section][name]
+            names = {f["name"] for f in added}
+            entry["fields"] = [f for f in entry.get("fields", []) if f["name"] not in names] + added
 
 
 def known(method: str) -> str | None:
