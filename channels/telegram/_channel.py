@@ -25,13 +25,13 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from telegram import BotCommand
 from telegram.constants import ChatMemberStatus
 from telegram.error import InvalidToken, TelegramError
 from telegram.ext import AIORateLimiter, Application
 
 from channels._config import TelegramConfig
 from channels.telegram._drafts import Drafts
+from channels.telegram._guests import Guests, guest_query_of, is_inline
 from channels.telegram._handlers import CHANNEL, Handlers
 from channels.telegram._http import AiohttpRequest
 from channels.telegram._markup import answer_buttons, menu, prompt_message
@@ -47,7 +47,6 @@ from engine import (
     Backoff,
     Capabilities,
     Channel,
-    Command,
     ConfirmationPrompt,
     Engine,
     MessageRef,
@@ -56,7 +55,6 @@ from engine import (
     Receiver,
     Reply,
 )
-from engine.i18n import DEFAULT, LANGUAGES
 from engine.metrics import api_retry
 
 if TYPE_CHECKING:
@@ -108,6 +106,7 @@ class TelegramChannel(Channel):
         self._outbox = Outbox(self._app.bot, self.retry_initial_s)
         self._drafts = Drafts(self._app.bot)
         self._private = PrivateReplies(self._outbox, config.private_replies)
+        self._guests = Guests(self._app.bot)
         self._webhook_secret = config.resolve_webhook_secret()  # None: polling
         self._handlers = Handlers(
             self._app,
@@ -184,7 +183,9 @@ class TelegramChannel(Channel):
             await self._receive.wait()
             self._polling = asyncio.create_task(receiver.run(), name="telegram-receive")
             if self._menus is None:  # beside the first poll, not before it: nobody waits for them
-                self._menus = asyncio.create_task(self._register_menus(), name="telegram-menus")
+                self._menus = asyncio.create_task(
+                    self._handlers.register_menus(), name="telegram-menus"
+                )
                 self._menus.add_done_callback(_log_failure)
             try:
                 await self._polling
@@ -193,18 +194,6 @@ class TelegramChannel(Channel):
                 if current is not None and current.cancelling():
                     raise  # stop()
                 log.info("Telegram: another instance receives now")
-
-    async def _register_menus(self) -> None:
-        """The command menu, then the same in each other language (shown by the user's app):
-        one request each, registered by the instance that receives, once it first does."""
-        bot = self._app.bot
-        try:
-            await bot.set_my_commands([BotCommand(c.value, c.description) for c in Command])
-            for language in [code for code in LANGUAGES if code != DEFAULT]:  # in their language
-                menu = [BotCommand(c.value, c.describe(language)) for c in Command]
-                await bot.set_my_commands(menu, language_code=language)
-        except TelegramError as exc:
-            log.warning("could not register the bot commands: %s", exc)
 
     def _receiver(self) -> Poller | Webhook:
         cfg = self._config
@@ -254,16 +243,23 @@ class TelegramChannel(Channel):
         formatted: bool = True,
         once: str | None = None,
     ) -> MessageRef:
+        if guest_query_of(chat_id) is not None:  # a mention where the bot is a guest
+            await self._outbox.wait_open()
+            return await self._guests.answer(chat_id, text, formatted)
         shown = self._outbox.shown
         return await shown.send(chat_id, text, reply_to=reply_to, formatted=formatted, once=once)
 
     async def edit(self, ref: MessageRef, text: str, *, formatted: bool = True) -> None:
         """Text past 4096 characters continues in follow-up messages, kept up to date by later
         edits of `ref`; unchanged parts are not sent again."""
+        if is_inline(ref):  # a guest query's answer
+            await self._guests.edit(ref, text, formatted)
+            return
         await self._outbox.shown.edit(ref, text, formatted=formatted)
 
     async def typing(self, chat_id: str) -> None:
-        await self._outbox.typing(chat_id)
+        if guest_query_of(chat_id) is None:  # a guest may not show it
+            await self._outbox.typing(chat_id)
 
     async def send_thoughts(
         self, chat_id: str, thoughts: str, *, reply_to: str | None = None

@@ -14,8 +14,9 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from telegram import Message, Update
+from telegram import BotCommand, Message, Update
 from telegram.constants import ChatType
+from telegram.error import TelegramError
 from telegram.ext import (
     Application,
     CallbackQueryHandler,
@@ -25,6 +26,7 @@ from telegram.ext import (
     filters,
 )
 
+from channels.telegram._guests import guest_inbound
 from channels.telegram._markup import menu
 from channels.telegram._media import MEDIA
 from channels.telegram._outbox import Outbox
@@ -32,7 +34,7 @@ from channels.telegram._private import PrivateReplies, ephemeral_id_of, ephemera
 from channels.telegram._topics import chat_key, topic_of
 from channels.telegram._updates import ADDRESSED, Listening, inbound_message
 from engine import Action, Command, Engine, Press, Reply, parse_action, parse_decision
-from engine.i18n import N_, translator
+from engine.i18n import DEFAULT, LANGUAGES, N_, translator
 from tools.errors import StoreUnavailable
 
 log = logging.getLogger("channels.telegram")
@@ -80,8 +82,22 @@ class Handlers:
                 self._on_other,
             )
         )
+        guest = filters.UpdateType.GUEST_MESSAGE  # a mention where the bot is not a member
+        app.add_handler(MessageHandler(guest & (text | filters.COMMAND), self._on_guest))
         app.add_handler(CallbackQueryHandler(self._on_button))
         app.add_error_handler(self._on_error)
+
+    async def register_menus(self) -> None:
+        """The command menu, then the same in each other language (shown by the user's app):
+        one request each, registered by the instance that receives, once it first does."""
+        bot = self._app.bot
+        try:
+            await bot.set_my_commands([BotCommand(c.value, c.description) for c in Command])
+            for language in [code for code in LANGUAGES if code != DEFAULT]:  # in their language
+                menu = [BotCommand(c.value, c.describe(language)) for c in Command]
+                await bot.set_my_commands(menu, language_code=language)
+        except TelegramError as exc:
+            log.warning("could not register the bot commands: %s", exc)
 
     async def process(self, update: Update) -> None:
         """PTB's dispatch; an update the store could not record fails, so it is not confirmed
@@ -93,6 +109,13 @@ class Handlers:
 
     async def _on_text(self, update: Update, _: ContextTypes.DEFAULT_TYPE) -> None:
         msg = inbound_message(update.message)
+        if msg is not None:
+            await self._engine().handle_inbound(msg)
+
+    async def _on_guest(self, update: Update, _: ContextTypes.DEFAULT_TYPE) -> None:
+        message = update.guest_message
+        assert message is not None
+        msg = guest_inbound(inbound_message(message), message)
         if msg is not None:
             await self._engine().handle_inbound(msg)
 

@@ -78,7 +78,7 @@ class PrivateReplies:
     def wanted(self, chat_id: str) -> bool:
         """Whether what concerns one member of `chat_id` goes to them alone: in a group, with
         private replies on."""
-        return self._enabled and in_group(chat_id)
+        return self._enabled and in_group(chat_id) and "/guest:" not in chat_id
 
     @property
     def _bot(self) -> Bot:

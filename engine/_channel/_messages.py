@@ -78,6 +78,7 @@ class InboundMessage:
     quote: Quote | None = None  # the message this one replies to, when the platform shows it
     username: str | None = None  # the platform handle (Telegram's @name, Discord's name)
     language: str | None = None  # the user's language as the platform says ("de", "es-ES")
+    from_bot: bool = False  # the author is another bot (answered only as [access] bots lets)
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ a turn runs with (``Tooling``), which a reload swaps.
 from __future__ import annotations
 
 from engine.chat._background import Background
+from engine.chat._bots import BotSettings
 from engine.chat._chat_settings import ChatSettings
 from engine.chat._commands import Commands
 from engine.chat._confirmations import Confirmations
@@ -31,6 +32,7 @@ from engine.chat._turns import TurnRunner, TurnSettings
 
 __all__ = [
     "Background",
+    "BotSettings",
     "ChatSettings",
     "Commands",
     "Confirmations",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from engine.chat._bots import BotSettings
 from engine.chat._delegate import DelegateSettings
 from engine.chat._housekeeping import Retention
 from engine.chat._limits import LimitSettings
@@ -63,6 +64,7 @@ class Settings:
     memory: MemorySettings = field(default_factory=MemorySettings)  # [memory]
     delegate: DelegateSettings | None = None  # the delegate tool's bounds; None: no such tool
     pairing: PairingSettings = field(default_factory=PairingSettings)
+    bots: BotSettings = field(default_factory=BotSettings)  # [access] bots and the loop guard
     prices: Prices = field(default_factory=Prices)  # the built-in table and [pricing]
     console_url: str | None = None  # the web console's address ([web]); None: /console is off
     console_link_s: float = 600.0  # a /console link works this long, once

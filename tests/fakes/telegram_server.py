@@ -57,7 +57,8 @@ recorded in `drafts` (chat, draft_id, text) and leaves no message. `drafts_suppo
 plays a Bot API server from before drafts (404 "Not Found").
 
 Ephemeral messages (Bot API 10.2/10.3), shown to one member of a group: see
-tests/fakes/telegram_ephemeral.py.
+tests/fakes/telegram_ephemeral.py. Guest Mode (10.0), a mention where the bot is not a member:
+tests/fakes/telegram_guests.py.
 
 Webhooks: setWebhook / deleteWebhook / getWebhookInfo, and while a webhook is set the queued
 updates are POSTed to it as Telegram does (getUpdates then answers 409); `webhook` controls and
@@ -82,6 +83,7 @@ from aiohttp import web
 
 from tests.fakes import telegram_spec
 from tests.fakes.telegram_ephemeral import EphemeralMessages
+from tests.fakes.telegram_guests import GuestMode
 from tests.fakes.telegram_webhook import FakeWebhook
 
 BOT_ID = 7000000001
@@ -232,7 +234,7 @@ def _utf16_len(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
 
 
-class FakeTelegram(EphemeralMessages):
+class FakeTelegram(EphemeralMessages, GuestMode):
     """The Bot API side (aiohttp) plus a control side for tests."""
 
     def __init__(self, token: str = TOKEN, port: int = 0) -> None:
@@ -274,6 +276,7 @@ class FakeTelegram(EphemeralMessages):
         self.drafts: list[tuple[int, int, str]] = []  # (chat, draft_id, text), in order
         self.drafts_supported = True  # False: a Bot API server without sendMessageDraft
         self._init_ephemerals()
+        self._init_guests()
 
     # lifecycle -------------------------------------------------------------------------------
     async def __aenter__(self) -> FakeTelegram:
@@ -646,6 +649,7 @@ class FakeTelegram(EphemeralMessages):
 
     async def _api_sendMessage(self, params: dict[str, Any]) -> dict[str, Any]:
         chat_id = int(params["chat_id"])
+        self.guest_refusal(params)
         receiver = self.ephemeral_of(params)
         msg = self._new_message(chat_id, params) | {"text": self._visible(params)}
         if receiver is not None:
@@ -655,7 +659,9 @@ class FakeTelegram(EphemeralMessages):
         self.messages[(chat_id, msg["message_id"])] = msg
         return msg
 
-    async def _api_editMessageText(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def _api_editMessageText(self, params: dict[str, Any]) -> dict[str, Any] | bool:
+        if "inline_message_id" in params:  # a guest query's answer
+            return self.edit_inline(params)
         msg = self._stored(params)
         if "text" not in msg:
             raise ApiError(400, "Bad Request: there is no text in the message to edit")

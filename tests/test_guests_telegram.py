@@ -1,0 +1,89 @@
+"""Guests (issue 44; Bot API 10.0 Guest Mode): a mention of the bot in a chat it is not a member
+of is answered there, within the access rules, as the person who asked, with no history but the
+mention itself. The real App and python-telegram-bot against the fake Bot API's guest side
+(tests/fakes/telegram_guests.py)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+
+from bot.app import App
+from bot.config import Config
+from tests.fakes.openai_server import FakeOpenAI, echo
+from tests.fakes.telegram_server import BOT_USERNAME, FakeTelegram
+
+ELSEWHERE = -100900  # a group the bot is not a member of
+ALICE, STRANGER = 7, 77
+
+
+@pytest.fixture
+async def tg() -> AsyncIterator[FakeTelegram]:
+    async with FakeTelegram() as server:
+        yield server
+
+
+@pytest.fixture
+def config(make_config: Callable[..., Config], tg: FakeTelegram) -> Callable[..., Config]:
+    def make(**llm: Any) -> Config:
+        telegram = {
+            "enabled": True,
+            "token": tg.token,
+            "api_base_url": tg.base_url,
+            "allowed_users": [str(ALICE)],
+            "poll_timeout_s": 5,
+        }
+        access = {"admins": ["telegram:1"]}
+        return make_config(telegram=telegram, access=access, llm=llm)
+
+    return make
+
+
+def user_messages(body: dict[str, Any]) -> list[str]:
+    return [m["content"] for m in body["messages"] if m["role"] == "user"]
+
+
+async def test_a_guest_mention_is_answered_where_it_came_from_with_no_history(
+    config, tg, llm: FakeOpenAI
+) -> None:
+    llm.default = echo
+    async with App(config()):
+        tg.inject_guest_message(ELSEWHERE, ALICE, f"@{BOT_USERNAME} what is 2+2?")
+        await tg.wait_for_call("answerGuestQuery")
+        tg.inject_guest_message(ELSEWHERE, ALICE, f"@{BOT_USERNAME} and 3+3?")
+        await tg.wait_for_call("answerGuestQuery", count=2)
+        tg.inject_message(ALICE, ALICE, "/usage")  # her own chat: the guest turns are hers
+        usage = await tg.wait_for_call("sendMessage", lambda p: p["chat_id"] == ALICE)
+    first, second = (user_messages(r) for r in llm.requests)
+    assert first == [f"[User7] @{BOT_USERNAME} what is 2+2?"]
+    assert second == [f"[User7] @{BOT_USERNAME} and 3+3?"]  # nothing of the first
+    assert list(tg.guest_answers.values()) == [f"echo: {first[0]}", f"echo: {second[0]}"]
+    assert [c.status for c in tg.calls_of("answerGuestQuery")] == [200, 200]
+    assert not [c for c in tg.calls if c.params.get("chat_id") == ELSEWHERE]  # not a member
+    assert "2 " in usage.params["text"] or "2\n" in usage.params["text"], usage.params["text"]
+
+
+async def test_a_stranger_s_guest_mention_is_not_sent_to_the_model(config, tg, llm) -> None:
+    llm.default = echo
+    async with App(config()):
+        tg.inject_guest_message(ELSEWHERE, STRANGER, f"@{BOT_USERNAME} hello")
+        await tg.wait_for_call("answerGuestQuery")
+    assert llm.requests == []
+    (told,) = tg.guest_answers.values()
+    assert "asked the owner" in told  # the refusal (pairing), where they asked
+
+
+async def test_a_streamed_guest_answer_grows_in_its_inline_message(config, tg, llm) -> None:
+    llm.default = echo
+    llm.stream_chunk_chars, llm.stream_chunk_delay_s = 4, 0.02
+    async with App(config(stream=True)):
+        tg.inject_guest_message(ELSEWHERE, ALICE, f"@{BOT_USERNAME} tell me a long story please")
+        await tg.wait_for_call("answerGuestQuery")
+        await tg.wait_for_call(
+            "editMessageText",
+            lambda p: "story please" in p.get("text", "") and "inline_message_id" in p,
+        )
+    (shown,) = tg.guest_answers.values()
+    assert shown.endswith("tell me a long story please")
