@@ -1,6 +1,8 @@
-"""Other bots on Discord (issue 44): a message whose author is a bot, dropped before, is
+"""Groups on Discord (issue 44). Other bots: a message whose author is a bot, dropped before, is
 answered where ``[access] bots`` lists it, addressed to relaybot in a server, never in a DM; one
-not listed stays unanswered and is told nothing. discord.py against the fake Discord."""
+not listed stays unanswered and is told nothing. Private replies: in a server, the answers to
+/usage, /memory, /settings and /permissions are ephemeral (the member who asked alone sees them).
+discord.py against the fake Discord."""
 
 from __future__ import annotations
 
@@ -12,7 +14,18 @@ from bot.app import App
 from channels.discord import DiscordChannel
 from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI
-from tests.test_discord import ALICE, CHANNEL, DM, GUILD, content, fake, posts, user_texts
+from tests.test_discord import (
+    ALICE,
+    CHANNEL,
+    DM,
+    EPHEMERAL,
+    GUILD,
+    callback,
+    content,
+    fake,
+    posts,
+    user_texts,
+)
 
 __all__ = ["fake"]  # the fixture, shared with test_discord.py
 PEER, STRANGER = 4999, 4998
@@ -48,3 +61,18 @@ async def test_a_listed_bot_is_answered_in_a_server_and_others_are_not(
         await fake.wait_for_call("POST", posts(DM), content("echo: human here"))
     assert user_texts(llm) == ["[user4999] hello relay", "human here"]
     assert len(fake.calls_to("POST", posts(CHANNEL))) == 1
+
+
+async def test_personal_slash_commands_answer_the_member_alone_in_a_server(
+    fake: FakeDiscord, make_config: Callable[..., Any], llm: FakeOpenAI
+) -> None:
+    async with relaybot(fake, make_config):
+        usage = await fake.inject_slash("usage", ALICE, CHANNEL, GUILD)
+        private = await fake.wait_for_call("POST", callback(usage.id))
+        reset = await fake.inject_slash("reset", ALICE, CHANNEL, GUILD)  # about the chat: public
+        public = await fake.wait_for_call("POST", callback(reset.id))
+        mine = await fake.inject_slash("usage", ALICE, DM)  # a DM is private anyway
+        in_dm = await fake.wait_for_call("POST", callback(mine.id))
+    assert private.json["data"]["flags"] & EPHEMERAL
+    assert not public.json["data"].get("flags", 0) & EPHEMERAL
+    assert not in_dm.json["data"].get("flags", 0) & EPHEMERAL
