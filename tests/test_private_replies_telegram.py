@@ -163,3 +163,58 @@ async def test_personal_commands_and_refusals_go_to_the_member_alone(config, tg,
     assert usage not in tg.seen_by(GROUP, BOB) and too_long not in tg.seen_by(GROUP, ALICE)
     assert any("/reset" in t for t in tg.seen_by(GROUP, ALICE))  # /help stayed public
     assert llm.requests == []
+
+
+async def test_a_private_menu_s_buttons_work_and_it_stays_private(config, tg, llm) -> None:
+    async with daemon(config(access={"admins": [f"telegram:{ALICE}"]})):
+        llm.script(tool_call("drop_table", {"name": "tmp"}), text("Dropped tmp."))
+        mention(tg, ALICE, "drop tmp")
+        ask = await tg.wait_for_call("sendMessage", lambda p: "reply_markup" in p)
+        always = ask.params["reply_markup"]["inline_keyboard"][0][1]
+        assert always["text"] == "Always allow here"  # an admin may give it in a group
+        ((_, _, eid),) = list(tg.ephemerals)
+        tg.press_ephemeral(GROUP, ALICE, eid, always["callback_data"])
+        await tg.wait_for_call("sendMessage", lambda p: p.get("text") == "Dropped tmp.")
+        tg.inject_message(GROUP, ALICE, "/permissions", chat_type="group")
+        menu = await tg.wait_for_call("sendMessage", lambda p: "always allowed" in p["text"])
+        assert menu.params["ephemeral_message_parameters"] == {"receiver_user_id": ALICE}
+        buttons = [b for r in menu.params["reply_markup"]["inline_keyboard"] for b in r]
+        revoke = next(b for b in buttons if b["text"] == "Revoke drop_table")
+        menu_id = max(k[2] for k in tg.ephemerals)
+        tg.press_ephemeral(GROUP, ALICE, menu_id, revoke["callback_data"])
+        await tg.wait_for_call("editEphemeralMessageText", lambda p: "Revoked" in p["text"])
+    assert any("Revoked" in t for t in tg.ephemeral_texts(GROUP, ALICE))
+    assert not any("Revoked" in t or "always allowed" in t for t in tg.seen_by(GROUP, BOB))
+    assert dropped == ["tmp"]
+
+
+async def test_a_stranger_s_pairing_code_is_theirs_alone(make_config, tg, llm) -> None:
+    telegram = {"enabled": True, "token": tg.token, "api_base_url": tg.base_url}
+    config = make_config(telegram=telegram, access={"admins": ["telegram:1"]})
+    async with daemon(config):
+        mention(tg, BOB, "let me in", name="Bob")
+        told = await tg.wait_for_call("sendMessage", ephemeral)
+        await tg.wait_for_call("sendMessage", lambda p: p["chat_id"] == 1)  # the owner asked
+    assert told.params["ephemeral_message_parameters"] == {"receiver_user_id": BOB}
+    (code,) = tg.ephemeral_texts(GROUP, BOB)
+    assert "asked the owner" in code and code not in tg.seen_by(GROUP, ALICE)
+    assert llm.requests == []
+
+
+async def test_a_long_action_goes_to_the_requester_alone_as_a_file(config, tg, llm) -> None:
+    name = "t" + " " * 5000 + "; DROP DATABASE prod"  # too long to show: attached
+    llm.script(tool_call("drop_table", {"name": name}), text("Dropped it."))
+    async with daemon(config()):
+        mention(tg, ALICE, "tidy the tables")
+        sent = await tg.wait_for_call("sendDocument")
+        assert sent.params["ephemeral_message_parameters"] == {"receiver_user_id": ALICE}
+        ((key, prompt),) = tg.ephemerals.items()
+        assert "The full action is attached as action.txt" in prompt["caption"]
+        row = prompt["reply_markup"]["inline_keyboard"][0]
+        tg.press_ephemeral(GROUP, ALICE, key[2], row[0]["callback_data"])
+        await tg.wait_for_call("sendMessage", lambda p: p.get("text") == "Dropped it.")
+        await tg.wait_for_call("editEphemeralMessageCaption", lambda p: "Done" in p["caption"])
+    assert dropped == [name]
+    assert tg.messages.get((GROUP, key[2])) is None and "document" in tg.ephemerals[key]
+    assert "reply_markup" not in tg.ephemerals[key]
+    assert tg.calls_of("editEphemeralMessageText") == []  # known as a file: its caption edited

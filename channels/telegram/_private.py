@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import re
 import warnings
+from collections import OrderedDict
 from typing import Any
 
 from telegram import Bot, InlineKeyboardMarkup, InputFile, Message
@@ -32,11 +33,13 @@ from telegram.error import BadRequest, TelegramError
 from telegram.warnings import PTBUserWarning
 
 from channels._prompt import ATTACHMENT_NAME, PromptMessage
+from channels.telegram._format import CAPTION_LIMIT
 from channels.telegram._markup import answer_buttons
 from channels.telegram._outbox import Outbox, Part, _html_or_plain
 from channels.telegram._topics import place
 from engine import ConfirmationPrompt, MessageRef
 
+_REMEMBERED = 1024  # ephemeral prompts remembered as documents
 _REF = re.compile(r"^e(?P<user>\d+):(?P<id>\d+)$")
 # PTB warns when the raw request names a method it knows: here on purpose, for a parameter it
 # does not (ephemeral_message_parameters, Bot API 10.3).
@@ -74,6 +77,8 @@ class PrivateReplies:
         """`enabled`: ``[telegram] private_replies`` (restart-only, as the whole section)."""
         self._outbox = outbox
         self._enabled = enabled
+        # Ephemeral prompts sent as documents by this process, latest last (edited by caption)
+        self._documents: OrderedDict[MessageRef, None] = OrderedDict()
 
     def wanted(self, chat_id: str) -> bool:
         """Whether what concerns one member of `chat_id` goes to them alone: in a group, with
@@ -159,13 +164,18 @@ class PrivateReplies:
                 "sendDocument", chat_id, user_id, reply_to, markup, None, mode, extra
             )
 
-        return await self._sent(chat_id, user_id, call, part)
+        ref = await self._sent(chat_id, user_id, call, part)
+        if ref is not None:
+            self._documents[ref] = None
+            while len(self._documents) > _REMEMBERED:
+                self._documents.popitem(last=False)
+        return ref
 
     async def edit(
         self, ref: MessageRef, text: str, markup: InlineKeyboardMarkup | None = None
     ) -> None:
-        """Replace an ephemeral message's text (and buttons; none: removed). A prompt sent as
-        a document keeps its file; only its buttons go, and its status follows as text."""
+        """Replace an ephemeral message's text (and buttons; none: removed); a prompt sent as a
+        document has its caption replaced (Telegram refuses a text edit on it, which says so)."""
         found = ephemeral_of(ref)
         assert found is not None, ref
         receiver, eid = found
@@ -173,6 +183,9 @@ class PrivateReplies:
         first = self._outbox.render(text, True)[0]
         where = {"chat_id": chat, "receiver_user_id": receiver, "ephemeral_message_id": eid}
         keyboard = {"reply_markup": markup} if markup is not None else {}
+        if ref in self._documents:
+            await self._edit_caption(where | keyboard, text)
+            return
 
         async def call(body: str, mode: str | None) -> Any:
             shown = {"text": body} | ({"parse_mode": mode} if mode else {})
@@ -188,9 +201,18 @@ class PrivateReplies:
                 return
             if "no text" not in message:
                 raise
-            await self._bot.do_api_request(  # a document: its caption stays, buttons go
-                "editEphemeralMessageReplyMarkup", api_kwargs=where | keyboard
+            await self._edit_caption(where | keyboard, text)  # a prompt sent as a document
+
+    async def _edit_caption(self, where: dict[str, Any], text: str) -> None:
+        caption = self._outbox.render(text, True, CAPTION_LIMIT)[0]  # a status line: file stays
+
+        async def call(body: str, mode: str | None) -> Any:
+            shown = {"caption": body} | ({"parse_mode": mode} if mode else {})
+            return await self._bot.do_api_request(
+                "editEphemeralMessageCaption", api_kwargs=where | shown
             )
+
+        await self._outbox.patiently(lambda: _html_or_plain(call, caption.text, caption.html))
 
     async def delete(self, chat_id: str, receiver: int, ephemeral_id: int) -> None:
         """Delete an ephemeral message (gone already: nothing to do)."""

@@ -8,8 +8,9 @@ lists the names; this module plays the behaviour, as a mixin of :class:`FakeTele
   ``receiver_user`` (its ``message_id`` is 0: it has no place in the chat's history). A private
   chat answers 400 (``BOT_NOT_ADMIN``, as reported for the real API), and so does every chat in
   `ephemeral_refused` (a group or server that does not take them): then nothing is kept.
-- editEphemeralMessageText / editEphemeralMessageReplyMarkup / deleteEphemeralMessage address one
-  by (chat, receiver, id); an unknown one is "message to edit not found".
+- editEphemeralMessageText / editEphemeralMessageCaption (a document's) /
+  editEphemeralMessageReplyMarkup / deleteEphemeralMessage address one by (chat, receiver, id);
+  an unknown one is "message to edit not found".
 - `press_ephemeral(chat, user, id, data)` queues a press on a button of one: only its receiver
   sees it, so a press by anyone else is a test's mistake (ValueError).
 - `seen_by(chat, user)` is what one member sees of the bot in a group: the public messages and
@@ -81,12 +82,24 @@ class EphemeralMessages:
         from tests.fakes.telegram_server import ApiError, _set_markup
 
         msg = self._ephemeral(params)
+        if "text" not in msg:
+            raise ApiError(400, "Bad Request: there is no text in the message to edit")
         text = self._visible(params)
         markup = params.get("reply_markup") or None
         if text == msg.get("text") and markup == msg.get("reply_markup"):
             raise ApiError(400, "Bad Request: message is not modified")
         msg["text"] = text
         _set_markup(msg, markup)
+        return True
+
+    async def _api_editEphemeralMessageCaption(self: FakeTelegram, params: dict[str, Any]) -> bool:
+        from tests.fakes.telegram_server import ApiError, _set_markup
+
+        msg = self._ephemeral(params)
+        if "document" not in msg:
+            raise ApiError(400, "Bad Request: there is no caption in the message to edit")
+        msg["caption"] = self._caption(params)
+        _set_markup(msg, params.get("reply_markup") or None)
         return True
 
     async def _api_editEphemeralMessageReplyMarkup(
