@@ -12,11 +12,20 @@ import pytest
 
 from bot.app import App
 from bot.config import Config
-from tests.fakes.openai_server import FakeOpenAI, echo
+from tests.fakes.openai_server import FakeOpenAI, echo, text, tool_call
 from tests.fakes.telegram_server import BOT_USERNAME, FakeTelegram
+from tools import tool
 
 ELSEWHERE = -100900  # a group the bot is not a member of
 ALICE, STRANGER = 7, 77
+dropped: list[str] = []
+
+
+@tool(destructive=True, summary="Drop the table {name}")
+async def drop_table(name: str) -> str:
+    """Drop a database table for good."""
+    dropped.append(name)
+    return f"dropped {name}"
 
 
 @pytest.fixture
@@ -87,3 +96,27 @@ async def test_a_streamed_guest_answer_grows_in_its_inline_message(config, tg, l
         )
     (shown,) = tg.guest_answers.values()
     assert shown.endswith("tell me a long story please")
+
+
+async def test_a_guest_confirms_a_destructive_action_on_the_answer_and_it_runs_once(
+    config, tg, llm
+) -> None:
+    llm.script(tool_call("drop_table", {"name": "users"}), text("Dropped the users table."))
+    async with App(config(), extra_tools=(drop_table,)):
+        tg.inject_guest_message(ELSEWHERE, ALICE, f"@{BOT_USERNAME} drop the users table")
+        await tg.wait_for_call("answerGuestQuery")
+        ((query, keyboard),) = tg.guest_buttons.items()
+        allow = keyboard["inline_keyboard"][0][0]["callback_data"]
+        tg.press_guest_answer(query, STRANGER, allow)  # not hers: refused
+        await tg.wait_for_call("answerCallbackQuery")
+        tg.press_guest_answer(query, ALICE, allow)
+        tg.press_guest_answer(query, ALICE, allow)
+        await tg.wait_for_call(
+            "editMessageText", lambda p: p.get("text") == "Dropped the users table."
+        )
+        await tg.wait_for_call("answerCallbackQuery", count=3)
+    assert dropped == ["users"]
+    assert tg.guest_answers[query] == "Dropped the users table."  # the answer replaced it
+    assert query not in tg.guest_buttons
+    said = [c.params.get("text", "") for c in tg.calls_of("answerCallbackQuery")]
+    assert said[0].startswith("Only ") and sorted(said[1:]) == ["Already decided.", "Confirmed."]

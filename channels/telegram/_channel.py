@@ -27,13 +27,13 @@ from typing import TYPE_CHECKING
 
 from telegram.constants import ChatMemberStatus
 from telegram.error import InvalidToken, TelegramError
-from telegram.ext import AIORateLimiter, Application
+from telegram.ext import Application
 
 from channels._config import TelegramConfig
 from channels.telegram._drafts import Drafts
 from channels.telegram._guests import Guests, guest_query_of, is_inline
 from channels.telegram._handlers import CHANNEL, Handlers
-from channels.telegram._http import AiohttpRequest
+from channels.telegram._http import AiohttpRequest, rate_limiter
 from channels.telegram._markup import answer_buttons, menu, prompt_message
 from channels.telegram._media import download
 from channels.telegram._outbox import Outbox
@@ -99,7 +99,7 @@ class TelegramChannel(Channel):
             .base_file_url(config.api_file_url or "")
             .request(AiohttpRequest(256))
             .get_updates_request(AiohttpRequest(1))
-            .rate_limiter(_rate_limiter())
+            .rate_limiter(rate_limiter())
             .updater(None)  # polling is ours: see Poller
             .build()
         )
@@ -115,6 +115,7 @@ class TelegramChannel(Channel):
             self._listens,
             config.group_mode,
             self._private,
+            self._guests,
         )
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -301,16 +302,23 @@ class TelegramChannel(Channel):
         """One message with the buttons: the summary, the action as a code block and who may
         answer until when; when the action does not fit, it goes with the buttons as a file.
         In a group with ``private_replies`` it is shown to the requester alone (``_private``)."""
-        if ref := await self._private.send_prompt(prompt, prompt_message(prompt)):
+        shown = prompt_message(prompt)
+        if guest_query_of(prompt.chat_id) is not None:  # see _guests: no file, no buttons then
+            buttons = answer_buttons(prompt) if shown.attachment is None else None
+            return await self._guests.show(prompt.chat_id, shown.text, "HTML", buttons)
+        if ref := await self._private.send_prompt(prompt, shown):
             return ref
         return await self._outbox.send_prompt(
             prompt.chat_id,
-            prompt_message(prompt),
+            shown,
             reply_to=prompt.reply_to,
             markup=answer_buttons(prompt),
         )
 
     async def resolve_confirmation(self, ref: MessageRef, text: str) -> None:
+        if is_inline(ref):  # a guest's
+            await self._guests.close_prompt(ref, text)
+            return
         if ephemeral_of(ref) is not None:
             await self._private.edit(ref, text)
             return
@@ -328,13 +336,6 @@ class TelegramChannel(Channel):
     async def download(self, attachment: Attachment, *, max_bytes: int) -> bytes:
         await self._outbox.wait_open()  # at start-up the bot may still be connecting
         return await download(self._app.bot, attachment, max_bytes)
-
-
-def _rate_limiter() -> AIORateLimiter:
-    # No proactive throttle (PTB's defaults cap the whole bot at 30 messages/s and a group at
-    # 20/min, edits included): Telegram's 429 answers are the authority, and every request
-    # waits out their retry_after.
-    return AIORateLimiter(overall_max_rate=0, group_max_rate=0, max_retries=5)
 
 
 def _log_failure(task: asyncio.Task[None]) -> None:

@@ -26,7 +26,7 @@ from telegram.ext import (
     filters,
 )
 
-from channels.telegram._guests import guest_inbound
+from channels.telegram._guests import Guests, guest_inbound
 from channels.telegram._markup import menu
 from channels.telegram._media import MEDIA
 from channels.telegram._outbox import Outbox
@@ -59,11 +59,14 @@ class Handlers:
         listens: Callable[[str], bool],
         group_mode: str,
         private: PrivateReplies,
+        guests: Guests,
     ) -> None:
-        """`private`: where answers about one member go in groups (``_private``)."""
+        """`private`: where answers about one member go in groups (``_private``); `guests`:
+        whose the buttons on a guest query's answer are (``_guests``)."""
         self._app = app
         self._outbox = outbox
         self._private = private
+        self._guests = guests
         self._engine = engine
         self._unrecorded: dict[int, StoreUnavailable] = {}  # update id → why (see process)
         new = filters.UpdateType.MESSAGE  # edited messages and channel posts are ignored
@@ -169,6 +172,8 @@ class Handlers:
             return
         message = query.message
         chat_id = chat_key(message.chat.id, topic_of(message)) if message is not None else ""
+        if query.inline_message_id:  # on a guest query's answer
+            chat_id = self._guests.chat_of(query.inline_message_id) or ""
         user_id = str(query.from_user.id)
         press = Press(CHANNEL, chat_id, user_id, parsed[0], parsed[1], language)
         try:

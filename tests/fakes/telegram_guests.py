@@ -7,7 +7,8 @@ member of. A mixin of :class:`FakeTelegram`.
 - answerGuestQuery answers one query once (again: 400 ``QUERY_ID_INVALID``, as for an unknown
   one) with an InlineQueryResult (checked against the spec like every request); an article's
   text is shown in the chat as an inline message (`guest_answers`: query id → text, after edits).
-- editMessageText with ``inline_message_id`` edits such a message.
+- editMessageText with ``inline_message_id`` edits such a message (and its keyboard:
+  `guest_buttons`); `press_guest_answer(query, user, data)` presses one of its buttons.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class GuestMode:
         self._guest_queries: dict[str, int] = {}  # query id → chat, while unanswered
         self._inline: dict[str, str] = {}  # inline_message_id → query id
         self._guest_ids = itertools.count(1)
+        self.guest_buttons: dict[str, dict[str, Any]] = {}  # query id → its answer's keyboard
 
     def inject_guest_message(
         self: FakeTelegram, chat_id: int, user_id: int, text: str, *, first_name: str | None = None
@@ -62,6 +64,8 @@ class GuestMode:
         inline = f"inl{query}"
         self._inline[inline] = query
         self.guest_answers[query] = text
+        if markup := params["result"].get("reply_markup"):
+            self.guest_buttons[query] = markup
         return {"inline_message_id": inline}
 
     def edit_inline(self, params: dict[str, Any]) -> bool:
@@ -71,7 +75,27 @@ class GuestMode:
         if query is None:
             raise ApiError(400, "Bad Request: MESSAGE_ID_INVALID")
         text = self._visible(params)  # type: ignore[attr-defined]
-        if text == self.guest_answers[query]:
+        markup = params.get("reply_markup") or None
+        if markup is not None and not markup.get("inline_keyboard"):
+            markup = None  # an empty keyboard is no keyboard
+        if text == self.guest_answers[query] and markup == self.guest_buttons.get(query):
             raise ApiError(400, "Bad Request: message is not modified")
         self.guest_answers[query] = text
+        if markup is None:
+            self.guest_buttons.pop(query, None)
+        else:
+            self.guest_buttons[query] = markup
         return True
+
+    def press_guest_answer(self: FakeTelegram, query: str, user_id: int, data: str) -> None:
+        """Queue a press on a button of the inline message that answered guest query `query`:
+        Telegram's callback query names the inline message, not a chat."""
+        inline = next(i for i, q in self._inline.items() if q == query)
+        press = {
+            "id": str(next(self._callback_ids)),
+            "from": self._user(user_id, None, None),
+            "chat_instance": f"ci{query}",
+            "inline_message_id": inline,
+            "data": data,
+        }
+        self.inject_raw({"callback_query": press})
