@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -20,17 +20,14 @@ from engine.chat import BotSettings
 from engine.chat._bots import BotGuard
 from tests.fakes.openai_server import FakeOpenAI, echo
 from tests.fakes.telegram_server import BOT_USERNAME, Call, FakeTelegram
+from tests.test_private_replies_telegram import tg
+
+__all__ = ["tg"]  # the fixture
 
 GROUP = -100800
 ALICE = 7
 PEER, PEER_NAME = 9000000001, "peer_bot"
 STRANGER_BOT = 9000000002
-
-
-@pytest.fixture
-async def tg() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram() as server:
-        yield server
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ mention itself. The real App and python-telegram-bot against the fake Bot API's 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -14,24 +14,12 @@ from bot.app import App
 from bot.config import Config
 from tests.fakes.openai_server import FakeOpenAI, echo, text, tool_call
 from tests.fakes.telegram_server import BOT_USERNAME, FakeTelegram
-from tools import tool
+from tests.test_private_replies_telegram import drop_table, dropped, tg
+
+__all__ = ["tg"]  # the fixture
 
 ELSEWHERE = -100900  # a group the bot is not a member of
 ALICE, STRANGER = 7, 77
-dropped: list[str] = []
-
-
-@tool(destructive=True, summary="Drop the table {name}")
-async def drop_table(name: str) -> str:
-    """Drop a database table for good."""
-    dropped.append(name)
-    return f"dropped {name}"
-
-
-@pytest.fixture
-async def tg() -> AsyncIterator[FakeTelegram]:
-    async with FakeTelegram() as server:
-        yield server
 
 
 @pytest.fixture
@@ -101,6 +89,7 @@ async def test_a_streamed_guest_answer_grows_in_its_inline_message(config, tg, l
 async def test_a_guest_confirms_a_destructive_action_on_the_answer_and_it_runs_once(
     config, tg, llm
 ) -> None:
+    dropped.clear()
     llm.script(tool_call("drop_table", {"name": "users"}), text("Dropped the users table."))
     async with App(config(), extra_tools=(drop_table,)):
         tg.inject_guest_message(ELSEWHERE, ALICE, f"@{BOT_USERNAME} drop the users table")
