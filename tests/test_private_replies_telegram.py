@@ -15,7 +15,7 @@ import pytest
 from bot.app import App
 from bot.config import Config
 from engine import Choice, parse_decision
-from tests.fakes.openai_server import FakeOpenAI, text, tool_call
+from tests.fakes.openai_server import FakeOpenAI, error, text, tool_call
 from tests.fakes.telegram_server import BOT_USERNAME, FakeTelegram
 from tools import tool
 
@@ -218,3 +218,12 @@ async def test_a_long_action_goes_to_the_requester_alone_as_a_file(config, tg, l
     assert tg.messages.get((GROUP, key[2])) is None and "document" in tg.ephemerals[key]
     assert "reply_markup" not in tg.ephemerals[key]
     assert tg.calls_of("editEphemeralMessageText") == []  # known as a file: its caption edited
+
+
+async def test_an_error_is_told_to_the_member_who_asked(config, tg, llm) -> None:
+    llm.script(error(401, "Incorrect API key provided"))
+    async with daemon(config()):
+        mention(tg, ALICE, "what now?")
+        told = await tg.wait_for_call("sendMessage", ephemeral)
+    assert told.params["ephemeral_message_parameters"] == {"receiver_user_id": ALICE}
+    assert tg.seen_by(GROUP, BOB) == [] and len(tg.ephemeral_texts(GROUP, ALICE)) == 1
