@@ -117,11 +117,47 @@ async def test_two_relaybots_talking_to_each_other_stop_after_the_guard_s_limit(
             # A dropped B's fourth reply in a row: nothing is in flight any more.
             sent_a = [c for c in a.calls_of("sendMessage") if c.status == 200]
             sent_b = [c for c in b.calls_of("sendMessage") if c.status == 200]
+            assert len(sent_a) == 4 and len(sent_b) == 4 and len(llm.requests) == 8
+            # A person speaks to A: answered (a person is never held by the guard). B hears
+            # A's answer as one more bot turn within the minute: its own guard trips.
+            trips.seen.clear()
+            a.inject_message(GROUP, ALICE, f"@{BOTS['a'][1]} still there?", chat_type="group")
+            await asyncio.wait_for(trips.seen.wait(), 20)
+        # Both stop while the last message crossed: the shutdown does not wait on it.
     finally:
         logging.getLogger("engine.chat._bots").removeHandler(trips)
     # A answered Alice and three of B's replies in a row; B answered A four times (its chain
     # of A's replies to it reached 3); B's fourth reply to A tripped A's guard.
-    assert len(sent_a) == 4 and len(sent_b) == 4
-    assert len(llm.requests) == 8
-    assert len(trips.lines) == 1 and "in a row" in trips.lines[0]
-    assert f"telegram:{GROUP}" in trips.lines[0]
+    assert len([c for c in a.calls_of("sendMessage") if c.status == 200]) == 5
+    assert len([c for c in b.calls_of("sendMessage") if c.status == 200]) == 4
+    assert len(llm.requests) == 9
+    tripped_a, tripped_b = trips.lines  # one line each, for the trip only
+    assert "4 bot messages in a row" in tripped_a and "4 bot turns in the last minute" in tripped_b
+    assert all(f"telegram:{GROUP}" in line for line in trips.lines)
+
+
+async def test_both_stop_at_once_while_a_message_between_them_is_arriving(
+    make_config: Callable[..., Config], tmp_path: Path, fakes, llm: FakeOpenAI
+) -> None:
+    """Stopping as the other bot's message arrives: a poll answered just as it is cancelled
+    must still stop (Python 3.11's wait_for lost that cancellation; stop() then waited
+    forever: channels/telegram/_polling.py)."""
+    a, b = fakes
+    llm.default = each_mentions_the_other
+    mirrored: dict[tuple[str, int], int] = {}
+    bridge(a, b, mirrored)
+    bridge(b, a, mirrored)
+    trips = Trips()
+    logging.getLogger("engine.chat._bots").addHandler(trips)
+    try:
+        async with asyncio.timeout(60), AsyncExitStack() as stack:  # a hang fails here
+            for name, tg in (("a", a), ("b", b)):
+                await stack.enter_async_context(App(config_of(make_config, tmp_path, name, tg)))
+            a.inject_message(GROUP, ALICE, f"@{BOTS['a'][1]} say hello to B", chat_type="group")
+            await asyncio.wait_for(trips.seen.wait(), 20)  # A's guard: the exchange is over
+            a.inject_message(GROUP, ALICE, f"@{BOTS['a'][1]} still there?", chat_type="group")
+            await a.wait_for_call("sendMessage", count=5, timeout=20)
+            # stopping now: A's answer is on its way to B
+    finally:
+        logging.getLogger("engine.chat._bots").removeHandler(trips)
+    assert len([c for c in a.calls_of("sendMessage") if c.status == 200]) == 5
