@@ -5,6 +5,7 @@ mention itself. The real App and python-telegram-bot against the fake Bot API's 
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
 from typing import Any
 
@@ -46,20 +47,21 @@ async def test_a_guest_mention_is_answered_where_it_came_from_with_no_history(
     config, tg, llm: FakeOpenAI
 ) -> None:
     llm.default = echo
-    async with App(config()):
+    cfg = config()
+    async with App(cfg):
         tg.inject_guest_message(ELSEWHERE, ALICE, f"@{BOT_USERNAME} what is 2+2?")
         await tg.wait_for_call("answerGuestQuery")
         tg.inject_guest_message(ELSEWHERE, ALICE, f"@{BOT_USERNAME} and 3+3?")
         await tg.wait_for_call("answerGuestQuery", count=2)
-        tg.inject_message(ALICE, ALICE, "/usage")  # her own chat: the guest turns are hers
-        usage = await tg.wait_for_call("sendMessage", lambda p: p["chat_id"] == ALICE)
     first, second = (user_messages(r) for r in llm.requests)
     assert first == [f"[User7] @{BOT_USERNAME} what is 2+2?"]
     assert second == [f"[User7] @{BOT_USERNAME} and 3+3?"]  # nothing of the first
     assert list(tg.guest_answers.values()) == [f"echo: {first[0]}", f"echo: {second[0]}"]
     assert [c.status for c in tg.calls_of("answerGuestQuery")] == [200, 200]
     assert not [c for c in tg.calls if c.params.get("chat_id") == ELSEWHERE]  # not a member
-    assert " 2 turns," in usage.params["text"].splitlines()[0]  # "Today: … tokens, 2 turns, …"
+    with sqlite3.connect(cfg.storage.resolved_path()) as db:  # counted once the App stopped
+        usage = db.execute("SELECT channel, user_id, turns FROM usage").fetchall()
+    assert usage == [("telegram", str(ALICE), 2)]  # the person who asked pays
 
 
 async def test_a_stranger_s_guest_mention_is_not_sent_to_the_model(config, tg, llm) -> None:
