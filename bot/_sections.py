@@ -107,8 +107,13 @@ class AccessConfig(Section):
     max_message_chars: int = Field(8_000, ge=100)  # longer messages get a short reply instead
     admins: list[str] = []  # owners: "telegram:123456789", "discord:80351110224678912"
     pairing: bool = True  # a stranger may ask; each admin gets Allow / Deny (needs admins)
+    # Other bots answered in groups: "telegram:<id>", "telegram:@name", "discord:<id>".
+    bots: list[str] = []
+    bot_turns_per_minute: int = Field(4, ge=1)  # the loop guard, per chat: bot turns a minute
+    bot_chain: int = Field(3, ge=1)  # bot messages in a row answering us that are answered
+    bot_cooldown_s: float = Field(600.0, ge=0)  # once tripped, no bot is answered for this long
 
-    @field_validator("admins")
+    @field_validator("admins", "bots")
     @classmethod
     def _qualified(cls, admins: list[str]) -> list[str]:
         for entry in admins:

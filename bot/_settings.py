@@ -8,6 +8,7 @@ from bot._models import context_settings
 from bot.config import Config
 from engine import Model
 from engine.chat import (
+    BotSettings,
     DelegateSettings,
     LimitSettings,
     MediaSettings,
@@ -58,6 +59,12 @@ def engine_settings(cfg: Config, models: dict[str, Model]) -> Settings:
         context=context_settings(cfg),
         retention=Retention(cfg.storage.retention_days, cfg.storage.keep_days),
         pairing=PairingSettings(enabled=cfg.access.pairing),
+        bots=BotSettings(
+            allowed=frozenset(entry.lower() for entry in cfg.access.bots),
+            per_minute=cfg.access.bot_turns_per_minute,
+            chain=cfg.access.bot_chain,
+            cooldown_s=cfg.access.bot_cooldown_s,
+        ),
         console_url=cfg.web.base_url(),
         console_link_s=cfg.web.link_minutes * 60,
         memory=MemorySettings(cfg.memory.max_tokens),

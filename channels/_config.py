@@ -117,6 +117,9 @@ class TelegramConfig(BaseModel):
     webhook_secret_env: str | None = None  # the variable holding the webhook's secret token
     # 👀 on a message while a turn works on it, taken off once answered, 😱 when the turn failed.
     status_reactions: bool = False
+    # In groups, what is meant for one member (confirmations, refusals, limit notices, errors,
+    # /usage, /memory, /settings, /permissions, pairing codes) only to them (ephemeral messages).
+    private_replies: bool = True
 
     _listen = field_validator("webhook_listen")(staticmethod(listen_address_of))
     _url = field_validator("webhook_url")(staticmethod(webhook_url_of))

@@ -95,6 +95,7 @@ async def test_settings_in_a_group_persona_and_model_for_that_group_only_admins_
 ) -> None:
     tg.chat_admins[GROUP] = {ADMIN}
     mention = f"@{BOT_USERNAME} hi"
+    config.telegram.private_replies = False  # the menu public, so a member can press it too
     async with daemon(config):
         tg.inject_message(GROUP, MEMBER, "/settings persona You are a pirate", chat_type="group")
         refused = await tg.wait_for_call("sendMessage", to(GROUP))

@@ -407,6 +407,15 @@ def rows(rig_tmp: Path) -> list[Row]:
             {"web.listen": "PORT"},
         ),
         Row("access.pairing", False, seen(lambda r: r.settings.pairing.enabled)),
+        Row(
+            "access.bots",
+            ["telegram:@peer_bot"],
+            seen(lambda r: r.settings.bots.allowed),
+            {"telegram:@peer_bot"},
+        ),
+        Row("access.bot_turns_per_minute", 9, seen(lambda r: r.settings.bots.per_minute), 9),
+        Row("access.bot_chain", 7, seen(lambda r: r.settings.bots.chain), 7),
+        Row("access.bot_cooldown_s", 5.0, seen(lambda r: r.settings.bots.cooldown_s), 5.0),
         # [limits]
         Row(
             "limits.messages_per_minute",
@@ -522,6 +531,7 @@ def rows(rig_tmp: Path) -> list[Row]:
         Row("telegram.webhook_listen", "127.0.0.1:8444"),
         Row("telegram.webhook_secret_env", "RB_HOOK"),
         Row("telegram.status_reactions", True),
+        Row("telegram.private_replies", False),
         Row("discord.enabled", True, None, None, {"discord.token": DISCORD_TOKEN}),
         Row("discord.token", DISCORD_TOKEN),
         Row("discord.token_env", "RB_OTHER_DC_TOKEN"),

@@ -164,7 +164,7 @@ async def test_updates_arrive_by_webhook_each_stored_before_its_200(config, tg, 
     hook = tg.calls_of("setWebhook")[0].params
     assert hook["url"] == cfg.telegram.webhook_url
     assert hook["secret_token"] == SECRET
-    assert hook["allowed_updates"] == ["message", "callback_query"]
+    assert hook["allowed_updates"] == ["message", "callback_query", "guest_message"]
     assert tg.chat_texts(DM) == ["echo: hello 1001", "echo: and again"]
     assert tg.chat_texts(1002) == ["echo: hello 1002"]
     assert [d.status for d in tg.webhook.deliveries] == [200] * 4

@@ -102,16 +102,18 @@ async def test_a_confirmation_and_a_background_job_stay_in_their_topic(
     async with daemon(config(group_mode="all")):
         tg.inject_message(FORUM, 7, "delete a.txt", chat_type="supergroup", topic=ops)
         prompt = await tg.wait_for_call("sendMessage", lambda p: "reply_markup" in p)
-        assert prompt.params["message_thread_id"] == ops
+        assert prompt.params["message_thread_id"] == ops  # the requester's alone, in the topic
+        assert prompt.params["ephemeral_message_parameters"] == {"receiver_user_id": 7}
         # A message in another topic moves only that conversation on: the prompt stays.
         tg.inject_message(FORUM, 8, "unrelated", chat_type="supergroup", topic=other)
         await tg.wait_for_call("sendMessage", in_topic(FORUM, other))
-        prompt_id = max(m for (c, m), msg in tg.messages.items() if "reply_markup" in msg)
+        ((_, _, prompt_id),) = [k for k, m in tg.ephemerals.items() if "reply_markup" in m]
+        assert tg.ephemerals[(FORUM, 7, prompt_id)]["message_thread_id"] == ops
         llm.script(text("Deleted a.txt."))
         data = prompt.params["reply_markup"]["inline_keyboard"][0][0]["callback_data"]
-        tg.inject_callback(FORUM, 7, prompt_id, data)
+        tg.press_ephemeral(FORUM, 7, prompt_id, data)
         await tg.wait_for_call("sendMessage", lambda p: p.get("text") == "Deleted a.txt.")
-        await tg.wait_for_call("editMessageText", lambda p: "Done" in p["text"])
+        await tg.wait_for_call("editEphemeralMessageText", lambda p: "Done" in p["text"])
         llm.script(tool_call("slow_report", {"topic": "disks"}), text("Started."))
         tg.inject_message(FORUM, 7, "report please", chat_type="supergroup", topic=ops)
         await tg.wait_for_call("sendMessage", lambda p: p.get("text") == "Started.")

@@ -31,7 +31,9 @@ def say(r: Rig, chat: int, topic: int | None, n: int, words: str = "hello") -> s
 
 
 def forum_rig(r: Rig) -> None:
-    r.files = write_files(r.tmp, r.tg, r.llm.base_url, telegram={"group_mode": "all"})
+    # The prompt in the group public (private replies off): the rig's ledger reads the chat.
+    telegram = {"group_mode": "all", "private_replies": False}
+    r.files = write_files(r.tmp, r.tg, r.llm.base_url, telegram=telegram)
     r.daemon = Daemon(r.files, r.tg)
 
 

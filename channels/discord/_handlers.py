@@ -25,6 +25,8 @@ from channels.discord._threads import Threads
 from engine import Action, Choice, Command, Engine, InboundMessage, Press
 from engine.i18n import translator
 
+PERSONAL = frozenset({Command.USAGE, Command.MEMORY, Command.SETTINGS, Command.PERMISSIONS})
+
 log = logging.getLogger("channels.discord")
 
 CHANNEL = "discord"
@@ -91,7 +93,8 @@ class Handlers:
             mentioned=True,
             language=locale_of(interaction),
         )
-        ephemeral = command is Command.HELP
+        # /help, and in a server the answers about the member who asked (private replies)
+        ephemeral = command is Command.HELP or (not msg.is_private and command in PERSONAL)
         work = self._engine().handle_command(msg, command)
         reply = await within_ack_budget(
             interaction, work, thinking=True, ephemeral=ephemeral, budget_s=self._ack_budget_s

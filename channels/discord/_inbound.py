@@ -38,8 +38,8 @@ def inbound(
     are the bot's own roles in a server discord.py has not cached (see DiscordChannel);
     `own_thread`: the message is in a thread the bot started, so it is for the bot (see
     ``_threads``)."""
-    if message.author.bot or message.author.id == me.id or message.webhook_id is not None:
-        return None
+    if message.author.id == me.id or message.webhook_id is not None:
+        return None  # another bot's message goes on: the engine decides ([access] bots)
     if message.type not in (discord.MessageType.default, discord.MessageType.reply):
         return None
     guild_id = message.guild.id if message.guild else getattr(message.channel, "guild_id", None)
@@ -78,6 +78,7 @@ def inbound(
         reply_to=str(message.reference.message_id) if message.reference else None,
         attachments=attachments,
         quote=quote_of(resolved, me) if isinstance(resolved, discord.Message) else None,
+        from_bot=message.author.bot,
     )
 
 

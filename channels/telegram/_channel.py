@@ -28,20 +28,21 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from telegram import BotCommand
 from telegram.constants import ChatMemberStatus
 from telegram.error import InvalidToken, TelegramError
-from telegram.ext import AIORateLimiter, Application
+from telegram.ext import Application
 
 from channels._config import TelegramConfig
 from channels.telegram._answers import Answers
 from channels.telegram._drafts import Drafts
+from channels.telegram._guests import Guests, guest_query_of, is_inline
 from channels.telegram._handlers import CHANNEL, Handlers
-from channels.telegram._http import AiohttpRequest
+from channels.telegram._http import AiohttpRequest, rate_limiter
 from channels.telegram._markup import answer_buttons, menu, prompt_message
 from channels.telegram._media import download
 from channels.telegram._outbox import Outbox
 from channels.telegram._polling import Poller
+from channels.telegram._private import PrivateReplies, ephemeral_of
 from channels.telegram._reactions import set_status
 from channels.telegram._topics import place
 from channels.telegram._updates import TOKEN_REJECTED
@@ -50,7 +51,6 @@ from engine import (
     Backoff,
     Capabilities,
     Channel,
-    Command,
     ConfirmationPrompt,
     Engine,
     MessageRef,
@@ -59,7 +59,6 @@ from engine import (
     Receiver,
     Reply,
 )
-from engine.i18n import DEFAULT, LANGUAGES
 from engine.metrics import api_retry
 
 if TYPE_CHECKING:
@@ -105,16 +104,24 @@ class TelegramChannel(Channel):
             .base_file_url(config.api_file_url or "")
             .request(AiohttpRequest(256))
             .get_updates_request(AiohttpRequest(1))
-            .rate_limiter(_rate_limiter())
+            .rate_limiter(rate_limiter())
             .updater(None)  # polling is ours: see Poller
             .build()
         )
         self._outbox = Outbox(self._app.bot, self.retry_initial_s)
         self._answers = Answers(self._outbox, _REMEMBERED)
         self._drafts = Drafts(self._app.bot)
+        self._private = PrivateReplies(self._outbox, config.private_replies)
+        self._guests = Guests(self._app.bot)
         self._webhook_secret = config.resolve_webhook_secret()  # None: polling
         self._handlers = Handlers(
-            self._app, self._outbox, self._engine_, self._listens, config.group_mode
+            self._app,
+            self._outbox,
+            self._engine_,
+            self._listens,
+            config.group_mode,
+            self._private,
+            self._guests,
         )
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -183,7 +190,9 @@ class TelegramChannel(Channel):
             await self._receive.wait()
             self._polling = asyncio.create_task(receiver.run(), name="telegram-receive")
             if self._menus is None:  # beside the first poll, not before it: nobody waits for them
-                self._menus = asyncio.create_task(self._register_menus(), name="telegram-menus")
+                self._menus = asyncio.create_task(
+                    self._handlers.register_menus(), name="telegram-menus"
+                )
                 self._menus.add_done_callback(_log_failure)
             try:
                 await self._polling
@@ -192,18 +201,6 @@ class TelegramChannel(Channel):
                 if current is not None and current.cancelling():
                     raise  # stop()
                 log.info("Telegram: another instance receives now")
-
-    async def _register_menus(self) -> None:
-        """The command menu, then the same in each other language (shown by the user's app):
-        one request each, registered by the instance that receives, once it first does."""
-        bot = self._app.bot
-        try:
-            await bot.set_my_commands([BotCommand(c.value, c.description) for c in Command])
-            for language in [code for code in LANGUAGES if code != DEFAULT]:  # in their language
-                menu = [BotCommand(c.value, c.describe(language)) for c in Command]
-                await bot.set_my_commands(menu, language_code=language)
-        except TelegramError as exc:
-            log.warning("could not register the bot commands: %s", exc)
 
     def _receiver(self) -> Poller | Webhook:
         cfg = self._config
@@ -253,16 +250,23 @@ class TelegramChannel(Channel):
         formatted: bool = True,
         once: str | None = None,
     ) -> MessageRef:
+        if guest_query_of(chat_id) is not None:  # a mention where the bot is a guest
+            await self._outbox.wait_open()
+            return await self._guests.answer(chat_id, text, formatted)
         shown = self._answers.shown
         return await shown.send(chat_id, text, reply_to=reply_to, formatted=formatted, once=once)
 
     async def edit(self, ref: MessageRef, text: str, *, formatted: bool = True) -> None:
         """Text past 4096 characters continues in follow-up messages, kept up to date by later
         edits of `ref`; unchanged parts are not sent again."""
+        if is_inline(ref):  # a guest query's answer
+            await self._guests.edit(ref, text, formatted)
+            return
         await self._answers.shown.edit(ref, text, formatted=formatted)
 
     async def typing(self, chat_id: str) -> None:
-        await self._outbox.typing(chat_id)
+        if guest_query_of(chat_id) is None:  # a guest may not show it
+            await self._outbox.typing(chat_id)
 
     async def send_thoughts(
         self, chat_id: str, thoughts: str, *, reply_to: str | None = None
@@ -274,7 +278,17 @@ class TelegramChannel(Channel):
         """A user's private chat with the bot has their user id (they must have started it)."""
         return await self._outbox.send_menu(user_id, reply.text, None, menu(reply))
 
+    async def send_personal(
+        self, chat_id: str, user_id: str, text: str, *, reply_to: str | None = None
+    ) -> MessageRef:
+        """To `user_id` alone in a group (``_private``); where it cannot be: to the chat."""
+        ref = await self._private.send(chat_id, user_id, text, reply_to=reply_to)
+        return ref or await self.send(chat_id, text, reply_to=reply_to)
+
     async def delete(self, ref: MessageRef) -> None:
+        if (ephemeral := ephemeral_of(ref)) is not None:
+            await self._private.delete(ref.chat_id, *ephemeral)
+            return
         await self._outbox.delete_part(ref.chat_id, ref.message_id)  # gone or too old: it stays
 
     async def react(self, chat_id: str, message_id: str, reaction: Reaction) -> None:
@@ -292,15 +306,28 @@ class TelegramChannel(Channel):
 
     async def show_confirmation(self, prompt: ConfirmationPrompt) -> MessageRef:
         """One message with the buttons: the summary, the action as a code block and who may
-        answer until when; when the action does not fit, it goes with the buttons as a file."""
+        answer until when; when the action does not fit, it goes with the buttons as a file.
+        In a group with ``private_replies`` it is shown to the requester alone (``_private``)."""
+        shown = prompt_message(prompt)
+        if guest_query_of(prompt.chat_id) is not None:  # see _guests: no file, no buttons then
+            buttons = answer_buttons(prompt) if shown.attachment is None else None
+            return await self._guests.show(prompt.chat_id, shown.text, "HTML", buttons)
+        if ref := await self._private.send_prompt(prompt, shown):
+            return ref
         return await self._outbox.send_prompt(
             prompt.chat_id,
-            prompt_message(prompt),
+            shown,
             reply_to=prompt.reply_to,
             markup=answer_buttons(prompt),
         )
 
     async def resolve_confirmation(self, ref: MessageRef, text: str) -> None:
+        if is_inline(ref):  # a guest's
+            await self._guests.close_prompt(ref, text)
+            return
+        if ephemeral_of(ref) is not None:
+            await self._private.edit(ref, text)
+            return
         await self._outbox.close_buttons(ref, text)
 
     async def send_files(
@@ -315,13 +342,6 @@ class TelegramChannel(Channel):
     async def download(self, attachment: Attachment, *, max_bytes: int) -> bytes:
         await self._outbox.wait_open()  # at start-up the bot may still be connecting
         return await download(self._app.bot, attachment, max_bytes)
-
-
-def _rate_limiter() -> AIORateLimiter:
-    # No proactive throttle (PTB's defaults cap the whole bot at 30 messages/s and a group at
-    # 20/min, edits included): Telegram's 429 answers are the authority, and every request
-    # waits out their retry_after.
-    return AIORateLimiter(overall_max_rate=0, group_max_rate=0, max_retries=5)
 
 
 def _log_failure(task: asyncio.Task[None]) -> None:

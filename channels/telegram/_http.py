@@ -6,7 +6,8 @@ calls per answer (getUpdates, sendChatAction, sendMessage). ``BaseRequest`` is P
 point for exactly this; everything above it (rate limiter, retries, error mapping) is PTB's.
 
 aiohttp has no write timeout; the others map onto ``aiohttp.ClientTimeout``. Every Bot API
-call passes here, so this is where a failed one is counted (the engine's metrics).
+call passes here, so this is where a failed one is counted (the engine's metrics). PTB's rate
+limiter (:func:`rate_limiter`) sits above it and only waits out Telegram's 429s.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import aiohttp
 from telegram._utils.defaultvalue import DefaultValue
 from telegram._utils.types import ODVInput
 from telegram.error import NetworkError, TelegramError, TimedOut
+from telegram.ext import AIORateLimiter
 from telegram.request import BaseRequest, RequestData
 
 from engine.metrics import api_error, api_retry
@@ -137,3 +139,10 @@ def _given(value: ODVInput[float], default: float) -> float | None:
 
 def _add(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None else a + b
+
+
+def rate_limiter() -> AIORateLimiter:
+    # No proactive throttle (PTB's defaults cap the whole bot at 30 messages/s and a group at
+    # 20/min, edits included): Telegram's 429 answers are the authority, and every request
+    # waits out their retry_after.
+    return AIORateLimiter(overall_max_rate=0, group_max_rate=0, max_retries=5)

@@ -279,7 +279,7 @@ class Outbox:
                 raise
 
     async def patiently(self, request: Callable[[], Awaitable[_T]]) -> _T:
-        """:meth:`_patiently`, for a request made elsewhere (``_answers``' raw calls)."""
+        """:meth:`_patiently`, for raw requests made elsewhere (``_answers``, ``_private``)."""
         return await self._patiently(request)
 
     async def _patiently(self, request: Callable[[], Awaitable[_T]]) -> _T:

@@ -150,7 +150,11 @@ class Poller:
         # Bot._post: PTB's own request path (rate limiter, error mapping) without parsing; its
         # read timeout bounds a silence, the watchdog (a margin later) a trickle as well.
         post = self._bot._post("getUpdates", params, read_timeout=timeout_s + _READ_MARGIN_S)
-        batch = await asyncio.wait_for(post, timeout_s + 2 * _READ_MARGIN_S)
+        # asyncio.timeout, not wait_for: on Python 3.11 a wait_for whose answer arrives as the
+        # task is cancelled returns the answer and loses the cancellation, and stop() then
+        # waited forever for a poller that went on polling.
+        async with asyncio.timeout(timeout_s + 2 * _READ_MARGIN_S):
+            batch = await post
         self._confirmed = offset
         return batch if isinstance(batch, list) else []
 

@@ -18,7 +18,7 @@ from engine import InboundMessage, Quote
 
 log = logging.getLogger("channels.telegram")
 
-ALLOWED_UPDATES = [Update.MESSAGE, Update.CALLBACK_QUERY]
+ALLOWED_UPDATES = [Update.MESSAGE, Update.CALLBACK_QUERY, Update.GUEST_MESSAGE]
 TOKEN_REJECTED = (
     "Telegram rejected the bot token (401): check [telegram] token_env (or token) and the token"
     " @BotFather gave you; retrying with backoff, up to %gs apart"
@@ -26,10 +26,13 @@ TOKEN_REJECTED = (
 
 
 def inbound_message(message: Message | None) -> InboundMessage | None:
-    """The engine's view of a Telegram message (None for messages without a sender)."""
+    """The engine's view of a Telegram message (None for messages without a sender, and for
+    the bot's own)."""
     if message is None or message.from_user is None:
         return None
     user = message.from_user
+    if user.id == message.get_bot().id:
+        return None  # our own (a bot-to-bot group shows a bot its own messages)
     reply = replied_to(message)
     return InboundMessage(
         channel="telegram",
@@ -47,6 +50,7 @@ def inbound_message(message: Message | None) -> InboundMessage | None:
         quote=quote_of(message, reply),
         language=user.language_code,
         forwarded_from=forwarded_from(message),
+        from_bot=user.is_bot,  # bot-to-bot (Bot API 10.0): the engine decides ([access] bots)
     )
 
 

@@ -127,6 +127,15 @@ class Channel(abc.ABC):
         Returns the reference of the last part sent.
         """
 
+    async def send_personal(
+        self, chat_id: str, user_id: str, text: str, *, reply_to: str | None = None
+    ) -> MessageRef:
+        """Send relaybot's own words meant for one member of `chat_id` (a refusal, a limit
+        notice, an error, a pairing code): in a group, shown to `user_id` alone where the
+        platform can (Telegram's ephemeral messages) and its owner lets it; elsewhere, and
+        where the chat refuses that, to the chat as :meth:`send` does (this default)."""
+        return await self.send(chat_id, text, reply_to=reply_to)
+
     @abc.abstractmethod
     async def edit(self, ref: MessageRef, text: str, *, formatted: bool = True) -> None:
         """Replace the text of a message the bot sent (used for streaming)."""

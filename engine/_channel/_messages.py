@@ -79,6 +79,7 @@ class InboundMessage:
     username: str | None = None  # the platform handle (Telegram's @name, Discord's name)
     language: str | None = None  # the user's language as the platform says ("de", "es-ES")
     forwarded_from: str | None = None  # a forwarded message: who wrote it (a name, never an id)
+    from_bot: bool = False  # the author is another bot (answered only as [access] bots lets)
 
 
 @dataclass(frozen=True, slots=True)

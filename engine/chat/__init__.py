@@ -31,6 +31,7 @@ from engine.chat._jobs._schedules import Schedules
 from engine.chat._settings._chat import ChatSettings
 from engine.chat._settings._live import Live, Policy, Settings
 from engine.chat._settings._sections import (
+    BotSettings,
     DelegateSettings,
     LimitSettings,
     LoopOptions,
@@ -49,6 +50,7 @@ from engine.chat._turns._speech import VoiceAnswers
 
 __all__ = [
     "Background",
+    "BotSettings",
     "ChatSettings",
     "Commands",
     "Confirmations",

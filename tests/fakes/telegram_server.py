@@ -64,6 +64,10 @@ checks what the spec's tables cannot (one of html/markdown/blocks, Telegram's li
 `refuse_rich = "..."` answers every rich send and edit with that 400 description (a chat or
 client that takes none); `rich_supported = False` plays a server from before 10.1 (404).
 
+Ephemeral messages (Bot API 10.2/10.3), shown to one member of a group: see
+tests/fakes/telegram_ephemeral.py. Guest Mode (10.0), a mention where the bot is not a member:
+tests/fakes/telegram_guests.py.
+
 Webhooks: setWebhook / deleteWebhook / getWebhookInfo, and while a webhook is set the queued
 updates are POSTed to it as Telegram does (getUpdates then answers 409); `webhook` controls and
 records that side (tests/fakes/telegram_webhook.py).
@@ -86,6 +90,8 @@ from typing import Any
 from aiohttp import web
 
 from tests.fakes import telegram_rich, telegram_spec
+from tests.fakes.telegram_ephemeral import EphemeralMessages
+from tests.fakes.telegram_guests import GuestMode
 from tests.fakes.telegram_webhook import FakeWebhook
 
 BOT_ID = 7000000001
@@ -236,7 +242,7 @@ def _utf16_len(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
 
 
-class FakeTelegram:
+class FakeTelegram(EphemeralMessages, GuestMode):
     """The Bot API side (aiohttp) plus a control side for tests."""
 
     def __init__(self, token: str = TOKEN, port: int = 0) -> None:
@@ -280,6 +286,8 @@ class FakeTelegram:
         self.rich_drafts: list[tuple[int, int, list[dict[str, Any]]]] = []  # (chat, id, blocks)
         self.rich_supported = True  # False: a Bot API server from before rich messages
         self.refuse_rich: str | None = None  # the 400 description every rich send gets
+        self._init_ephemerals()
+        self._init_guests()
 
     # lifecycle -------------------------------------------------------------------------------
     async def __aenter__(self) -> FakeTelegram:
@@ -667,7 +675,11 @@ class FakeTelegram:
 
     async def _api_sendMessage(self, params: dict[str, Any]) -> dict[str, Any]:
         chat_id = int(params["chat_id"])
+        self.guest_refusal(params)
+        receiver = self.ephemeral_of(params)
         msg = self._new_message(chat_id, params) | {"text": self._visible(params)}
+        if receiver is not None:
+            return self.keep_ephemeral(msg, receiver, params)
         if markup := params.get("reply_markup"):
             msg["reply_markup"] = markup
         self.messages[(chat_id, msg["message_id"])] = msg
@@ -701,7 +713,9 @@ class FakeTelegram:
             raise ApiError(400, str(exc)) from None
         return telegram_rich.as_received(rich)
 
-    async def _api_editMessageText(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def _api_editMessageText(self, params: dict[str, Any]) -> dict[str, Any] | bool:
+        if "inline_message_id" in params:  # a guest query's answer
+            return self.edit_inline(params)
         msg = self._stored(params)
         if "text" not in msg and "rich_message" not in msg:
             raise ApiError(400, "Bad Request: there is no text in the message to edit")
@@ -896,6 +910,7 @@ class FakeTelegram:
         if not isinstance(upload, web.FileField):
             raise ApiError(400, f"Bad Request: there is no {field} in the request")
         chat_id = int(params["chat_id"])
+        receiver = self.ephemeral_of(params)
         content = upload.file.read()
         n = len(self._documents) + 1
         kept = {"file_id": f"doc{n}", "file_unique_id": f"udoc{n}", "file_size": len(content)}
@@ -910,8 +925,10 @@ class FakeTelegram:
             msg["caption"] = self._caption(params)
         if markup := params.get("reply_markup"):
             msg["reply_markup"] = markup
-        self.messages[(chat_id, msg["message_id"])] = msg
         self._documents[(chat_id, msg["message_id"])] = (upload.filename, content)
+        if receiver is not None:
+            return self.keep_ephemeral(msg, receiver, params)
+        self.messages[(chat_id, msg["message_id"])] = msg
         return msg
 
     async def _api_editMessageCaption(self, params: dict[str, Any]) -> dict[str, Any]:

@@ -23,6 +23,11 @@ uses from them, written from Telegram's changelog in the same format (a type the
 cannot say about rich messages (exactly one of html/markdown/blocks, Telegram's limits) is checked
 by `telegram_rich`.
 
+Methods, parameters and types newer than the file (Bot API 10.2, 10.3) come from overlays beside
+it, ``spec/*.overlay.json``, each naming its source: ``methods`` and ``types`` add whole entries,
+``method_fields`` and ``type_fields`` add fields to existing ones (or replace one of the same name,
+as when a required field became optional).
+
 A form-encoded request (files) carries every value as text, which the fake reads as JSON where it
 can: the text of a number or a boolean is taken where the type asks for one, and a number where it
 asks for a string, as Telegram does.
@@ -58,8 +63,21 @@ def _spec() -> dict[str, Any]:
     data["types"] |= overlay["types"]
     for name, fields in overlay["fields_added"].items():
         data["types"][name]["fields"] += fields
+    for overlay in sorted(SPEC.parent.glob("*.overlay.json")):
+        _apply(data, json.loads(overlay.read_text()))
     data["by_lower"] = {name.lower(): name for name in data["methods"]}
     return data
+
+
+def _apply(data: dict[str, Any], overlay: dict[str, Any]) -> None:
+    """Add an overlay's methods, types and fields to the spec `data`."""
+    for section in ("methods", "types"):
+        data[section].update(overlay.get(section, {}))
+    for section, key in (("methods", "method_fields"), ("types", "type_fields")):
+        for name, added in overlay.get(key, {}).items():
+            entry = data[section][name]
+            names = {f["name"] for f in added}
+            entry["fields"] = [f for f in entry.get("fields", []) if f["name"] not in names] + added
 
 
 def known(method: str) -> str | None:

@@ -1,8 +1,8 @@
-"""A new message's way in: checked (the group listens, the user is allowed (a stranger may ask to
-be: chat/_pairing.py), the length, the media limits, the user's rate and budget), committed to
-the inbox, and queued for its chat. A refusal is answered at once, out of the chat's order.
-Messages held by the rate limit are queued when their hold ends (one timer per chat); an album's
-parts are queued once its last part is in.
+"""A new message's way in: checked (the group listens, another bot is let in (chat/_bots.py),
+the user is allowed (a stranger may ask to be: chat/_pairing.py), the length, the media limits,
+the user's rate and budget), committed to the inbox, and queued for its chat. A refusal is
+answered at once, out of the chat's order. Messages held by the rate limit are queued when their
+hold ends (one timer per chat); an album's parts are queued once its last part is in.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import logging
 from engine import metrics
 from engine._channel import InboundMessage
 from engine._clock import wall
+from engine.chat._access._bots import BotGuard
 from engine.chat._access._limits import Limits
 from engine.chat._access._pairing import Pairing
 from engine.chat._intake._albums import Albums
@@ -52,16 +53,15 @@ class Intake:
         self.pairing = pairing
         self.live = live
         self.albums = Albums()
+        self.bots = BotGuard(lambda: self.live.settings.bots)
         self._releases: dict[ConversationKey, asyncio.TimerHandle] = {}
 
     async def handle(self, msg: InboundMessage) -> None:
         if self.chat_settings.drops(msg):  # a group set to mentions only
             return
-        if not self.pairing.allowed(msg.channel, msg.user_id) and not await self.pairing.recheck(
-            msg.channel, msg.user_id
-        ):
-            if (text := await self.pairing.refusal(msg)) is not None:
-                self._reply(msg, text)
+        if not self.bots.admit(msg):  # another bot: only as [access] bots and the guard let
+            return
+        if not msg.from_bot and not await self._allowed(msg):  # a listed bot needs no pairing
             return
         limit = self.live.settings.max_message_chars
         if len(msg.text) > limit:
@@ -99,6 +99,16 @@ class Intake:
         else:
             self._queue(key)
 
+    async def _allowed(self, msg: InboundMessage) -> bool:
+        """Whether the user may use the bot; a stranger is told (and may ask: pairing)."""
+        if self.pairing.allowed(msg.channel, msg.user_id):
+            return True
+        if await self.pairing.recheck(msg.channel, msg.user_id):
+            return True
+        if (text := await self.pairing.refusal(msg)) is not None:
+            self._reply(msg, text)
+        return False
+
     async def schedule_release(self, key: ConversationKey) -> None:
         """Queue the chat's held messages for when their hold ends (one timer per chat)."""
         when = await self.store.inbox.next_release(key.channel, key.chat_id)
@@ -128,6 +138,9 @@ class Intake:
         self.albums.close()
 
     def _reply(self, msg: InboundMessage, text: str) -> None:
-        """Answer outside the chat's order (a refusal): the adapter's delivery is not held up."""
-        reply = self.notices.say(msg.channel, msg.chat_id, text, msg.message_id)
+        """Answer outside the chat's order (a refusal): the adapter's delivery is not held up.
+        Never to a bot: a bot that answers notices is how loops start."""
+        if msg.from_bot:
+            return
+        reply = self.notices.say(msg.channel, msg.chat_id, text, msg.message_id, to=msg.user_id)
         self.tasks.spawn(reply, "refusal")

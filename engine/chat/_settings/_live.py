@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from engine._clock import wall
 from engine.chat._settings._sections import (
+    BotSettings,
     DelegateSettings,
     LimitSettings,
     MediaSettings,
@@ -47,6 +48,7 @@ class Settings:
     memory: MemorySettings = field(default_factory=MemorySettings)  # [memory]
     delegate: DelegateSettings | None = None  # the delegate tool's bounds; None: no such tool
     pairing: PairingSettings = field(default_factory=PairingSettings)
+    bots: BotSettings = field(default_factory=BotSettings)  # [access] bots and the loop guard
     prices: Prices = field(default_factory=Prices)  # the built-in table and [pricing]
     console_url: str | None = None  # the web console's address ([web]); None: /console is off
     console_link_s: float = 600.0  # a /console link works this long, once

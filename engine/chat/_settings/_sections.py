@@ -6,6 +6,10 @@ holds them all, import it and not each other.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from engine._channel import InboundMessage
 
 MB = 1024 * 1024
 DAY_S = 86_400.0
@@ -101,3 +105,19 @@ class TurnSettings:
     dm_only: set[str] = field(default_factory=set)  # tools never offered in group chats
     tool_calls_per_turn: int | None = 25  # admins are exempt
     tool_progress: bool = True  # a status line per tool step while the turn runs (_progress)
+
+
+@dataclass(frozen=True, slots=True)
+class BotSettings:
+    """``[access] bots`` and the loop guard's bounds."""
+
+    allowed: frozenset[str] = frozenset()  # "<channel>:<id>" or "<channel>:@<username>"
+    per_minute: int = 4
+    chain: int = 3
+    cooldown_s: float = 600.0
+
+    def lets_in(self, msg: InboundMessage) -> bool:
+        names = {f"{msg.channel}:{msg.user_id}"}
+        if msg.username:
+            names.add(f"{msg.channel}:@{msg.username.lower()}")
+        return bool(names & self.allowed)

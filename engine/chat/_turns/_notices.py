@@ -43,15 +43,28 @@ class Notices:
         self.channels = channels
         self.may_send = may_send
 
-    async def say(self, channel_name: str, chat_id: str, text: str, reply_to: str | None) -> None:
-        """Show relaybot's own text; a failure to send is logged, not raised."""
+    async def say(
+        self,
+        channel_name: str,
+        chat_id: str,
+        text: str,
+        reply_to: str | None,
+        *,
+        to: str | None = None,
+    ) -> None:
+        """Show relaybot's own text; a failure to send is logged, not raised. With `to` (a
+        user id), it concerns that member only: shown to them alone where the channel can
+        (:meth:`Channel.send_personal`)."""
         channel = self.channels.get(channel_name)
         if channel is None:
             log.warning("cannot send to %s:%s: channel not running", channel_name, chat_id)
             return
         self.check_lease()
         try:
-            await channel.send(chat_id, text, reply_to=reply_to)
+            if to is None:
+                await channel.send(chat_id, text, reply_to=reply_to)
+            else:
+                await channel.send_personal(chat_id, to, text, reply_to=reply_to)
         except Exception as exc:
             log.warning("could not send a notice to %s:%s: %s", channel_name, chat_id, exc)
 

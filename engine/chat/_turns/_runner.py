@@ -223,7 +223,9 @@ class TurnRunner:
         if turn.live is not None:
             await turn.live.abandon()
         said = failed(exc, self.language(turn.ctx.key, turn.ctx.user_id))
-        await self.notices.say(turn.conv.channel, turn.conv.chat_id, said, turn.reply_to)
+        await self.notices.say(
+            turn.conv.channel, turn.conv.chat_id, said, turn.reply_to, to=turn.ctx.user_id
+        )
         await self.store.inbox.answered(turn.answered_ids())
 
     async def _ask(self, turn: Turn, pending: PendingCall) -> None:
