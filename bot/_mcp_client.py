@@ -1,7 +1,7 @@
 """The client side relaybot offers MCP servers (tools/mcp/_client.py), built from the daemon's
 parts: the workspace as the roots; sampling with the model in force, charged to the user whose
-tool call the server asked during (engine/chat/_spend.py), as their turn would be; and its
-questions put to that user (engine/chat/_questions.py).
+tool call the server asked during (engine/chat/_access/_spend.py), as their turn would be; and its
+questions put to that user (engine/chat/_confirmations/_questions.py).
 
 Built here, at the top, because the tools package cannot import the engine; each hook reads
 the App's parts when a server asks, so a reload's model and prices are the ones used.

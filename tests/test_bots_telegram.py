@@ -88,7 +88,7 @@ class Trips(logging.Handler):
 @contextmanager
 def watching_the_guard() -> Iterator[Trips]:
     handler = Trips()
-    logger = logging.getLogger("engine.chat._bots")
+    logger = logging.getLogger("engine.chat._access._bots")
     logger.addHandler(handler)
     try:
         yield handler

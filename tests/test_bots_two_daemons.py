@@ -107,7 +107,7 @@ async def test_two_relaybots_talking_to_each_other_stop_after_the_guard_s_limit(
     bridge(a, b, mirrored)
     bridge(b, a, mirrored)
     trips = Trips()
-    logging.getLogger("engine.chat._bots").addHandler(trips)
+    logging.getLogger("engine.chat._access._bots").addHandler(trips)
     try:
         async with AsyncExitStack() as stack:
             for name, tg in (("a", a), ("b", b)):
@@ -125,7 +125,7 @@ async def test_two_relaybots_talking_to_each_other_stop_after_the_guard_s_limit(
             await asyncio.wait_for(trips.seen.wait(), 20)
         # Both stop while the last message crossed: the shutdown does not wait on it.
     finally:
-        logging.getLogger("engine.chat._bots").removeHandler(trips)
+        logging.getLogger("engine.chat._access._bots").removeHandler(trips)
     # A answered Alice and three of B's replies in a row; B answered A four times (its chain
     # of A's replies to it reached 3); B's fourth reply to A tripped A's guard.
     assert len([c for c in a.calls_of("sendMessage") if c.status == 200]) == 5
@@ -148,7 +148,7 @@ async def test_both_stop_at_once_while_a_message_between_them_is_arriving(
     bridge(a, b, mirrored)
     bridge(b, a, mirrored)
     trips = Trips()
-    logging.getLogger("engine.chat._bots").addHandler(trips)
+    logging.getLogger("engine.chat._access._bots").addHandler(trips)
     try:
         async with asyncio.timeout(60), AsyncExitStack() as stack:  # a hang fails here
             for name, tg in (("a", a), ("b", b)):
@@ -159,5 +159,5 @@ async def test_both_stop_at_once_while_a_message_between_them_is_arriving(
             await a.wait_for_call("sendMessage", count=5, timeout=20)
             # stopping now: A's answer is on its way to B
     finally:
-        logging.getLogger("engine.chat._bots").removeHandler(trips)
+        logging.getLogger("engine.chat._access._bots").removeHandler(trips)
     assert len([c for c in a.calls_of("sendMessage") if c.status == 200]) == 5
