@@ -37,6 +37,8 @@ async def list_tools(config: Config) -> int:
             if text := summary(spec.description):
                 print(f"    {text}")
             print(f"    schema: {json.dumps(spec.parameters, separators=(',', ':'))}")
+        for server, name, reason in mcp.left_out() if mcp else []:
+            print(f"not offered: {name} (mcp:{server}): {reason}")
     return 0
 
 

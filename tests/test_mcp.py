@@ -212,3 +212,38 @@ async def test_a_remote_server_that_goes_away_is_reconnected(http_server):
         assert down.is_error and down.for_llm.startswith("MCP server remote")
         await http_server.start()
         assert await wait_for_success(registry, "remote__pid") != first
+
+
+async def test_tools_and_exclude_choose_what_is_offered(caplog):
+    registry = ToolRegistry()
+    servers = [
+        stdio_server("only", tools=["lookup", "pid", "no_such"]),
+        stdio_server("but", exclude=["crash", "hang"]),
+    ]
+    async with McpManager(servers, registry, **FAST) as mcp:
+        assert {i.name for i in mcp.tools() if i.server == "only"} == {"only__lookup", "only__pid"}
+        offered = {i.name for i in mcp.tools() if i.server == "but"}
+        assert "but__crash" not in offered and "but__hang" not in offered
+        assert {"but__lookup", "but__write_note"} <= offered
+        left = {(o.server, o.name) for o in mcp.left_out()}
+        assert ("but", "crash") in left and ("only", "write_note") in left
+        assert registry.get("only__write_note") is None
+        assert (await registry.execute("only__lookup", {"word": "x"})).for_llm.endswith("x")
+    assert "MCP server only: tools names no such tool: no_such" in caplog.text
+
+
+async def test_cwd_is_the_servers_working_directory(tmp_path):
+    (tmp_path / "here.txt").write_text("found in cwd")
+    registry = ToolRegistry()
+    async with McpManager([stdio_server(cwd=tmp_path)], registry, **FAST):
+        result = await registry.execute("fake__read_path", {"path": "here.txt"})
+    assert result.for_llm == "found in cwd"
+
+
+def test_cwd_is_checked():
+    with pytest.raises(ValueError, match="`cwd` takes an absolute path"):
+        McpServerConfig(name="a", command="x", cwd="relative")
+    with pytest.raises(ValueError, match="`cwd` takes an absolute path"):
+        McpServerConfig(name="a", url="http://localhost/mcp", cwd="/srv")
+    with pytest.raises(ValueError, match="first of sandbox_writable"):
+        McpServerConfig(name="a", command="x", cwd="/srv", sandbox="bwrap")

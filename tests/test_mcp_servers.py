@@ -62,3 +62,12 @@ async def test_the_time_server_from_pypi(tmp_path: Path) -> None:
     code, heads, err = await tools_listing(tmp_path, server("time", [program]))
     assert code == 0, err
     assert "(mcp:time)" in heads["time__get_current_time"]
+
+
+@pytest.mark.needs("mcp-servers")
+async def test_exclude_leaves_tools_out_and_says_so(tmp_path: Path) -> None:
+    everything = server("everything", mcp_server("mcp-server-everything"), "stdio")
+    code, heads, err = await tools_listing(tmp_path, everything + 'exclude = ["echo"]\n')
+    assert code == 0, err
+    assert "everything__echo" not in heads and "everything__get-sum" in heads
+    assert heads["not"] == "not offered: echo (mcp:everything): left out by tools/exclude"

@@ -28,6 +28,6 @@ Importing this package imports the mcp SDK (slow): the daemon does it only when 
 configured. The `[mcp]` config models are in :mod:`tools.config`, which is cheap.
 """
 
-from tools.mcp._manager import McpManager, McpTool, McpToolInfo, tool_name, tool_tier
+from tools.mcp._manager import LeftOut, McpManager, McpTool, McpToolInfo, tool_name, tool_tier
 
-__all__ = ["McpManager", "McpTool", "McpToolInfo", "tool_name", "tool_tier"]
+__all__ = ["LeftOut", "McpManager", "McpTool", "McpToolInfo", "tool_name", "tool_tier"]

@@ -24,6 +24,14 @@ log = logging.getLogger("tools.mcp")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 
+class LeftOut(NamedTuple):
+    """One tool of a server that is not offered, and why (for `relaybot tools`)."""
+
+    server: str
+    name: str  # the server's own name for it
+    reason: str
+
+
 class McpToolInfo(NamedTuple):
     """One registered MCP tool, for `relaybot tools`: `for server, name, tier in mcp.tools()`."""
 
@@ -92,6 +100,7 @@ class McpManager:
             for cfg in servers
         ]
         self._tools: list[McpTool] = []
+        self._left_out: list[LeftOut] = []
 
     async def __aenter__(self) -> McpManager:
         try:
@@ -110,8 +119,16 @@ class McpManager:
     def tools(self) -> list[McpToolInfo]:
         return [McpToolInfo(t.server.config.name, t.name, t.tier) for t in self._tools]
 
+    def left_out(self) -> list[LeftOut]:
+        """The servers' tools not offered, each with the reason."""
+        return list(self._left_out)
+
     def _register(self, server: Server) -> None:
+        config = server.config
         for spec in server.specs:
+            if not config.offers(spec.name):
+                self._left_out.append(LeftOut(config.name, spec.name, "left out by tools/exclude"))
+                continue
             try:
                 tool = McpTool(server, spec)
                 self.registry.register(tool)
@@ -119,17 +136,20 @@ class McpManager:
                 log.error("MCP server %s: tool %s left out: %s", server.config.name, spec.name, exc)
                 continue
             self._tools.append(tool)
-        unknown = set(server.config.trusted_tools) - {s.name for s in server.specs}
-        if unknown:
-            log.warning(
-                "MCP server %s: trusted_tools names no such tool: %s",
-                server.config.name,
-                ", ".join(sorted(unknown)),
-            )
+        listed = {s.name for s in server.specs}
+        for key in ("tools", "trusted_tools", "exclude"):
+            if unknown := set(getattr(config, key) or ()) - listed:
+                log.warning(
+                    "MCP server %s: %s names no such tool: %s",
+                    config.name,
+                    key,
+                    ", ".join(sorted(unknown)),
+                )
 
     async def _stop(self) -> None:
         for tool in self._tools:
             if self.registry.get(tool.name) is tool:
                 self.registry.unregister(tool.name)
         self._tools.clear()
+        self._left_out.clear()
         await asyncio.gather(*(s.stop() for s in self._servers))

@@ -43,12 +43,14 @@ async def transport(cfg: McpServerConfig) -> AsyncIterator[tuple[Any, Any]]:
         command = shutil.which(cfg.command, path=path)
         if command is None:
             raise FileNotFoundError(f"no command {cfg.command!r} found")
+        if cfg.cwd is not None and not cfg.cwd.is_dir():
+            raise FileNotFoundError(f"cwd {cfg.cwd} is not a folder")
         program = [command, *cfg.args]
         procs = None
         if cfg.sandbox == "bwrap":
             program, procs = _sandboxed(cfg, program), SANDBOX_PROCESSES
         keeper, *args = keeper_argv(program, secret_paths(), procs=procs, every_ms=100)
-        params = StdioServerParameters(command=keeper, args=args, env=cfg.env or None)
+        params = StdioServerParameters(command=keeper, args=args, env=cfg.env or None, cwd=cfg.cwd)
         read_end, write_end = os.pipe()
         threading.Thread(
             target=_log_stderr,
