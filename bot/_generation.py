@@ -75,7 +75,10 @@ async def open_tools(
         if config.mcp.servers:  # the mcp SDK takes a while to import: only when used
             from tools.mcp import McpManager
 
-            mcp = await stack.enter_async_context(McpManager(config.mcp.servers, registry))
+            mcp = McpManager(  # a server that starts late: `confirm` applies to its tools too
+                config.mcp.servers, registry, on_change=lambda: apply_policy(registry, config.tools)
+            )
+            await stack.enter_async_context(mcp)
         for warning in apply_policy(registry, config.tools):
             log.warning("%s", warning)
         yield registry, mcp

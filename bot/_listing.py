@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 
 from bot.config import Config
 from tools.plugins import load_plugins
@@ -22,6 +23,7 @@ A skill is a folder there holding a SKILL.md, e.g. skills/haiku/SKILL.md:
 
 
 async def list_tools(config: Config) -> int:
+    """Exit 1 when an MCP server did not start (named on stderr)."""
     from bot._checks import configured_skills
     from bot._generation import open_tools
 
@@ -39,7 +41,10 @@ async def list_tools(config: Config) -> int:
             print(f"    schema: {json.dumps(spec.parameters, separators=(',', ':'))}")
         for server, name, reason in mcp.left_out() if mcp else []:
             print(f"not offered: {name} (mcp:{server}): {reason}")
-    return 0
+        down = mcp.down() if mcp else []
+        for server, reason in down:
+            print(f"MCP server {server} did not start: {reason}", file=sys.stderr)
+    return 1 if down else 0
 
 
 async def list_skills(config: Config) -> int:

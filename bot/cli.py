@@ -13,7 +13,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bot._checks import CHAT_ONLY, tool_problems, validate
+from bot._checks import CHAT_ONLY, servers_startable, tool_problems, validate
 from bot._collector import loaded
 from bot._config_secrets import hide_secrets
 from bot._envfile import load_env
@@ -197,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
 
 async def _check_config(config: Config, args: argparse.Namespace) -> int:
     warnings = validate(config, need_channel=False)  # a chat-only config is one: noted below
+    servers_startable(config)
     tools = await asyncio.to_thread(tool_problems, config)  # imports the plugins
     path = find_config(args.config)
     enabled = [n for n in ("telegram", "discord") if getattr(config, n).enabled]

@@ -117,7 +117,7 @@ async def test_trusted_tools_are_safe_without_annotations(caplog):
     assert "trusted_tools names no such tool: no_such_tool" in caplog.text
 
 
-async def test_a_server_that_never_starts_is_skipped(caplog):
+async def test_a_server_that_cannot_start_is_named_and_tried_again(caplog):
     registry = ToolRegistry()
     servers = [
         McpServerConfig(name="ghost", command="relaybot-no-such-mcp-server"),
@@ -127,9 +127,27 @@ async def test_a_server_that_never_starts_is_skipped(caplog):
     async with McpManager(servers, registry, **FAST) as mcp:
         assert {info.server for info in mcp.tools()} == {"fake"}
         assert (await registry.execute("fake__lookup", {"word": "ok"})).for_llm.endswith("ok")
-    assert "MCP server ghost could not start" in caplog.text
-    assert "relaybot-no-such-mcp-server" in caplog.text
-    assert "MCP server quitter could not start" in caplog.text
+        down = dict(mcp.down())
+        assert down["ghost"] == "FileNotFoundError: no command 'relaybot-no-such-mcp-server' found"
+        assert set(down) == {"ghost", "quitter"}
+    assert "MCP server ghost could not start (FileNotFoundError: no command" in caplog.text
+    assert "MCP server quitter could not start" in caplog.text and "retrying in" in caplog.text
+
+
+async def test_a_server_that_starts_late_has_its_tools_offered_then(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="tools.mcp")
+    registry, changed = ToolRegistry(), asyncio.Event()
+    folder = tmp_path / "not yet"
+    late = stdio_server("late", cwd=folder)
+    async with McpManager([late], registry, on_change=changed.set, **FAST) as mcp:
+        assert mcp.tools() == [] and registry.get("late__lookup") is None
+        assert mcp.down()[0].reason == f"FileNotFoundError: cwd {folder} is not a folder"
+        folder.mkdir()  # the next attempt, after the backoff, starts it
+        async with asyncio.timeout(20):
+            await changed.wait()
+        assert mcp.down() == []
+        assert (await registry.execute("late__lookup", {"word": "x"})).for_llm.endswith("x")
+    assert "MCP server late started at last, with" in caplog.text
 
 
 def test_tool_names_are_sanitised():

@@ -7,8 +7,9 @@
 Each server's session lives in one long-lived supervisor task, because the SDK's anyio cancel
 scopes must be entered and exited by the same task; calls from other tasks use the session
 directly. When a connection drops (the process exits, a keep-alive ping fails) the supervisor
-reconnects with backoff, and calls meanwhile get an error result. A server that cannot start at
-all is logged and skipped.
+reconnects with backoff, and calls meanwhile get an error result. A server that cannot start is
+logged and tried again the same way; its tools are offered once it starts, and `down()` names
+it meanwhile (for `relaybot tools` and `doctor`).
 
 Tiers: a tool is safe only if it declares `readOnlyHint: true` and the server's
 `trust_annotations` is on, or if it is in the server's `trusted_tools`; every other tool asks.
@@ -28,6 +29,24 @@ Importing this package imports the mcp SDK (slow): the daemon does it only when 
 configured. The `[mcp]` config models are in :mod:`tools.config`, which is cheap.
 """
 
-from tools.mcp._manager import LeftOut, McpManager, McpTool, McpToolInfo, tool_name, tool_tier
+from tools.mcp._manager import (
+    LeftOut,
+    McpManager,
+    McpTool,
+    McpToolInfo,
+    ServerDown,
+    tool_name,
+    tool_tier,
+)
+from tools.mcp._transport import launch_problem
 
-__all__ = ["LeftOut", "McpManager", "McpTool", "McpToolInfo", "tool_name", "tool_tier"]
+__all__ = [
+    "LeftOut",
+    "McpManager",
+    "McpTool",
+    "McpToolInfo",
+    "ServerDown",
+    "launch_problem",
+    "tool_name",
+    "tool_tier",
+]

@@ -7,7 +7,7 @@ import asyncio
 import hashlib
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import mcp.types as types
@@ -76,38 +76,50 @@ class McpTool(Tool):
         return await self.server.call(self.remote_name, args)
 
 
+class ServerDown(NamedTuple):
+    """A configured server that is not connected, and why (the last attempt's error)."""
+
+    server: str
+    reason: str
+
+
 class McpManager:
     """Connects the configured MCP servers and registers their tools; an async context manager
-    (leaving it unregisters the tools and stops the servers)."""
+    (leaving it unregisters the tools and stops the servers).
+
+    A server's tools are registered when it starts, and registered anew whenever its list
+    changes (a restart that lists other tools); a server that cannot start is tried again with
+    backoff and its tools appear once it does. `on_change` runs after each such change (the
+    daemon applies `[tools] confirm` there again)."""
 
     def __init__(
         self,
         servers: Sequence[McpServerConfig],
         registry: ToolRegistry,
         *,
+        on_change: Callable[[], object] = lambda: None,
         backoff_s: Sequence[float] = (1.0, 2.0, 5.0, 15.0, 60.0),
         connect_timeout_s: float = 30.0,
         keepalive_s: float = 30.0,
     ) -> None:
         self.registry = registry
+        self.on_change = on_change
         self._servers = [
             Server(
                 cfg,
                 backoff_s=backoff_s,
                 connect_timeout_s=connect_timeout_s,
                 keepalive_s=keepalive_s,
+                on_tools=self._sync,
             )
             for cfg in servers
         ]
-        self._tools: list[McpTool] = []
-        self._left_out: list[LeftOut] = []
+        self._tools: dict[str, list[McpTool]] = {}  # by server
+        self._left_out: dict[str, list[LeftOut]] = {}
 
     async def __aenter__(self) -> McpManager:
         try:
-            started = await asyncio.gather(*(s.start() for s in self._servers))
-            for server, ok in zip(self._servers, started, strict=True):
-                if ok:
-                    self._register(server)
+            await asyncio.gather(*(s.start() for s in self._servers))
         except BaseException:
             await self._stop()
             raise
@@ -117,25 +129,37 @@ class McpManager:
         await self._stop()
 
     def tools(self) -> list[McpToolInfo]:
-        return [McpToolInfo(t.server.config.name, t.name, t.tier) for t in self._tools]
+        return [McpToolInfo(name, t.name, t.tier) for name, ts in self._tools.items() for t in ts]
 
     def left_out(self) -> list[LeftOut]:
         """The servers' tools not offered, each with the reason."""
-        return list(self._left_out)
+        return [each for left in self._left_out.values() for each in left]
 
-    def _register(self, server: Server) -> None:
-        config = server.config
+    def down(self) -> list[ServerDown]:
+        """The servers not connected now, each with the last attempt's error."""
+        return [
+            ServerDown(s.config.name, s.error or "not connected")
+            for s in self._servers
+            if not s.connected
+        ]
+
+    def _sync(self, server: Server) -> None:
+        """Register `server`'s tools as it lists them now, in place of those it listed before."""
+        self._unregister(server.config.name)
+        config, tools, left = server.config, [], []
         for spec in server.specs:
             if not config.offers(spec.name):
-                self._left_out.append(LeftOut(config.name, spec.name, "left out by tools/exclude"))
+                left.append(LeftOut(config.name, spec.name, "left out by tools/exclude"))
                 continue
             try:
                 tool = McpTool(server, spec)
                 self.registry.register(tool)
             except ToolDefinitionError as exc:
-                log.error("MCP server %s: tool %s left out: %s", server.config.name, spec.name, exc)
+                log.error("MCP server %s: tool %s left out: %s", config.name, spec.name, exc)
+                left.append(LeftOut(config.name, spec.name, str(exc)))
                 continue
-            self._tools.append(tool)
+            tools.append(tool)
+        self._tools[config.name], self._left_out[config.name] = tools, left
         listed = {s.name for s in server.specs}
         for key in ("tools", "trusted_tools", "exclude"):
             if unknown := set(getattr(config, key) or ()) - listed:
@@ -145,11 +169,15 @@ class McpManager:
                     key,
                     ", ".join(sorted(unknown)),
                 )
+        self.on_change()
 
-    async def _stop(self) -> None:
-        for tool in self._tools:
+    def _unregister(self, server: str) -> None:
+        for tool in self._tools.pop(server, []):
             if self.registry.get(tool.name) is tool:
                 self.registry.unregister(tool.name)
-        self._tools.clear()
-        self._left_out.clear()
+        self._left_out.pop(server, None)
+
+    async def _stop(self) -> None:
+        for name in list(self._tools):
+            self._unregister(name)
         await asyncio.gather(*(s.stop() for s in self._servers))

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,21 +49,30 @@ class Server:
         backoff_s: Sequence[float],
         connect_timeout_s: float,
         keepalive_s: float,
+        on_tools: Callable[[Server], None] = lambda server: None,
     ) -> None:
         self.config = config
+        self.on_tools = on_tools  # called when `specs` changes (a start, a change of list)
         self.backoff_s = backoff_s
         self.connect_timeout_s = connect_timeout_s
         self.keepalive_s = keepalive_s
         self.specs: list[types.Tool] = []
+        self.error: str | None = None  # why it is not connected, after a failed attempt
         self._conn: _Connection | None = None
         self._connected_at: float | None = None
         self._task: asyncio.Task[None] | None = None
+        self._ever_connected = False
 
     async def start(self) -> bool:
-        """Connect and list the tools; False (logged) if the server cannot start."""
+        """Connect and list the tools; False (logged) if the first attempt fails: the server
+        is then tried again with backoff, and its tools offered once it starts."""
         started = asyncio.get_running_loop().create_future()
         self._task = asyncio.create_task(self._supervise(started), name=f"mcp:{self.config.name}")
         return await started
+
+    @property
+    def connected(self) -> bool:
+        return self._conn is not None and not self._conn.lost.is_set()
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -110,16 +119,22 @@ class Server:
                     reason = describe(exc)
                 finally:
                     self._conn = None
-                if not started.done():
-                    log.error("MCP server %s could not start (%s); skipping it", name, reason)
-                    return
+                self.error = reason
                 ran = self._connected_at is not None
                 if ran and loop.time() - (self._connected_at or 0.0) > self.backoff_s[-1]:
                     failures = 0  # it ran well for a while: start the backoff over
                 delay = self.backoff_s[min(failures, len(self.backoff_s) - 1)]
                 failures += 1
-                what = "stopped" if ran else "could not restart"
-                log.warning("MCP server %s %s (%s); retrying in %g s", name, what, reason, delay)
+                if not started.done():
+                    log.error(
+                        "MCP server %s could not start (%s); retrying in %g s", name, reason, delay
+                    )
+                    started.set_result(False)
+                else:
+                    what = "stopped" if ran else "could not restart"
+                    log.warning(
+                        "MCP server %s %s (%s); retrying in %g s", name, what, reason, delay
+                    )
                 await asyncio.sleep(delay)
         finally:
             if not started.done():
@@ -149,19 +164,20 @@ class Server:
     def _connected(
         self, conn: _Connection, specs: list[types.Tool], started: asyncio.Future[bool]
     ) -> None:
-        self._conn = conn
+        self._conn, self.error = conn, None
         self._connected_at = asyncio.get_running_loop().time()
-        if not started.done():
-            self.specs = specs
-            log.info("MCP server %s started with %d tools", self.config.name, len(specs))
+        name, first = self.config.name, not started.done()
+        if first:
+            log.info("MCP server %s started with %d tools", name, len(specs))
             started.set_result(True)
-            return
-        log.info("MCP server %s is back", self.config.name)
-        if {s.name for s in specs} != {s.name for s in self.specs}:
-            log.warning(
-                "MCP server %s now lists other tools; restart relaybot to use them",
-                self.config.name,
-            )
+        elif not self._ever_connected:
+            log.info("MCP server %s started at last, with %d tools", name, len(specs))
+        else:
+            log.info("MCP server %s is back", name)
+        self._ever_connected = True
+        if specs != self.specs:
+            self.specs = specs
+            self.on_tools(self)
 
     async def _watch(self, conn: _Connection) -> None:
         """Return when the connection is lost: its stream ended, a call saw it close, or a

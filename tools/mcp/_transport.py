@@ -39,16 +39,16 @@ SANDBOX_PROCESSES = 256  # what a sandboxed server may run at once
 async def transport(cfg: McpServerConfig) -> AsyncIterator[tuple[Any, Any]]:
     """The SDK's (read, write) streams to the server `cfg` names, open while entered."""
     if cfg.command is not None:
-        path = (cfg.env or {}).get("PATH", os.environ.get("PATH"))
-        command = shutil.which(cfg.command, path=path)
-        if command is None:
-            raise FileNotFoundError(f"no command {cfg.command!r} found")
-        if cfg.cwd is not None and not cfg.cwd.is_dir():
-            raise FileNotFoundError(f"cwd {cfg.cwd} is not a folder")
-        program = [command, *cfg.args]
+        program = [resolve(cfg), *cfg.args]
         procs = None
         if cfg.sandbox == "bwrap":
-            program, procs = _sandboxed(cfg, program), SANDBOX_PROCESSES
+            jail = Jail(
+                tuple(cfg.sandbox_writable), tuple(cfg.sandbox_readable), cfg.sandbox_network
+            )
+            program = bwrap_argv(
+                bwrap_path() or "bwrap", jail, nproc_argv(program, SANDBOX_PROCESSES)
+            )
+            procs = SANDBOX_PROCESSES
         keeper, *args = keeper_argv(program, secret_paths(), procs=procs, every_ms=100)
         params = StdioServerParameters(command=keeper, args=args, env=cfg.env or None, cwd=cfg.cwd)
         read_end, write_end = os.pipe()
@@ -72,20 +72,39 @@ async def transport(cfg: McpServerConfig) -> AsyncIterator[tuple[Any, Any]]:
         yield streams
 
 
-def _sandboxed(cfg: McpServerConfig, program: list[str]) -> list[str]:
-    """`program` (its path resolved) run in the bubblewrap sandbox `cfg` describes; an
-    OSError that says what to change when it cannot be."""
-    bwrap = bwrap_path()
-    if bwrap is None:
-        raise FileNotFoundError('sandbox = "bwrap" needs bubblewrap: apt-get install bubblewrap')
-    jail = Jail(tuple(cfg.sandbox_writable), tuple(cfg.sandbox_readable), cfg.sandbox_network)
-    real = os.path.realpath(program[0])
-    shown = [*SYSTEM_DIRS, *map(str, (*jail.writable, *jail.readable))]
-    if not any(real == d or real.startswith(d.rstrip("/") + "/") for d in shown):
-        raise FileNotFoundError(
-            f"{real} is outside the sandbox: add its folder to sandbox_readable"
-        )
-    return bwrap_argv(bwrap, jail, nproc_argv(program, SANDBOX_PROCESSES))
+def resolve(cfg: McpServerConfig) -> str:
+    """The path of the program a `command` server runs; a FileNotFoundError that says what to
+    change when it cannot start (checked again at each start: the system may change)."""
+    assert cfg.command is not None
+    path = (cfg.env or {}).get("PATH", os.environ.get("PATH"))
+    command = shutil.which(cfg.command, path=path)
+    if command is None:
+        raise FileNotFoundError(f"no command {cfg.command!r} found")
+    if cfg.cwd is not None and not cfg.cwd.is_dir():
+        raise FileNotFoundError(f"cwd {cfg.cwd} is not a folder")
+    if cfg.sandbox == "bwrap":
+        if bwrap_path() is None:
+            raise FileNotFoundError(
+                'sandbox = "bwrap" needs bubblewrap: apt-get install bubblewrap'
+            )
+        real = os.path.realpath(command)
+        shown = [*SYSTEM_DIRS, *map(str, (*cfg.sandbox_writable, *cfg.sandbox_readable))]
+        if not any(real == d or real.startswith(d.rstrip("/") + "/") for d in shown):
+            raise FileNotFoundError(
+                f"{real} is outside the sandbox: add its folder to sandbox_readable"
+            )
+    return command
+
+
+def launch_problem(cfg: McpServerConfig) -> str | None:
+    """Why the `command` server `cfg` cannot even start (`relaybot check-config`), or None."""
+    if cfg.command is None:
+        return None
+    try:
+        resolve(cfg)
+    except FileNotFoundError as exc:
+        return str(exc)
+    return None
 
 
 def _log_stderr(server: str, fd: int) -> None:
