@@ -162,7 +162,7 @@ def test_server_config_needs_exactly_one_transport():
         McpServerConfig(name="a")
     with pytest.raises(ValueError, match="exactly one of `command`"):
         McpServerConfig(name="a", command="x", url="http://localhost/mcp")
-    with pytest.raises(ValueError, match="`headers` apply only"):
+    with pytest.raises(ValueError, match="`headers` and `transport` apply only"):
         McpServerConfig(name="a", command="x", headers={"A": "b"})
     with pytest.raises(ValueError, match="unique"):
         McpConfig(servers=[{"name": "a", "command": "x"}, {"name": "a", "url": "https://e/m"}])
@@ -171,18 +171,19 @@ def test_server_config_needs_exactly_one_transport():
 
 
 class HttpServer:
-    """The fake server over streamable HTTP, in its own process on 127.0.0.1."""
+    """The fake server over streamable HTTP (or HTTP+SSE), in its own process on 127.0.0.1."""
 
-    def __init__(self) -> None:
+    def __init__(self, transport: str = "http") -> None:
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.transport = transport
+        self.url = f"http://127.0.0.1:{self.port}/{'mcp' if transport == 'http' else 'sse'}"
         self.proc: asyncio.subprocess.Process | None = None
 
     async def start(self) -> None:
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable,
             FAKE,
-            "--http",
+            f"--{self.transport}",
             str(self.port),
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.DEVNULL,
@@ -190,8 +191,8 @@ class HttpServer:
         async with asyncio.timeout(20), httpx.AsyncClient() as client:
             while True:
                 try:
-                    await client.get(self.url)
-                    return
+                    async with client.stream("GET", self.url):  # an SSE answer never ends
+                        return
                 except httpx.TransportError:
                     await asyncio.sleep(0.1)
 
@@ -265,3 +266,35 @@ def test_cwd_is_checked():
         McpServerConfig(name="a", url="http://localhost/mcp", cwd="/srv")
     with pytest.raises(ValueError, match="first of sandbox_writable"):
         McpServerConfig(name="a", command="x", cwd="/srv", sandbox="bwrap")
+
+
+async def test_a_restarted_http_server_gets_a_new_session_at_once(http_server, caplog):
+    caplog.set_level(logging.INFO, logger="tools.mcp")
+    registry = ToolRegistry()
+    server = McpServerConfig(name="remote", url=http_server.url)
+    async with McpManager([server], registry, keepalive_s=3600, **FAST):  # no ping notices
+        first = (await registry.execute("remote__pid", {})).for_llm
+        await http_server.kill()
+        await http_server.start()  # a new process: it knows no session
+        again = await registry.execute("remote__pid", {})
+        assert not again.is_error, again.for_llm
+        assert again.for_llm != first
+    assert "MCP server remote forgot the session; starting a new one" in caplog.text
+
+
+async def test_the_older_http_sse_transport():
+    server = HttpServer("sse")
+    await server.start()
+    try:
+        registry = ToolRegistry()
+        legacy = McpServerConfig(name="legacy", url=server.url, transport="sse")
+        async with McpManager([legacy], registry, **FAST) as mcp:
+            assert "legacy__lookup" in {i.name for i in mcp.tools()}
+            result = await registry.execute("legacy__lookup", {"word": "sse"})
+            assert result.for_llm == "definition of sse"
+        guessed = McpServerConfig(name="legacy", url=server.url)  # streamable HTTP, the default
+        async with McpManager([guessed], registry, **FAST) as mcp:
+            (down,) = mcp.down()
+    finally:
+        await server.kill()
+    assert 'older HTTP+SSE server, set transport = "sse"' in down.reason

@@ -237,6 +237,7 @@ class McpServerConfig(BaseModel):
     env: dict[str, str] = Field(default_factory=dict, repr=False)
     url: str | None = None
     headers: dict[str, str] = Field(default_factory=dict, repr=False)
+    transport: Literal["streamable-http", "sse"] = "streamable-http"  # of a `url` server
     tools: list[str] | None = None  # only these of the server's tools are offered (all: None)
     exclude: list[str] = []  # these of its tools are not offered
     trusted_tools: list[str] = []  # the server's tool names that never ask
@@ -267,8 +268,8 @@ class McpServerConfig(BaseModel):
         folders = [*self.sandbox_writable, *self.sandbox_readable]
         if any(not p.is_absolute() for p in folders):
             raise ValueError("sandbox_writable and sandbox_readable take absolute paths")
-        if self.command is not None and self.headers:
-            raise ValueError("`headers` apply only to servers reached by `url`")
+        if self.command is not None and (self.headers or "transport" in self.model_fields_set):
+            raise ValueError("`headers` and `transport` apply only to servers reached by `url`")
         if self.cwd is not None:
             if self.command is None or not self.cwd.is_absolute():
                 raise ValueError("`cwd` takes an absolute path, for a server started by `command`")

@@ -1,7 +1,8 @@
 """A real MCP server for tests, written with the mcp SDK.
 
 Run it as ``python tests/fakes/mcp_server.py`` (stdio) or
-``python tests/fakes/mcp_server.py --http PORT`` (streamable HTTP on 127.0.0.1).
+``python tests/fakes/mcp_server.py --http PORT`` (streamable HTTP on 127.0.0.1, at /mcp), or
+``--sse PORT`` (the older HTTP+SSE transport, at /sse).
 
 Tools:
 
@@ -100,9 +101,12 @@ def detach(seconds: int) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--http", type=int, metavar="PORT", help="serve streamable HTTP")
+    parser.add_argument("--sse", type=int, metavar="PORT", help="serve HTTP+SSE")
     opts = parser.parse_args()
     if opts.http:
         server.run("streamable-http", host="127.0.0.1", port=opts.http)
+    elif opts.sse:
+        server.run("sse", host="127.0.0.1", port=opts.sse)
     else:
         server.run()
 

@@ -37,6 +37,7 @@ _CLIENT = types.Implementation(name="relaybot", version="0.1.0")
 class _Connection:
     session: ClientSession
     lost: asyncio.Event  # set when this connection is gone
+    expired: asyncio.Event  # the server answered 404 for its session: a new one, at once
 
 
 class Server:
@@ -62,6 +63,7 @@ class Server:
         self._connected_at: float | None = None
         self._task: asyncio.Task[None] | None = None
         self._ever_connected = False
+        self._up = asyncio.Event()  # set while connected
 
     async def start(self) -> bool:
         """Connect and list the tools; False (logged) if the first attempt fails: the server
@@ -81,9 +83,27 @@ class Server:
                 await self._task
 
     async def call(self, tool: str, args: dict[str, Any]) -> ToolResult:
-        name, conn = self.config.name, self._conn
+        conn = self._conn
         if conn is None or conn.lost.is_set():
-            return ToolResult.fail(f"MCP server {name} is restarting; try again in a moment.")
+            return self._restarting()
+        result = await self._call(conn, tool, args)
+        if conn.expired.is_set():  # it never ran: the server had forgotten the session
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.connect_timeout_s):
+                    await self._up.wait()
+            conn = self._conn
+            if conn is None or conn.lost.is_set():
+                return self._restarting()
+            result = await self._call(conn, tool, args)
+        return result
+
+    def _restarting(self) -> ToolResult:
+        return ToolResult.fail(
+            f"MCP server {self.config.name} is restarting; try again in a moment."
+        )
+
+    async def _call(self, conn: _Connection, tool: str, args: dict[str, Any]) -> ToolResult:
+        name = self.config.name
         try:
             result = await conn.session.call_tool(
                 tool, args, read_timeout_seconds=self.config.call_timeout_s
@@ -108,17 +128,23 @@ class Server:
 
     async def _supervise(self, started: asyncio.Future[bool]) -> None:
         name, loop = self.config.name, asyncio.get_running_loop()
-        failures = 0
+        failures, expired_before = 0, False
         try:
             while True:
-                self._connected_at = None
+                self._connected_at, expired = None, False
                 try:
-                    await self._serve(started)
+                    expired = await self._serve(started)
                     reason = "the connection closed"
                 except Exception as exc:
                     reason = describe(exc)
                 finally:
                     self._conn = None
+                    self._up.clear()
+                if expired and not expired_before:  # once; a server that keeps at it waits
+                    log.info("MCP server %s forgot the session; starting a new one", name)
+                    expired_before = True
+                    continue
+                expired_before = expired
                 self.error = reason
                 ran = self._connected_at is not None
                 if ran and loop.time() - (self._connected_at or 0.0) > self.backoff_s[-1]:
@@ -140,11 +166,19 @@ class Server:
             if not started.done():
                 started.set_result(False)
 
-    async def _serve(self, started: asyncio.Future[bool]) -> None:
-        """One connection, from connecting to its end; every context is entered and left here."""
+    async def _serve(self, started: asyncio.Future[bool]) -> bool:
+        """One connection, from connecting to its end; every context is entered and left here.
+        True when it ended because the server no longer knew its session (HTTP 404)."""
+        lost, expired = asyncio.Event(), asyncio.Event()
+
+        def session_gone() -> None:
+            if not lost.is_set():
+                expired.set()
+                lost.set()
+                self._up.clear()
+
         async with contextlib.AsyncExitStack() as stack:
-            read, write = await stack.enter_async_context(transport(self.config))
-            lost = asyncio.Event()
+            read, write = await stack.enter_async_context(transport(self.config, session_gone))
             send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
             stack.callback(send.close)
             stack.callback(receive.close)
@@ -155,16 +189,18 @@ class Server:
                 ClientSession(receive, write, client_info=_CLIENT)
             )
             with anyio.fail_after(self.connect_timeout_s):
-                await session.initialize()
+                await _initialize(session, self.config)
                 specs = await _list_tools(session)
-            conn = _Connection(session, lost)
+            conn = _Connection(session, lost, expired)
             self._connected(conn, specs, started)
             await self._watch(conn)
+        return expired.is_set()
 
     def _connected(
         self, conn: _Connection, specs: list[types.Tool], started: asyncio.Future[bool]
     ) -> None:
         self._conn, self.error = conn, None
+        self._up.set()
         self._connected_at = asyncio.get_running_loop().time()
         name, first = self.config.name, not started.done()
         if first:
@@ -205,6 +241,18 @@ async def _relay(
         pass
     finally:
         lost.set()
+
+
+async def _initialize(session: ClientSession, config: McpServerConfig) -> None:
+    try:
+        await session.initialize()
+    except MCPError as exc:
+        if config.url is None or config.transport == "sse":
+            raise
+        raise ConnectionError(
+            f"{exc.message} (streamable HTTP): if {config.url} is an older HTTP+SSE server, "
+            'set transport = "sse" (its URL usually ends in /sse)'
+        ) from exc
 
 
 async def _list_tools(session: ClientSession) -> list[types.Tool]:

@@ -2,7 +2,8 @@
 run_command (its descendants die with it; it cannot read the daemon's /proc entries or the
 credentials directory) and, with `sandbox = "bwrap"`, in run_command's bubblewrap sandbox
 (tools/builtins/_bwrap.py: the system read-only, its `sandbox_*` folders, no network unless
-`sandbox_network`), with its stderr logged line by line; or a streamable HTTP endpoint."""
+`sandbox_network`), with its stderr logged line by line; or a streamable HTTP endpoint (or,
+with `transport = "sse"`, an older HTTP+SSE one)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,13 @@ import logging
 import os
 import shutil
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx2
 from mcp import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
+from mcp.client.sse import sse_client
+from mcp.client.streamable_http import MCP_SESSION_ID, streamable_http_client
 
 from tools.builtins._bwrap import (
     SYSTEM_DIRS,
@@ -36,8 +38,13 @@ SANDBOX_PROCESSES = 256  # what a sandboxed server may run at once
 
 
 @contextlib.asynccontextmanager
-async def transport(cfg: McpServerConfig) -> AsyncIterator[tuple[Any, Any]]:
-    """The SDK's (read, write) streams to the server `cfg` names, open while entered."""
+async def transport(
+    cfg: McpServerConfig, session_gone: Callable[[], None]
+) -> AsyncIterator[tuple[Any, Any]]:
+    """The SDK's (read, write) streams to the server `cfg` names, open while entered.
+    `session_gone` is called when a streamable HTTP server answers 404 to a request that
+    carries the session's id (or 400 naming the session): it restarted and forgot the session,
+    and the spec says to start a new one. The request was not run, so it can be sent again."""
     if cfg.command is not None:
         program = [resolve(cfg), *cfg.args]
         procs = None
@@ -64,9 +71,23 @@ async def transport(cfg: McpServerConfig) -> AsyncIterator[tuple[Any, Any]]:
                 yield streams
         return
     assert cfg.url is not None
+    if cfg.transport == "sse":
+        async with sse_client(cfg.url, headers=cfg.headers, timeout=30.0) as streams:
+            yield streams
+        return
+
+    async def on_response(response: httpx2.Response) -> None:
+        if MCP_SESSION_ID not in response.request.headers or response.status_code not in (400, 404):
+            return
+        # 404 is the spec's answer; server-everything and servers built like it say 400 "No
+        # valid session ID provided" (the body is read once here; the SDK reads it cached)
+        if response.status_code == 404 or b"session" in (await response.aread()).lower():
+            session_gone()
+
     timeout = httpx2.Timeout(30.0, read=300.0)
+    hooks = {"response": [on_response]}
     async with (
-        httpx2.AsyncClient(headers=cfg.headers, timeout=timeout) as http,
+        httpx2.AsyncClient(headers=cfg.headers, timeout=timeout, event_hooks=hooks) as http,
         streamable_http_client(cfg.url, http_client=http) as streams,
     ):
         yield streams
