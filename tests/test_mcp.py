@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -171,24 +172,23 @@ def test_server_config_needs_exactly_one_transport():
 
 
 class HttpServer:
-    """The fake server over streamable HTTP (or HTTP+SSE), in its own process on 127.0.0.1."""
+    """An MCP server over HTTP in its own process on 127.0.0.1: the fake (streamable HTTP at
+    /mcp, or HTTP+SSE at /sse), or `program` (told its port in PORT, serving /mcp)."""
 
-    def __init__(self, transport: str = "http") -> None:
+    def __init__(self, transport: str = "http", program: list[str] | None = None) -> None:
         self.port = free_port()
-        self.transport = transport
-        self.url = f"http://127.0.0.1:{self.port}/{'mcp' if transport == 'http' else 'sse'}"
+        self.url = f"http://127.0.0.1:{self.port}/{'sse' if transport == 'sse' else 'mcp'}"
+        self.argv = program or [sys.executable, FAKE, f"--{transport}", str(self.port)]
         self.proc: asyncio.subprocess.Process | None = None
 
     async def start(self) -> None:
         self.proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            FAKE,
-            f"--{self.transport}",
-            str(self.port),
+            *self.argv,
+            env={**os.environ, "PORT": str(self.port)},
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.DEVNULL,
         )
-        async with asyncio.timeout(20), httpx.AsyncClient() as client:
+        async with asyncio.timeout(30), httpx.AsyncClient() as client:
             while True:
                 try:
                     async with client.stream("GET", self.url):  # an SSE answer never ends

@@ -12,11 +12,10 @@ import shutil
 import sys
 from pathlib import Path
 
-import httpx
 import pytest
 
-from tests.ports import free_port
 from tests.prerequisites import mcp_server
+from tests.test_mcp import HttpServer
 from tools.config import McpServerConfig
 from tools.mcp import McpManager
 from tools.registry import ToolRegistry
@@ -79,41 +78,11 @@ async def test_exclude_leaves_tools_out_and_says_so(tmp_path: Path) -> None:
     assert heads["not"] == "not offered: echo (mcp:everything): left out by tools/exclude"
 
 
-class Everything:
-    """server-everything over streamable HTTP on a port of its own (its PORT variable)."""
-
-    def __init__(self) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}/mcp"
-        self.proc: asyncio.subprocess.Process | None = None
-
-    async def start(self) -> None:
-        self.proc = await asyncio.create_subprocess_exec(
-            *mcp_server("mcp-server-everything"),
-            "streamableHttp",
-            env={**os.environ, "PORT": str(self.port)},
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.DEVNULL,
-        )
-        async with asyncio.timeout(30), httpx.AsyncClient() as client:
-            while True:
-                try:
-                    await client.get(self.url)
-                    return
-                except httpx.TransportError:
-                    await asyncio.sleep(0.1)
-
-    async def kill(self) -> None:
-        if self.proc is not None:
-            self.proc.kill()
-            await self.proc.wait()
-            self.proc = None
-
-
 @pytest.mark.needs("mcp-servers")
 async def test_a_restarted_everything_server_gets_a_new_session_at_once(caplog) -> None:
     caplog.set_level(logging.INFO, logger="tools.mcp")
-    everything, registry = Everything(), ToolRegistry()
+    program = [*mcp_server("mcp-server-everything"), "streamableHttp"]
+    everything, registry = HttpServer(program=program), ToolRegistry()
     await everything.start()
     try:
         config = McpServerConfig(name="everything", url=everything.url)

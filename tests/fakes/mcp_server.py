@@ -15,6 +15,9 @@ Tools:
 * ``log_env(name)``: writes ``NAME=value`` of its environment to stderr, as a careless server does.
 * ``read_path(path)``: a file's text, or the error reading it.
 * ``detach(seconds)``: starts ``sleep <seconds>`` in its own session, to outlive the call.
+* ``add_tool(name)``: adds a tool ``name`` (answers ``<name> is new``) and says the list changed.
+* ``chatty(level, text)``: sends ``text`` as a log message at ``level``.
+* ``steps(count)``: reports progress ``i`` of ``count`` ("step i") before answering ``done``.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import subprocess
 import sys
 
 import anyio
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
 
 server = MCPServer("relaybot-test")
@@ -96,6 +99,29 @@ def detach(seconds: int) -> str:
         start_new_session=True,
     )
     return str(child.pid)
+
+
+@server.tool()
+async def add_tool(name: str, ctx: Context) -> str:
+    """Add a tool to this server, and tell the client its tool list changed."""
+    server.add_tool(lambda: f"{name} is new", name=name, description="Added while running.")
+    await ctx.session.send_tool_list_changed()
+    return f"added {name}"
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+async def chatty(level: str, text: str, ctx: Context) -> str:
+    """Send a log message to the client."""
+    await ctx.session.send_log_message(level=level, data=text, logger="chatter")
+    return "said"
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True), title="Step Counter")
+async def steps(count: int, ctx: Context) -> str:
+    """Count steps, reporting progress after each."""
+    for i in range(1, count + 1):
+        await ctx.report_progress(i, count, f"step {i}")
+    return "done"
 
 
 def main() -> None:

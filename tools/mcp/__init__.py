@@ -23,7 +23,8 @@ handler redacts secrets from it like from any other record.
 The parts, one idea each:
     _manager.py     McpManager (the servers' tools in a registry), McpTool, names and tiers
     _server.py      one server's supervisor task: connect, keep alive, reconnect; its calls
-    _transport.py   the connection itself: a stdio process under the keeper, or streamable HTTP
+    _transport.py   the connection itself: a stdio process under the keeper, or (streamable) HTTP
+    _notices.py     what a server says unasked: log messages, a changed tool list, progress
 
 Importing this package imports the mcp SDK (slow): the daemon does it only when servers are
 configured. The `[mcp]` config models are in :mod:`tools.config`, which is cheap.

@@ -25,6 +25,7 @@ from mcp.shared.message import SessionMessage
 from tools._result import ToolResult
 from tools.builtins._text import clip
 from tools.config import McpServerConfig
+from tools.mcp._notices import list_changes, server_log
 from tools.mcp._transport import describe, transport
 
 log = logging.getLogger("tools.mcp")
@@ -38,6 +39,7 @@ class _Connection:
     session: ClientSession
     lost: asyncio.Event  # set when this connection is gone
     expired: asyncio.Event  # the server answered 404 for its session: a new one, at once
+    tools_changed: asyncio.Event  # the server said its tool list changed: list it again
 
 
 class Server:
@@ -169,7 +171,7 @@ class Server:
     async def _serve(self, started: asyncio.Future[bool]) -> bool:
         """One connection, from connecting to its end; every context is entered and left here.
         True when it ended because the server no longer knew its session (HTTP 404)."""
-        lost, expired = asyncio.Event(), asyncio.Event()
+        lost, expired, changed = asyncio.Event(), asyncio.Event(), asyncio.Event()
 
         def session_gone() -> None:
             if not lost.is_set():
@@ -186,12 +188,18 @@ class Server:
             stack.callback(relays.cancel_scope.cancel)
             relays.start_soon(_relay, read, send, lost)
             session = await stack.enter_async_context(
-                ClientSession(receive, write, client_info=_CLIENT)
+                ClientSession(
+                    receive,
+                    write,
+                    client_info=_CLIENT,
+                    logging_callback=server_log(self.config.name),
+                    message_handler=list_changes(changed),
+                )
             )
             with anyio.fail_after(self.connect_timeout_s):
                 await _initialize(session, self.config)
                 specs = await _list_tools(session)
-            conn = _Connection(session, lost, expired)
+            conn = _Connection(session, lost, expired, changed)
             self._connected(conn, specs, started)
             await self._watch(conn)
         return expired.is_set()
@@ -211,22 +219,42 @@ class Server:
         else:
             log.info("MCP server %s is back", name)
         self._ever_connected = True
+        self._take(specs)
+
+    def _take(self, specs: list[types.Tool]) -> None:
         if specs != self.specs:
             self.specs = specs
             self.on_tools(self)
 
     async def _watch(self, conn: _Connection) -> None:
         """Return when the connection is lost: its stream ended, a call saw it close, or a
-        keep-alive ping went unanswered."""
+        keep-alive ping went unanswered. List the tools again when the server says they changed."""
         while True:
             with anyio.move_on_after(self.keepalive_s):
-                await conn.lost.wait()
+                await _either(conn.lost, conn.tools_changed)
+            if conn.lost.is_set():
                 return
+            relist = conn.tools_changed.is_set()
             try:
                 with anyio.fail_after(min(self.keepalive_s, 10.0)):
-                    await conn.session.send_ping()
+                    if relist:
+                        conn.tools_changed.clear()
+                        self._take(await _list_tools(conn.session))
+                        log.info("MCP server %s changed its tools", self.config.name)
+                    else:
+                        await conn.session.send_ping()
             except Exception as exc:
-                raise ConnectionError(f"keep-alive ping failed: {describe(exc)}") from exc
+                what = "listing the changed tools" if relist else "keep-alive ping"
+                raise ConnectionError(f"{what} failed: {describe(exc)}") from exc
+
+
+async def _either(a: asyncio.Event, b: asyncio.Event) -> None:
+    waits = {asyncio.ensure_future(a.wait()), asyncio.ensure_future(b.wait())}
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()
 
 
 async def _relay(
