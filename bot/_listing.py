@@ -35,7 +35,9 @@ async def list_tools(config: Config) -> int:
         )
         sources.update({tool.name: "plugin" for tool in plugins})
         for spec in registry.definitions(registry.names()):  # what the model is offered
-            print(f"{spec.name}  [{spec.tier}]  ({sources.get(spec.name, 'built-in')})")
+            title = getattr(registry.get(spec.name), "title", None)  # an MCP server's name for it
+            shown = f"  “{title}”" if title else ""
+            print(f"{spec.name}  [{spec.tier}]  ({sources.get(spec.name, 'built-in')}){shown}")
             if text := summary(spec.description):
                 print(f"    {text}")
             print(f"    schema: {json.dumps(spec.parameters, separators=(',', ':'))}")

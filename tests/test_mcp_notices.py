@@ -1,20 +1,33 @@
 """What an MCP server tells relaybot unasked (issue 42): its log messages reach the daemon's log
-at the mapped level, and a changed tool list is listed again and offered without a restart. The
-fake server (tests/fakes/mcp_server.py) over stdio, and server-everything's simulated logging."""
+at the mapped level, a changed tool list is listed again and offered without a restart, and a
+call's progress shows in the turn's status line, under the tool's title. The fake server
+(tests/fakes/mcp_server.py) over stdio, through the daemon where a user sees it, and
+server-everything's simulated logging."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
+from bot.app import App
+from bot.config import Config
+from engine.chat._progress import Progress
+from tests.fakes.openai_server import FakeOpenAI, text, tool_call
+from tests.fakes.telegram_server import FakeTelegram
 from tests.prerequisites import mcp_server
 from tests.test_mcp import FAST, stdio_server
+from tests.test_telegram import telegram_config
+from tools import ToolContext
 from tools.config import McpServerConfig
 from tools.mcp import McpManager
 from tools.registry import ToolRegistry
+
+DM = 1001
 
 
 class Records(logging.Handler):
@@ -90,3 +103,36 @@ async def test_server_everythings_log_messages(records: Records) -> None:
     record = records.find()
     assert record.getMessage().startswith("MCP server everything: ")
     assert record.levelno in (logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR, 50)
+
+
+async def test_progress_notifications_are_told_in_words() -> None:
+    registry, told = ToolRegistry(), []
+    async with McpManager([stdio_server()], registry, **FAST):
+        context = ToolContext(progress=told.append)
+        result = await registry.execute("fake__steps", {"count": 3}, context)
+        asked = registry.get("fake__steps").describe_call({"count": 3})  # a confirmation's line
+        assert asked.startswith("Step Counter: Count steps, reporting progress after each")
+    assert result.for_llm == "done"
+    assert told == ["33% step 1", "67% step 2", "100% step 3"]
+
+
+async def test_progress_and_the_title_in_the_turns_status_line(
+    make_config: Callable[..., Config], llm: FakeOpenAI, tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.setattr(Progress, "show_after_s", 0.0)  # show the first step at once
+    go = tmp_path / "go"
+    os.mkfifo(go)  # the tool waits for a line in it
+    llm.script(tool_call("fake__steps", {"count": 4, "until": str(go)}), text("Counted."))
+    async with FakeTelegram() as tg:
+        cfg = telegram_config(make_config, tg)
+        cfg.mcp.servers.append(stdio_server())
+        async with App(cfg):
+            tg.inject_message(DM, DM, "count four steps")
+            shown = await tg.wait_for_call("sendMessage", lambda p: p["text"].startswith("⏳"))
+            assert shown.params["text"].startswith("⏳ Step Counter")  # the server's title
+            edit = await tg.wait_for_call(
+                "editMessageText", lambda p: p["text"].endswith("· 100% step 4")
+            )
+            await asyncio.to_thread(go.write_text, "go\n")
+            await tg.wait_for_call("sendMessage", lambda p: p.get("text") == "Counted.")
+    assert edit.params["text"] == f"⏳ Step Counter: {go} · 100% step 4"

@@ -56,7 +56,7 @@ async def test_the_reference_servers_tools_are_listed(tmp_path: Path) -> None:
     )
     code, heads, err = await tools_listing(tmp_path, servers)
     assert code == 0, err
-    assert "(mcp:everything)" in heads["everything__echo"]
+    assert heads["everything__echo"].endswith("(mcp:everything)  “Echo Tool”")  # its title
     assert "[safe]" in heads["files__read_text_file"]  # readOnlyHint
     assert "[destructive]" in heads["files__write_file"]
 

@@ -17,7 +17,8 @@ Tools:
 * ``detach(seconds)``: starts ``sleep <seconds>`` in its own session, to outlive the call.
 * ``add_tool(name)``: adds a tool ``name`` (answers ``<name> is new``) and says the list changed.
 * ``chatty(level, text)``: sends ``text`` as a log message at ``level``.
-* ``steps(count)``: reports progress ``i`` of ``count`` ("step i") before answering ``done``.
+* ``steps(count, until)``: reports progress ``i`` of ``count`` ("step i"), waits for a line in
+  the FIFO ``until`` (if given), answers ``done``; its title is "Step Counter".
 """
 
 from __future__ import annotations
@@ -117,11 +118,18 @@ async def chatty(level: str, text: str, ctx: Context) -> str:
 
 
 @server.tool(annotations=ToolAnnotations(read_only_hint=True), title="Step Counter")
-async def steps(count: int, ctx: Context) -> str:
-    """Count steps, reporting progress after each."""
+async def steps(count: int, ctx: Context, until: str = "") -> str:
+    """Count steps, reporting progress after each; then wait for a line in the FIFO `until`."""
     for i in range(1, count + 1):
         await ctx.report_progress(i, count, f"step {i}")
+    if until:  # the test writes it once it has seen the progress
+        await anyio.to_thread.run_sync(_read, until)
     return "done"
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="utf-8") as fifo:
+        return fifo.readline()
 
 
 def main() -> None:

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 import mcp.types as types
 
-from tools._base import Tier, Tool
+from tools._base import Tier, Tool, current_context
 from tools._result import ToolResult
 from tools.config import McpServerConfig
 from tools.errors import ToolDefinitionError
@@ -71,9 +71,22 @@ class McpTool(Tool):
             annotations.model_dump(by_alias=True, exclude_none=True) if annotations else {}
         )
         self.timeout_s = server.config.call_timeout_s + 5  # the SDK's timeout answers first
+        self.title = spec.title or (annotations.title if annotations else None)
 
     async def execute(self, args: dict[str, Any]) -> ToolResult:
-        return await self.server.call(self.remote_name, args)
+        return await self.server.call(self.remote_name, args, current_context().progress)
+
+    def describe_step(self, args: dict[str, Any]) -> str | None:
+        """The server's title for the tool, for people ("Step Counter"), with its first text
+        argument; None without a title (the tool's name is shown)."""
+        if not self.title:
+            return None
+        detail = next((v for v in args.values() if isinstance(v, str) and v.strip()), "")
+        return f"{self.title}: {detail}" if detail else self.title
+
+    def describe_call(self, args: dict[str, Any]) -> str:
+        said = super().describe_call(args)
+        return f"{self.title}: {said}" if self.title else said
 
 
 class ServerDown(NamedTuple):

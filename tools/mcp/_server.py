@@ -19,13 +19,14 @@ import anyio
 import mcp.types as types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp import ClientSession
+from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 
 from tools._result import ToolResult
 from tools.builtins._text import clip
 from tools.config import McpServerConfig
-from tools.mcp._notices import list_changes, server_log
+from tools.mcp._notices import list_changes, progress_text, server_log
 from tools.mcp._transport import describe, transport
 
 log = logging.getLogger("tools.mcp")
@@ -84,11 +85,23 @@ class Server:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
 
-    async def call(self, tool: str, args: dict[str, Any]) -> ToolResult:
+    async def call(
+        self, tool: str, args: dict[str, Any], progress: Callable[[str], None] | None = None
+    ) -> ToolResult:
+        """Call `tool`; `progress` is told of the server's progress notifications, in words."""
         conn = self._conn
         if conn is None or conn.lost.is_set():
             return self._restarting()
-        result = await self._call(conn, tool, args)
+        on_progress: ProgressFnT | None = None
+        if progress is not None:
+            tell = progress
+
+            async def on_progress(
+                progress: float, total: float | None, message: str | None
+            ) -> None:
+                tell(progress_text(progress, total, message))
+
+        result = await self._call(conn, tool, args, on_progress)
         if conn.expired.is_set():  # it never ran: the server had forgotten the session
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.connect_timeout_s):
@@ -96,7 +109,7 @@ class Server:
             conn = self._conn
             if conn is None or conn.lost.is_set():
                 return self._restarting()
-            result = await self._call(conn, tool, args)
+            result = await self._call(conn, tool, args, on_progress)
         return result
 
     def _restarting(self) -> ToolResult:
@@ -104,11 +117,16 @@ class Server:
             f"MCP server {self.config.name} is restarting; try again in a moment."
         )
 
-    async def _call(self, conn: _Connection, tool: str, args: dict[str, Any]) -> ToolResult:
+    async def _call(
+        self, conn: _Connection, tool: str, args: dict[str, Any], progress: ProgressFnT | None
+    ) -> ToolResult:
         name = self.config.name
         try:
             result = await conn.session.call_tool(
-                tool, args, read_timeout_seconds=self.config.call_timeout_s
+                tool,
+                args,
+                read_timeout_seconds=self.config.call_timeout_s,
+                progress_callback=progress,  # sends a progressToken
             )
         except MCPError as exc:
             if exc.code == types.REQUEST_TIMEOUT:
