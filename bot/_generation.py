@@ -22,7 +22,7 @@ from bot._models import build_model, chat_models
 from bot._settings import engine_settings
 from bot.config import Config
 from engine import Model
-from engine.chat import LoopOptions, Tooling
+from engine.chat import LoopOptions, PromptPart, Tooling
 from tools import Tool
 from tools.builtins import MemoryAccess, ScheduleAccess, WallClock, builtin_tools
 from tools.config import apply_policy
@@ -93,6 +93,12 @@ class Generation:
     skills: Skills
     stack: contextlib.AsyncExitStack  # closes its MCP servers and model clients
 
+    def parts(self) -> list[PromptPart]:
+        """What the system prompt carries with these tools: the skills offered, and what the
+        MCP servers say about using theirs."""
+        parts: list[PromptPart] = [self.skills] if self.skills else []
+        return parts + ([self.mcp] if self.mcp is not None else [])
+
 
 def loop_options(cfg: Config) -> LoopOptions:
     return LoopOptions(
@@ -152,7 +158,7 @@ async def put_in_force(app: App, cfg: Config) -> None:
         generation.registry,
         settings,
         loop_options(cfg),
-        [generation.skills] if generation.skills else [],
+        generation.parts(),
     )
     old, replaced = engine.live.tooling, app.generation
     engine.reload(settings, tooling, cfg)  # no await between building and this: one step

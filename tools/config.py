@@ -242,6 +242,7 @@ class McpServerConfig(BaseModel):
     exclude: list[str] = []  # these of its tools are not offered
     trusted_tools: list[str] = []  # the server's tool names that never ask
     trust_annotations: bool = True  # false: every tool of this server asks
+    instructions: bool = True  # false: the server's instructions stay out of the system prompt
     call_timeout_s: float = Field(60, gt=0)
     # "bwrap": a `command` server runs in run_command's sandbox (tools/builtins/_bwrap.py),
     # seeing the system read-only and these folders, the network only if sandbox_network

@@ -4,7 +4,7 @@ Run it as ``python tests/fakes/mcp_server.py`` (stdio) or
 ``python tests/fakes/mcp_server.py --http PORT`` (streamable HTTP on 127.0.0.1, at /mcp), or
 ``--sse PORT`` (the older HTTP+SSE transport, at /sse).
 
-Tools:
+Its instructions: ``INSTRUCTIONS``. Tools:
 
 * ``lookup(word)``: annotated read-only; answers ``definition of <word>``.
 * ``write_note(text)``: no annotations, so a client must treat it as destructive.
@@ -32,7 +32,8 @@ import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
 
-server = MCPServer("relaybot-test")
+INSTRUCTIONS = "Look a word up with lookup before guessing what it means."
+server = MCPServer("relaybot-test", instructions=INSTRUCTIONS)
 
 
 @server.tool(annotations=ToolAnnotations(read_only_hint=True))

@@ -14,6 +14,7 @@ import mcp.types as types
 
 from tools._base import Tier, Tool, current_context
 from tools._result import ToolResult
+from tools.builtins._text import clip
 from tools.config import McpServerConfig
 from tools.errors import ToolDefinitionError
 from tools.mcp._server import Server
@@ -22,6 +23,8 @@ from tools.registry import ToolRegistry
 log = logging.getLogger("tools.mcp")
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+MAX_INSTRUCTIONS = 2_000  # characters of one server's instructions in the system prompt
+INSTRUCTIONS_HEAD = "# MCP servers\nWhat the MCP servers whose tools you have say about using them:"
 
 
 class LeftOut(NamedTuple):
@@ -147,6 +150,19 @@ class McpManager:
     def left_out(self) -> list[LeftOut]:
         """The servers' tools not offered, each with the reason."""
         return [each for left in self._left_out.values() for each in left]
+
+    async def prompt(self, channel: str, chat_id: str, user_id: str, is_private: bool) -> str:
+        """The servers' instructions for the system prompt (engine.chat.PromptPart), each cut
+        at MAX_INSTRUCTIONS characters; "" when none gives any (or each has them turned off)."""
+        given = [
+            f"## {s.config.name} (tools named {s.config.name}__*)\n"
+            f"{clip(s.instructions.strip(), MAX_INSTRUCTIONS)}"
+            for s in self._servers
+            if s.config.instructions and s.instructions.strip() and self._tools.get(s.config.name)
+        ]
+        if not given:
+            return ""
+        return "\n\n".join([INSTRUCTIONS_HEAD, *given])
 
     def down(self) -> list[ServerDown]:
         """The servers not connected now, each with the last attempt's error."""

@@ -62,6 +62,7 @@ class Server:
         self.keepalive_s = keepalive_s
         self.specs: list[types.Tool] = []
         self.error: str | None = None  # why it is not connected, after a failed attempt
+        self.instructions = ""  # what the server said at its last start about using it
         self._conn: _Connection | None = None
         self._connected_at: float | None = None
         self._task: asyncio.Task[None] | None = None
@@ -215,7 +216,7 @@ class Server:
                 )
             )
             with anyio.fail_after(self.connect_timeout_s):
-                await _initialize(session, self.config)
+                self.instructions = (await _initialize(session, self.config)).instructions or ""
                 specs = await _list_tools(session)
             conn = _Connection(session, lost, expired, changed)
             self._connected(conn, specs, started)
@@ -289,9 +290,9 @@ async def _relay(
         lost.set()
 
 
-async def _initialize(session: ClientSession, config: McpServerConfig) -> None:
+async def _initialize(session: ClientSession, config: McpServerConfig) -> types.InitializeResult:
     try:
-        await session.initialize()
+        return await session.initialize()
     except MCPError as exc:
         if config.url is None or config.transport == "sse":
             raise
