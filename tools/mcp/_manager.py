@@ -59,6 +59,16 @@ def tool_tier(config: McpServerConfig, spec: types.Tool) -> Tier:
     return Tier.SAFE if config.trust_annotations and read_only else Tier.DESTRUCTIVE
 
 
+def _not_offered(config: McpServerConfig, spec: types.Tool) -> str | None:
+    """Why the server's tool `spec` is not offered to the model; None when it is."""
+    if not config.offers(spec.name):
+        return "left out by tools/exclude"
+    if spec.execution is not None and spec.execution.task_support == "required":
+        # it fails every time without the task extension (tasks/get, tasks/result)
+        return "it runs only as an MCP task, which relaybot does not support yet"
+    return None
+
+
 class McpTool(Tool):
     """One tool of one MCP server; its schema and description are the server's own."""
 
@@ -177,8 +187,8 @@ class McpManager:
         self._unregister(server.config.name)
         config, tools, left = server.config, [], []
         for spec in server.specs:
-            if not config.offers(spec.name):
-                left.append(LeftOut(config.name, spec.name, "left out by tools/exclude"))
+            if reason := _not_offered(config, spec):
+                left.append(LeftOut(config.name, spec.name, reason))
                 continue
             try:
                 tool = McpTool(server, spec)
