@@ -103,7 +103,7 @@ class Server:
                 tell(progress_text(progress, total, message))
 
         result = await self._call(conn, tool, args, on_progress)
-        if conn.expired.is_set():  # it never ran: the server had forgotten the session
+        if conn.expired.is_set() and _refused(result):  # it never ran: the session was gone
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.connect_timeout_s):
                     await self._up.wait()
@@ -265,6 +265,14 @@ class Server:
             except Exception as exc:
                 what = "listing the changed tools" if relist else "keep-alive ping"
                 raise ConnectionError(f"{what} failed: {describe(exc)}") from exc
+
+
+def _refused(result: ToolResult) -> bool:
+    """The server refused the call before running it (an error of the protocol, not of the
+    tool, nor a timeout or a lost connection, after which it may have run)."""
+    error = result.error
+    unsure = (types.REQUEST_TIMEOUT, types.CONNECTION_CLOSED)
+    return isinstance(error, MCPError) and error.code not in unsure
 
 
 async def _either(a: asyncio.Event, b: asyncio.Event) -> None:
