@@ -27,7 +27,7 @@ from tools._result import ToolResult
 from tools.builtins._text import clip
 from tools.config import McpServerConfig
 from tools.mcp._notices import list_changes, progress_text, server_log
-from tools.mcp._transport import describe, transport
+from tools.mcp._transport import call_key, describe, transport
 
 log = logging.getLogger("tools.mcp")
 
@@ -41,6 +41,7 @@ class _Connection:
     lost: asyncio.Event  # set when this connection is gone
     expired: asyncio.Event  # the server answered 404 for its session: a new one, at once
     tools_changed: asyncio.Event  # the server said its tool list changed: list it again
+    refused: list[str]  # the calls (call_key) answered 404 for the session: not run
 
 
 class Server:
@@ -103,7 +104,8 @@ class Server:
                 tell(progress_text(progress, total, message))
 
         result = await self._call(conn, tool, args, on_progress)
-        if conn.expired.is_set() and _refused(result):  # it never ran: the session was gone
+        if call_key(tool, args) in conn.refused:  # it never ran: the session was gone
+            conn.refused.remove(call_key(tool, args))
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.connect_timeout_s):
                     await self._up.wait()
@@ -191,8 +193,11 @@ class Server:
         """One connection, from connecting to its end; every context is entered and left here.
         True when it ended because the server no longer knew its session (HTTP 404)."""
         lost, expired, changed = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        refused: list[str] = []
 
-        def session_gone() -> None:
+        def session_gone(call: str | None) -> None:
+            if call is not None:
+                refused.append(call)
             if not lost.is_set():
                 expired.set()
                 lost.set()
@@ -218,7 +223,7 @@ class Server:
             with anyio.fail_after(self.connect_timeout_s):
                 self.instructions = (await _initialize(session, self.config)).instructions or ""
                 specs = await _list_tools(session)
-            conn = _Connection(session, lost, expired, changed)
+            conn = _Connection(session, lost, expired, changed, refused)
             self._connected(conn, specs, started)
             await self._watch(conn)
         return expired.is_set()
@@ -265,14 +270,6 @@ class Server:
             except Exception as exc:
                 what = "listing the changed tools" if relist else "keep-alive ping"
                 raise ConnectionError(f"{what} failed: {describe(exc)}") from exc
-
-
-def _refused(result: ToolResult) -> bool:
-    """The server refused the call before running it (an error of the protocol, not of the
-    tool, nor a timeout or a lost connection, after which it may have run)."""
-    error = result.error
-    unsure = (types.REQUEST_TIMEOUT, types.CONNECTION_CLOSED)
-    return isinstance(error, MCPError) and error.code not in unsure
 
 
 async def _either(a: asyncio.Event, b: asyncio.Event) -> None:

@@ -8,6 +8,7 @@ with `transport = "sse"`, an older HTTP+SSE one)."""
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import shutil
@@ -39,12 +40,13 @@ SANDBOX_PROCESSES = 256  # what a sandboxed server may run at once
 
 @contextlib.asynccontextmanager
 async def transport(
-    cfg: McpServerConfig, session_gone: Callable[[], None]
+    cfg: McpServerConfig, session_gone: Callable[[str | None], None]
 ) -> AsyncIterator[tuple[Any, Any]]:
     """The SDK's (read, write) streams to the server `cfg` names, open while entered.
     `session_gone` is called when a streamable HTTP server answers 404 to a request that
     carries the session's id (or 400 naming the session): it restarted and forgot the session,
-    and the spec says to start a new one. The request was not run, so it can be sent again."""
+    and the spec says to start a new one. It is given the :func:`call_key` of the request when
+    that was a tools/call: that call did not run, so it can be sent again."""
     if cfg.command is not None:
         program = [resolve(cfg), *cfg.args]
         procs = None
@@ -82,7 +84,7 @@ async def transport(
         # 404 is the spec's answer; server-everything and servers built like it say 400 "No
         # valid session ID provided" (the body is read once here; the SDK reads it cached)
         if response.status_code == 404 or b"session" in (await response.aread()).lower():
-            session_gone()
+            session_gone(_refused_call(response.request.content))
 
     timeout = httpx2.Timeout(30.0, read=300.0)
     hooks = {"response": [on_response]}
@@ -126,6 +128,22 @@ def launch_problem(cfg: McpServerConfig) -> str | None:
     except FileNotFoundError as exc:
         return str(exc)
     return None
+
+
+def call_key(tool: str, args: dict[str, Any] | None) -> str:
+    """A tools/call request's tool and arguments as one string, to know it again."""
+    return json.dumps([tool, args or {}], sort_keys=True, default=str)
+
+
+def _refused_call(body: bytes) -> str | None:
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(message, dict) or message.get("method") != "tools/call":
+        return None
+    params = message.get("params") or {}
+    return call_key(str(params.get("name")), params.get("arguments"))
 
 
 def _log_stderr(server: str, fd: int) -> None:
