@@ -9,7 +9,11 @@ scopes must be entered and exited by the same task; calls from other tasks use t
 directly. When a connection drops (the process exits, a keep-alive ping fails) the supervisor
 reconnects with backoff, and calls meanwhile get an error result. A server that cannot start is
 logged and tried again the same way; its tools are offered once it starts, and `down()` names
-it meanwhile (for `relaybot tools` and `doctor`).
+it meanwhile (for `relaybot tools` and `doctor`). A tool the server's `tools`/`exclude` lists
+leave out, or one that runs only as an MCP task, is not registered; `left_out()` says why. Over
+HTTP, a server that answers 404 for the session gets a new one at once, and a call it refused
+so is sent again; the servers' `instructions` reach the system prompt through the manager (a
+PromptPart), their log messages the daemon's log, their progress the turn's status line.
 
 Tiers: a tool is safe only if it declares `readOnlyHint: true` and the server's
 `trust_annotations` is on, or if it is in the server's `trusted_tools`; every other tool asks.
