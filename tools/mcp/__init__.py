@@ -29,6 +29,7 @@ The parts, one idea each:
     _server.py      one server's supervisor task: connect, keep alive, reconnect; its calls
     _transport.py   the connection itself: a stdio process under the keeper, or (streamable) HTTP
     _notices.py     what a server says unasked: log messages, a changed tool list, progress
+    _session.py     a session's plumbing: the stream relay, the handshake, the paged tool list
 
 Importing this package imports the mcp SDK (slow): the daemon does it only when servers are
 configured. The `[mcp]` config models are in :mod:`tools.config`, which is cheap.

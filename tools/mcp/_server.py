@@ -17,7 +17,6 @@ from typing import Any
 
 import anyio
 import mcp.types as types
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp import ClientSession
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
@@ -27,6 +26,7 @@ from tools._result import ToolResult
 from tools.builtins._text import clip
 from tools.config import McpServerConfig
 from tools.mcp._notices import list_changes, progress_text, server_log
+from tools.mcp._session import either, initialize, list_tools, relay
 from tools.mcp._transport import call_key, describe, transport
 
 log = logging.getLogger("tools.mcp")
@@ -69,6 +69,7 @@ class Server:
         self._task: asyncio.Task[None] | None = None
         self._ever_connected = False
         self._up = asyncio.Event()  # set while connected
+        self._renewing = False  # the session expired: a new one is being made at once
 
     async def start(self) -> bool:
         """Connect and list the tools; False (logged) if the first attempt fails: the server
@@ -91,6 +92,8 @@ class Server:
         self, tool: str, args: dict[str, Any], progress: Callable[[str], None] | None = None
     ) -> ToolResult:
         """Call `tool`; `progress` is told of the server's progress notifications, in words."""
+        if self._renewing:  # e.g. the stream of server messages saw the 404 first
+            await self._wait_up()
         conn = self._conn
         if conn is None or conn.lost.is_set():
             return self._restarting()
@@ -106,14 +109,17 @@ class Server:
         result = await self._call(conn, tool, args, on_progress)
         if call_key(tool, args) in conn.refused:  # it never ran: the session was gone
             conn.refused.remove(call_key(tool, args))
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.connect_timeout_s):
-                    await self._up.wait()
+            await self._wait_up()
             conn = self._conn
             if conn is None or conn.lost.is_set():
                 return self._restarting()
             result = await self._call(conn, tool, args, on_progress)
         return result
+
+    async def _wait_up(self) -> None:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.connect_timeout_s):
+                await self._up.wait()
 
     def _restarting(self) -> ToolResult:
         return ToolResult.fail(
@@ -167,7 +173,7 @@ class Server:
                     log.info("MCP server %s forgot the session; starting a new one", name)
                     expired_before = True
                     continue
-                expired_before = expired
+                expired_before, self._renewing = expired, False
                 self.error = reason
                 ran = self._connected_at is not None
                 if ran and loop.time() - (self._connected_at or 0.0) > self.backoff_s[-1]:
@@ -202,6 +208,7 @@ class Server:
                 expired.set()
                 lost.set()
                 self._up.clear()
+                self._renewing = True
 
         async with contextlib.AsyncExitStack() as stack:
             read, write = await stack.enter_async_context(transport(self.config, session_gone))
@@ -210,7 +217,7 @@ class Server:
             stack.callback(receive.close)
             relays = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(relays.cancel_scope.cancel)
-            relays.start_soon(_relay, read, send, lost)
+            relays.start_soon(relay, read, send, lost)
             session = await stack.enter_async_context(
                 ClientSession(
                     receive,
@@ -221,8 +228,8 @@ class Server:
                 )
             )
             with anyio.fail_after(self.connect_timeout_s):
-                self.instructions = (await _initialize(session, self.config)).instructions or ""
-                specs = await _list_tools(session)
+                self.instructions = (await initialize(session, self.config)).instructions or ""
+                specs = await list_tools(session)
             conn = _Connection(session, lost, expired, changed, refused)
             self._connected(conn, specs, started)
             await self._watch(conn)
@@ -231,7 +238,7 @@ class Server:
     def _connected(
         self, conn: _Connection, specs: list[types.Tool], started: asyncio.Future[bool]
     ) -> None:
-        self._conn, self.error = conn, None
+        self._conn, self.error, self._renewing = conn, None, False
         self._up.set()
         self._connected_at = asyncio.get_running_loop().time()
         name, first = self.config.name, not started.done()
@@ -255,7 +262,7 @@ class Server:
         keep-alive ping went unanswered. List the tools again when the server says they changed."""
         while True:
             with anyio.move_on_after(self.keepalive_s):
-                await _either(conn.lost, conn.tools_changed)
+                await either(conn.lost, conn.tools_changed)
             if conn.lost.is_set():
                 return
             relist = conn.tools_changed.is_set()
@@ -263,60 +270,13 @@ class Server:
                 with anyio.fail_after(min(self.keepalive_s, 10.0)):
                     if relist:
                         conn.tools_changed.clear()
-                        self._take(await _list_tools(conn.session))
+                        self._take(await list_tools(conn.session))
                         log.info("MCP server %s changed its tools", self.config.name)
                     else:
                         await conn.session.send_ping()
             except Exception as exc:
                 what = "listing the changed tools" if relist else "keep-alive ping"
                 raise ConnectionError(f"{what} failed: {describe(exc)}") from exc
-
-
-async def _either(a: asyncio.Event, b: asyncio.Event) -> None:
-    waits = {asyncio.ensure_future(a.wait()), asyncio.ensure_future(b.wait())}
-    try:
-        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for wait in waits:
-            wait.cancel()
-
-
-async def _relay(
-    source: MemoryObjectReceiveStream[Any], sink: MemoryObjectSendStream[Any], lost: asyncio.Event
-) -> None:
-    """Pass the transport's messages to the session, and notice when the stream ends."""
-    try:
-        async with sink:
-            async for item in source:
-                await sink.send(item)
-    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-        pass
-    finally:
-        lost.set()
-
-
-async def _initialize(session: ClientSession, config: McpServerConfig) -> types.InitializeResult:
-    try:
-        return await session.initialize()
-    except MCPError as exc:
-        if config.url is None or config.transport == "sse":
-            raise
-        raise ConnectionError(
-            f"{exc.message} (streamable HTTP): if {config.url} is an older HTTP+SSE server, "
-            'set transport = "sse" (its URL usually ends in /sse)'
-        ) from exc
-
-
-async def _list_tools(session: ClientSession) -> list[types.Tool]:
-    specs: list[types.Tool] = []
-    cursor: str | None = None
-    while True:
-        params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
-        page = await session.list_tools(params=params)
-        specs += page.tools
-        cursor = page.next_cursor
-        if not cursor:
-            return specs
 
 
 def _to_result(result: types.CallToolResult) -> ToolResult:
