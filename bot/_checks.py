@@ -132,6 +132,24 @@ def tool_problems(config: Config, *, fresh: bool = False) -> ToolReport:
     return ToolReport(loaded, problems, unknown)
 
 
+def servers_startable(config: Config) -> None:
+    """Raise ConfigError naming each `[[mcp.servers]]` entry that cannot even start (no such
+    command, a `cwd` that is no folder, a sandbox that cannot run it). `check-config` fails on
+    it; `run` starts without the server and tries it again with backoff, as it does a server
+    that fails later (the program may be installed meanwhile)."""
+    if not any(s.command for s in config.mcp.servers):
+        return
+    from tools.mcp import launch_problem  # imports the mcp SDK: only when there are servers
+
+    problems = [
+        f"server {s.name!r} cannot start: {problem}"
+        for s in config.mcp.servers
+        if (problem := launch_problem(s))
+    ]
+    if problems:
+        raise ConfigError("mcp.servers", "; ".join(problems))
+
+
 def configured_skills(config: Config) -> Skills:
     """The skills `[skills]` names, with their problems (reads files: call it in a thread)."""
     dirs, required = config.skill_dirs()
@@ -180,6 +198,7 @@ def _pairs(config: Config, channel: str) -> bool:
 async def check_config(config: Config, args: argparse.Namespace) -> int:
     """`relaybot check-config`: OK and what the config sets, then every warning."""
     warnings = validate(config, need_channel=False)  # a chat-only config is one: noted below
+    servers_startable(config)
     tools = await asyncio.to_thread(tool_problems, config)  # imports the plugins
     path = find_config(args.config)
     enabled = [n for n in ("telegram", "discord") if getattr(config, n).enabled]

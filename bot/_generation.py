@@ -23,7 +23,7 @@ from bot._models import build_model, chat_models
 from bot._settings import engine_settings
 from bot.config import Config
 from engine import Model
-from engine.chat import LoopOptions, Tooling
+from engine.chat import LoopOptions, PromptPart, Tooling
 from tools import Tool
 from tools.builtins import MemoryAccess, ScheduleAccess, WallClock, builtin_tools
 from tools.config import apply_policy
@@ -105,9 +105,13 @@ async def open_tools(
             from tools.mcp import McpManager
 
             client = mcp_client(config, app)
-            mcp = await stack.enter_async_context(
-                McpManager(config.mcp.servers, registry, client=client)
+            mcp = McpManager(  # a server that starts late: `confirm` applies to its tools too
+                config.mcp.servers,
+                registry,
+                client=client,
+                on_change=lambda: apply_policy(registry, config.tools),
             )
+            await stack.enter_async_context(mcp)
         for warning in apply_policy(registry, config.tools):
             log.warning("%s", warning)
         yield registry, mcp
@@ -121,6 +125,12 @@ class Generation:
     mcp: McpManager | None
     skills: Skills
     stack: contextlib.AsyncExitStack  # closes its MCP servers and model clients
+
+    def parts(self) -> list[PromptPart]:
+        """What the system prompt carries with these tools: the skills offered, and what the
+        MCP servers say about using theirs."""
+        parts: list[PromptPart] = [self.skills] if self.skills else []
+        return parts + ([self.mcp] if self.mcp is not None else [])
 
 
 def loop_options(cfg: Config) -> LoopOptions:
@@ -185,7 +195,7 @@ async def put_in_force(app: Host, cfg: Config) -> None:
         generation.registry,
         settings,
         loop_options(cfg),
-        [generation.skills] if generation.skills else [],
+        generation.parts(),
     )
     old, replaced = engine.live.tooling, app.generation
     engine.reload(settings, tooling, cfg)  # no await between building and this: one step

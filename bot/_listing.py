@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 
 from bot.config import Config
 from tools.plugins import load_plugins
@@ -22,6 +23,7 @@ A skill is a folder there holding a SKILL.md, e.g. skills/haiku/SKILL.md:
 
 
 async def list_tools(config: Config) -> int:
+    """Exit 1 when an MCP server did not start (named on stderr)."""
     from bot._checks import configured_skills
     from bot._generation import open_tools
 
@@ -33,11 +35,18 @@ async def list_tools(config: Config) -> int:
         )
         sources.update({tool.name: "plugin" for tool in plugins})
         for spec in registry.definitions(registry.names()):  # what the model is offered
-            print(f"{spec.name}  [{spec.tier}]  ({sources.get(spec.name, 'built-in')})")
+            title = getattr(registry.get(spec.name), "title", None)  # an MCP server's name for it
+            shown = f"  “{title}”" if title else ""
+            print(f"{spec.name}  [{spec.tier}]  ({sources.get(spec.name, 'built-in')}){shown}")
             if text := summary(spec.description):
                 print(f"    {text}")
             print(f"    schema: {json.dumps(spec.parameters, separators=(',', ':'))}")
-    return 0
+        for server, name, reason in mcp.left_out() if mcp else []:
+            print(f"not offered: {name} (mcp:{server}): {reason}")
+        down = mcp.down() if mcp else []
+        for server, reason in down:
+            print(f"MCP server {server} did not start: {reason}", file=sys.stderr)
+    return 1 if down else 0
 
 
 async def list_skills(config: Config) -> int:

@@ -132,7 +132,7 @@ class App:
             speaker=media.speaker,
             clock=self.clock,
             instance=InstanceSettings(cfg.instance.name(), cfg.instance.lease_s),
-            parts=[self.generation.skills] if self.generation.skills else [],
+            parts=self.generation.parts(),
             source=cfg,
         )
         # Exit order (reverse): the dispatcher finishes running turns while the channels can

@@ -5,8 +5,8 @@ The config is judged by the same `validate` as `run` and `check-config`; the LLM
 (bot/_doctor_llm.py) makes one tiny real request with a tool to each configured model ([llm]
 and every [[llm.fallback]]), in its provider's own API, because listing models proves neither
 the key nor that the model accepts tools. How updates reach the instance (webhook, shards) is
-checked in bot/_doctor_receiving.py, run_command's sandbox in bot/_doctor_sandbox.py; what a
-check returns is in bot/_doctor_base.py.
+checked in bot/_doctor_receiving.py, run_command's sandbox in bot/_doctor_sandbox.py, the MCP
+servers in bot/_doctor_mcp.py; what a check returns is in bot/_doctor_base.py.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from bot._checks import CHAT_ONLY, configured_skills, tool_problems, validate
 from bot._config_secrets import hide_secrets
 from bot._doctor_base import Check, Status, get
 from bot._doctor_llm import check_context, check_models
+from bot._doctor_mcp import check_mcp
 from bot._doctor_receiving import check_discord_shards, check_telegram_receiving
 from bot._doctor_sandbox import check_sandbox
 from bot._lock import holder
@@ -261,6 +262,7 @@ async def doctor_checks(config: Config) -> list[Check]:
     plugins = asyncio.create_task(asyncio.to_thread(_plugins, config))
     models = asyncio.create_task(check_models(config))
     sandbox = asyncio.create_task(check_sandbox(config))
+    mcp = asyncio.create_task(check_mcp(config))
     results = [
         *_config(config),
         *await asyncio.gather(*(c(config) for c in checks)),
@@ -269,6 +271,7 @@ async def doctor_checks(config: Config) -> list[Check]:
         *_prices(config),
         *await plugins,
         *await sandbox,
+        *await mcp,
     ]
     return results
 

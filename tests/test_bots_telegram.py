@@ -12,12 +12,12 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from engine.chat._access._bots import BotGuard
 
 from bot.app import App
 from bot.config import Config
 from engine import InboundMessage, Quote
 from engine.chat import BotSettings
+from engine.chat._access._bots import BotGuard
 from tests.fakes.openai_server import FakeOpenAI, echo
 from tests.fakes.telegram_server import BOT_USERNAME, Call, FakeTelegram
 from tests.test_private_replies_telegram import tg

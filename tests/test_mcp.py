@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -117,7 +118,7 @@ async def test_trusted_tools_are_safe_without_annotations(caplog):
     assert "trusted_tools names no such tool: no_such_tool" in caplog.text
 
 
-async def test_a_server_that_never_starts_is_skipped(caplog):
+async def test_a_server_that_cannot_start_is_named_and_tried_again(caplog):
     registry = ToolRegistry()
     servers = [
         McpServerConfig(name="ghost", command="relaybot-no-such-mcp-server"),
@@ -127,9 +128,27 @@ async def test_a_server_that_never_starts_is_skipped(caplog):
     async with McpManager(servers, registry, **FAST) as mcp:
         assert {info.server for info in mcp.tools()} == {"fake"}
         assert (await registry.execute("fake__lookup", {"word": "ok"})).for_llm.endswith("ok")
-    assert "MCP server ghost could not start" in caplog.text
-    assert "relaybot-no-such-mcp-server" in caplog.text
-    assert "MCP server quitter could not start" in caplog.text
+        down = dict(mcp.down())
+        assert down["ghost"] == "FileNotFoundError: no command 'relaybot-no-such-mcp-server' found"
+        assert set(down) == {"ghost", "quitter"}
+    assert "MCP server ghost could not start (FileNotFoundError: no command" in caplog.text
+    assert "MCP server quitter could not start" in caplog.text and "retrying in" in caplog.text
+
+
+async def test_a_server_that_starts_late_has_its_tools_offered_then(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="tools.mcp")
+    registry, changed = ToolRegistry(), asyncio.Event()
+    folder = tmp_path / "not yet"
+    late = stdio_server("late", cwd=folder)
+    async with McpManager([late], registry, on_change=changed.set, **FAST) as mcp:
+        assert mcp.tools() == [] and registry.get("late__lookup") is None
+        assert mcp.down()[0].reason == f"FileNotFoundError: cwd {folder} is not a folder"
+        folder.mkdir()  # the next attempt, after the backoff, starts it
+        async with asyncio.timeout(20):
+            await changed.wait()
+        assert mcp.down() == []
+        assert (await registry.execute("late__lookup", {"word": "x"})).for_llm.endswith("x")
+    assert "MCP server late started at last, with" in caplog.text
 
 
 def test_tool_names_are_sanitised():
@@ -144,7 +163,7 @@ def test_server_config_needs_exactly_one_transport():
         McpServerConfig(name="a")
     with pytest.raises(ValueError, match="exactly one of `command`"):
         McpServerConfig(name="a", command="x", url="http://localhost/mcp")
-    with pytest.raises(ValueError, match="`headers` apply only"):
+    with pytest.raises(ValueError, match="`headers` and `transport` apply only"):
         McpServerConfig(name="a", command="x", headers={"A": "b"})
     with pytest.raises(ValueError, match="unique"):
         McpConfig(servers=[{"name": "a", "command": "x"}, {"name": "a", "url": "https://e/m"}])
@@ -153,27 +172,27 @@ def test_server_config_needs_exactly_one_transport():
 
 
 class HttpServer:
-    """The fake server over streamable HTTP, in its own process on 127.0.0.1."""
+    """An MCP server over HTTP in its own process on 127.0.0.1: the fake (streamable HTTP at
+    /mcp, or HTTP+SSE at /sse), or `program` (told its port in PORT, serving /mcp)."""
 
-    def __init__(self) -> None:
+    def __init__(self, transport: str = "http", program: list[str] | None = None) -> None:
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.url = f"http://127.0.0.1:{self.port}/{'sse' if transport == 'sse' else 'mcp'}"
+        self.argv = program or [sys.executable, FAKE, f"--{transport}", str(self.port)]
         self.proc: asyncio.subprocess.Process | None = None
 
     async def start(self) -> None:
         self.proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            FAKE,
-            "--http",
-            str(self.port),
+            *self.argv,
+            env={**os.environ, "PORT": str(self.port)},
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.DEVNULL,
         )
-        async with asyncio.timeout(20), httpx.AsyncClient() as client:
+        async with asyncio.timeout(30), httpx.AsyncClient() as client:
             while True:
                 try:
-                    await client.get(self.url)
-                    return
+                    async with client.stream("GET", self.url):  # an SSE answer never ends
+                        return
                 except httpx.TransportError:
                     await asyncio.sleep(0.1)
 
@@ -212,3 +231,70 @@ async def test_a_remote_server_that_goes_away_is_reconnected(http_server):
         assert down.is_error and down.for_llm.startswith("MCP server remote")
         await http_server.start()
         assert await wait_for_success(registry, "remote__pid") != first
+
+
+async def test_tools_and_exclude_choose_what_is_offered(caplog):
+    registry = ToolRegistry()
+    servers = [
+        stdio_server("only", tools=["lookup", "pid", "no_such"]),
+        stdio_server("but", exclude=["crash", "hang"]),
+    ]
+    async with McpManager(servers, registry, **FAST) as mcp:
+        assert {i.name for i in mcp.tools() if i.server == "only"} == {"only__lookup", "only__pid"}
+        offered = {i.name for i in mcp.tools() if i.server == "but"}
+        assert "but__crash" not in offered and "but__hang" not in offered
+        assert {"but__lookup", "but__write_note"} <= offered
+        left = {(o.server, o.name) for o in mcp.left_out()}
+        assert ("but", "crash") in left and ("only", "write_note") in left
+        assert registry.get("only__write_note") is None
+        assert (await registry.execute("only__lookup", {"word": "x"})).for_llm.endswith("x")
+    assert "MCP server only: tools names no such tool: no_such" in caplog.text
+
+
+async def test_cwd_is_the_servers_working_directory(tmp_path):
+    (tmp_path / "here.txt").write_text("found in cwd")
+    registry = ToolRegistry()
+    async with McpManager([stdio_server(cwd=tmp_path)], registry, **FAST):
+        result = await registry.execute("fake__read_path", {"path": "here.txt"})
+    assert result.for_llm == "found in cwd"
+
+
+def test_cwd_is_checked():
+    with pytest.raises(ValueError, match="`cwd` takes an absolute path"):
+        McpServerConfig(name="a", command="x", cwd="relative")
+    with pytest.raises(ValueError, match="`cwd` takes an absolute path"):
+        McpServerConfig(name="a", url="http://localhost/mcp", cwd="/srv")
+    with pytest.raises(ValueError, match="first of sandbox_writable"):
+        McpServerConfig(name="a", command="x", cwd="/srv", sandbox="bwrap")
+
+
+async def test_a_restarted_http_server_gets_a_new_session_at_once(http_server, caplog):
+    caplog.set_level(logging.INFO, logger="tools.mcp")
+    registry = ToolRegistry()
+    server = McpServerConfig(name="remote", url=http_server.url)
+    async with McpManager([server], registry, keepalive_s=3600, **FAST):  # no ping notices
+        first = (await registry.execute("remote__pid", {})).for_llm
+        await http_server.kill()
+        await http_server.start()  # a new process: it knows no session
+        again = await registry.execute("remote__pid", {})
+        assert not again.is_error, again.for_llm
+        assert again.for_llm != first
+    assert "MCP server remote forgot the session; starting a new one" in caplog.text
+
+
+async def test_the_older_http_sse_transport():
+    server = HttpServer("sse")
+    await server.start()
+    try:
+        registry = ToolRegistry()
+        legacy = McpServerConfig(name="legacy", url=server.url, transport="sse")
+        async with McpManager([legacy], registry, **FAST) as mcp:
+            assert "legacy__lookup" in {i.name for i in mcp.tools()}
+            result = await registry.execute("legacy__lookup", {"word": "sse"})
+            assert result.for_llm == "definition of sse"
+        guessed = McpServerConfig(name="legacy", url=server.url)  # streamable HTTP, the default
+        async with McpManager([guessed], registry, **FAST) as mcp:
+            (down,) = mcp.down()
+    finally:
+        await server.kill()
+    assert 'older HTTP+SSE server, set transport = "sse"' in down.reason

@@ -1,5 +1,6 @@
-"""The short form an MCP server's question becomes (engine/chat/_confirmations/_form.py): what each kind of
-field takes from a reply, what it says when a line does not fit, and when buttons can answer."""
+"""The short form an MCP server's question becomes (engine/chat/_confirmations/_form.py): what
+each kind of field takes from a reply, what it says when a line does not fit, and when buttons
+can answer."""
 
 from __future__ import annotations
 

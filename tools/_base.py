@@ -18,9 +18,16 @@ Send = Callable[[str], Awaitable[None]]
 Callback = Callable[[ToolResult], Awaitable[None]]
 
 
+Progress = Callable[[str], None]
+
+
 async def no_send(text: str) -> None:
     """The `send` of a ToolContext outside any chat: the text goes nowhere."""
     return None
+
+
+def no_progress(text: str) -> None:
+    """The `progress` of a ToolContext no one watches: the line goes nowhere."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +40,9 @@ class ToolContext:
     send: Send = no_send
     call_id: str = ""
     is_private: bool = False  # a private chat with the user; False: a group (or not known)
+    # how far the call has got, in a few words ("40% loading data"): shown beside the call's
+    # line in the turn's progress message (never waits); MCP servers' progress notifications
+    progress: Progress = no_progress
 
 
 # The context of the call running in the current asyncio task. Every execution runs in its own

@@ -252,8 +252,12 @@ class McpServerConfig(BaseModel):
     env: dict[str, str] = Field(default_factory=dict, repr=False)
     url: str | None = None
     headers: dict[str, str] = Field(default_factory=dict, repr=False)
+    transport: Literal["streamable-http", "sse"] = "streamable-http"  # of a `url` server
+    tools: list[str] | None = None  # only these of the server's tools are offered (all: None)
+    exclude: list[str] = []  # these of its tools are not offered
     trusted_tools: list[str] = []  # the server's tool names that never ask
     trust_annotations: bool = True  # false: every tool of this server asks
+    instructions: bool = True  # false: the server's instructions stay out of the system prompt
     call_timeout_s: float = Field(60, gt=0)
     # the server may ask relaybot's model (MCP sampling), charged to the user whose call it is
     sampling: bool = False
@@ -263,6 +267,7 @@ class McpServerConfig(BaseModel):
     sandbox_network: bool = False
     sandbox_writable: list[Path] = []  # the first is its working directory
     sandbox_readable: list[Path] = []
+    cwd: Path | None = None  # a `command` server's working directory (absolute)
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServerConfig:
@@ -281,9 +286,21 @@ class McpServerConfig(BaseModel):
         folders = [*self.sandbox_writable, *self.sandbox_readable]
         if any(not p.is_absolute() for p in folders):
             raise ValueError("sandbox_writable and sandbox_readable take absolute paths")
-        if self.command is not None and self.headers:
-            raise ValueError("`headers` apply only to servers reached by `url`")
+        if self.command is not None and (self.headers or "transport" in self.model_fields_set):
+            raise ValueError("`headers` and `transport` apply only to servers reached by `url`")
+        if self.cwd is not None:
+            if self.command is None or not self.cwd.is_absolute():
+                raise ValueError("`cwd` takes an absolute path, for a server started by `command`")
+            if self.sandbox == "bwrap":
+                raise ValueError(
+                    'with sandbox = "bwrap" the working directory is the first of '
+                    "sandbox_writable: leave `cwd` out"
+                )
         return self
+
+    def offers(self, tool: str) -> bool:
+        """Whether `tools` and `exclude` let the server's tool `tool` be offered."""
+        return (self.tools is None or tool in self.tools) and tool not in self.exclude
 
 
 class McpConfig(BaseModel):

@@ -168,7 +168,7 @@ class ToolCalls:
         prepared: PreparedCall,
         starting: Starting | None = None,
     ) -> ToolResult:
-        _step(state, prepared)
+        progress = _step(state, prepared)
         callback = None
         if isinstance(prepared.tool, AsyncTool):
             job_id = f"call_{call.id}"
@@ -178,9 +178,8 @@ class ToolCalls:
         async with self._slots:
             if starting is not None and not await starting():
                 return ToolResult.fail(NOT_STARTED)
-            result = await self.registry.run(
-                prepared, self._tool_context(state, call), callback=callback
-            )
+            context = self._tool_context(state, call, progress)
+            result = await self.registry.run(prepared, context, callback=callback)
         if result.for_user and not result.silent:
             try:
                 await state.ctx.send(result.for_user)
@@ -190,10 +189,14 @@ class ToolCalls:
             result.for_llm += await state.ctx.send_files(result.files)
         return result
 
-    def _tool_context(self, state: TurnState, call: ToolCall) -> ToolContext:
-        key = state.ctx.key
-        ctx = state.ctx
-        return ToolContext(key.channel, key.chat_id, ctx.user_id, ctx.send, call.id, ctx.is_private)
+    def _tool_context(
+        self, state: TurnState, call: ToolCall, progress: Callable[[str], None] | None = None
+    ) -> ToolContext:
+        key, ctx = state.ctx.key, state.ctx
+        return ToolContext(
+            key.channel, key.chat_id, ctx.user_id, ctx.send, call.id, ctx.is_private,
+            progress or _unwatched,
+        )  # fmt: skip
 
     def _halt(
         self,
@@ -269,15 +272,21 @@ def _details(prepared: PreparedCall) -> str:
         return f"{prepared.tool.name} {json.dumps(prepared.json_args, default=str)}"
 
 
+def _unwatched(text: str) -> None:
+    """A call's progress when no one watches the turn."""
+
+
 def _clip(text: str, n: int) -> str:
     return text if len(text) <= n else text[:n] + "…"
 
 
-def _step(state: TurnState, prepared: PreparedCall) -> None:
-    """Tell the turn's watcher (its progress line) that a call starts; it never waits."""
+def _step(state: TurnState, prepared: PreparedCall) -> Callable[[str], None]:
+    """Tell the turn's watcher (its progress line) that a call starts; it never waits. What it
+    returns updates the call's line with how far it has got."""
     if state.ctx.on_step is not None:
         try:
             described = prepared.tool.describe_step(prepared.json_args)
-            state.ctx.on_step(prepared.tool.name, prepared.json_args, described)
+            return state.ctx.on_step(prepared.tool.name, prepared.json_args, described)
         except Exception:
             log.exception("the progress of a turn failed")
+    return _unwatched

@@ -15,7 +15,8 @@ from tools.registry import no_send as _no_send
 Record = Callable[[Message], Awaitable[None]]
 SendFiles = Callable[[Sequence[File]], Awaitable[str]]  # returns a note for the model
 # a tool call starts: its tool, its arguments, and the line the tool describes its step with
-Step = Callable[[str, dict[str, Any], str | None], None]
+# told of a tool call as it starts; returns what updates that call's line (its progress)
+Step = Callable[[str, dict[str, Any], str | None], Callable[[str], None]]
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,9 +1,10 @@
 """A real MCP server for tests, written with the mcp SDK.
 
 Run it as ``python tests/fakes/mcp_server.py`` (stdio) or
-``python tests/fakes/mcp_server.py --http PORT`` (streamable HTTP on 127.0.0.1).
+``python tests/fakes/mcp_server.py --http PORT`` (streamable HTTP on 127.0.0.1, at /mcp), or
+``--sse PORT`` (the older HTTP+SSE transport, at /sse).
 
-Tools:
+Its instructions: ``INSTRUCTIONS``. Tools:
 
 * ``lookup(word)``: annotated read-only; answers ``definition of <word>``.
 * ``write_note(text)``: no annotations, so a client must treat it as destructive.
@@ -15,6 +16,10 @@ Tools:
 * ``read_path(path)``: a file's text, or the error reading it.
 * ``detach(seconds)``: starts ``sleep <seconds>`` in its own session, to outlive the call.
 * ``pick_tea()``: asks the user (elicitation) which tea, one of a list; says what came back.
+* ``add_tool(name)``: adds a tool ``name`` (answers ``<name> is new``) and says the list changed.
+* ``chatty(level, text)``: sends ``text`` as a log message at ``level``.
+* ``steps(count, until)``: reports progress ``i`` of ``count`` ("step i"), waits for a line in
+  the FIFO ``until`` (if given), answers ``done``; its title is "Step Counter".
 """
 
 from __future__ import annotations
@@ -30,7 +35,8 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel
 
-server = MCPServer("relaybot-test")
+INSTRUCTIONS = "Look a word up with lookup before guessing what it means."
+server = MCPServer("relaybot-test", instructions=INSTRUCTIONS)
 
 
 @server.tool(annotations=ToolAnnotations(read_only_hint=True))
@@ -113,12 +119,45 @@ async def pick_tea(ctx: Context) -> str:
     return f"no tea: {answer.action}"
 
 
+@server.tool()
+async def add_tool(name: str, ctx: Context) -> str:
+    """Add a tool to this server, and tell the client its tool list changed."""
+    server.add_tool(lambda: f"{name} is new", name=name, description="Added while running.")
+    await ctx.session.send_tool_list_changed()
+    return f"added {name}"
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+async def chatty(level: str, text: str, ctx: Context) -> str:
+    """Send a log message to the client."""
+    await ctx.session.send_log_message(level=level, data=text, logger="chatter")
+    return "said"
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True), title="Step Counter")
+async def steps(count: int, ctx: Context, until: str = "") -> str:
+    """Count steps, reporting progress after each; then wait for a line in the FIFO `until`."""
+    for i in range(1, count + 1):
+        await ctx.report_progress(i, count, f"step {i}")
+    if until:  # the test writes it once it has seen the progress
+        await anyio.to_thread.run_sync(_read, until)
+    return "done"
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="utf-8") as fifo:
+        return fifo.readline()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--http", type=int, metavar="PORT", help="serve streamable HTTP")
+    parser.add_argument("--sse", type=int, metavar="PORT", help="serve HTTP+SSE")
     opts = parser.parse_args()
     if opts.http:
         server.run("streamable-http", host="127.0.0.1", port=opts.http)
+    elif opts.sse:
+        server.run("sse", host="127.0.0.1", port=opts.sse)
     else:
         server.run()
 

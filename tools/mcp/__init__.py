@@ -7,8 +7,13 @@
 Each server's session lives in one long-lived supervisor task, because the SDK's anyio cancel
 scopes must be entered and exited by the same task; calls from other tasks use the session
 directly. When a connection drops (the process exits, a keep-alive ping fails) the supervisor
-reconnects with backoff, and calls meanwhile get an error result. A server that cannot start at
-all is logged and skipped.
+reconnects with backoff, and calls meanwhile get an error result. A server that cannot start is
+logged and tried again the same way; its tools are offered once it starts, and `down()` names
+it meanwhile (for `relaybot tools` and `doctor`). A tool the server's `tools`/`exclude` lists
+leave out, or one that runs only as an MCP task, is not registered; `left_out()` says why. Over
+HTTP, a server that answers 404 for the session gets a new one at once, and a call it refused
+so is sent again; the servers' `instructions` reach the system prompt through the manager (a
+PromptPart), their log messages the daemon's log, their progress the turn's status line.
 
 What a server returns (tools/mcp/_content.py): text for the model; pictures the model is shown
 when it can see; content meant for the user, and binary resources, sent to the chat as files;
@@ -31,22 +36,36 @@ The parts, one idea each:
     _server.py      one server's supervisor task: connect, keep alive, reconnect; its calls
     _content.py     what a call or a resource read returns, as a ToolResult
     _client.py      the server's requests to relaybot: roots, sampling, elicitation
-    _transport.py   the connection itself: a stdio process under the keeper, or streamable HTTP
+    _transport.py   the connection itself: a stdio process under the keeper, or (streamable) HTTP
+    _notices.py     what a server says unasked: log messages, a changed tool list, progress
+    _session.py     a session's plumbing: the stream relay, the handshake, the paged tool list
 
 Importing this package imports the mcp SDK (slow): the daemon does it only when servers are
 configured. The `[mcp]` config models are in :mod:`tools.config`, which is cheap.
 """
 
 from tools.mcp._client import McpClient, Question, Sampling
-from tools.mcp._manager import McpManager, McpTool, McpToolInfo, tool_name, tool_tier
+from tools.mcp._manager import (
+    LeftOut,
+    McpManager,
+    McpTool,
+    McpToolInfo,
+    ServerDown,
+    tool_name,
+    tool_tier,
+)
+from tools.mcp._transport import launch_problem
 
 __all__ = [
+    "LeftOut",
     "McpClient",
     "McpManager",
     "McpTool",
     "McpToolInfo",
     "Question",
     "Sampling",
+    "ServerDown",
+    "launch_problem",
     "tool_name",
     "tool_tier",
 ]

@@ -9,13 +9,14 @@ import asyncio
 import hashlib
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import mcp.types as types
 
 from tools._base import Tier, Tool, current_context
 from tools._result import ToolResult
+from tools.builtins._text import clip
 from tools.config import McpServerConfig
 from tools.errors import ToolDefinitionError
 from tools.mcp._client import McpClient
@@ -25,6 +26,16 @@ from tools.registry import ToolRegistry
 log = logging.getLogger("tools.mcp")
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+MAX_INSTRUCTIONS = 2_000  # characters of one server's instructions in the system prompt
+INSTRUCTIONS_HEAD = "# MCP servers\nWhat the MCP servers whose tools you have say about using them:"
+
+
+class LeftOut(NamedTuple):
+    """One tool of a server that is not offered, and why (for `relaybot tools`)."""
+
+    server: str
+    name: str  # the server's own name for it
+    reason: str
 
 
 class McpToolInfo(NamedTuple):
@@ -51,6 +62,16 @@ def tool_tier(config: McpServerConfig, spec: types.Tool) -> Tier:
     return Tier.SAFE if config.trust_annotations and read_only else Tier.DESTRUCTIVE
 
 
+def _not_offered(config: McpServerConfig, spec: types.Tool) -> str | None:
+    """Why the server's tool `spec` is not offered to the model; None when it is."""
+    if not config.offers(spec.name):
+        return "left out by tools/exclude"
+    if spec.execution is not None and spec.execution.task_support == "required":
+        # it fails every time without the task extension (tasks/get, tasks/result)
+        return "it runs only as an MCP task, which relaybot does not support yet"
+    return None
+
+
 class McpTool(Tool):
     """One tool of one MCP server; its schema and description are the server's own."""
 
@@ -67,9 +88,22 @@ class McpTool(Tool):
             annotations.model_dump(by_alias=True, exclude_none=True) if annotations else {}
         )
         self.timeout_s = server.config.call_timeout_s + 5  # the SDK's timeout answers first
+        self.title = spec.title or (annotations.title if annotations else None)
 
     async def execute(self, args: dict[str, Any]) -> ToolResult:
         return await self.server.call(self.remote_name, args, current_context())
+
+    def describe_step(self, args: dict[str, Any]) -> str | None:
+        """The server's title for the tool, for people ("Step Counter"), with its first text
+        argument; None without a title (the tool's name is shown)."""
+        if not self.title:
+            return None
+        detail = next((v for v in args.values() if isinstance(v, str) and v.strip()), "")
+        return f"{self.title}: {detail}" if detail else self.title
+
+    def describe_call(self, args: dict[str, Any]) -> str:
+        said = super().describe_call(args)
+        return f"{self.title}: {said}" if self.title else said
 
 
 class ReadResource(Tool):
@@ -101,21 +135,35 @@ class ReadResource(Tool):
         return await self.server.read(args["uri"])
 
 
+class ServerDown(NamedTuple):
+    """A configured server that is not connected, and why (the last attempt's error)."""
+
+    server: str
+    reason: str
+
+
 class McpManager:
     """Connects the configured MCP servers and registers their tools; an async context manager
-    (leaving it unregisters the tools and stops the servers)."""
+    (leaving it unregisters the tools and stops the servers).
+
+    A server's tools are registered when it starts, and registered anew whenever its list
+    changes (a restart that lists other tools); a server that cannot start is tried again with
+    backoff and its tools appear once it does. `on_change` runs after each such change (the
+    daemon applies `[tools] confirm` there again)."""
 
     def __init__(
         self,
         servers: Sequence[McpServerConfig],
         registry: ToolRegistry,
         *,
+        on_change: Callable[[], object] = lambda: None,
         backoff_s: Sequence[float] = (1.0, 2.0, 5.0, 15.0, 60.0),
         connect_timeout_s: float = 30.0,
         keepalive_s: float = 30.0,
         client: McpClient | None = None,
     ) -> None:
         self.registry = registry
+        self.on_change = on_change
         self._servers = [
             Server(
                 cfg,
@@ -123,17 +171,16 @@ class McpManager:
                 connect_timeout_s=connect_timeout_s,
                 keepalive_s=keepalive_s,
                 client=client,
+                on_tools=self._sync,
             )
             for cfg in servers
         ]
-        self._tools: list[McpTool | ReadResource] = []
+        self._tools: dict[str, list[McpTool | ReadResource]] = {}  # by server
+        self._left_out: dict[str, list[LeftOut]] = {}
 
     async def __aenter__(self) -> McpManager:
         try:
-            started = await asyncio.gather(*(s.start() for s in self._servers))
-            for server, ok in zip(self._servers, started, strict=True):
-                if ok:
-                    self._register(server)
+            await asyncio.gather(*(s.start() for s in self._servers))
         except BaseException:
             await self._stop()
             raise
@@ -143,45 +190,87 @@ class McpManager:
         await self._stop()
 
     def tools(self) -> list[McpToolInfo]:
-        return [McpToolInfo(t.server.config.name, t.name, t.tier) for t in self._tools]
+        return [McpToolInfo(name, t.name, t.tier) for name, ts in self._tools.items() for t in ts]
 
-    def _register(self, server: Server) -> None:
+    def left_out(self) -> list[LeftOut]:
+        """The servers' tools not offered, each with the reason."""
+        return [each for left in self._left_out.values() for each in left]
+
+    async def prompt(self, channel: str, chat_id: str, user_id: str, is_private: bool) -> str:
+        """The servers' instructions for the system prompt (engine.chat.PromptPart), each cut
+        at MAX_INSTRUCTIONS characters; "" when none gives any (or each has them turned off)."""
+        given = [
+            f"## {s.config.name} (tools named {s.config.name}__*)\n"
+            f"{clip(s.instructions.strip(), MAX_INSTRUCTIONS)}"
+            for s in self._servers
+            if s.config.instructions and s.instructions.strip() and self._tools.get(s.config.name)
+        ]
+        if not given:
+            return ""
+        return "\n\n".join([INSTRUCTIONS_HEAD, *given])
+
+    def down(self) -> list[ServerDown]:
+        """The servers not connected now, each with the last attempt's error."""
+        return [
+            ServerDown(s.config.name, s.error or "not connected")
+            for s in self._servers
+            if not s.connected
+        ]
+
+    def _sync(self, server: Server) -> None:
+        """Register `server`'s tools as it lists them now, in place of those it listed before."""
+        self._unregister(server.config.name)
+        config = server.config
         tools: list[McpTool | ReadResource] = []
+        left: list[LeftOut] = []
         for spec in server.specs:
+            if reason := _not_offered(config, spec):
+                left.append(LeftOut(config.name, spec.name, reason))
+                continue
             try:
                 tools.append(McpTool(server, spec))
             except ToolDefinitionError as exc:
-                log.error("MCP server %s: tool %s left out: %s", server.config.name, spec.name, exc)
+                log.error("MCP server %s: tool %s left out: %s", config.name, spec.name, exc)
+                left.append(LeftOut(config.name, spec.name, str(exc)))
         if server.has_resources:
             reader = ReadResource(server)
             if any(t.name == reader.name for t in tools):
                 log.warning(
                     "MCP server %s has a tool of its own named read_resource: resource links "
                     "from it cannot be read",
-                    server.config.name,
+                    config.name,
                 )
             else:
                 tools.append(reader)
                 server.reader = reader.name
+        registered: list[McpTool | ReadResource] = []
         for tool in tools:
             try:
                 self.registry.register(tool)
             except ToolDefinitionError as exc:
-                log.error("MCP server %s: tool %s left out: %s", server.config.name, tool.name, exc)
+                log.error("MCP server %s: tool %s left out: %s", config.name, tool.name, exc)
+                left.append(LeftOut(config.name, tool.name, str(exc)))
                 continue
-            self._tools.append(tool)
-        unknown = set(server.config.trusted_tools) - {s.name for s in server.specs}
-        unknown.discard("read_resource" if server.reader else "")
-        if unknown:
-            log.warning(
-                "MCP server %s: trusted_tools names no such tool: %s",
-                server.config.name,
-                ", ".join(sorted(unknown)),
-            )
+            registered.append(tool)
+        self._tools[config.name], self._left_out[config.name] = registered, left
+        listed = {s.name for s in server.specs} | ({"read_resource"} if server.reader else set())
+        for key in ("tools", "trusted_tools", "exclude"):
+            if unknown := set(getattr(config, key) or ()) - listed:
+                log.warning(
+                    "MCP server %s: %s names no such tool: %s",
+                    config.name,
+                    key,
+                    ", ".join(sorted(unknown)),
+                )
+        self.on_change()
 
-    async def _stop(self) -> None:
-        for tool in self._tools:
+    def _unregister(self, server: str) -> None:
+        for tool in self._tools.pop(server, []):
             if self.registry.get(tool.name) is tool:
                 self.registry.unregister(tool.name)
-        self._tools.clear()
+        self._left_out.pop(server, None)
+
+    async def _stop(self) -> None:
+        for name in list(self._tools):
+            self._unregister(name)
         await asyncio.gather(*(s.stop() for s in self._servers))

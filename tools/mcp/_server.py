@@ -12,14 +12,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
 import mcp.types as types
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp import ClientSession
+from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 
@@ -28,7 +28,9 @@ from tools._result import ToolResult
 from tools.config import McpServerConfig
 from tools.mcp._client import Answers, McpClient
 from tools.mcp._content import Offered, call_result, read_result
-from tools.mcp._transport import describe, transport
+from tools.mcp._notices import list_changes, progress_text, server_log
+from tools.mcp._session import either, initialize, list_tools, relay
+from tools.mcp._transport import call_key, describe, transport
 
 log = logging.getLogger("tools.mcp")
 
@@ -40,6 +42,9 @@ _CLIENT = types.Implementation(name="relaybot", version="0.1.0")
 class _Connection:
     session: ClientSession
     lost: asyncio.Event  # set when this connection is gone
+    expired: asyncio.Event  # the server answered 404 for its session: a new one, at once
+    tools_changed: asyncio.Event  # the server said its tool list changed: list it again
+    refused: list[str]  # the calls (call_key) answered 404 for the session: not run
 
 
 class Server:
@@ -53,8 +58,10 @@ class Server:
         connect_timeout_s: float,
         keepalive_s: float,
         client: McpClient | None = None,
+        on_tools: Callable[[Server], None] = lambda server: None,
     ) -> None:
         self.config = config
+        self.on_tools = on_tools  # called when `specs` changes (a start, a change of list)
         self.answers = Answers(config, client or McpClient())
         self.offered = Offered()  # the URIs read_resource may read
         self.reader = ""  # the name of this server's read_resource tool, once registered
@@ -63,15 +70,25 @@ class Server:
         self.connect_timeout_s = connect_timeout_s
         self.keepalive_s = keepalive_s
         self.specs: list[types.Tool] = []
+        self.error: str | None = None  # why it is not connected, after a failed attempt
+        self.instructions = ""  # what the server said at its last start about using it
         self._conn: _Connection | None = None
         self._connected_at: float | None = None
         self._task: asyncio.Task[None] | None = None
+        self._ever_connected = False
+        self._up = asyncio.Event()  # set while connected
+        self._renewing = False  # the session expired: a new one is being made at once
 
     async def start(self) -> bool:
-        """Connect and list the tools; False (logged) if the server cannot start."""
+        """Connect and list the tools; False (logged) if the first attempt fails: the server
+        is then tried again with backoff, and its tools offered once it starts."""
         started = asyncio.get_running_loop().create_future()
         self._task = asyncio.create_task(self._supervise(started), name=f"mcp:{self.config.name}")
         return await started
+
+    @property
+    def connected(self) -> bool:
+        return self._conn is not None and not self._conn.lost.is_set()
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -80,22 +97,62 @@ class Server:
                 await self._task
 
     async def call(self, tool: str, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        """Call `tool` for the user `ctx` names (who the server's own requests are for)."""
-        name, conn = self.config.name, self._conn
+        """Call `tool` for the user `ctx` names (who the server's own requests are for); the
+        server's progress notifications are told to `ctx.progress`, in words."""
+        if self._renewing:  # e.g. the stream of server messages saw the 404 first
+            await self._wait_up()
+        conn = self._conn
         if conn is None or conn.lost.is_set():
-            return ToolResult.fail(f"MCP server {name} is restarting; try again in a moment.")
+            return self._restarting()
+        on_progress: ProgressFnT | None = None
+        if ctx.progress is not None:
+            tell = ctx.progress
+
+            async def on_progress(
+                progress: float, total: float | None, message: str | None
+            ) -> None:
+                tell(progress_text(progress, total, message))
+
         token = self.answers.callers.enter(ctx)
         try:
+            result = await self._call(conn, tool, args, on_progress)
+            if call_key(tool, args) in conn.refused:  # it never ran: the session was gone
+                conn.refused.remove(call_key(tool, args))
+                await self._wait_up()
+                conn = self._conn
+                if conn is None or conn.lost.is_set():
+                    return self._restarting()
+                result = await self._call(conn, tool, args, on_progress)
+            return result
+        finally:
+            self.answers.callers.leave(token)
+
+    async def _wait_up(self) -> None:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.connect_timeout_s):
+                await self._up.wait()
+
+    def _restarting(self) -> ToolResult:
+        return ToolResult.fail(
+            f"MCP server {self.config.name} is restarting; try again in a moment."
+        )
+
+    async def _call(
+        self, conn: _Connection, tool: str, args: dict[str, Any], progress: ProgressFnT | None
+    ) -> ToolResult:
+        name = self.config.name
+        try:
             result = await conn.session.call_tool(
-                tool, args, read_timeout_seconds=self.config.call_timeout_s
+                tool,
+                args,
+                read_timeout_seconds=self.config.call_timeout_s,
+                progress_callback=progress,  # sends a progressToken
             )
         except MCPError as exc:
             return self._failed(tool, conn, exc)
         except Exception as exc:  # the transport broke under the call
             conn.lost.set()
             return ToolResult.fail(f"MCP server {name} failed: {describe(exc)}", error=exc)
-        finally:
-            self.answers.callers.leave(token)
         return call_result(result, self.offered, self.reader)
 
     async def read(self, uri: str) -> ToolResult:
@@ -141,62 +198,90 @@ class Server:
 
     async def _supervise(self, started: asyncio.Future[bool]) -> None:
         name, loop = self.config.name, asyncio.get_running_loop()
-        failures = 0
+        failures, expired_before = 0, False
         try:
             while True:
-                self._connected_at = None
+                self._connected_at, expired = None, False
                 try:
-                    await self._serve(started)
+                    expired = await self._serve(started)
                     reason = "the connection closed"
                 except Exception as exc:
                     reason = describe(exc)
                 finally:
                     self._conn = None
-                if not started.done():
-                    log.error("MCP server %s could not start (%s); skipping it", name, reason)
-                    return
+                    self._up.clear()
+                if expired and not expired_before:  # once; a server that keeps at it waits
+                    log.info("MCP server %s forgot the session; starting a new one", name)
+                    expired_before = True
+                    continue
+                expired_before, self._renewing = expired, False
+                self.error = reason
                 ran = self._connected_at is not None
                 if ran and loop.time() - (self._connected_at or 0.0) > self.backoff_s[-1]:
                     failures = 0  # it ran well for a while: start the backoff over
                 delay = self.backoff_s[min(failures, len(self.backoff_s) - 1)]
                 failures += 1
-                what = "stopped" if ran else "could not restart"
-                log.warning("MCP server %s %s (%s); retrying in %g s", name, what, reason, delay)
+                if not started.done():
+                    log.error(
+                        "MCP server %s could not start (%s); retrying in %g s", name, reason, delay
+                    )
+                    started.set_result(False)
+                else:
+                    what = "stopped" if ran else "could not restart"
+                    log.warning(
+                        "MCP server %s %s (%s); retrying in %g s", name, what, reason, delay
+                    )
                 await asyncio.sleep(delay)
         finally:
             if not started.done():
                 started.set_result(False)
 
-    async def _serve(self, started: asyncio.Future[bool]) -> None:
-        """One connection, from connecting to its end; every context is entered and left here."""
+    async def _serve(self, started: asyncio.Future[bool]) -> bool:
+        """One connection, from connecting to its end; every context is entered and left here.
+        True when it ended because the server no longer knew its session (HTTP 404)."""
+        lost, expired, changed = asyncio.Event(), asyncio.Event(), asyncio.Event()
+        refused: list[str] = []
+
+        def session_gone(call: str | None) -> None:
+            if call is not None:
+                refused.append(call)
+            if not lost.is_set():
+                expired.set()
+                lost.set()
+                self._up.clear()
+                self._renewing = True
+
         async with contextlib.AsyncExitStack() as stack:
-            read, write = await stack.enter_async_context(transport(self.config))
-            lost = asyncio.Event()
+            read, write = await stack.enter_async_context(transport(self.config, session_gone))
             send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
             stack.callback(send.close)
             stack.callback(receive.close)
             relays = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(relays.cancel_scope.cancel)
-            relays.start_soon(_relay, read, send, lost)
-            session = await stack.enter_async_context(self._session(receive, write))
+            relays.start_soon(relay, read, send, lost)
+            session = await stack.enter_async_context(self._session(receive, write, changed))
             with anyio.fail_after(self.connect_timeout_s):
-                await session.initialize()
-                specs = await _list_tools(session)
+                self.instructions = (await initialize(session, self.config)).instructions or ""
+                specs = await list_tools(session)
                 capabilities = session.server_capabilities
                 self.has_resources = capabilities is not None and bool(capabilities.resources)
                 if self.has_resources:
                     await self._list_resources(session)
-            conn = _Connection(session, lost)
+            conn = _Connection(session, lost, expired, changed, refused)
             self._connected(conn, specs, started)
             await self._watch(conn)
+        return expired.is_set()
 
-    def _session(self, receive: Any, write: Any) -> ClientSession:
-        """A session announcing what relaybot's hooks can answer (tools/mcp/_client.py)."""
+    def _session(self, receive: Any, write: Any, changed: asyncio.Event) -> ClientSession:
+        """A session announcing what relaybot's hooks can answer (tools/mcp/_client.py), and
+        hearing the server's log messages and changes of its tool list (tools/mcp/_notices.py)."""
         answers = self.answers
         return ClientSession(
             receive,
             write,
             client_info=_CLIENT,
+            logging_callback=server_log(self.config.name),
+            message_handler=list_changes(changed),
             list_roots_callback=answers.roots,
             sampling_callback=answers.sample if answers.client.sample is not None else None,
             elicitation_callback=answers.elicit if answers.client.ask is not None else None,
@@ -216,55 +301,42 @@ class Server:
     def _connected(
         self, conn: _Connection, specs: list[types.Tool], started: asyncio.Future[bool]
     ) -> None:
-        self._conn = conn
+        self._conn, self.error, self._renewing = conn, None, False
+        self._up.set()
         self._connected_at = asyncio.get_running_loop().time()
-        if not started.done():
-            self.specs = specs
-            log.info("MCP server %s started with %d tools", self.config.name, len(specs))
+        name, first = self.config.name, not started.done()
+        if first:
+            log.info("MCP server %s started with %d tools", name, len(specs))
             started.set_result(True)
-            return
-        log.info("MCP server %s is back", self.config.name)
-        if {s.name for s in specs} != {s.name for s in self.specs}:
-            log.warning(
-                "MCP server %s now lists other tools; restart relaybot to use them",
-                self.config.name,
-            )
+        elif not self._ever_connected:
+            log.info("MCP server %s started at last, with %d tools", name, len(specs))
+        else:
+            log.info("MCP server %s is back", name)
+        self._ever_connected = True
+        self._take(specs)
+
+    def _take(self, specs: list[types.Tool]) -> None:
+        if specs != self.specs:
+            self.specs = specs
+            self.on_tools(self)
 
     async def _watch(self, conn: _Connection) -> None:
         """Return when the connection is lost: its stream ended, a call saw it close, or a
-        keep-alive ping went unanswered."""
+        keep-alive ping went unanswered. List the tools again when the server says they changed."""
         while True:
             with anyio.move_on_after(self.keepalive_s):
-                await conn.lost.wait()
+                await either(conn.lost, conn.tools_changed)
+            if conn.lost.is_set():
                 return
+            relist = conn.tools_changed.is_set()
             try:
                 with anyio.fail_after(min(self.keepalive_s, 10.0)):
-                    await conn.session.send_ping()
+                    if relist:
+                        conn.tools_changed.clear()
+                        self._take(await list_tools(conn.session))
+                        log.info("MCP server %s changed its tools", self.config.name)
+                    else:
+                        await conn.session.send_ping()
             except Exception as exc:
-                raise ConnectionError(f"keep-alive ping failed: {describe(exc)}") from exc
-
-
-async def _relay(
-    source: MemoryObjectReceiveStream[Any], sink: MemoryObjectSendStream[Any], lost: asyncio.Event
-) -> None:
-    """Pass the transport's messages to the session, and notice when the stream ends."""
-    try:
-        async with sink:
-            async for item in source:
-                await sink.send(item)
-    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-        pass
-    finally:
-        lost.set()
-
-
-async def _list_tools(session: ClientSession) -> list[types.Tool]:
-    specs: list[types.Tool] = []
-    cursor: str | None = None
-    while True:
-        params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
-        page = await session.list_tools(params=params)
-        specs += page.tools
-        cursor = page.next_cursor
-        if not cursor:
-            return specs
+                what = "listing the changed tools" if relist else "keep-alive ping"
+                raise ConnectionError(f"{what} failed: {describe(exc)}") from exc

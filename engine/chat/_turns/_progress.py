@@ -1,12 +1,14 @@
 """What a turn is doing while it runs tools: one status message, a short line per step.
 
-"🔎 web_search: relaybot release notes", "⏳ slow_report": the line of each tool call as it
-starts (``[engine] tool_progress``). The message appears once a step has run for
-:attr:`Progress.show_after_s` (a quick tool shows nothing), is edited in place as steps are added,
-at most once per the platform's ``edit_interval_s`` and never with two requests in flight, and is
-deleted once the turn is over (the answer is its own message, so it is the answer that notifies).
-The loop only calls :meth:`Progress.step`, which never waits for the platform: the answer is never
-held up by the status line. It is not stored: a crash mid-turn may leave one behind.
+"🔎 web_search: relaybot release notes", "⏳ slow_report · 40% loading": the line of each tool
+call as it starts (``[engine] tool_progress``), with how far it has got when the tool says so
+(ToolContext.progress). The message appears once a step has run for
+:attr:`Progress.show_after_s` (a quick tool shows nothing), is edited in place as steps are
+added or move on, at most once per the platform's ``edit_interval_s`` and never with two
+requests in flight, and is deleted once the turn is over (the answer is its own message, so it
+is the answer that notifies). The loop only calls :meth:`Progress.step`, which never waits for
+the platform: the answer is never held up by the status line. It is not stored: a crash
+mid-turn may leave one behind.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from engine._channel import Channel, MessageRef
@@ -60,12 +63,23 @@ class Progress:
         self._sending = False
         self._closed = False
 
-    def step(self, tool: str, args: dict[str, Any], described: str | None = None) -> None:
-        """A tool call starts: add its line (shown soon; never waits)."""
+    def step(
+        self, tool: str, args: dict[str, Any], described: str | None = None
+    ) -> Callable[[str], None]:
+        """A tool call starts: add its line (shown soon; never waits). What it returns puts how
+        far the call has got after the line ("⏳ report · 40% loading"), in place of the last."""
         if self._closed:
-            return
-        self.lines.append(step_line(tool, args, described))
+            return lambda text: None
+        line, at = step_line(tool, args, described), len(self.lines)
+        self.lines.append(line)
         self._schedule()
+
+        def progress(text: str) -> None:
+            if not self._closed and text.strip():
+                self.lines[at] = f"{line} · {_short(text)}"
+                self._schedule()
+
+        return progress
 
     def text(self) -> str:
         shown = self.lines[-MAX_LINES:]
