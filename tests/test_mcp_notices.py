@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from engine.chat._progress import Progress
+from engine.chat._turns._progress import Progress
 
 from bot.app import App
 from bot.config import Config

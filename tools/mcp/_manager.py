@@ -232,7 +232,9 @@ class McpManager:
             except ToolDefinitionError as exc:
                 log.error("MCP server %s: tool %s left out: %s", config.name, spec.name, exc)
                 left.append(LeftOut(config.name, spec.name, str(exc)))
-        if server.has_resources:
+        if server.has_resources and not config.offers("read_resource"):
+            left.append(LeftOut(config.name, "read_resource", "left out by tools/exclude"))
+        elif server.has_resources:
             reader = ReadResource(server)
             if any(t.name == reader.name for t in tools):
                 log.warning(
