@@ -23,7 +23,6 @@ import asyncio
 import contextlib
 import getpass
 import itertools
-import re
 import sys
 import tempfile
 import threading
@@ -32,8 +31,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from channels._links import defanged, unlinked
 from channels._prompt import as_plain_text
 from channels._saved import save_file
+from channels._typed import ANSWERS, command_of, unknown_command
 from engine import (
     Action,
     Button,
@@ -48,13 +49,13 @@ from engine import (
     OutgoingFile,
     Press,
     Reply,
+    Untrusted,
 )
 
 WaitIdle = Callable[[str, str], Awaitable[None]]
 CHAT_ID = "local"
 PROMPT = "you> "
 QUESTION = "Allow it? [y/n] "
-ANSWERS = {"y": Choice.ONCE, "yes": Choice.ONCE, "n": Choice.CANCEL, "no": Choice.CANCEL}
 
 
 class ConsoleChannel(Channel):
@@ -170,7 +171,7 @@ class ConsoleChannel(Channel):
                 text = line.strip()
                 if not text:
                     continue
-                command = _command(text)
+                command = command_of(text)
                 if command is not None:
                     self._show(await engine.handle_command(self._message(text), command))
                     continue
@@ -180,8 +181,8 @@ class ConsoleChannel(Channel):
                     )
                     self._show(await engine.handle_action(action))
                     continue
-                if _COMMAND_LIKE.match(text):
-                    self._write(f"Unknown command {text}. Commands: {_COMMANDS}.")
+                if unknown := unknown_command(text):
+                    self._write(unknown)
                     continue
                 await engine.handle_inbound(self._message(text))
                 await self._settle(engine)
@@ -198,7 +199,7 @@ class ConsoleChannel(Channel):
             line = self._read_soon("")
             await asyncio.wait([idle, line], return_when=asyncio.FIRST_COMPLETED)  # type: ignore[type-var]
             text = (line.result() or "").strip() if line.done() else ""
-            if idle.done() or _command(text) is not Command.STOP:
+            if idle.done() or command_of(text) is not Command.STOP:
                 await idle
                 return
             self._next = None
@@ -235,7 +236,7 @@ class ConsoleChannel(Channel):
         answered and the question asked again."""
         while (line := await self._readline(QUESTION if self._interactive else "")) is not None:
             answer = line.strip().lower()
-            command = _command(answer)
+            command = command_of(answer)
             if answer in ANSWERS:
                 return ANSWERS[answer]
             if command in (Command.STOP, Command.RESET):
@@ -283,8 +284,9 @@ class ConsoleChannel(Channel):
         reply_to: str | None = None,
         formatted: bool = True,
         once: str | None = None,
+        untrusted: Untrusted | None = None,
     ) -> MessageRef:
-        self._write(text)
+        self._write(text if untrusted is None else unlinked(text, untrusted, defanged))
         return MessageRef(chat_id, str(next(self._ids)))
 
     async def send_thoughts(
@@ -294,9 +296,9 @@ class ConsoleChannel(Channel):
         self._write(f"\033[2m💭 {thoughts}\033[0m" if self._interactive else f"💭 {thoughts}")
         return MessageRef(chat_id, str(next(self._ids)))
 
-    async def edit(self, ref: MessageRef, text: str, *, formatted: bool = True) -> None:
-        if formatted:  # only the final text of a streamed reply is printed
-            self._write(text)
+    async def edit(self, ref: MessageRef, text: str, **how: Any) -> None:
+        if how.get("formatted", True):  # no edits here: a final text is printed, as a send
+            await self.send(ref.chat_id, text, **how)
 
     async def typing(self, chat_id: str) -> None:
         return None
@@ -327,19 +329,6 @@ class ConsoleChannel(Channel):
             path = await asyncio.to_thread(save_file, self.files_dir, f)
             self._write(f"📎 {f.name} saved to {path}")
         return MessageRef(chat_id, str(next(self._ids)))
-
-
-_COMMANDS = ", ".join(f"/{c}" for c in Command)
-_COMMAND_LIKE = re.compile(r"^/[A-Za-z_]+$")
-
-
-def _command(text: str) -> Command | None:
-    """The command a line starts with (`/help`, `/reset now`), or None."""
-    word = text.split(maxsplit=1)[0].lower() if text.strip() else ""
-    try:
-        return Command(word[1:]) if word.startswith("/") else None
-    except ValueError:
-        return None
 
 
 def _isatty(stream: TextIO) -> bool:

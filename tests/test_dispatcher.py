@@ -13,7 +13,7 @@ import pytest
 
 from bot.app import App
 from bot.config import Config
-from engine import Choice, Command, DecisionStatus, MessageRef, Press
+from engine import Choice, Command, DecisionStatus, MessageRef, Press, Untrusted
 from engine.loop import ConversationKey
 from engine.store import ConfirmationState, SqliteStore
 from engine.work import Notice
@@ -537,6 +537,7 @@ async def test_a_press_made_while_a_message_waits_in_the_queue_runs_first(
             reply_to: str | None = None,
             formatted: bool = True,
             once: str | None = None,
+            untrusted: Untrusted | None = None,
         ) -> MessageRef:
             if text == "one moment":
                 on_its_way.set()

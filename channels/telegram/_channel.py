@@ -54,6 +54,7 @@ from engine import (
     Reaction,
     Receiver,
     Reply,
+    Untrusted,
 )
 from engine.i18n import DEFAULT, LANGUAGES
 from engine.metrics import api_retry
@@ -246,14 +247,23 @@ class TelegramChannel(Channel):
         reply_to: str | None = None,
         formatted: bool = True,
         once: str | None = None,
+        untrusted: Untrusted | None = None,
     ) -> MessageRef:
-        shown = self._outbox.shown
-        return await shown.send(chat_id, text, reply_to=reply_to, formatted=formatted, once=once)
+        return await self._outbox.shown.send(
+            chat_id, text, reply_to=reply_to, formatted=formatted, once=once, untrusted=untrusted
+        )
 
-    async def edit(self, ref: MessageRef, text: str, *, formatted: bool = True) -> None:
+    async def edit(
+        self,
+        ref: MessageRef,
+        text: str,
+        *,
+        formatted: bool = True,
+        untrusted: Untrusted | None = None,
+    ) -> None:
         """Text past 4096 characters continues in follow-up messages, kept up to date by later
         edits of `ref`; unchanged parts are not sent again."""
-        await self._outbox.shown.edit(ref, text, formatted=formatted)
+        await self._outbox.shown.edit(ref, text, formatted=formatted, untrusted=untrusted)
 
     async def typing(self, chat_id: str) -> None:
         await self._outbox.typing(chat_id)

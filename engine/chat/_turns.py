@@ -17,10 +17,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from engine import Backoff, metrics
+from engine import metrics
 from engine._channel import Channel, Reaction
 from engine.chat._chat_settings import ChatSettings
 from engine.chat._confirmations import Confirmations, pending_call
+from engine.chat._delivery import Delivery
 from engine.chat._limits import today
 from engine.chat._live import LiveReply, typing
 from engine.chat._notices import Notices, apology
@@ -32,6 +33,7 @@ from engine.chat._speech import VoiceAnswers
 from engine.chat._spend import Meter, charging
 from engine.chat._thinking import show_thoughts
 from engine.chat._tooling import PromptPart, Tooling
+from engine.chat._untrusted import untrusted_of
 from engine.context import RecentImages, Window
 from engine.i18n import language_line
 from engine.loop import ConversationKey, ToolLoop, TurnContext, TurnResult
@@ -94,6 +96,8 @@ class TurnRunner:
         self.meter = meter  # what the turn's requests cost, charged to its user
         self.voice = voice  # answers spoken too ([media] speech_model)
         self.reactions = StatusReactions(channels, tasks or Tasks())  # on the answered messages
+        self.delivery = Delivery(store, channels, notices)  # each answer once
+        self.deliver = self.delivery.deliver
 
     @property
     def settings(self) -> TurnSettings:
@@ -228,11 +232,14 @@ class TurnRunner:
             await self.store.inbox.answered([r.id for r in answering])
         elif answer and result.text is not None:
             await show_thoughts(self.chat_settings, channel, ctx.key, result.thoughts, reply_to)
-            shown = live is not None and await live.finish(result.text)
+            untrusted = untrusted_of([*history, *result.messages], ctx.system, user_name)
+            shown = live is not None and await live.finish(result.text, untrusted)
             if shown and live is not None and live.ref is not None:
-                await self._delivered(answer[-1], live.ref.message_id, answering)
+                await self.delivery.delivered(answer[-1], live.ref.message_id, answering)
             else:
-                await self.deliver(answer[-1], conv, result.text, reply_to, answering)
+                await self.deliver(
+                    answer[-1], conv, result.text, reply_to, answering, untrusted=untrusted
+                )
             if self.voice is not None:
                 await self.voice.answer(channel, ctx.key, answering, result.text, reply_to)
         seconds = time.monotonic() - started
@@ -257,47 +264,6 @@ class TurnRunner:
         if loop.context is not None:
             return await loop.context.load(conv.id)
         return None, await self.store.conversations.history(conv.id, self.settings.history_limit)
-
-    async def deliver(
-        self,
-        message_id: int,
-        conv: Conversation,
-        text: str,
-        reply_to: str | None,
-        answering: Sequence[InboxRow] = (),
-        *,
-        last_try: bool = False,
-    ) -> None:
-        """Send a stored answer and record its platform id (and the inbox rows it answers)."""
-        channel = self.channels.get(conv.channel)
-        if channel is None:
-            return
-        self.notices.check_lease()
-        try:
-            ref = await channel.send(conv.chat_id, text, reply_to=reply_to, once=str(message_id))
-        except Exception as exc:
-            # Still pending: the next start-up tries again, unless this was that try.
-            log.warning("could not deliver an answer in %s:%s: %s", conv.channel, conv.chat_id, exc)
-            async with self.store.transaction():
-                if last_try:
-                    await self.store.conversations.delivered(message_id, None, failed=True)
-                await self.store.inbox.answered([r.id for r in answering])
-            return
-        await self._delivered(message_id, ref.message_id, answering)
-
-    async def _delivered(self, message_id: int, ref: str, answering: Sequence[InboxRow]) -> None:
-        """Record that the platform has the answer. The user has it already: while the store
-        refuses the record (its disk full, say), it is tried again here, or a recovery would
-        send the answer a second time (only a stop in the meantime leaves that to a restart)."""
-        backoff = Backoff(1.0, max_s=5.0)
-        while True:
-            try:
-                await self.store.inbox.answered(
-                    [r.id for r in answering], delivered=(message_id, ref)
-                )
-                return
-            except StoreUnavailable:  # the store says why, once
-                await backoff.sleep()
 
     def _context(
         self,
