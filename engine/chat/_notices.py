@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 
-from engine._channel import Channel
+from engine._channel import Channel, Untrusted
 from engine.chat._media_out import send_files
 from engine.i18n import N_, translator
 from engine.loop import ConversationKey, SendFiles
@@ -43,15 +43,23 @@ class Notices:
         self.channels = channels
         self.may_send = may_send
 
-    async def say(self, channel_name: str, chat_id: str, text: str, reply_to: str | None) -> None:
-        """Show relaybot's own text; a failure to send is logged, not raised."""
+    async def say(
+        self,
+        channel_name: str,
+        chat_id: str,
+        text: str,
+        reply_to: str | None,
+        untrusted: Untrusted | None = None,
+    ) -> None:
+        """Show relaybot's own text (or a tool's, `untrusted` when it follows untrusted
+        content); a failure to send is logged, not raised."""
         channel = self.channels.get(channel_name)
         if channel is None:
             log.warning("cannot send to %s:%s: channel not running", channel_name, chat_id)
             return
         self.check_lease()
         try:
-            await channel.send(chat_id, text, reply_to=reply_to)
+            await channel.send(chat_id, text, reply_to=reply_to, untrusted=untrusted)
         except Exception as exc:
             log.warning("could not send a notice to %s:%s: %s", channel_name, chat_id, exc)
 
@@ -60,9 +68,14 @@ class Notices:
         if not self.may_send():
             raise StoreUnavailable("this instance's lease may have run out: it sends nothing more")
 
-    def sender(self, key: ConversationKey) -> Send:
+    def sender(
+        self, key: ConversationKey, untrusted: Callable[[], Untrusted | None] = lambda: None
+    ) -> Send:
+        """What a turn's tools show the user with (send_message, a result's for_user text):
+        as an answer is shown at that point of the turn (`untrusted()`: chat/_untrusted.py)."""
+
         async def send(text: str) -> None:
-            await self.say(key.channel, key.chat_id, text, None)
+            await self.say(key.channel, key.chat_id, text, None, untrusted())
 
         return send
 

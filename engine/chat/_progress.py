@@ -17,9 +17,10 @@ import logging
 import time
 from typing import Any
 
-from engine._channel import Channel, MessageRef
+from engine._channel import Channel, MessageRef, Untrusted
 
 log = logging.getLogger(__name__)
+_QUIET = Untrusted()  # a step's line may show a URL carrying data: never previewed nor linked
 
 MAX_LINES = 8  # the newest steps shown
 MAX_DETAIL = 60  # characters of a step's argument
@@ -87,10 +88,10 @@ class Progress:
         try:
             if self.ref is None:
                 self.ref = await self.channel.send(
-                    self.chat_id, text, reply_to=self.reply_to, formatted=False
+                    self.chat_id, text, reply_to=self.reply_to, formatted=False, untrusted=_QUIET
                 )
             elif text != self._shown:
-                await self.channel.edit(self.ref, text, formatted=False)
+                await self.channel.edit(self.ref, text, formatted=False, untrusted=_QUIET)
             self._shown = text
         except Exception as exc:
             log.warning("could not show the turn's progress in %s: %s", self.chat_id, exc)

@@ -35,11 +35,16 @@ def hosts_in(text: str) -> set[str]:
 
 
 def untrusted_of(
-    context: Sequence[Message], system: str = "", requester: str | None = None
+    context: Sequence[Message],
+    system: str = "",
+    requester: str | None = None,
+    *,
+    tool_text: bool = False,
 ) -> Untrusted | None:
     """How to show an answer to `context` (the messages the model read, in order), or None
     when all of it is trusted. `requester` is the name a group message of the requester carries
-    as its speaker (None: every group message counts as another member's)."""
+    as its speaker (None: every group message counts as another member's). `tool_text`: the
+    text is a tool's (send_message, a result shown as it is), not the requester's: untrusted."""
     tools = {c.id: c.name for m in context for c in m.tool_calls}
     trusted = [system]
     sources: list[str] = []
@@ -55,7 +60,7 @@ def untrusted_of(
                 trusted.append(m.text or "")
                 if m.quote is not None:
                     sources.append("a quoted message")
-    if not sources:
+    if not sources and not tool_text:
         return None
     hosts = frozenset().union(*(hosts_in(t) for t in trusted))
     return Untrusted(hosts, tuple(dict.fromkeys(sources)))
