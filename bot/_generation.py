@@ -98,6 +98,7 @@ def loop_options(cfg: Config) -> LoopOptions:
         retry_budget=cfg.engine.retry_budget,
         confirmation_timeout_s=cfg.tools.confirmation_timeout_s,
         max_parallel_tools=cfg.engine.max_parallel_tools,
+        trusted_sources=tuple(cfg.tools.trusted_sources),
     )
 
 

@@ -576,6 +576,12 @@ def rows(rig_tmp: Path) -> list[Row]:
             "tools.always_ask", ["fetch_url"], seen(lambda r: r.settings.always_ask), {"fetch_url"}
         ),
         Row(
+            "tools.trusted_sources",
+            ["example.org", "mcp:wiki"],
+            seen(lambda r: (r.loop.calls.containment.domains, r.loop.calls.containment.servers)),
+            ({"example.org"}, {"wiki"}),
+        ),
+        Row(
             "tools.confirmation_timeout_s",
             30.0,
             seen(lambda r: r.loop.calls.confirmation_timeout_s),

@@ -70,6 +70,7 @@ class Tool(abc.ABC):
     timeout_s: float | None = None
     resumable: bool = False  # background job re-run at start-up if the daemon died meanwhile
     bounded_output: bool = False  # bounds its own result (pages it): the loop's cap leaves it
+    mcp_server: str | None = None  # the MCP server this tool calls (None: relaybot's, a plugin's)
 
     @abc.abstractmethod
     async def execute(self, args: dict[str, Any]) -> ToolResult: ...

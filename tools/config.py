@@ -151,6 +151,9 @@ class ToolsConfig(BaseModel):
     plugins: list[str] = []  # importable module names
     # destructive tools whose confirmation never offers "Always in this chat"
     always_ask: list[str] = ["run_command", "delete_file"]
+    # what containment trusts (SECURITY.md): domains whose pages, "mcp:NAME" servers whose
+    # output, may steer calls without the requester's press
+    trusted_sources: list[str] = []
     confirmation_timeout_s: float = Field(300, gt=0)
     workspace: Path | None = None  # the only directory the file tools and run_command touch
     allow_private_urls: bool = False  # turn fetch_url's SSRF guard off (tests, trusted LANs)

@@ -12,8 +12,8 @@ import json
 import logging
 from collections.abc import Callable, Collection
 
-from engine.loop import ConversationKey, Job, JobRunner
-from engine.models import Message, ToolCall
+from engine.loop import ConversationKey, Job, JobRunner, result_source
+from engine.models import TRUSTED, Message, ToolCall, untrusted
 from engine.store import Conversation, JobRow, JobState, Store
 from engine.work import ChatQueues, JobDone, Notice
 from tools import ToolContext, ToolResult
@@ -75,9 +75,10 @@ class Background:
     async def _inject(self, conv: Conversation, job: JobRow, text: str) -> None:
         call = ToolCall(f"job_{job.id}", "background_job_result", json.dumps({"job_id": job.id}))
         await self.store.conversations.append(conv.id, Message.assistant(None, [call]))
-        await self.store.conversations.append(
-            conv.id, Message.tool_result(call.id, text, is_error=job.is_error)
-        )
+        source = None if job.is_error else result_source(job.tool, job.args)  # containment
+        found = TRUSTED if source is None else untrusted(source)
+        result = Message.tool_result(call.id, text, is_error=job.is_error, provenance=found)
+        await self.store.conversations.append(conv.id, result)
 
     async def recover(
         self,

@@ -90,7 +90,7 @@ class Confirmations:
             tool=pending.tool,
             call_id=pending.call_id,
             args=pending.args,
-            summary=pending.summary,
+            summary=self.ends.summary(pending, ConversationKey(conv.channel, conv.chat_id)),
             details=pending.details,
             remaining=pending.remaining,
             iteration=pending.iteration,

@@ -262,7 +262,8 @@ class MediaIntake:
                 texts.insert(0, transcript)
         text = "\n\n".join(texts)
         parts: list[Part] = [Text(text)] if text else []
-        return Message(Role.USER, [*parts, *images], row.speaker, row.quote), transcript
+        msg = Message(Role.USER, [*parts, *images], row.speaker, row.quote, row.provenance)
+        return msg, transcript
 
     async def _image(self, key: ConversationKey, a: Attachment) -> Image:
         limit = self.settings.max_image_bytes

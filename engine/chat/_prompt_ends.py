@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from engine._channel import Channel, MessageRef
 from engine.chat._languages import Languages
 from engine.i18n import N_, translator
-from engine.loop import ConversationKey
+from engine.loop import ConversationKey, PendingCall
 from engine.store import ConfirmationRow, ConfirmationStore
 from engine.work import Tasks
 
@@ -39,6 +39,15 @@ class PromptEnds:
         self.tasks = tasks
         self.languages = languages or Languages(lambda: "en", lambda key: None)
         self.ready = asyncio.Event()  # set once the channels run: prompts can be edited
+
+    def summary(self, pending: PendingCall, key: ConversationKey) -> str:
+        """What a prompt about to be asked says; one that follows untrusted content says what
+        came before it (engine/loop/_containment.py): the requester judges it knowing that."""
+        if not pending.after:
+            return pending.summary
+        _ = translator(self.languages.of(key, pending.user_id)).gettext
+        after = _("{summary} (asked after reading {sources})")
+        return after.format(summary=pending.summary, sources=", ".join(pending.after))
 
     def language(self, conf: ConfirmationRow) -> str:
         """The prompt's language: its requester's."""

@@ -11,6 +11,7 @@ costs its tokens once and an old one never resurfaces.
 from __future__ import annotations
 
 from engine._channel import MediaKind, Quote
+from engine.loop import OWN_QUOTE
 
 MAX_AUTHOR = 64  # characters of a display name
 _KINDS = {MediaKind.IMAGE: "a picture", MediaKind.AUDIO: "a voice message or audio",
@@ -26,7 +27,7 @@ def quoted(quote: Quote | None, limit: int) -> str | None:
     text = quote.text.strip()
     if len(text) > limit:
         text = text[:limit].rstrip() + " […]"
-    lines = [f"[The user replies to {who}:]"]
+    lines = [f"{OWN_QUOTE}:]" if quote.by_bot else f"[The user replies to {who}:]"]
     lines += [f"> {line}" if line else ">" for line in text.splitlines()]
     lines += [f"> [{_KINDS[kind]}]" for kind in quote.attachments]
     if len(lines) == 1:

@@ -27,6 +27,7 @@ class LoopOptions:
     retry_budget: int = 3
     confirmation_timeout_s: float = 300.0
     max_parallel_tools: int = 8
+    trusted_sources: tuple[str, ...] = ()  # [tools] trusted_sources (engine/loop/_containment.py)
 
 
 @dataclass(frozen=True, slots=True)

@@ -119,7 +119,10 @@ def cut_result(msg: Message, chars: int) -> Message:
     result = msg.result
     if msg.role is not Role.TOOL or result is None or len(result.text) <= chars:
         return msg
-    return Message.tool_result(result.call_id, cut(result.text, chars), is_error=result.is_error)
+    cut_text = cut(result.text, chars)
+    return Message.tool_result(
+        result.call_id, cut_text, is_error=result.is_error, provenance=msg.provenance
+    )
 
 
 def chunks(messages: Sequence[Message], chars: int, result_chars: int) -> list[tuple[int, int]]:

@@ -28,7 +28,7 @@ from engine.context._compaction import (
     turn_starts,
 )
 from engine.context._tokens import Ratios, message_tokens, text_tokens
-from engine.models import FinishReason, Message, Model, Usage
+from engine.models import FinishReason, Message, Model, Provenance, Trust, Usage
 from engine.store import ContextStore, Summary
 from tools.errors import ContextOverflow
 
@@ -134,7 +134,9 @@ class Folder:
                     break
                 spent += usage
                 first = window.summary.first_id if window.summary else _id(ids, start)
-                summary = Summary(window.conversation_id or 0, text, first, _id(ids, end - 1))
+                sources = _sources(window.summary, history[start:end])
+                last = _id(ids, end - 1)
+                summary = Summary(window.conversation_id or 0, text, first, last, sources)
                 if self.store is not None and window.conversation_id is not None:
                     await self.store.save_summary(summary)
                 window.summary = summary
@@ -193,3 +195,12 @@ class Folder:
 def _id(ids: list[int], i: int) -> int:
     """The store id of the i-th loaded message (0 for one the store does not have)."""
     return ids[i] if 0 <= i < len(ids) else 0
+
+
+def _sources(summary: Summary | None, folded: Sequence[Message]) -> tuple[Provenance, ...]:
+    """What a new summary is made of, but the trusted: a summary of untrusted text is untrusted
+    (and of a member's words, theirs), so its taint survives compaction."""
+    sources = dict.fromkeys(summary.sources if summary is not None else ())
+    kept = [m.provenance for m in folded if m.provenance.trust is not Trust.TRUSTED]
+    sources.update(dict.fromkeys(kept))
+    return tuple(sources)

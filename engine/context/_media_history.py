@@ -96,7 +96,7 @@ class RecentImages:
                     data = await self._bytes(channel, part) if i >= recent else None
                     part = dataclasses.replace(part, data=data) if data else Text(marker(part))
                 parts.append(part)
-            out.append(Message(msg.role, parts, msg.speaker, msg.quote))
+            out.append(dataclasses.replace(msg, parts=parts))
         return out
 
     async def _bytes(self, channel_name: str, image: Image) -> bytes | None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from engine import metrics
 from engine.context import Window
+from engine.loop._containment import Containment, Taint
 from engine.loop._jobs import Job, JobRunner
 from engine.loop._types import PendingCall, Record, TurnContext, TurnResult
 from engine.models import Message, ToolCall, Usage
@@ -43,15 +44,17 @@ class TurnState:
     usage: Usage = field(default_factory=Usage)
     called: list[str] = field(default_factory=list)
     window: Window = field(default_factory=Window)  # the conversation's summary, for the budget
+    taint: Taint = field(default_factory=lambda: Taint(""))  # set by the loop (Taint.of)
 
     async def add(self, msg: Message) -> None:
         self.history.append(msg)
         self.produced.append(msg)
+        self.taint.read(msg)
         if self.record is not None:
             await self.record(msg)
 
     def result(self, text: str | None, pending: PendingCall | None = None) -> TurnResult:
-        return TurnResult(text, self.produced, pending, self.usage, self.called)
+        return TurnResult(text, self.produced, pending, self.usage, self.called, taint=self.taint)
 
 
 class ToolCalls:
@@ -64,8 +67,10 @@ class ToolCalls:
         retry_budget: int,
         confirmation_timeout_s: float,
         max_parallel_tools: int,
+        containment: Containment | None = None,
     ) -> None:
         self.registry = registry
+        self.containment = containment or Containment()
         self.jobs = jobs
         self.max_output_chars = max_output_chars
         self.retry_budget = retry_budget
@@ -81,9 +86,11 @@ class ToolCalls:
             prepared = self._prepare(state, call)
             if isinstance(prepared, PreparedCall):
                 tool = prepared.tool
-                if tool.destructive and state.ctx.grants is not None:  # read when first needed
+                # after untrusted content, a call that acts asks whatever the chat granted
+                contained = self.containment.asks(tool, prepared.json_args, state.taint)
+                if tool.destructive and not contained and state.ctx.grants is not None:
                     state.ctx.granted, state.ctx.grants = await state.ctx.grants(), None
-                if tool.destructive and tool.name not in state.ctx.granted:
+                if contained or (tool.destructive and tool.name not in state.ctx.granted):
                     await self._run_batch(state, batch)
                     if state.stop_text is not None:
                         for c in calls[i:]:
@@ -91,7 +98,7 @@ class ToolCalls:
                                 state, c, ToolResult.fail("Not run: turn stopped.")
                             )
                         return None
-                    return self._halt(state, call, prepared, calls[i + 1 :])
+                    return self._halt(state, call, prepared, calls[i + 1 :], contained)
                 if tool.exclusive or tool.destructive:  # an action always allowed runs alone
                     if tool.destructive:
                         log.info("%s runs in %s unasked: always allowed", tool.name, state.ctx.key)
@@ -189,7 +196,12 @@ class ToolCalls:
         return ToolContext(key.channel, key.chat_id, ctx.user_id, ctx.send, call.id, ctx.is_private)
 
     def _halt(
-        self, state: TurnState, call: ToolCall, prepared: PreparedCall, rest: list[ToolCall]
+        self,
+        state: TurnState,
+        call: ToolCall,
+        prepared: PreparedCall,
+        rest: list[ToolCall],
+        contained: bool,
     ) -> TurnResult:
         pending = PendingCall(
             id=secrets.token_hex(6),
@@ -202,7 +214,10 @@ class ToolCalls:
             remaining=rest,
             iteration=state.iteration,
             details=_details(prepared),
+            after=state.taint.after() if contained else (),
         )
+        if contained:
+            log.info("%s in %s asks: it follows %s", call.name, state.ctx.key, pending.after)
         return state.result(None, pending)
 
     async def add_result(self, state: TurnState, call: ToolCall, result: ToolResult) -> None:
@@ -225,7 +240,10 @@ class ToolCalls:
         if len(text) > self.max_output_chars and not bounded:
             cut = len(text) - self.max_output_chars
             text = text[: self.max_output_chars] + f"\n…[truncated: {cut} more characters]"
-        await state.add(Message.tool_result(call.id, text, is_error=result.is_error))
+        source = self.containment.provenance(tool, call.arguments, result.is_error)
+        await state.add(
+            Message.tool_result(call.id, text, is_error=result.is_error, provenance=source)
+        )
 
 
 def _safe_summary(prepared: PreparedCall) -> str:

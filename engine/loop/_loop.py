@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 
 from engine import metrics
 from engine.context import CUT_NOTE, ContextBudget, Fitted, Window, for_model
 from engine.loop._calls import Starting, ToolCalls, TurnState
+from engine.loop._containment import Containment, Taint
 from engine.loop._jobs import JobRunner
 from engine.loop._types import PendingCall, Record, TurnContext, TurnResult
 from engine.models import (
@@ -47,6 +48,14 @@ TRUNCATED = (
 DECLINED = "The user declined this action; it was not run."
 
 
+def _tainted(state: TurnState) -> TurnState:
+    """`state` with the taint of what its context holds before the turn reads on."""
+    summary = state.window.summary
+    held = (summary.text, summary.sources) if summary is not None else None
+    state.taint = Taint.of(state.history, state.ctx.user_id, state.ctx.system, held)
+    return state
+
+
 def answer_text(reply: ModelResponse) -> str:
     """What the user reads of a final reply: a reply cut by the length limit says so."""
     text = reply.text or FALLBACK_TEXT
@@ -70,6 +79,7 @@ class ToolLoop:
         stream: bool = False,
         models: Mapping[str, Model] | None = None,
         context: ContextBudget | None = None,
+        trusted_sources: Collection[str] = (),
     ) -> None:
         self.model = model
         self.models = dict(models or {})  # a turn whose context names one of these uses it
@@ -85,6 +95,7 @@ class ToolLoop:
             retry_budget=retry_budget,
             confirmation_timeout_s=confirmation_timeout_s,
             max_parallel_tools=max_parallel_tools,
+            containment=Containment(trusted_sources),
         )
 
     async def run(
@@ -97,7 +108,8 @@ class ToolLoop:
     ) -> TurnResult:
         """Drive one turn from `history` (which ends with the user's message); `window` is the
         conversation's summary and the store ids of `history`, as ContextBudget.load gave them."""
-        return await self._drive(TurnState(ctx, list(history), record, window=window or Window()))
+        state = TurnState(ctx, list(history), record, window=window or Window())
+        return await self._drive(_tainted(state))
 
     async def resume(
         self,
@@ -120,6 +132,7 @@ class ToolLoop:
         call ran already (a turn the store cut off after it: it is recorded, not run again)."""
         state = TurnState(ctx, list(history), record, iteration=pending.iteration)
         state.window = window or Window()
+        _tainted(state)
         call = ToolCall(pending.call_id, pending.tool, json.dumps(pending.args))
         if approved and known is not None:
             state.called.append(pending.tool)

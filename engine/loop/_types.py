@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.loop._containment import Taint
 from engine.models import Message, OnText, ToolCall, Usage
 from tools import File, ToolResult
 from tools.registry import Send
@@ -61,6 +62,7 @@ class PendingCall:
     remaining: list[ToolCall]  # calls of the same reply not processed yet (raw arguments)
     iteration: int
     details: str = ""  # the complete action, shown verbatim next to the buttons
+    after: tuple[str, ...] = ()  # the untrusted sources read before it: why it asks (containment)
 
 
 @dataclass(slots=True)
@@ -71,6 +73,7 @@ class TurnResult:
     usage: Usage = field(default_factory=Usage)  # summed over the turn's requests
     tool_calls: list[str] = field(default_factory=list)  # names of the tools called, in order
     approved: ToolResult | None = None  # the outcome of the approved call a resume ran
+    taint: Taint = field(default_factory=lambda: Taint(""))  # what untrusted content it read
 
     @property
     def thoughts(self) -> str:

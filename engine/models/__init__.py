@@ -29,6 +29,7 @@ from engine.models._pricing import (
     spend,
 )
 from engine.models._probe import Probe, explain_404, list_models, ping, with_v1
+from engine.models._provenance import TRUSTED, Provenance, Trust, member, untrusted
 from engine.models._responses import ResponsesModel
 from engine.models._speech import OGG_OPUS, OpenAISpeaker, Speaker
 from engine.models._transcribe import OpenAITranscriber, Transcriber
@@ -75,6 +76,7 @@ __all__ = [
     "DEFAULT_MAX_TOKENS",
     "NANO",
     "OGG_OPUS",
+    "TRUSTED",
     "Amount",
     "AnthropicModel",
     "Charge",
@@ -94,6 +96,7 @@ __all__ = [
     "Price",
     "Prices",
     "Probe",
+    "Provenance",
     "Reasoning",
     "ResponsesModel",
     "Role",
@@ -104,13 +107,16 @@ __all__ = [
     "ToolOutput",
     "ToolSpec",
     "Transcriber",
+    "Trust",
     "Usage",
     "dollars",
     "explain_404",
     "list_models",
+    "member",
     "ping",
     "reply",
     "sanitised",
     "spend",
+    "untrusted",
     "with_v1",
 ]

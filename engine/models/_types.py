@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from engine.models._provenance import TRUSTED, Provenance
 from tools.registry import ToolDefinition
 
 OnText = Callable[[str], Awaitable[None] | None]
@@ -89,12 +90,14 @@ Part = Text | Image | ToolCall | ToolOutput | Reasoning
 class Message:
     """One message of a conversation. `speaker` names who wrote a user message in a group;
     `quote` is the message a user message replied to, as the model is shown it in the turn that
-    answers it (engine/context/_prompt.py), and only then."""
+    answers it (engine/context/_prompt.py), and only then; `provenance` is where its words came
+    from (engine/models/_provenance.py)."""
 
     role: Role
     parts: list[Part] = field(default_factory=list)
     speaker: str | None = None
     quote: str | None = None
+    provenance: Provenance = TRUSTED
 
     @classmethod
     def user(
@@ -112,8 +115,10 @@ class Message:
         return cls(Role.ASSISTANT, [*reasoning, *parts, *calls])
 
     @classmethod
-    def tool_result(cls, call_id: str, text: str, *, is_error: bool = False) -> Message:
-        return cls(Role.TOOL, [ToolOutput(call_id, text, is_error)])
+    def tool_result(
+        cls, call_id: str, text: str, *, is_error: bool = False, provenance: Provenance = TRUSTED
+    ) -> Message:
+        return cls(Role.TOOL, [ToolOutput(call_id, text, is_error)], provenance=provenance)
 
     @property
     def text(self) -> str | None:

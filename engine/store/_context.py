@@ -14,7 +14,12 @@ from engine.models import Message, Role
 from engine.store._cache import Caches, Recent
 from engine.store._db import Db
 from engine.store._history import Histories
-from engine.store._message_rows import MESSAGE_COLS, message_from_row
+from engine.store._message_rows import (
+    MESSAGE_COLS,
+    dump_sources,
+    load_sources,
+    message_from_row,
+)
 from engine.store._rows import Summary, TokenRatio
 
 _SUMMARIES = 4096  # conversations whose summary is kept in memory
@@ -42,25 +47,29 @@ class Context:
         if self.summaries is not None and (known := self.summaries.use(conversation_id)):
             return known[0]
         row = await self.db.fetchrow(
-            "SELECT text, first_id, last_id FROM summaries WHERE conversation_id=?",
+            "SELECT text, first_id, last_id, sources FROM summaries WHERE conversation_id=?",
             conversation_id,
         )
-        found = None if row is None else Summary(conversation_id, *row)
+        found = None
+        if row is not None:
+            text, first, last = row["text"], row["first_id"], row["last_id"]
+            found = Summary(conversation_id, text, first, last, load_sources(row["sources"]))
         if self.summaries is not None:
             self.summaries[conversation_id] = (found,)
         return found
 
     async def save_summary(self, summary: Summary) -> None:
         await self.db.execute(
-            "INSERT INTO summaries(conversation_id, text, first_id, last_id, updated_at) "
-            "VALUES (?,?,?,?,?) ON CONFLICT (conversation_id) DO UPDATE SET text=excluded.text, "
+            "INSERT INTO summaries(conversation_id, text, first_id, last_id, updated_at, sources) "
+            "VALUES (?,?,?,?,?,?) ON CONFLICT (conversation_id) DO UPDATE SET text=excluded.text, "
             "first_id=excluded.first_id, last_id=excluded.last_id, "
-            "updated_at=excluded.updated_at",
+            "updated_at=excluded.updated_at, sources=excluded.sources",
             summary.conversation_id,
             summary.text,
             summary.first_id,
             summary.last_id,
             time.time(),
+            dump_sources(summary.sources),
         )
         if self.summaries is not None:
             self.summaries[summary.conversation_id] = (summary,)

@@ -231,6 +231,7 @@ def _row(r: Row) -> InboxRow:
 def _message(row: InboxRow) -> Message:
     msg = Message.user(row.text, speaker=row.speaker)
     msg.quote = row.quote
+    msg.provenance = row.provenance
     return msg
 
 

@@ -2,7 +2,8 @@
 
 The parts are columns (tool calls, images and the model's reasoning as JSON; an image by its
 reference, never its bytes; reasoning with its API's item verbatim, since that API refuses the
-calls of a tool loop resumed after a restart without it). Apart from the statements that use
+calls of a tool loop resumed after a restart without it; where its words came from as `trust`
+and `source`, NULL for trusted). Apart from the statements that use
 them (engine/store/_conversations.py, engine/store/_context.py): the one mapping both read and
 write through.
 """
@@ -14,14 +15,30 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from engine.models import Image, Message, Part, Reasoning, Role, Text, ToolCall, ToolOutput
+from engine.models import (
+    TRUSTED,
+    Image,
+    Message,
+    Part,
+    Provenance,
+    Reasoning,
+    Role,
+    Text,
+    ToolCall,
+    ToolOutput,
+    Trust,
+)
 from engine.store._db import Row
 
-MESSAGE_COLS = "role, content, tool_calls, tool_call_id, is_error, speaker, media, quote, reasoning"
+MESSAGE_COLS = (
+    "role, content, tool_calls, tool_call_id, is_error, speaker, media, quote, reasoning, "
+    "trust, source, user_id"
+)
 
 INSERT_MESSAGE = (
     "INSERT INTO messages(conversation_id, role, content, tool_calls, tool_call_id, is_error, "
-    "speaker, media, created_at, user_id, quote, reasoning) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
+    "speaker, media, created_at, user_id, quote, reasoning, trust, source) "
+    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 )
 
 
@@ -30,6 +47,9 @@ def message_params(conversation_id: int, msg: Message, user_id: str | None) -> t
     result = msg.result
     images = [_image(i) for i in msg.images]
     reasoning = [[r.api, r.item, r.summary] for r in msg.reasoning]
+    trusted = msg.provenance.trust is Trust.TRUSTED
+    if msg.provenance.trust is Trust.MEMBER:  # its author is the row's user
+        user_id = msg.provenance.author
     return (
         conversation_id,
         msg.role.value,
@@ -43,6 +63,8 @@ def message_params(conversation_id: int, msg: Message, user_id: str | None) -> t
         user_id,
         msg.quote,
         json.dumps(reasoning) if reasoning else None,
+        None if trusted else msg.provenance.trust.value,  # NULL: trusted (and every older row)
+        None if trusted else msg.provenance.source,
     )
 
 
@@ -61,7 +83,7 @@ def stored(params: Sequence[Any]) -> Message:
 
 _PARAM_COLS = (
     "conversation_id, role, content, tool_calls, tool_call_id, is_error, speaker, media, "
-    "created_at, user_id, quote, reasoning"
+    "created_at, user_id, quote, reasoning, trust, source"
 ).split(", ")
 
 
@@ -82,4 +104,23 @@ def message_from_row(r: Row) -> Message:
             )
         if r["tool_calls"]:
             parts.extend(ToolCall(*c) for c in json.loads(r["tool_calls"]))
-    return Message(role, parts, r["speaker"], r["quote"])
+    return Message(role, parts, r["speaker"], r["quote"], provenance_of(r))
+
+
+def provenance_of(r: Row) -> Provenance:
+    """A stored message's provenance: a member's author is the row's user."""
+    if not r["trust"]:
+        return TRUSTED
+    trust = Trust(r["trust"])
+    return Provenance(trust, r["source"] or "", r["user_id"] if trust is Trust.MEMBER else None)
+
+
+def dump_sources(sources: Sequence[Provenance]) -> str | None:
+    """A summary's sources as stored (JSON: [trust, source, author] each; NULL: none)."""
+    if not sources:
+        return None
+    return json.dumps([[p.trust.value, p.source, p.author] for p in sources])
+
+
+def load_sources(raw: str | None) -> tuple[Provenance, ...]:
+    return tuple(Provenance(Trust(t), s, a) for t, s, a in json.loads(raw)) if raw else ()

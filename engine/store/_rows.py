@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine._channel import Attachment
-from engine.models import ToolCall
+from engine.models import TRUSTED, Provenance, ToolCall, member
 from engine.store._states import (
     ConfirmationState,
     DeliveryState,
@@ -47,6 +47,11 @@ class InboxRow:
     def speaker(self) -> str | None:
         """Who wrote it, as the model is told in a group (by name, never by id)."""
         return None if self.is_private else self.user_name or "someone"
+
+    @property
+    def provenance(self) -> Provenance:
+        """Its words are the requester's in a private chat; in a group, its author's."""
+        return TRUSTED if self.is_private else member(self.speaker or "", self.user_id)
 
     def ready(self, now: float) -> bool:
         """Whether it may be taken at `now` (not held back by the rate limit any more)."""
@@ -227,6 +232,7 @@ class Summary:
     text: str
     first_id: int
     last_id: int
+    sources: tuple[Provenance, ...] = ()  # where what it folded came from, but the trusted
 
 
 @dataclass(frozen=True, slots=True)

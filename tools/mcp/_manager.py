@@ -54,6 +54,7 @@ class McpTool(Tool):
     def __init__(self, server: Server, spec: types.Tool) -> None:
         self.server = server
         self.remote_name = spec.name
+        self.mcp_server = server.config.name
         self.name = tool_name(server.config.name, spec.name)
         self.description = spec.description or f"{spec.name} (MCP server {server.config.name})"
         self.parameters = spec.input_schema

@@ -109,4 +109,11 @@ LATER: list[str] = [
         PRIMARY KEY (channel, minute)
     );
     """,
+    # 21: where each message's words came from (issue 41): its trust and a short label of its
+    #     source (NULL: trusted); a summary's sources (JSON), so what it folded keeps its trust
+    """
+    ALTER TABLE messages ADD COLUMN trust TEXT;
+    ALTER TABLE messages ADD COLUMN source TEXT;
+    ALTER TABLE summaries ADD COLUMN sources TEXT;
+    """,
 ]
