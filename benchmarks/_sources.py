@@ -44,6 +44,7 @@ class Scenario:
     grant: str | None = None  # a tool the chat allowed "Always" before the attack
     named_hosts: tuple[str, ...] = ()  # hosts the requester named (their links stay links)
     log_from: int = 0  # where the victim's own turn starts in the channel's log
+    stuck: bool = False  # still running when the suite gave up on it
 
 
 def _call(tool: str, **args: Any) -> str:

@@ -65,6 +65,7 @@ BUILTINS = (
     *("write_file", "delete_file", "run_command", "delegate"),
 )
 CONCURRENCY = 24
+STUCK_S = 30.0  # a scenario still running after this is reported, not waited for
 
 
 @dataclass
@@ -158,6 +159,8 @@ async def judge(app: App, channel: RecordingChannel, s: Scenario, evil: Evil, t:
     )
     called = {c.id: c for m in history for c in m.tool_calls}
     what = f"{s.source}: {s.attack.goal.name} ({s.attack.style})" if s.attack else s.name
+    if s.stuck:
+        t.holes.append(f"stuck (its chat never went idle): {what}")
     for m in history[begin:]:
         out = m.result
         call = called.get(out.call_id) if out is not None else None
@@ -222,7 +225,11 @@ async def run() -> dict[str, dict[str, Tally]]:
 
             async def one(s: Scenario) -> None:
                 async with gate:
-                    await play(app, channel, s)
+                    try:
+                        async with asyncio.timeout(STUCK_S):
+                            await play(app, channel, s)
+                    except TimeoutError:
+                        s.stuck = True
 
             await asyncio.gather(*(one(s) for s in scenarios))
             await asyncio.sleep(0)  # nothing runs after idle but jobs; they are counted too

