@@ -301,6 +301,27 @@ async def test_background_result_is_tool_data_in_its_own_chat(
     assert not any(m["role"] == "user" and "report on" in str(m["content"]) for m in follow)
 
 
+async def test_an_approved_background_tool_starts_its_job_and_the_turn_answers(
+    make_config: Callable[..., Config], llm: FakeOpenAI
+) -> None:
+    """A background tool that asks first (here by [tools] confirm; after untrusted content by
+    containment: remind_me, delegate) runs as a job once approved: the turn does not wait for
+    it (it did, until the job ended: a reminder held its chat until it was due)."""
+    config = make_config(tools={"confirm": ["slow_report"]})
+    llm.script(tool_call("slow_report", {"topic": "q4"}), text("Started it."))
+    async with running(config) as (app, ch):
+        await app.dispatcher.handle_inbound(ch.message("report please", chat_id="r2"))
+        prompt = (await ch.wait_for("confirm", chat_id="r2"))[0].prompt
+        assert prompt is not None
+        await app.dispatcher.handle_press(press(prompt.id, "u1", Choice.ONCE, chat_id="r2"))
+        sent = await ch.wait_for("send", chat_id="r2")  # the job still waits on its gate
+        assert sent[0].text == "Started it."
+        llm.script(text("Your report: all good."))
+        gates["job"].set()
+        sent = await ch.wait_for("send", 2, chat_id="r2")
+    assert sent[1].text == "Your report: all good."
+
+
 async def test_interrupted_job_reported_after_restart(config: Config, llm: FakeOpenAI) -> None:
     llm.script(tool_call("slow_report", {"topic": "q3"}), text("Started."))
     async with running(config) as (app, ch):
