@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from bot.config import Config
 from channels import DiscordConfig, TelegramConfig
@@ -137,7 +138,16 @@ def configured_skills(config: Config) -> Skills:
         required=required,
         max_file_bytes=config.skills.max_file_kb * 1024,
         listing_tokens=config.skills.listing_tokens,
+        trusted=None if config.skills.dirs is None else trusted_dirs(config, dirs),
     )
+
+
+def trusted_dirs(config: Config, dirs: list[Path]) -> list[Path]:
+    """The `[skills] dirs` that `[tools] trusted_sources` names (an entry with a slash is a
+    folder, written as in `[skills] dirs` or as the full path)."""
+    named = {Path(s).expanduser() for s in config.tools.trusted_sources if "/" in s}
+    written = [d.expanduser() for d in config.skills.dirs or ()]
+    return [d for d, w in zip(dirs, written, strict=True) if w in named or d in named]
 
 
 def _skills_apart(config: Config) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from engine import Image, InboundMessage, Message, Quote, Role, Text, ToolCall, ToolOutput
-from engine.models import Reasoning
+from engine.models import Reasoning, member, untrusted
 from engine.store import (
     AccessRequest,
     ChannelError,
@@ -460,6 +460,22 @@ async def test_a_job_finishes_once_and_moves_by_the_table(store: Store) -> None:
 
 
 # -- the context budget's part -----------------------------------------------------------
+
+
+async def test_where_a_message_came_from_is_kept_with_it_and_with_a_summary(store: Store) -> None:
+    conv = await store.conversations.active("t", "g1", is_private=False)
+    page = untrusted("example.org/news")
+    eve = member("Eve", "u2")
+    await store.conversations.append(conv.id, Message.user("hi", speaker="Eve", provenance=eve))
+    await store.conversations.append(conv.id, Message.tool_result("c1", "news", provenance=page))
+    await store.conversations.append(conv.id, Message.user("mine"), user_id="u1")
+    store.caches.drop()  # read back from the database itself
+    kept = await store.conversations.history(conv.id, 10)
+    assert [m.provenance for m in kept[:2]] == [eve, page]
+    assert kept[2].provenance.trusted_for("u1") and not kept[0].provenance.trusted_for("u1")
+    await store.context.save_summary(Summary(conv.id, "Eve read news.", 1, 2, (eve, page)))
+    store.caches.drop()
+    assert (await store.context.summary(conv.id)).sources == (eve, page)  # type: ignore[union-attr]
 
 
 async def test_a_summary_is_kept_per_conversation_and_replaced_whole(store: Store) -> None:

@@ -64,6 +64,9 @@ class ToolResult:
     retryable: bool = False
     error: BaseException | None = field(default=None, repr=False, compare=False)
     files: tuple[File, ...] = ()
+    # the text holds words nobody in the chat wrote: where from ("the skill pdf"); the engine
+    # then treats what follows as it treats a web page (SECURITY.md, the model of trust)
+    untrusted: str | None = None
 
     @classmethod
     def ok(cls, value: Any) -> ToolResult:

@@ -30,7 +30,7 @@ from engine._clock import Clock
 from engine.chat._turns import RESTARTED, TurnRunner
 from engine.i18n import translator
 from engine.loop import ConversationKey
-from engine.models import Message, member
+from engine.models import TRUSTED, Message, member
 from engine.store import RunState, ScheduleRow, ScheduleRun, ScheduleState, Store
 from engine.work import ChatQueues, Notice, Recover, ScheduledRun
 from tools.builtins import describe_schedule as describe
@@ -177,9 +177,9 @@ class Schedules:
                 f"{when.local_time(item.due)}. Do it now and answer here.] {row.task}"
             )
             speaker = None if conv.is_private else row.user_name or row.user_id
-            asked = Message.user(request, speaker=speaker)
-            if speaker is not None:  # in a group, the words of whoever scheduled it
-                asked.provenance = member(speaker, row.user_id)
+            # in a group, the words of whoever scheduled it
+            whose = TRUSTED if speaker is None else member(speaker, row.user_id)
+            asked = Message.user(request, speaker=speaker, provenance=whose)
             await store.append(conv.id, asked, user_id=row.user_id)
             result = await self.turns.run(
                 conv,

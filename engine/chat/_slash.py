@@ -15,7 +15,7 @@ import re
 import secrets
 
 from engine.loop import ToolLoop, TurnContext
-from engine.models import Message, Role, ToolCall
+from engine.models import TRUSTED, Message, Role, ToolCall, untrusted
 from tools import ToolContext
 
 OPENER = "use_skill"
@@ -46,4 +46,6 @@ async def open_slash_skill(
     result = await loop.registry.execute(OPENER, {"name": name}, tool_ctx)
     if result.is_error:
         return []
-    return [Message.assistant(None, [call]), Message.tool_result(call.id, result.for_llm)]
+    source = TRUSTED if result.untrusted is None else untrusted(result.untrusted)
+    opened = Message.tool_result(call.id, result.for_llm, provenance=source)
+    return [Message.assistant(None, [call]), opened]

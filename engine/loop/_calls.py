@@ -243,7 +243,7 @@ class ToolCalls:
         if len(text) > self.max_output_chars and not bounded:
             cut = len(text) - self.max_output_chars
             text = text[: self.max_output_chars] + f"\n…[truncated: {cut} more characters]"
-        source = self.containment.provenance(tool, call.arguments, result.is_error)
+        source = self.containment.provenance(tool, call.arguments, result)
         await state.add(
             Message.tool_result(call.id, text, is_error=result.is_error, provenance=source)
         )

@@ -10,7 +10,8 @@ prompt names what came before it; a call that only reads runs on. By tool:
     tool                                     effect     what its result is
     current_time recall list_files           READS      trusted
       read_file list_schedules generate_image
-      use_skill find_skill
+    use_skill find_skill                     READS      trusted, but a skill from a folder of
+                                                        [skills] dirs not trusted: "the skill X"
     web_search                               READS      untrusted: "search results for …"
     fetch_url                                FETCHES    untrusted: the page ("example.org/news")
     remember forget send_message remind_me   ACTS       trusted
@@ -23,13 +24,17 @@ prompt names what came before it; a call that only reads runs on. By tool:
                                              untrusted: "MCP server NAME" (trusted server: trusted)
     any other (a plugin's)                   ACTS       trusted
 
+An MCP tool's openWorldHint is true unless it says otherwise (the MCP default). Any tool may
+say its result holds words nobody in the chat wrote (ToolResult.untrusted), never the opposite.
+
 FETCHES acts (asks) when its URL carries data that did not come from the requester: a path or
 query that neither appears verbatim, as a whole URL, in the requester's words or in the untrusted
 content read (a link a page gives carries only what its author knew), nor, on a host trusted
 text named, has each of its parts as a word of the requester's (to a host only untrusted text
 named, the requester's own data is what an injection would send). `[tools] trusted_sources`
 relaxes it: a domain (and its subdomains) whose pages are trusted, ``mcp:NAME`` for an MCP server
-whose output is trusted.
+whose output is trusted (and whose open-world tools then read), a skills folder (a path:
+bot/_checks.py reads those).
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from engine.models import TRUSTED, Message, Provenance, Role, untrusted
-from tools import Tool
+from tools import Tool, ToolResult
 
 # how chat/_quotes.py marks a reply to the bot's own message: not someone else's words
 OWN_QUOTE = "[The user replies to your own earlier message"
@@ -213,7 +218,8 @@ class Containment:
     """The policy over one registry's tools, with the owner's `trusted_sources`."""
 
     def __init__(self, trusted_sources: Collection[str] = ()) -> None:
-        self.domains = {s.lower().strip(".") for s in trusted_sources if not s.startswith("mcp:")}
+        named = [s for s in trusted_sources if not s.startswith("mcp:") and "/" not in s]
+        self.domains = {s.lower().strip(".") for s in named}  # paths are skill folders (bot/)
         self.servers = {s.removeprefix("mcp:") for s in trusted_sources if s.startswith("mcp:")}
 
     def effect(self, tool: Tool) -> Effect:
@@ -233,14 +239,16 @@ class Containment:
             return taint.carries_data(str(args.get("url", "")))
         return effect is Effect.ACTS
 
-    def provenance(self, tool: Tool | None, raw_args: str, is_error: bool) -> Provenance:
-        """Where a call's result comes from."""
+    def provenance(self, tool: Tool | None, raw_args: str, result: ToolResult) -> Provenance:
+        """Where a call's result comes from (a tool may say its result is untrusted)."""
+        if result.untrusted:
+            return untrusted(result.untrusted)
         if tool is None:
             return TRUSTED
         if tool.mcp_server is not None:
             trusted = tool.mcp_server in self.servers
             return TRUSTED if trusted else untrusted(f"MCP server {tool.mcp_server}")
-        if is_error:  # relaybot's own words
+        if result.is_error:  # relaybot's own words
             return TRUSTED
         args = _args(raw_args)
         if tool.name == "fetch_url" and self._trusted_domain(str(args.get("url", ""))):

@@ -101,9 +101,14 @@ class Message:
 
     @classmethod
     def user(
-        cls, text: str, *, speaker: str | None = None, images: Sequence[Image] = ()
+        cls,
+        text: str,
+        *,
+        speaker: str | None = None,
+        images: Sequence[Image] = (),
+        provenance: Provenance = TRUSTED,
     ) -> Message:
-        return cls(Role.USER, [Text(text), *images], speaker)
+        return cls(Role.USER, [Text(text), *images], speaker, provenance=provenance)
 
     @classmethod
     def assistant(

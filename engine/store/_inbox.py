@@ -229,9 +229,8 @@ def _row(r: Row) -> InboxRow:
 
 
 def _message(row: InboxRow) -> Message:
-    msg = Message.user(row.text, speaker=row.speaker)
+    msg = Message.user(row.text, speaker=row.speaker, provenance=row.provenance)
     msg.quote = row.quote
-    msg.provenance = row.provenance
     return msg
 
 

@@ -42,6 +42,7 @@ class Skill:
     folder: Path  # resolved
     chats: frozenset[str] = frozenset()  # "<channel>:<chat id>" it is limited to; empty: all
     unmet: tuple[str, ...] = ()  # why it cannot run here; not offered when there is any
+    trusted: bool = True  # False: from a folder the owner did not mark trusted (its words taint)
 
     def offered_in(self, channel: str, chat_id: str) -> bool:
         return not self.unmet and (not self.chats or f"{channel}:{chat_id}" in self.chats)
@@ -88,10 +89,13 @@ def load_skills(
     required: Iterable[Path] = (),
     max_file_bytes: int = 256 * 1024,
     listing_tokens: int = 2000,
+    trusted: Iterable[Path] | None = None,
 ) -> Skills:
     """Every skill under `dirs` (the first of a name wins). A folder of `required` that does
     not exist, or holds no skill, is a problem; others are skipped quietly.
+    `trusted`: the folders whose skills are trusted (None: every one).
     Blocking: run it in a thread from async code."""
+    kept = None if trusted is None else {Path(p).expanduser().absolute() for p in trusted}
     found = Skills(max_file_bytes=max_file_bytes, listing_tokens=listing_tokens)
     wanted = {Path(p).expanduser() for p in required}
     limits = {name: frozenset(chats) for name, chats in (only_in or {}).items()}
@@ -103,7 +107,7 @@ def load_skills(
             continue
         folders = skill_folders(base)
         for folder in folders:
-            _add(found, folder, limits)
+            _add(found, folder, limits, kept is None or base.absolute() in kept)
         if not folders and base in wanted:
             where = f"no {SKILL_FILE} found up to {MAX_DEPTH} folders down; expected {LAYOUT}"
             found.problems.append(SkillProblem(base, where))
@@ -135,7 +139,7 @@ def skill_folders(base: Path) -> list[Path]:
     return sorted(out, key=lambda p: p.relative_to(base).parts)
 
 
-def _add(found: Skills, folder: Path, limits: Mapping[str, frozenset[str]]) -> None:
+def _add(found: Skills, folder: Path, limits: Mapping[str, frozenset[str]], trusted: bool) -> None:
     where = folder / SKILL_FILE
     try:
         meta, _ = split_front_matter(read_text(where, MAX_SKILL_BYTES))
@@ -169,6 +173,7 @@ def _add(found: Skills, folder: Path, limits: Mapping[str, frozenset[str]]) -> N
         folder.resolve(),
         limits.get(name, frozenset()),
         tuple(unmet(meta)),
+        trusted,
     )
 
 

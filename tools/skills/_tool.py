@@ -54,13 +54,15 @@ def use_skill_tool(skills: Skills) -> Tool:
             names = ", ".join(s.name for s in skills.offered(ctx.channel, ctx.chat_id))
             return ToolResult.fail(f"There is no skill {name!r} here. Skills: {names or 'none'}.")
         limit = skills.max_file_bytes
+        source = None if skill.trusted else f"the skill {skill.name}"
         if file is not None:
             try:
-                return ToolResult.ok(await asyncio.to_thread(read_file, skill, file, limit, offset))
+                text = await asyncio.to_thread(read_file, skill, file, limit, offset)
+                return ToolResult(text, untrusted=source)
             except Refused as exc:
                 return ToolResult.fail(f"Not read: {exc}.")
         try:
-            return ToolResult.ok(await open_skill(skill, limit, offset))
+            return ToolResult(await open_skill(skill, limit, offset), untrusted=source)
         except Refused as exc:
             return ToolResult.fail(f"Not read: {exc}.")
         except (OSError, UnicodeDecodeError, FrontMatterError) as exc:
