@@ -83,7 +83,8 @@ async def test_telegram_after_a_page_no_preview_and_the_exfil_link_is_code(
     )
     async with daemon(config):
         tg.inject_message(DM, DM, f"summarise {site} and link docs.example.org")
-        call = await tg.wait_for_call("sendMessage", to(DM), timeout=15)
+        answer = lambda p: p.get("chat_id") == DM and "The page says" in p["text"]  # noqa: E731
+        call = await tg.wait_for_call("sendMessage", answer, timeout=15)
     sent = call.params
     assert sent["link_preview_options"] == {"is_disabled": True}
     assert '<a href="https://docs.example.org/guide">the docs</a>' in sent["text"]  # named: kept
@@ -126,7 +127,8 @@ async def test_discord_after_a_page_embeds_are_suppressed_and_the_exfil_link_is_
     config = make_config(discord=section, tools=fetch_tools())
     async with App(config, channels=[DiscordChannel(config.discord)]):
         await discord_fake.inject_message(DISCORD_DM, ALICE, f"summarise {site}")
-        call = await discord_fake.wait_for_call("POST", posts(DISCORD_DM), timeout=15)
+        answered = lambda c: "The page says" in c.json.get("content", "")  # noqa: E731
+        call = await discord_fake.wait_for_call("POST", posts(DISCORD_DM), answered, timeout=15)
     assert call.json["flags"] & QUIET
     content = call.json["content"]
     assert content.count(f"`{EXFIL}`") == 2  # inline code: Discord neither links nor embeds it
