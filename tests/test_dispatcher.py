@@ -46,6 +46,14 @@ async def whoami(ctx: ToolContext) -> str:
     return f"{ctx.channel}/{ctx.chat_id}/{ctx.user_id}"
 
 
+@tool(background=True)
+async def gated_report(topic: str) -> str:
+    """Prepare a report in the background (asks first: [tools] confirm makes it destructive,
+    on this object, so no other test shares it)."""
+    await gates["job"].wait()
+    return f"report on {topic}: all good"
+
+
 TOOLS = (delete_item, slow_report, whoami)
 
 
@@ -307,9 +315,11 @@ async def test_an_approved_background_tool_starts_its_job_and_the_turn_answers(
     """A background tool that asks first (here by [tools] confirm; after untrusted content by
     containment: remind_me, delegate) runs as a job once approved: the turn does not wait for
     it (it did, until the job ended: a reminder held its chat until it was due)."""
-    config = make_config(tools={"confirm": ["slow_report"]})
-    llm.script(tool_call("slow_report", {"topic": "q4"}), text("Started it."))
-    async with running(config) as (app, ch):
+    config = make_config(tools={"confirm": ["gated_report"]})
+    llm.script(tool_call("gated_report", {"topic": "q4"}), text("Started it."))
+    ch = RecordingChannel()
+    async with App(config, channels=[ch], extra_tools=(gated_report,)) as app:
+        app.dispatcher.settings.allowed_users["test"] = {"u1"}
         await app.dispatcher.handle_inbound(ch.message("report please", chat_id="r2"))
         prompt = (await ch.wait_for("confirm", chat_id="r2"))[0].prompt
         assert prompt is not None
