@@ -69,6 +69,10 @@ def test_the_example_documents_every_key_and_is_valid(monkeypatch: pytest.Monkey
         ({"llm": {"options": 1}}, "llm.options: must be a table, e.g. options = { top_p = 0.9 }"),
         ({"discord": {"allowed_users": ["my name"]}}, "Copy User ID"),
         ({"tools": {"builtins": ["curent_time"]}}, None),  # parses; validate() refuses it
+        (
+            {"tools": {"trusted_sources": ["https://example.org"]}},
+            "tools.trusted_sources: 'https://example.org' is not a source: write a domain",
+        ),
     ],
 )
 def test_mistakes_are_explained(data: dict[str, Any], message: str | None) -> None:

@@ -406,3 +406,22 @@ async def test_an_mcp_servers_output_is_untrusted_and_its_open_world_tools_act()
     assert trusting.provenance(lookup, "{}", result).trust is Trust.TRUSTED
     page = Taint.of([Message.tool_result("c", "x", provenance=untrusted("a.example/p"))], "ann")
     assert strict.asks(lookup, {}, page) and not strict.asks(lookup, {}, Taint("ann"))
+
+
+async def test_a_forwarded_message_taints(
+    make_config: Callable[..., Config], tg: FakeTelegram, llm: FakeOpenAI, tmp_path: Path
+) -> None:
+    config = make(make_config, tg)
+    llm.script(tool_call("tag_order", {"order": "42"}), text("Tagged 42."))
+    async with app(config):
+        tg.inject_message(DM, DM, INJECTION, first_name="Ann", forwarded_from="Mallory")
+        await tg.wait_for_call("sendMessage", lambda p: len(prompts(tg, DM)) == 1)
+        asked = prompts(tg, DM)[0]["text"]
+        assert "after reading a message forwarded from Mallory" in asked
+        assert cancelled == []
+        await press(tg, DM, DM, "Allow once")
+        await tg.wait_for_call("sendMessage", answered("Tagged 42."))
+    assert cancelled == ["tag 42"]
+    with sqlite3.connect(tmp_path / "relaybot.db") as db:
+        row = db.execute("SELECT trust, source FROM messages WHERE role='user'").fetchone()
+    assert row == ("untrusted", "a message forwarded from Mallory")

@@ -170,6 +170,18 @@ class ToolsConfig(BaseModel):
     web_search: WebSearchConfig = WebSearchConfig()
     run_command: RunCommandConfig = RunCommandConfig()
 
+    @field_validator("trusted_sources")
+    @classmethod
+    def _sources(cls, value: list[str]) -> list[str]:
+        for source in value:
+            if "://" in source or not source.strip():
+                raise ValueError(
+                    f"{source!r} is not a source: write a domain without its scheme "
+                    "('example.org'), 'mcp:NAME' for an MCP server, or a skills folder "
+                    "with a slash ('./skills')"
+                )
+        return value
+
     @field_validator("workspace")
     @classmethod
     def _expand(cls, value: Path | None) -> Path | None:

@@ -46,7 +46,21 @@ def inbound_message(message: Message | None) -> InboundMessage | None:
         group_id=message.media_group_id,
         quote=quote_of(message, reply),
         language=user.language_code,
+        forwarded_from=forwarded_from(message),
     )
+
+
+def forwarded_from(message: Message) -> str | None:
+    """Who wrote a forwarded message (a name: the user's, the hidden user's, the chat's)."""
+    origin = message.forward_origin
+    if origin is None:
+        return None
+    user = getattr(origin, "sender_user", None)
+    chat = getattr(origin, "sender_chat", None) or getattr(origin, "chat", None)
+    name = (user.full_name if user is not None else None) or getattr(
+        origin, "sender_user_name", None
+    )
+    return name or (chat.title if chat is not None else None) or "someone"
 
 
 def quote_of(message: Message, reply: Message | None) -> Quote | None:

@@ -79,6 +79,7 @@ class InboundMessage:
     quote: Quote | None = None  # the message this one replies to, when the platform shows it
     username: str | None = None  # the platform handle (Telegram's @name, Discord's name)
     language: str | None = None  # the user's language as the platform says ("de", "es-ES")
+    forwarded_from: str | None = None  # a forwarded message: who wrote it (a name, never an id)
 
 
 @dataclass(frozen=True, slots=True)

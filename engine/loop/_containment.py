@@ -83,9 +83,12 @@ def _clip(text: str, n: int) -> str:
 
 def page_label(url: str) -> str:
     """A page as a person names it: "example.org/news" (no scheme, no query)."""
-    parts = urlsplit(url.strip())
-    host = (parts.hostname or "").removeprefix("www.")
-    return _clip(f"{host}{parts.path.rstrip('/')}" or url, 60)
+    try:
+        parts = urlsplit(url.strip())
+        host = (parts.hostname or "").removeprefix("www.")
+    except ValueError:  # not a URL the fetch will take: named as it was written
+        return _clip(url, 60) or "a web page"
+    return _clip(f"{host}{parts.path.rstrip('/')}" or url, 60) or "a web page"
 
 
 # tools whose results hold text nobody in the chat wrote: the label of that source, from the args

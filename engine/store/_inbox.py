@@ -27,7 +27,7 @@ _ARRIVALS_KEPT = 4096  # users whose latest arrivals are kept in memory
 
 _COLS = (
     "id, channel, chat_id, message_id, user_id, user_name, text, is_private, state, hold_until, "
-    "media, quote"
+    "media, quote, forwarded"
 )
 
 
@@ -96,7 +96,8 @@ class Inbox:
     ) -> bool:
         added = await self.db.execute(
             "INSERT INTO inbox(channel, chat_id, message_id, user_id, user_name, text, "
-            "is_private, media, received_at, hold_until, quote) VALUES (?,?,?,?,?,?,?,?,?,?,?) "
+            "is_private, media, received_at, hold_until, quote, forwarded) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?) "
             "ON CONFLICT (channel, chat_id, message_id) DO NOTHING",
             msg.channel,
             msg.chat_id,
@@ -109,6 +110,7 @@ class Inbox:
             now,
             hold_until,
             quote,
+            msg.forwarded_from,
         )
         return added == 1
 
@@ -225,6 +227,7 @@ def _row(r: Row) -> InboxRow:
         hold_until=r["hold_until"],
         attachments=_load(r["media"]),
         quote=r["quote"],
+        forwarded=r["forwarded"],
     )
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine._channel import Attachment
-from engine.models import TRUSTED, Provenance, ToolCall, member
+from engine.models import TRUSTED, Provenance, ToolCall, member, untrusted
 from engine.store._states import (
     ConfirmationState,
     DeliveryState,
@@ -42,6 +42,7 @@ class InboxRow:
     hold_until: float | None = None  # held back by the rate limit until then
     attachments: tuple[Attachment, ...] = ()  # references only, never the bytes
     quote: str | None = None  # what it replies to, as the model is shown it (chat/_quotes.py)
+    forwarded: str | None = None  # a forwarded message: who wrote it
 
     @property
     def speaker(self) -> str | None:
@@ -50,7 +51,10 @@ class InboxRow:
 
     @property
     def provenance(self) -> Provenance:
-        """Its words are the requester's in a private chat; in a group, its author's."""
+        """Its words are the requester's in a private chat; in a group, its author's; a
+        forwarded message's are someone else's."""
+        if self.forwarded is not None:
+            return untrusted(f"a message forwarded from {self.forwarded}")
         return TRUSTED if self.is_private else member(self.speaker or "", self.user_id)
 
     def ready(self, now: float) -> bool:

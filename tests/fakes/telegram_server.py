@@ -361,9 +361,11 @@ class FakeTelegram:
         media_group_id: str | None = None,
         topic: int | None = None,
         quote: str | None = None,
+        forwarded_from: str | None = None,
     ) -> dict[str, Any]:
         """Queue a user's message; returns the update. Mention and command entities are added
-        the way Telegram does when `entities` is not given."""
+        the way Telegram does when `entities` is not given; `forwarded_from` makes it a message
+        the user forwarded from someone (a hidden user of that name)."""
         msg: dict[str, Any] = {
             "message_id": next(self._message_ids),
             "date": int(time.time()),
@@ -387,6 +389,12 @@ class FakeTelegram:
                 msg[key] = value
         if media_group_id is not None:
             msg["media_group_id"] = media_group_id
+        if forwarded_from is not None:
+            msg["forward_origin"] = {
+                "type": "hidden_user",
+                "date": msg["date"],
+                "sender_user_name": forwarded_from,
+            }
         if isinstance(sticker, dict):
             msg["sticker"] = sticker
         elif sticker:

@@ -110,10 +110,12 @@ LATER: list[str] = [
     );
     """,
     # 21: where each message's words came from (issue 41): its trust and a short label of its
-    #     source (NULL: trusted); a summary's sources (JSON), so what it folded keeps its trust
+    #     source (NULL: trusted); a summary's sources (JSON), so what it folded keeps its trust;
+    #     whose words a forwarded message carries
     """
     ALTER TABLE messages ADD COLUMN trust TEXT;
     ALTER TABLE messages ADD COLUMN source TEXT;
     ALTER TABLE summaries ADD COLUMN sources TEXT;
+    ALTER TABLE inbox ADD COLUMN forwarded TEXT;
     """,
 ]
