@@ -42,6 +42,11 @@ def fetchable(url: str, untrusted: Untrusted) -> bool:
     return untrusted.links_to(url if "://" in url else f"http://{url}")
 
 
+def unfetchable(text: str, untrusted: Untrusted) -> bool:
+    """Whether plain `text` names a URL that may not stay a link (a platform would link it)."""
+    return any(not fetchable(m[0], untrusted) for m in BARE_URL.finditer(text))
+
+
 def unlinked(markdown: str, untrusted: Untrusted, shown: Callable[[str], str]) -> str:
     """`markdown` with each link, picture and URL that may not stay a link replaced by
     ``shown(url)`` (a link keeps its label before it); the rest, code included, unchanged."""

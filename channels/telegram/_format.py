@@ -31,12 +31,15 @@ def render(
     return split_html(markdown_to_html(markdown, untrusted), limit)
 
 
-def render_plain(text: str, untrusted: Untrusted, limit: int = TELEGRAM_LIMIT) -> list[str]:
-    """Plain `text` as Telegram HTML messages that show it literally, with the URLs that may
-    not stay links as code (a plain message's URLs Telegram would link)."""
-    from channels.telegram._markdown import text_to_html
+def render_untrusted(
+    text: str, formatted: bool, untrusted: Untrusted, limit: int = TELEGRAM_LIMIT
+) -> list[str]:
+    """`text` (Markdown when `formatted`, else plain text shown literally) as Telegram HTML
+    messages whose URLs that may not stay links are code (Telegram would link them)."""
+    from channels.telegram._markdown import markdown_to_html, text_to_html
 
-    return split_html(text_to_html(text, untrusted), limit)
+    html = markdown_to_html(text, untrusted) if formatted else text_to_html(text, untrusted)
+    return split_html(html, limit)
 
 
 def plain_parts(text: str, limit: int = TELEGRAM_LIMIT) -> list[str]:

@@ -24,6 +24,7 @@ from telegram import Bot, InlineKeyboardMarkup, InputFile, LinkPreviewOptions, R
 from telegram.constants import ChatAction, ParseMode
 from telegram.error import BadRequest, NetworkError, TelegramError
 
+from channels._links import unfetchable
 from channels._prompt import ATTACHMENT_NAME, PromptMessage
 from channels._shown import ShownMessages
 from channels.telegram._format import (
@@ -32,7 +33,7 @@ from channels.telegram._format import (
     html_to_plain,
     plain_parts,
     render,
-    render_plain,
+    render_untrusted,
 )
 from channels.telegram._http import not_sent
 from channels.telegram._topics import place
@@ -227,13 +228,12 @@ class Outbox:
         untrusted: Untrusted | None = None,
     ) -> list[Part]:
         most = TELEGRAM_LIMIT if limit is None else limit
-        if untrusted is not None:  # HTML either way: its URLs shown as code, never previewed
-            html = (
-                render(text, most, untrusted) if formatted else render_plain(text, untrusted, most)
-            )
-            return [Part(p, True, quiet=True) for p in html] or [Part("…", False, quiet=True)]
-        parts = render(text, most) if formatted else plain_parts(text, most)
-        return [Part(p, formatted) for p in parts] or [Part("…", False)]  # never empty
+        quiet = untrusted is not None  # after untrusted content: never previewed
+        if untrusted is not None and (formatted or unfetchable(text, untrusted)):  # URLs: code
+            html = render_untrusted(text, formatted, untrusted, most)
+            return [Part(p, True, quiet) for p in html] or [Part("…", False, quiet)]
+        parts = render(text, most) if formatted else plain_parts(text, most)  # never empty:
+        return [Part(p, formatted, quiet) for p in parts] or [Part("…", False, quiet)]
 
     async def send_part(
         self,
