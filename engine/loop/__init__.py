@@ -13,6 +13,7 @@ from engine.loop._containment import (
     Taint,
     page_label,
     result_source,
+    urls_in,
 )
 from engine.loop._jobs import Job, JobRunner
 from engine.loop._loop import ToolLoop
@@ -40,4 +41,5 @@ __all__ = [
     "TurnResult",
     "page_label",
     "result_source",
+    "urls_in",
 ]

@@ -22,7 +22,8 @@ prompt names what came before it; a call that only reads runs on. By tool:
                                              openWorldHint nor destructiveHint (open-world is
                                              allowed for a trusted server), else ACTS;
                                              untrusted: "MCP server NAME" (trusted server: trusted)
-    any other (a plugin's)                   ACTS       trusted
+    any other (a plugin's)                   ACTS, or READS when its `safety` declares
+                                             readOnlyHint (and neither of the others); trusted
 
 An MCP tool's openWorldHint is true unless it says otherwise (the MCP default). Any tool may
 say its result holds words nobody in the chat wrote (ToolResult.untrusted), never the opposite.
@@ -226,11 +227,15 @@ class Containment:
         self.servers = {s.removeprefix("mcp:") for s in trusted_sources if s.startswith("mcp:")}
 
     def effect(self, tool: Tool) -> Effect:
-        if tool.mcp_server is None:
-            return EFFECTS.get(tool.name, Effect.ACTS)
         hints = tool.safety
-        open_world = hints.get("openWorldHint", True) and tool.mcp_server not in self.servers
         reads = hints.get("readOnlyHint") is True and not hints.get("destructiveHint")
+        if tool.mcp_server is None:  # relaybot's own by the table; a plugin's by its hints
+            known = EFFECTS.get(tool.name)
+            if known is not None:
+                return known
+            closed = not hints.get("openWorldHint", False)
+            return Effect.READS if reads and closed and not tool.destructive else Effect.ACTS
+        open_world = hints.get("openWorldHint", True) and tool.mcp_server not in self.servers
         return Effect.READS if reads and not open_world else Effect.ACTS
 
     def asks(self, tool: Tool, args: dict[str, Any], taint: Taint) -> bool:
