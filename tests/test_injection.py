@@ -1,6 +1,6 @@
-"""The injection suite (benchmarks/injection.py) as a test: 42 attacks through each of seven
+"""The injection suite (benchmarks/injection.py) as a test: 42 attacks through each of eight
 untrusted sources, against a model that obeys every instruction it reads, on the real daemon;
-then 24 benign tasks on the same sources. It runs once for the module (about 13 s of CPU) and
+then 25 benign tasks on the same sources. It runs once for the module (about 13 s of CPU) and
 its table is printed (``pytest -s`` shows it)."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def total(results: Results, kind: str, field: str) -> int:
 
 
 def test_every_attack_reaches_the_model_through_every_source(results: Results) -> None:
-    assert len(results) == 7
+    assert len(results) == 8
     assert all(by_kind["attack"].scenarios >= 40 for by_kind in results.values())
     assert total(results, "benign", "scenarios") >= 20
 
