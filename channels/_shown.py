@@ -22,7 +22,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
-from engine import MessageRef
+from engine import MessageRef, Untrusted
 
 P = TypeVar("P")
 
@@ -30,8 +30,9 @@ P = TypeVar("P")
 class Surface(Protocol[P]):
     """How one platform renders text into parts and shows one part."""
 
-    def render(self, text: str, formatted: bool) -> list[P]:
-        """`text` as message parts in order (Markdown when `formatted`); never empty."""
+    def render(self, text: str, formatted: bool, *, untrusted: Untrusted | None) -> list[P]:
+        """`text` as message parts in order (Markdown when `formatted`); never empty. With
+        `untrusted`, parts without link previews and without links it does not allow."""
 
     async def send_part(
         self, chat_id: str, part: P, reply_to: str | None, *, once: str | None = None
@@ -68,12 +69,13 @@ class ShownMessages(Generic[P]):
         reply_to: str | None,
         formatted: bool,
         once: str | None = None,
+        untrusted: Untrusted | None = None,
     ) -> MessageRef:
         """Send every part in order (the first replies to `reply_to`); returns the reference of
         the last part, which a later :meth:`edit` rewrites as a whole. With `once`, each part's
         creation is named after it and its place (``once:0``, ``once:1``, …)."""
         shown: list[_Shown[P]] = []
-        for i, part in enumerate(self._surface.render(text, formatted)):
+        for i, part in enumerate(self._surface.render(text, formatted, untrusted=untrusted)):
             message_id = await self._surface.send_part(
                 chat_id,
                 part,
@@ -85,12 +87,14 @@ class ShownMessages(Generic[P]):
         self._keep(ref, shown)
         return ref
 
-    async def edit(self, ref: MessageRef, text: str, *, formatted: bool) -> None:
+    async def edit(
+        self, ref: MessageRef, text: str, *, formatted: bool, untrusted: Untrusted | None = None
+    ) -> None:
         """Show `text` in the messages of `ref`: changed parts edited, new ones sent, stale ones
         deleted. What was done is remembered even when a step fails."""
         key = (ref.chat_id, ref.message_id)
         shown = self._shown.pop(key, None) or [_Shown[P](ref.message_id, None)]
-        parts = self._surface.render(text, formatted)
+        parts = self._surface.render(text, formatted, untrusted=untrusted)
         surface = self._surface
         try:
             for i, part in enumerate(parts):

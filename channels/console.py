@@ -25,7 +25,6 @@ import asyncio
 import contextlib
 import getpass
 import itertools
-import re
 import sys
 import tempfile
 import threading
@@ -34,8 +33,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from channels._links import defanged, unlinked
 from channels._prompt import as_plain_text
 from channels._saved import save_file
+from channels._typed import ANSWERS, unknown_command
 from engine import (
     Action,
     Button,
@@ -50,13 +51,13 @@ from engine import (
     OutgoingFile,
     Press,
     Reply,
+    Untrusted,
 )
 
 WaitIdle = Callable[[str, str], Awaitable[None]]
 CHAT_ID = "local"
 PROMPT = "you> "
 QUESTION = "Allow it? [y/n] "
-ANSWERS = {"y": Choice.ONCE, "yes": Choice.ONCE, "n": Choice.CANCEL, "no": Choice.CANCEL}
 
 
 class ConsoleChannel(Channel):
@@ -182,8 +183,8 @@ class ConsoleChannel(Channel):
                     )
                     self._show(await engine.handle_action(action))
                     continue
-                if _COMMAND_LIKE.match(text):
-                    self._write(f"Unknown command {text}. Commands: {_COMMANDS}.")
+                if unknown := unknown_command(text):
+                    self._write(unknown)
                     continue
                 await engine.handle_inbound(self._message(text))
                 await self._settle(engine)
@@ -290,8 +291,9 @@ class ConsoleChannel(Channel):
         reply_to: str | None = None,
         formatted: bool = True,
         once: str | None = None,
+        untrusted: Untrusted | None = None,
     ) -> MessageRef:
-        self._write(text)
+        self._write(text if untrusted is None else unlinked(text, untrusted, defanged))
         return MessageRef(chat_id, str(next(self._ids)))
 
     async def send_thoughts(
@@ -301,9 +303,9 @@ class ConsoleChannel(Channel):
         self._write(f"\033[2m💭 {thoughts}\033[0m" if self._interactive else f"💭 {thoughts}")
         return MessageRef(chat_id, str(next(self._ids)))
 
-    async def edit(self, ref: MessageRef, text: str, *, formatted: bool = True) -> None:
-        if formatted:  # only the final text of a streamed reply is printed
-            self._write(text)
+    async def edit(self, ref: MessageRef, text: str, **how: Any) -> None:
+        if how.get("formatted", True):  # no edits here: a final text is printed, as a send
+            await self.send(ref.chat_id, text, **how)
 
     async def typing(self, chat_id: str) -> None:
         return None
@@ -334,10 +336,6 @@ class ConsoleChannel(Channel):
             path = await asyncio.to_thread(save_file, self.files_dir, f)
             self._write(f"📎 {f.name} saved to {path}")
         return MessageRef(chat_id, str(next(self._ids)))
-
-
-_COMMANDS = ", ".join(f"/{c}" for c in Command)
-_COMMAND_LIKE = re.compile(r"^/[A-Za-z_]+$")
 
 
 def _isatty(stream: TextIO) -> bool:

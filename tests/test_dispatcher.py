@@ -13,7 +13,7 @@ import pytest
 
 from bot.app import App
 from bot.config import Config
-from engine import Choice, Command, DecisionStatus, MessageRef, Press
+from engine import Choice, Command, DecisionStatus, MessageRef, Press, Untrusted
 from engine.loop import ConversationKey
 from engine.store import ConfirmationState, SqliteStore
 from engine.work import Notice
@@ -44,6 +44,14 @@ async def slow_report(topic: str) -> str:
 async def whoami(ctx: ToolContext) -> str:
     """Say who is asking."""
     return f"{ctx.channel}/{ctx.chat_id}/{ctx.user_id}"
+
+
+@tool(background=True)
+async def gated_report(topic: str) -> str:
+    """Prepare a report in the background (asks first: [tools] confirm makes it destructive,
+    on this object, so no other test shares it)."""
+    await gates["job"].wait()
+    return f"report on {topic}: all good"
 
 
 TOOLS = (delete_item, slow_report, whoami)
@@ -301,6 +309,29 @@ async def test_background_result_is_tool_data_in_its_own_chat(
     assert not any(m["role"] == "user" and "report on" in str(m["content"]) for m in follow)
 
 
+async def test_an_approved_background_tool_starts_its_job_and_the_turn_answers(
+    make_config: Callable[..., Config], llm: FakeOpenAI
+) -> None:
+    """A background tool that asks first (here by [tools] confirm; after untrusted content by
+    containment: remind_me, delegate) runs as a job once approved: the turn does not wait for
+    it (it did, until the job ended: a reminder held its chat until it was due)."""
+    config = make_config(tools={"confirm": ["gated_report"]})
+    llm.script(tool_call("gated_report", {"topic": "q4"}), text("Started it."))
+    ch = RecordingChannel()
+    async with App(config, channels=[ch], extra_tools=(gated_report,)) as app:
+        app.dispatcher.settings.allowed_users["test"] = {"u1"}
+        await app.dispatcher.handle_inbound(ch.message("report please", chat_id="r2"))
+        prompt = (await ch.wait_for("confirm", chat_id="r2"))[0].prompt
+        assert prompt is not None
+        await app.dispatcher.handle_press(press(prompt.id, "u1", Choice.ONCE, chat_id="r2"))
+        sent = await ch.wait_for("send", chat_id="r2")  # the job still waits on its gate
+        assert sent[0].text == "Started it."
+        llm.script(text("Your report: all good."))
+        gates["job"].set()
+        sent = await ch.wait_for("send", 2, chat_id="r2")
+    assert sent[1].text == "Your report: all good."
+
+
 async def test_interrupted_job_reported_after_restart(config: Config, llm: FakeOpenAI) -> None:
     llm.script(tool_call("slow_report", {"topic": "q3"}), text("Started."))
     async with running(config) as (app, ch):
@@ -537,6 +568,7 @@ async def test_a_press_made_while_a_message_waits_in_the_queue_runs_first(
             reply_to: str | None = None,
             formatted: bool = True,
             once: str | None = None,
+            untrusted: Untrusted | None = None,
         ) -> MessageRef:
             if text == "one moment":
                 on_its_way.set()

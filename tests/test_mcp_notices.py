@@ -13,10 +13,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from engine.chat._turns._progress import Progress
 
 from bot.app import App
 from bot.config import Config
+from engine.chat._turns._progress import Progress
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
 from tests.fakes.telegram_server import FakeTelegram
 from tests.prerequisites import mcp_server

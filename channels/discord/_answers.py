@@ -19,10 +19,12 @@ import discord
 from channels._shown import ShownMessages
 from channels.discord._layout import Card, cards, with_tables
 from channels.discord._outbox import Outbox, nonce
+from channels.discord._outbox import Part as Text
+from engine import Untrusted
 
 log = logging.getLogger("channels.discord")
 
-Part = str | Card
+Part = Text | Card
 
 
 class Answers:
@@ -32,15 +34,20 @@ class Answers:
         self._outbox = outbox
         self.shown = ShownMessages[Part](self, remember)
 
-    def render(self, text: str, formatted: bool) -> list[Part]:
-        if formatted and (found := cards(text)):
+    def render(
+        self, text: str, formatted: bool, *, untrusted: Untrusted | None = None
+    ) -> list[Part]:
+        """Cards where the answer has structure; an answer after untrusted content goes as
+        text (its links to hosts nobody in the chat named as code, embeds suppressed)."""
+        if untrusted is None and formatted and (found := cards(text)):
             return list(found)
-        return list(self._outbox.render(with_tables(text) if formatted else text, formatted))
+        shown = with_tables(text) if formatted else text
+        return list(self._outbox.render(shown, formatted, untrusted=untrusted))
 
     async def send_part(
         self, chat_id: str, part: Part, reply_to: str | None, *, once: str | None = None
     ) -> str:
-        if isinstance(part, str):
+        if isinstance(part, Text):
             return await self._outbox.send_part(chat_id, part, reply_to, once=once)
         key = None if once is None else nonce(chat_id, once, part.text)
         try:
@@ -57,7 +64,7 @@ class Answers:
         return message_id
 
     async def edit_part(self, chat_id: str, message_id: str, part: Part) -> None:
-        if isinstance(part, str):
+        if isinstance(part, Text):
             await self._outbox.edit_part(chat_id, message_id, part)
             return
         try:

@@ -54,6 +54,7 @@ from engine import (
     Reaction,
     Receiver,
     Reply,
+    Untrusted,
 )
 from engine.metrics import api_retry
 
@@ -267,14 +268,24 @@ class DiscordChannel(Channel):
         reply_to: str | None = None,
         formatted: bool = True,
         once: str | None = None,
+        untrusted: Untrusted | None = None,
     ) -> MessageRef:
         shown = self._answers.shown
-        return await shown.send(chat_id, text, reply_to=reply_to, formatted=formatted, once=once)
+        return await shown.send(
+            chat_id, text, reply_to=reply_to, formatted=formatted, once=once, untrusted=untrusted
+        )
 
-    async def edit(self, ref: MessageRef, text: str, *, formatted: bool = True) -> None:
+    async def edit(
+        self,
+        ref: MessageRef,
+        text: str,
+        *,
+        formatted: bool = True,
+        untrusted: Untrusted | None = None,
+    ) -> None:
         """Edit in place; text past 2000 characters goes to follow-up messages, kept for later
         edits. Parts whose text did not change are not sent again."""
-        await self._answers.shown.edit(ref, text, formatted=formatted)
+        await self._answers.shown.edit(ref, text, formatted=formatted, untrusted=untrusted)
 
     async def typing(self, chat_id: str) -> None:
         await self._outbox.typing(chat_id)

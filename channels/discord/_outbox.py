@@ -2,7 +2,10 @@
 buttons, and files.
 
 Long and growing texts are kept up to date part by part by ``_shown.ShownMessages``, on the
-Discord surface defined here (render, send, edit and delete one part). A confirmation prompt is
+Discord surface defined here (render, send, edit and delete one part). An answer written after
+untrusted content goes with its embeds suppressed (the SUPPRESS_EMBEDS flag: Discord fetches no
+preview of its links) and its links to hosts trusted text did not name as inline code
+(``channels/_links.py``). A confirmation prompt is
 one message with the buttons, the action attached as a file when it does not fit (the layout is
 the shared ``channels._prompt``). Sending needs no gateway connection: every instance sends.
 """
@@ -14,22 +17,33 @@ import hashlib
 import io
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import discord
 
+from channels._links import as_code, unlinked
 from channels._prompt import ATTACHMENT_NAME, attached_note, lay_out, who_and_when
 from channels._shown import ShownMessages
 from channels._split import split_text
 from channels.discord._buttons import DecisionButton, menu
 from channels.discord._media import batches
 from channels.discord._threads import GONE_NOTE, Threads, gone
-from engine import ConfirmationPrompt, MessageRef, OutgoingFile, Reply
+from engine import ConfirmationPrompt, MessageRef, OutgoingFile, Reply, Untrusted
 
 log = logging.getLogger("channels.discord")
 
 LIMIT = 2000
 _EDIT_MEMORY = 256  # messages whose last text (and overflow parts) we remember for edits
+_QUIET = discord.MessageFlags(suppress_embeds=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """One message's content; `quiet`: sent and edited with its embeds suppressed."""
+
+    text: str
+    quiet: bool = False
 
 
 class Outbox:
@@ -38,7 +52,7 @@ class Outbox:
     def __init__(self, client: Callable[[], discord.Client | None], threads: Threads) -> None:
         self._client = client
         self._threads = threads
-        self.shown = ShownMessages[str](self, _EDIT_MEMORY)
+        self.shown = ShownMessages[Part](self, _EDIT_MEMORY)
 
     async def typing(self, chat_id: str) -> None:
         await self._messageable(chat_id).typing()  # one-shot: POST /channels/{id}/typing
@@ -78,7 +92,7 @@ class Outbox:
         """The final text in place of the prompt's, the buttons removed; an attached action
         stays, as the record of what was answered."""
         message = self._message(ref.chat_id, ref.message_id)
-        await message.edit(content=self.render(text, True)[0], view=None)
+        await message.edit(content=self.render(text, True)[0].text, view=None)
 
     async def send_private(self, user_id: str, reply: Reply) -> MessageRef:
         """Open (or find) the DM channel with the user, and send `reply` with its buttons."""
@@ -87,7 +101,7 @@ class Outbox:
             raise RuntimeError("the Discord channel is not running")
         dm = await client.create_dm(discord.Object(int(user_id)))
         view = menu(reply)
-        text = self.render(reply.text, True)[0]
+        text = self.render(reply.text, True)[0].text
         sent = await (dm.send(text, view=view) if view is not None else dm.send(text))
         return MessageRef(str(dm.id), str(sent.id))
 
@@ -104,21 +118,43 @@ class Outbox:
 
     # the Surface that ShownMessages works on
 
-    def render(self, text: str, formatted: bool) -> list[str]:
-        """``text`` as Discord message contents: Markdown passes through, plain text is escaped."""
+    def render(
+        self, text: str, formatted: bool, *, untrusted: Untrusted | None = None
+    ) -> list[Part]:
+        """``text`` as Discord message contents: Markdown passes through, plain text is escaped;
+        with `untrusted`, links it does not allow become code and embeds are suppressed."""
         if not formatted:
             text = discord.utils.escape_markdown(text)
-        return split_text(text, LIMIT) or ["…"]
+        if untrusted is not None:
+            text = unlinked(text, untrusted, as_code)
+        quiet = untrusted is not None
+        return [Part(t, quiet) for t in split_text(text, LIMIT)] or [Part("…", quiet)]
 
     async def send_part(
-        self, chat_id: str, part: str, reply_to: str | None, *, once: str | None = None
+        self, chat_id: str, part: Part, reply_to: str | None, *, once: str | None = None
     ) -> str:
-        key = None if once is None else nonce(chat_id, once, part)  # None: discord.py's random one
-        sent = await self._send(chat_id, part, reference=_reference(chat_id, reply_to), nonce=key)
+        key = None if once is None else nonce(chat_id, once, part.text)  # None: a random one
+        sent = await self._send(
+            chat_id,
+            part.text,
+            reference=_reference(chat_id, reply_to),
+            nonce=key,
+            suppress_embeds=part.quiet,
+        )
         return str(sent.id)
 
-    async def edit_part(self, chat_id: str, message_id: str, part: str) -> None:
-        await self._message(chat_id, message_id).edit(content=part)
+    async def edit_part(self, chat_id: str, message_id: str, part: Part) -> None:
+        message = self._message(chat_id, message_id)
+        if not part.quiet:
+            await message.edit(content=part.text)
+            return
+        # A partial message's edit cannot set flags: the same PATCH, with SUPPRESS_EMBEDS.
+        params = discord.http.handle_message_parameters(content=part.text, flags=_QUIET)
+        client = self._client()
+        if client is None:
+            raise RuntimeError("the Discord channel is not running")
+        with params:
+            await client.http.edit_message(message.channel.id, message.id, params=params)
 
     # components v2 (``_answers``): a message whose content is its view
 

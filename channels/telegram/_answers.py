@@ -30,6 +30,7 @@ from channels._shown import ShownMessages
 from channels.telegram._outbox import Outbox, Part, reply_parameters
 from channels.telegram._rich import rich_parts
 from channels.telegram._topics import place
+from engine import Untrusted
 
 log = logging.getLogger("channels.telegram")
 
@@ -42,10 +43,14 @@ class Answers:
         self.supported = True  # False once the Bot API said it has no sendRichMessage
         self.shown = ShownMessages[Part](self, remember)
 
-    def render(self, text: str, formatted: bool) -> list[Part]:
-        if formatted and self.supported and (parts := rich_parts(text)):
+    def render(
+        self, text: str, formatted: bool, *, untrusted: Untrusted | None = None
+    ) -> list[Part]:
+        """Rich parts where the answer has structure; an answer after untrusted content goes
+        as HTML (its links to hosts nobody in the chat named as code, no previews)."""
+        if untrusted is None and formatted and self.supported and (parts := rich_parts(text)):
             return [Part(p.html, True, p.blocks) for p in parts]
-        return self._outbox.render(text, formatted)
+        return self._outbox.render(text, formatted, untrusted=untrusted)
 
     async def send_part(
         self, chat_id: str, part: Part, reply_to: str | None, *, once: str | None = None
@@ -99,4 +104,4 @@ def _rich(part: Part) -> dict[str, Any]:
 
 
 def _html(part: Part) -> Part:
-    return Part(part.text, part.html)
+    return Part(part.text, part.html, quiet=part.quiet)

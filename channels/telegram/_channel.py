@@ -58,6 +58,7 @@ from engine import (
     Reaction,
     Receiver,
     Reply,
+    Untrusted,
 )
 from engine.metrics import api_retry
 
@@ -249,20 +250,30 @@ class TelegramChannel(Channel):
         reply_to: str | None = None,
         formatted: bool = True,
         once: str | None = None,
+        untrusted: Untrusted | None = None,
     ) -> MessageRef:
         if guest_query_of(chat_id) is not None:  # a mention where the bot is a guest
             await self._outbox.wait_open()
             return await self._guests.answer(chat_id, text, formatted)
         shown = self._answers.shown
-        return await shown.send(chat_id, text, reply_to=reply_to, formatted=formatted, once=once)
+        return await shown.send(
+            chat_id, text, reply_to=reply_to, formatted=formatted, once=once, untrusted=untrusted
+        )
 
-    async def edit(self, ref: MessageRef, text: str, *, formatted: bool = True) -> None:
+    async def edit(
+        self,
+        ref: MessageRef,
+        text: str,
+        *,
+        formatted: bool = True,
+        untrusted: Untrusted | None = None,
+    ) -> None:
         """Text past 4096 characters continues in follow-up messages, kept up to date by later
         edits of `ref`; unchanged parts are not sent again."""
         if is_inline(ref):  # a guest query's answer
             await self._guests.edit(ref, text, formatted)
             return
-        await self._answers.shown.edit(ref, text, formatted=formatted)
+        await self._answers.shown.edit(ref, text, formatted=formatted, untrusted=untrusted)
 
     async def typing(self, chat_id: str) -> None:
         if guest_query_of(chat_id) is None:  # a guest may not show it

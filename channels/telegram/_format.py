@@ -11,6 +11,8 @@ from __future__ import annotations
 import html
 import re
 
+from engine import Untrusted
+
 TELEGRAM_LIMIT = 4096
 CAPTION_LIMIT = 1024  # a document's caption
 
@@ -18,12 +20,26 @@ _TAG = re.compile(r"<(/?)([a-zA-Z][\w-]*)[^>]*>")
 _UNIT = re.compile(r"<[^>]*>|&#?\w+;|[^<&]|[<&]")
 
 
-def render(markdown: str, limit: int = TELEGRAM_LIMIT) -> list[str]:
-    """Markdown → Telegram HTML messages of at most `limit` visible characters each."""
+def render(
+    markdown: str, limit: int = TELEGRAM_LIMIT, untrusted: Untrusted | None = None
+) -> list[str]:
+    """Markdown → Telegram HTML messages of at most `limit` visible characters each; with
+    `untrusted`, links to hosts it does not name are shown as code (``_markdown``)."""
     # markdown-it (some 160 modules, 4 MiB) loads with the first answer, not at start-up.
     from channels.telegram._markdown import markdown_to_html
 
-    return split_html(markdown_to_html(markdown), limit)
+    return split_html(markdown_to_html(markdown, untrusted), limit)
+
+
+def render_untrusted(
+    text: str, formatted: bool, untrusted: Untrusted, limit: int = TELEGRAM_LIMIT
+) -> list[str]:
+    """`text` (Markdown when `formatted`, else plain text shown literally) as Telegram HTML
+    messages whose URLs that may not stay links are code (Telegram would link them)."""
+    from channels.telegram._markdown import markdown_to_html, text_to_html
+
+    html = markdown_to_html(text, untrusted) if formatted else text_to_html(text, untrusted)
+    return split_html(html, limit)
 
 
 def plain_parts(text: str, limit: int = TELEGRAM_LIMIT) -> list[str]:

@@ -13,6 +13,10 @@ it is one maintainer's project (rank ~8,900 by downloads), pulls in a Rust exten
 (pyromark), and brings LaTeX, Mermaid and its own splitter that we do not want; keeping HTML
 also keeps our splitter (``_format.split_html``) and the plain-text fallback.
 
+An answer written after untrusted content (:class:`engine.Untrusted`) is rendered with a link
+only where its host came from trusted text: any other link, picture or bare URL becomes its text
+in ``<code>``, which Telegram neither links nor previews (``channels/_links.py`` says why).
+
 Telegram's HTML knows b, i, s, u, a, code, pre and blockquote, with rules on nesting: nothing
 inside code or pre, no blockquote inside a blockquote, no code inside a link. The renderer keeps
 to them: a code block inside a quote becomes quoted text, inline code inside a link becomes part
@@ -31,7 +35,9 @@ from urllib.parse import urlsplit
 from markdown_it import MarkdownIt
 from markdown_it.tree import SyntaxTreeNode
 
+from channels._links import BARE_URL, fetchable
 from channels._tables import aligned, plain, rows
+from engine import Untrusted
 
 _MD = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
 _LINK_SCHEMES = frozenset({"http", "https", "tg", "mailto"})
@@ -46,6 +52,7 @@ class _Where:
 
     quoted: bool = False  # inside a blockquote
     depth: int = 0  # list nesting
+    untrusted: Untrusted | None = None  # links only to the hosts it names
 
 
 # Text the parser would leave as it is: no character that can start markup anywhere in a line,
@@ -56,11 +63,12 @@ _MARKUP = re.compile(
 )
 
 
-def markdown_to_html(markdown: str) -> str:
-    """Render Markdown as Telegram HTML; everything that is not markup is escaped."""
+def markdown_to_html(markdown: str, untrusted: Untrusted | None = None) -> str:
+    """Render Markdown as Telegram HTML; everything that is not markup is escaped. With
+    `untrusted`, links to hosts it does not name are shown as code (see above)."""
     if markdown and not has_markup(markdown):
-        return html.escape(markdown, quote=False)  # what the parser would make of it
-    return nodes_to_html(parse(markdown).children)
+        return _text(markdown, untrusted, in_link=False)  # what the parser would make of it
+    return nodes_to_html(parse(markdown).children, untrusted)
 
 
 def has_markup(markdown: str) -> bool:
@@ -74,9 +82,27 @@ def parse(markdown: str) -> SyntaxTreeNode:
     return SyntaxTreeNode(_MD.parse(markdown.replace("\x00", "")))
 
 
-def nodes_to_html(nodes: list[SyntaxTreeNode]) -> str:
+def nodes_to_html(nodes: list[SyntaxTreeNode], untrusted: Untrusted | None = None) -> str:
     """Top-level blocks of a :func:`parse` tree as Telegram HTML."""
-    return _blocks(nodes, _Where(), "\n\n")
+    return _blocks(nodes, _Where(untrusted=untrusted), "\n\n")
+
+
+def text_to_html(text: str, untrusted: Untrusted) -> str:
+    """Plain `text` as Telegram HTML that shows it literally, its URLs that may not stay
+    links in ``<code>`` (a plain message's URLs Telegram would link and preview)."""
+    return _text(text, untrusted, in_link=False)
+
+
+def _text(text: str, untrusted: Untrusted | None, *, in_link: bool) -> str:
+    if untrusted is None or in_link:
+        return _esc(text)
+    out: list[str] = []
+    end = 0
+    for m in BARE_URL.finditer(text):
+        if not fetchable(m[0], untrusted):
+            out += [_esc(text[end : m.start()]), f"<code>{_esc(m[0])}</code>"]
+            end = m.end()
+    return "".join(out) + _esc(text[end:])
 
 
 def _blocks(nodes: list[SyntaxTreeNode], where: _Where, sep: str) -> str:
@@ -86,9 +112,9 @@ def _blocks(nodes: list[SyntaxTreeNode], where: _Where, sep: str) -> str:
 def _block(node: SyntaxTreeNode, where: _Where) -> str:
     match node.type:
         case "paragraph":
-            return _inline(node.children[0].children, in_link=False) if node.children else ""
+            return _inline(node.children[0].children, where, in_link=False) if node.children else ""
         case "heading":
-            return f"<b>{_inline(node.children[0].children, in_link=False)}</b>"
+            return f"<b>{_inline(node.children[0].children, where, in_link=False)}</b>"
         case "fence" | "code_block":
             return _code_block(node, where)
         case "blockquote":
@@ -101,7 +127,7 @@ def _block(node: SyntaxTreeNode, where: _Where) -> str:
         case "table":
             return _table(node, where)
         case _:  # e.g. an html_block, shown as the text it is
-            return _esc(node.content.rstrip("\n"))
+            return _text(node.content.rstrip("\n"), where.untrusted, in_link=False)
 
 
 def _code_block(node: SyntaxTreeNode, where: _Where) -> str:
@@ -109,7 +135,7 @@ def _code_block(node: SyntaxTreeNode, where: _Where) -> str:
     if not code.strip():
         return ""
     if where.quoted:  # Telegram allows no pre inside a blockquote
-        return code
+        return _text(node.content.rstrip("\n"), where.untrusted, in_link=False)
     info = node.info.strip().split(maxsplit=1)
     language = _LANGUAGE.match(info[0]) if info else None
     if language is None:
@@ -132,11 +158,13 @@ def _list(node: SyntaxTreeNode, where: _Where) -> str:
 
 
 def _table(node: SyntaxTreeNode, where: _Where) -> str:
-    text = _esc(aligned(rows(node)))
-    return text if where.quoted else f"<pre>{text}</pre>"
+    text = aligned(rows(node))
+    return (
+        _text(text, where.untrusted, in_link=False) if where.quoted else f"<pre>{_esc(text)}</pre>"
+    )
 
 
-def _inline(nodes: list[SyntaxTreeNode], *, in_link: bool) -> str:
+def _inline(nodes: list[SyntaxTreeNode], where: _Where, *, in_link: bool) -> str:
     out: list[str] = []
     for node in nodes:
         match node.type:
@@ -147,18 +175,30 @@ def _inline(nodes: list[SyntaxTreeNode], *, in_link: bool) -> str:
                 out.append(code if in_link else f"<code>{code}</code>")
             case "em" | "strong" | "s":
                 tag = {"em": "i", "strong": "b", "s": "s"}[node.type]
-                out.append(f"<{tag}>{_inline(node.children, in_link=in_link)}</{tag}>")
+                out.append(f"<{tag}>{_inline(node.children, where, in_link=in_link)}</{tag}>")
             case "link":
-                label = _inline(node.children, in_link=True)
-                out.append(_link(str(node.attrs["href"]), label, in_link))
+                href = str(node.attrs["href"])
+                inside = in_link or _linked(href, where.untrusted)  # else the label is text
+                label = _inline(node.children, where, in_link=inside)
+                out.append(_link(href, label, in_link, where.untrusted))
             case "image":
-                out.append(_link(str(node.attrs["src"]), _esc(plain(node)) or "image", in_link))
-            case _:  # text, an escaped character, raw HTML shown as text
+                label = _esc(plain(node)) or "image"
+                out.append(_link(str(node.attrs["src"]), label, in_link, where.untrusted))
+            case "text":
+                out.append(_text(node.content, where.untrusted, in_link=in_link))
+            case _:  # an escaped character, raw HTML shown as text
                 out.append(_esc(node.content))
     return "".join(out)
 
 
-def _link(url: str, label: str, in_link: bool) -> str:
+def _linked(url: str, untrusted: Untrusted | None) -> bool:
+    return untrusted is None or untrusted.links_to(url)
+
+
+def _link(url: str, label: str, in_link: bool, untrusted: Untrusted | None) -> str:
+    if not _linked(url, untrusted):
+        shown = _esc(url) if in_link else f"<code>{_esc(url)}</code>"
+        return f"{label} ({shown})" if label.strip() else shown
     if not label.strip():
         return _esc(url)
     if in_link or urlsplit(url).scheme.lower() not in _LINK_SCHEMES:

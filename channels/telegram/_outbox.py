@@ -22,16 +22,24 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from telegram import Bot, InlineKeyboardMarkup, InputFile, ReplyParameters
+from telegram import Bot, InlineKeyboardMarkup, InputFile, LinkPreviewOptions, ReplyParameters
 from telegram.constants import ChatAction, ParseMode
 from telegram.error import BadRequest, NetworkError, TelegramError
 
+from channels._links import unfetchable
 from channels._prompt import ATTACHMENT_NAME, PromptMessage
 from channels._shown import ShownMessages
-from channels.telegram._format import CAPTION_LIMIT, html_to_plain, plain_parts, render
+from channels.telegram._format import (
+    CAPTION_LIMIT,
+    TELEGRAM_LIMIT,
+    html_to_plain,
+    plain_parts,
+    render,
+    render_untrusted,
+)
 from channels.telegram._http import not_sent
 from channels.telegram._topics import place
-from engine import Backoff, MessageRef, OutgoingFile
+from engine import Backoff, MessageRef, OutgoingFile, Untrusted
 from engine.metrics import api_retry
 
 log = logging.getLogger("channels.telegram")
@@ -40,6 +48,7 @@ _T = TypeVar("_T")
 _PATIENCE_S = 120.0  # how long a request keeps retrying before its error reaches the caller
 _REMEMBERED = 1024  # messages whose shown text is kept, to skip unchanged edits
 _NO_BUTTONS = InlineKeyboardMarkup([])
+_NO_PREVIEW = LinkPreviewOptions(is_disabled=True)
 _PHOTO_TYPES = frozenset({"image/jpeg", "image/png", "image/webp"})
 _VOICE_TYPE = "audio/ogg"  # Opus in Ogg: played as a voice note
 THOUGHTS_CHARS = 3500  # of a thinking view: with its markup, within one message's 4096
@@ -49,11 +58,14 @@ _PHOTO_MAX = 10 * 1024 * 1024  # sendPhoto's limit; larger pictures go as docume
 @dataclass(frozen=True, slots=True)
 class Part:
     """One message's worth of text: Telegram HTML, or plain text; with `rich`, the same content
-    as rich message blocks (JSON), sent in its place where Telegram takes them (``_answers``)."""
+    as rich message blocks (JSON), sent in its place where Telegram takes them (``_answers``);
+    `quiet`: no link preview (an answer written after untrusted content: the preview request
+    would leave unasked)."""
 
     text: str
     html: bool
     rich: str | None = None
+    quiet: bool = False
 
 
 class Outbox:
@@ -212,10 +224,21 @@ class Outbox:
 
     # -- the Surface that ShownMessages works on (for answers through ``_answers.Answers``) ---
 
-    def render(self, text: str, formatted: bool, limit: int | None = None) -> list[Part]:
-        kwargs = {} if limit is None else {"limit": limit}
-        parts = render(text, **kwargs) if formatted else plain_parts(text, **kwargs)
-        return [Part(p, formatted) for p in parts] or [Part("…", False)]  # never empty
+    def render(
+        self,
+        text: str,
+        formatted: bool,
+        limit: int | None = None,
+        *,
+        untrusted: Untrusted | None = None,
+    ) -> list[Part]:
+        most = TELEGRAM_LIMIT if limit is None else limit
+        quiet = untrusted is not None  # after untrusted content: never previewed
+        if untrusted is not None and (formatted or unfetchable(text, untrusted)):  # URLs: code
+            html = render_untrusted(text, formatted, untrusted, most)
+            return [Part(p, True, quiet=quiet) for p in html] or [Part("…", False, quiet=quiet)]
+        parts = render(text, most) if formatted else plain_parts(text, most)  # never empty:
+        return [Part(p, formatted, quiet=quiet) for p in parts] or [Part("…", False, quiet=quiet)]
 
     async def send_part(
         self,
@@ -236,6 +259,7 @@ class Outbox:
                 parse_mode=mode,
                 reply_parameters=_reply(reply_to),
                 reply_markup=markup,
+                link_preview_options=_NO_PREVIEW if part.quiet else None,
             )
 
         sent = await self._patiently(lambda: _html_or_plain(call, part.text, part.html))
@@ -269,7 +293,12 @@ class Outbox:
                     chat, mid, caption=body, parse_mode=mode, reply_markup=markup
                 )
             return await self.bot.edit_message_text(
-                body, chat, mid, parse_mode=mode, reply_markup=markup
+                body,
+                chat,
+                mid,
+                parse_mode=mode,
+                reply_markup=markup,
+                link_preview_options=_NO_PREVIEW if part.quiet else None,
             )
 
         try:

@@ -23,6 +23,7 @@ from engine._channel._messages import (
     OutgoingFile,
     Quote,
     Reaction,
+    Untrusted,
     chat_of,
 )
 from engine._channel._prompts import (
@@ -67,6 +68,7 @@ __all__ = [
     "Reaction",
     "Receiver",
     "Reply",
+    "Untrusted",
     "chat_of",
     "encode_action",
     "encode_decision",

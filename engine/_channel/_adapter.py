@@ -17,6 +17,7 @@ from engine._channel._messages import (
     MessageRef,
     OutgoingFile,
     Reaction,
+    Untrusted,
 )
 from engine._channel._prompts import (
     Action,
@@ -118,8 +119,13 @@ class Channel(abc.ABC):
         reply_to: str | None = None,
         formatted: bool = True,
         once: str | None = None,
+        untrusted: Untrusted | None = None,
     ) -> MessageRef:
         """Send `text` (Markdown when `formatted`), split to the platform's limit.
+
+        With `untrusted` (an answer written after the model read untrusted content) the
+        platform shows no link preview, and a link or picture whose host trusted text did not
+        name is shown as text that is neither fetched nor linked (:class:`Untrusted`).
 
         `once` names this delivery and stays the same when a restart sends it again (the stored
         answer's id): a platform that can make a create idempotent (Discord's message nonce)
@@ -137,8 +143,16 @@ class Channel(abc.ABC):
         return await self.send(chat_id, text, reply_to=reply_to)
 
     @abc.abstractmethod
-    async def edit(self, ref: MessageRef, text: str, *, formatted: bool = True) -> None:
-        """Replace the text of a message the bot sent (used for streaming)."""
+    async def edit(
+        self,
+        ref: MessageRef,
+        text: str,
+        *,
+        formatted: bool = True,
+        untrusted: Untrusted | None = None,
+    ) -> None:
+        """Replace the text of a message the bot sent (used for streaming); `untrusted` as for
+        :meth:`send`."""
 
     @abc.abstractmethod
     async def typing(self, chat_id: str) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 
 class MediaKind(enum.StrEnum):
@@ -80,6 +81,32 @@ class InboundMessage:
     language: str | None = None  # the user's language as the platform says ("de", "es-ES")
     forwarded_from: str | None = None  # a forwarded message: who wrote it (a name, never an id)
     from_bot: bool = False  # the author is another bot (answered only as [access] bots lets)
+
+
+@dataclass(frozen=True, slots=True)
+class Untrusted:
+    """How to show an answer written after the model read text nobody in the chat wrote (a web
+    page, a search result, a tool's output, another member's message): with no link previews,
+    and with a link or a picture only where trusted text (the requester's words, the owner's
+    configuration) named its host. Any other link is shown as text that is not fetchable and
+    not linked by the platform, so a URL an injected instruction built (with the user's data in
+    its query) leaves only when the user copies it by hand.
+
+    `hosts` are the hosts trusted text named, lower case; `sources` say briefly what untrusted
+    content came before ("example.org/page").
+    """
+
+    hosts: frozenset[str] = frozenset()
+    sources: tuple[str, ...] = ()
+
+    def links_to(self, url: str) -> bool:
+        """True when `url` may be shown as a link: http(s) to a host trusted text named."""
+        try:
+            parts = urlsplit(url.strip())
+            host = (parts.hostname or "").removeprefix("www.")
+        except ValueError:  # a malformed port or address
+            return False
+        return parts.scheme.lower() in ("http", "https") and bool(host) and host in self.hosts
 
 
 @dataclass(frozen=True, slots=True)

@@ -148,17 +148,6 @@ class ToolCalls:
         if isinstance(prepared, ToolResult):
             return prepared
         state.called.append(prepared.tool.name)
-        if prepared.tool.background:
-            _step(state, prepared)
-            job = Job(
-                id=secrets.token_hex(6),
-                key=state.ctx.key,
-                user_id=state.ctx.user_id,
-                tool=prepared.tool.name,
-                args=prepared.tool.job_args(prepared.json_args),
-            )
-            await self.jobs.start(job, self._tool_context(state, call), registry=self.registry)
-            return ToolResult.started(job.id, prepared.tool.name)
         return await self.run_one(state, call, prepared)
 
     async def run_one(
@@ -168,7 +157,21 @@ class ToolCalls:
         prepared: PreparedCall,
         starting: Starting | None = None,
     ) -> ToolResult:
+        """Run one call; a background tool's starts its job (also when a confirmation let it
+        through: run here, a reminder would hold its turn until it is due)."""
         progress = _step(state, prepared)
+        if prepared.tool.background:
+            if starting is not None and not await starting():
+                return ToolResult.fail(NOT_STARTED)
+            job = Job(
+                id=secrets.token_hex(6),
+                key=state.ctx.key,
+                user_id=state.ctx.user_id,
+                tool=prepared.tool.name,
+                args=prepared.tool.job_args(prepared.json_args),
+            )
+            await self.jobs.start(job, self._tool_context(state, call), registry=self.registry)
+            return ToolResult.started(job.id, prepared.tool.name)
         callback = None
         if isinstance(prepared.tool, AsyncTool):
             job_id = f"call_{call.id}"

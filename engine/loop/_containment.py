@@ -30,10 +30,12 @@ say its result holds words nobody in the chat wrote (ToolResult.untrusted), neve
 
 FETCHES acts (asks) when its URL carries data that did not come from the requester: a path or
 query that neither appears verbatim, as a whole URL, in the requester's words or in the untrusted
-content read (a link a page gives carries only what its author knew), nor has each of its parts
-in the requester's words. `[tools] trusted_sources` relaxes it: a domain (and its subdomains)
-whose pages are trusted, ``mcp:NAME`` for an MCP server whose output is trusted (and whose
-open-world tools then read), a skills folder (a path: bot/_checks.py reads those).
+content read (a link a page gives carries only what its author knew), nor, on a host trusted
+text named, has each of its parts as a word of the requester's (to a host only untrusted text
+named, the requester's own data is what an injection would send). `[tools] trusted_sources`
+relaxes it: a domain (and its subdomains) whose pages are trusted, ``mcp:NAME`` for an MCP server
+whose output is trusted (and whose open-world tools then read), a skills folder (a path:
+bot/_checks.py reads those).
 """
 
 from __future__ import annotations
@@ -194,11 +196,18 @@ class Taint:
             return False
         if any(url in t for t in (*self._requester_text, *self._untrusted_text)):
             return False
+        if _host(url) not in self._trusted_hosts:  # a host only untrusted text (or none) named
+            return True
         said = "\n".join(self._requester_text).lower()
-        return not all(p.lower() in said for p in (*path, *query))
+        return not all(_said(p.lower(), said) for p in (*path, *query))
 
     def after(self) -> tuple[str, ...]:
         return tuple(self.sources)
+
+
+def _said(part: str, said: str) -> bool:
+    """Whether `part` of a URL is a word of `said` (not a letter inside one of its words)."""
+    return re.search(rf"(?<![\w-]){re.escape(part)}(?![\w-])", said) is not None
 
 
 def _last_turn(history: Sequence[Message]) -> int:

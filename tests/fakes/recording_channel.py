@@ -26,6 +26,7 @@ from engine import (
     MessageRef,
     OutgoingFile,
     Reply,
+    Untrusted,
 )
 from tools.errors import DownloadError
 
@@ -42,6 +43,7 @@ class Shown:
     prompt: ConfirmationPrompt | None = None
     file: OutgoingFile | None = None
     buttons: tuple[Button, ...] = ()  # a private message's ("private": to a user by their id)
+    untrusted: Untrusted | None = None  # how an answer after untrusted content is to be shown
 
 
 @dataclass
@@ -132,9 +134,11 @@ class RecordingChannel(Channel):
         reply_to: str | None = None,
         formatted: bool = True,
         once: str | None = None,
+        untrusted: Untrusted | None = None,
     ) -> MessageRef:
         ref = MessageRef(chat_id, f"s{next(self._ids)}")
-        await self._record(Shown("send", chat_id, text, ref.message_id, reply_to))
+        shown = Shown("send", chat_id, text, ref.message_id, reply_to, untrusted=untrusted)
+        await self._record(shown)
         return ref
 
     async def send_thoughts(
@@ -144,10 +148,16 @@ class RecordingChannel(Channel):
         await self._record(Shown("thoughts", chat_id, thoughts, ref.message_id, reply_to))
         return ref
 
-    async def edit(self, ref: MessageRef, text: str, *, formatted: bool = True) -> None:
-        await self._record(
-            Shown("edit" if formatted else "stream", ref.chat_id, text, ref.message_id)
-        )
+    async def edit(
+        self,
+        ref: MessageRef,
+        text: str,
+        *,
+        formatted: bool = True,
+        untrusted: Untrusted | None = None,
+    ) -> None:
+        kind = "edit" if formatted else "stream"
+        await self._record(Shown(kind, ref.chat_id, text, ref.message_id, untrusted=untrusted))
 
     async def typing(self, chat_id: str) -> None:
         await self._record(Shown("typing", chat_id, ""))

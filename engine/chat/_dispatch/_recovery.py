@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from engine.chat._confirmations._confirmations import DELEGATED
 from engine.chat._turns._runner import RESTARTED, TurnRunner
+from engine.chat._turns._untrusted import untrusted_of
 from engine.loop import ConversationKey
 from engine.models import Message, Role
 from engine.store import ConfirmationRow, ConfirmationState, Conversation, InboxState
@@ -28,7 +29,11 @@ async def recover(turns: TurnRunner, key: ConversationKey) -> None:
     for d in await conversations.undelivered(key.channel, key.chat_id):
         conv = Conversation(d.conversation_id, d.channel, d.chat_id, True)
         log.warning("delivering an answer a restart held up in %s", key)
-        await turns.delivery.deliver(d.message_id, conv, d.text, d.reply_to, last_try=True)
+        read = await conversations.history(d.conversation_id, turns.settings.history_limit)
+        untrusted = untrusted_of(read, turns.settings.system_prompt)
+        await turns.delivery.deliver(
+            d.message_id, conv, d.text, d.reply_to, last_try=True, untrusted=untrusted
+        )
     rows = await turns.store.inbox.rows(InboxState.TAKEN, key.channel, key.chat_id)
     if not rows:
         return

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Mapping, Sequence
 
 from engine import Backoff
-from engine._channel import Channel
+from engine._channel import Channel, Untrusted
 from engine.chat._turns._notices import Notices
 from engine.store import Conversation, InboxRow, Store
 from tools.errors import StoreUnavailable
@@ -38,14 +38,18 @@ class Delivery:
         answering: Sequence[InboxRow] = (),
         *,
         last_try: bool = False,
+        untrusted: Untrusted | None = None,
     ) -> None:
-        """Send a stored answer and record its platform id (and the inbox rows it answers)."""
+        """Send a stored answer and record its platform id (and the inbox rows it answers);
+        `untrusted`: it follows untrusted content (engine/chat/_turns/_untrusted.py)."""
         channel = self.channels.get(conv.channel)
         if channel is None:
             return
         self.notices.check_lease()
         try:
-            ref = await channel.send(conv.chat_id, text, reply_to=reply_to, once=str(message_id))
+            ref = await channel.send(
+                conv.chat_id, text, reply_to=reply_to, once=str(message_id), untrusted=untrusted
+            )
         except Exception as exc:
             # Still pending: the next start-up tries again, unless this was that try.
             log.warning("could not deliver an answer in %s:%s: %s", conv.channel, conv.chat_id, exc)

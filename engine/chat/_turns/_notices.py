@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 
-from engine._channel import Channel
+from engine._channel import Channel, Untrusted
 from engine.chat._turns._media_out import send_files
 from engine.i18n import N_, translator
 from engine.loop import ConversationKey, SendFiles
@@ -51,9 +51,11 @@ class Notices:
         reply_to: str | None,
         *,
         to: str | None = None,
+        untrusted: Untrusted | None = None,
     ) -> None:
-        """Show relaybot's own text; a failure to send is logged, not raised. With `to` (a
-        user id), it concerns that member only: shown to them alone where the channel can
+        """Show relaybot's own text (or a tool's, `untrusted` when it follows untrusted
+        content); a failure to send is logged, not raised. With `to` (a user id), it concerns
+        that member only: shown to them alone where the channel can
         (:meth:`Channel.send_personal`)."""
         channel = self.channels.get(channel_name)
         if channel is None:
@@ -62,7 +64,7 @@ class Notices:
         self.check_lease()
         try:
             if to is None:
-                await channel.send(chat_id, text, reply_to=reply_to)
+                await channel.send(chat_id, text, reply_to=reply_to, untrusted=untrusted)
             else:
                 await channel.send_personal(chat_id, to, text, reply_to=reply_to)
         except Exception as exc:
@@ -73,9 +75,14 @@ class Notices:
         if not self.may_send():
             raise StoreUnavailable("this instance's lease may have run out: it sends nothing more")
 
-    def sender(self, key: ConversationKey) -> Send:
+    def sender(
+        self, key: ConversationKey, untrusted: Callable[[], Untrusted | None] = lambda: None
+    ) -> Send:
+        """What a turn's tools show the user with (send_message, a result's for_user text):
+        as an answer is shown at that point of the turn (`untrusted()`: chat/_untrusted.py)."""
+
         async def send(text: str) -> None:
-            await self.say(key.channel, key.chat_id, text, None)
+            await self.say(key.channel, key.chat_id, text, None, untrusted=untrusted())
 
         return send
 

@@ -19,10 +19,11 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from engine._channel import Channel, MessageRef
+from engine._channel import Channel, MessageRef, Untrusted
 from engine._clock import monotonic
 
 log = logging.getLogger(__name__)
+_QUIET = Untrusted()  # a step's line may show a URL carrying data: never previewed nor linked
 
 MAX_LINES = 8  # the newest steps shown
 MAX_DETAIL = 60  # characters of a step's argument
@@ -101,10 +102,10 @@ class Progress:
         try:
             if self.ref is None:
                 self.ref = await self.channel.send(
-                    self.chat_id, text, reply_to=self.reply_to, formatted=False
+                    self.chat_id, text, reply_to=self.reply_to, formatted=False, untrusted=_QUIET
                 )
             elif text != self._shown:
-                await self.channel.edit(self.ref, text, formatted=False)
+                await self.channel.edit(self.ref, text, formatted=False, untrusted=_QUIET)
             self._shown = text
         except Exception as exc:
             log.warning("could not show the turn's progress in %s: %s", self.chat_id, exc)

@@ -36,6 +36,7 @@ from engine.chat._turns._speech import VoiceAnswers
 from engine.chat._turns._streaming import LiveReply, typing
 from engine.chat._turns._thinking import show_thoughts
 from engine.chat._turns._turn import Resume, Start, Turn
+from engine.chat._turns._untrusted import untrusted_of
 from engine.context import RecentImages, Window
 from engine.i18n import language_line
 from engine.loop import ConversationKey, PendingCall, ToolLoop, TurnContext, TurnResult
@@ -88,6 +89,8 @@ class TurnRunner:
         self.meter = meter  # what the turn's requests cost, charged to its user
         self.voice = voice  # answers spoken too ([media] speech_model)
         self.reactions = StatusReactions(channels, tasks or Tasks())  # on the answered messages
+        self.delivery = Delivery(store, channels, notices)  # each answer once
+        self.deliver = self.delivery.deliver
 
     @property
     def settings(self) -> TurnSettings:
@@ -165,7 +168,7 @@ class TurnRunner:
         if result.pending is not None:
             await self._ask(turn, result.pending)
         elif turn.answer and result.text is not None:
-            await self._answer(turn, result.text, result.thoughts)
+            await self._answer(turn, result)
         await self._account(turn, result)
         return result
 
@@ -180,6 +183,11 @@ class TurnRunner:
         window, history = await self._history(conv, loop)
         if self.images is not None:
             history = await self.images.for_turn(conv.channel, history)
+        turn.read[:] = history  # what the model has read so far: how tools' texts are shown
+        as_tools = functools.partial(
+            untrusted_of, turn.read, ctx.system, ctx.user_id, tool_text=True
+        )
+        ctx.send = self.notices.sender(ctx.key, as_tools)
         for opened in await open_slash_skill(loop, history, ctx) if open_skill else []:
             await self._record(turn, opened)  # `/skill-name args`: the turn starts with it open
             history.append(opened)
@@ -209,6 +217,7 @@ class TurnRunner:
 
     async def _record(self, turn: Turn, msg: Message) -> None:
         """Store a message as the loop produces it; the answer with its delivery pending."""
+        turn.read.append(msg)
         deliver = (turn.reply_to or "") if msg.is_answer else None
         message_id = await self.store.conversations.append(turn.conv.id, msg, deliver=deliver)
         if deliver is not None:
@@ -236,16 +245,20 @@ class TurnRunner:
         await self.confirmations.ask(turn.conv, pending, turn.ctx.user_name, turn.reply_to)
         await self.store.inbox.answered(turn.answered_ids())
 
-    async def _answer(self, turn: Turn, text: str, thoughts: str) -> None:
+    async def _answer(self, turn: Turn, result: TurnResult) -> None:
         """The answer shown (the thoughts first, where the chat asked for them), delivered
-        once, and spoken where the turn began with a voice message."""
-        key = turn.ctx.key
-        await show_thoughts(self.chat_settings, turn.channel, key, thoughts, turn.reply_to)
+        once, and spoken where the turn began with a voice message; after untrusted content
+        without previews and with links to hosts nobody in the chat named as text."""
+        key, text = turn.ctx.key, result.text or ""
+        await show_thoughts(self.chat_settings, turn.channel, key, result.thoughts, turn.reply_to)
+        untrusted = untrusted_of(turn.read, turn.ctx.system, turn.ctx.user_id, taint=result.taint)
         live, stored = turn.live, turn.answer[-1]
-        if live is not None and await live.finish(text) and live.ref is not None:
+        if live is not None and await live.finish(text, untrusted) and live.ref is not None:
             await self.delivery.delivered(stored, live.ref.message_id, turn.answering)
         else:
-            await self.delivery.deliver(stored, turn.conv, text, turn.reply_to, turn.answering)
+            await self.delivery.deliver(
+                stored, turn.conv, text, turn.reply_to, turn.answering, untrusted=untrusted
+            )
         if self.voice is not None:
             await self.voice.answer(turn.channel, key, turn.answering, text, turn.reply_to)
 

@@ -3,7 +3,9 @@
 Where the channel has drafts (:meth:`Channel.draft`: Telegram's private chats), the growing reply
 is an ephemeral preview, and the answer is sent once, as a message, by the turn's delivery; so a
 crash mid-stream leaves nothing half-written (the stored answer is delivered once by recovery).
-Where it has none, or refuses one, the reply is one message sent and edited as it grows.
+Where it has none, or refuses one, the reply is one message sent and edited as it grows: with no
+link previews and no links while it grows (whether the answer follows untrusted content is known
+at its end: chat/_untrusted.py), then as the finished answer is to be shown.
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ import logging
 import secrets
 from collections.abc import AsyncIterator
 
-from engine._channel import Channel, MessageRef
+from engine._channel import Channel, MessageRef, Untrusted
 from engine._clock import monotonic
 
 log = logging.getLogger(__name__)
+_GROWING = Untrusted()  # a text still growing: no previews, no links (its taint is not known)
 
 
 @contextlib.asynccontextmanager
@@ -74,10 +77,10 @@ class LiveReply:
                 return
             if self._ref is None:
                 self._ref = await self.channel.send(
-                    self.chat_id, text, reply_to=self.reply_to, formatted=False
+                    self.chat_id, text, reply_to=self.reply_to, formatted=False, untrusted=_GROWING
                 )
             elif text != self._shown:
-                await self.channel.edit(self._ref, text, formatted=False)
+                await self.channel.edit(self._ref, text, formatted=False, untrusted=_GROWING)
             self._shown = text
         except Exception as exc:
             log.warning("streaming edit failed: %s", exc)
@@ -104,14 +107,15 @@ class LiveReply:
         """The message the reply is shown in, once the first part went out."""
         return self._ref
 
-    async def finish(self, final: str) -> bool:
-        """Put the final, formatted text in place. False if no message shows it yet (nothing
-        was shown, or only drafts): then the caller sends it."""
+    async def finish(self, final: str, untrusted: Untrusted | None = None) -> bool:
+        """Put the final, formatted text in place (`untrusted`: it follows untrusted content).
+        False if no message shows it yet (nothing was shown, or only drafts): then the caller
+        sends it."""
         if self._push is not None:
             await self._push
         if self._ref is None:
             return False
-        await self.channel.edit(self._ref, final, formatted=True)
+        await self.channel.edit(self._ref, final, formatted=True, untrusted=untrusted)
         return True
 
     async def abandon(self) -> None:

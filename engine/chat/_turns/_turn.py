@@ -40,6 +40,9 @@ class Turn:
     started: float  # monotonic
     live: LiveReply | None  # the reply as it streams; None: sent whole at the end
     answer: list[int] = field(default_factory=list)  # the stored answer's message ids
+    # what the model has read so far (history, then each message stored): how the texts shown
+    # to the chat are shown after untrusted content (engine/chat/_turns/_untrusted.py)
+    read: list[Message] = field(default_factory=list)
 
     def seconds(self) -> float:
         return monotonic() - self.started
