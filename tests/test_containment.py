@@ -93,6 +93,9 @@ def make(make_config: Callable[..., Config], tg: FakeTelegram, **tools: Any) -> 
     config = telegram_config(make_config, tg)
     config.tools.builtins = ["current_time", "fetch_url", "remember", "recall"]
     config.tools.always_ask = []
+    # a group's prompts read in the group (only its requester sees them with private replies:
+    # tests/test_private_replies_telegram.py)
+    config.telegram.private_replies = False
     for key, value in tools.items():
         setattr(config.tools, key, value)
     return config
