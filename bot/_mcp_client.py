@@ -1,7 +1,8 @@
 """The client side relaybot offers MCP servers (tools/mcp/_client.py), built from the daemon's
 parts: the workspace as the roots; sampling with the model in force, charged to the user whose
 tool call the server asked during (engine/chat/_spend.py), as their turn would be; and its
-questions put to that user (engine/chat/_questions.py).
+questions put to that user (engine/chat/_questions.py); and a remote server's OAuth sign-in
+(bot/_mcp_oauth.py).
 
 Built here, at the top, because the tools package cannot import the engine; each hook reads
 the App's parts when a server asks, so a reload's model and prices are the ones used.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from bot._mcp_oauth import oauth_hooks
 from bot.config import Config
 from engine.loop import ConversationKey
 from engine.models import Message, ModelRequest
@@ -63,4 +65,5 @@ def mcp_client(config: Config, app: App | None = None) -> McpClient:
             key, ctx.user_id, said, question.schema, timeout_s=question.timeout_s
         )
 
-    return McpClient(roots=lambda: roots, sample=sample, ask=ask)
+    oauth = oauth_hooks(config, app)  # bot/_mcp_oauth.py
+    return McpClient(roots=lambda: roots, sample=sample, ask=ask, oauth=oauth)

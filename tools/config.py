@@ -237,6 +237,11 @@ class McpServerConfig(BaseModel):
     env: dict[str, str] = Field(default_factory=dict, repr=False)
     url: str | None = None
     headers: dict[str, str] = Field(default_factory=dict, repr=False)
+    # "oauth": a `url` server's OAuth 2.1 sign-in (tools/mcp/_oauth.py): the link goes to an
+    # owner in private, the callback is served by [web], the tokens are kept encrypted
+    auth: Literal["none", "oauth"] = "none"
+    scopes: list[str] = []  # asked for at sign-in (default: what the server says it needs)
+    client_name: str = Field("relaybot", min_length=1, max_length=100)
     trusted_tools: list[str] = []  # the server's tool names that never ask
     trust_annotations: bool = True  # false: every tool of this server asks
     call_timeout_s: float = Field(60, gt=0)
@@ -268,6 +273,8 @@ class McpServerConfig(BaseModel):
             raise ValueError("sandbox_writable and sandbox_readable take absolute paths")
         if self.command is not None and self.headers:
             raise ValueError("`headers` apply only to servers reached by `url`")
+        if self.command is not None and (self.auth != "none" or self.scopes):
+            raise ValueError("`auth` and `scopes` apply only to servers reached by `url`")
         return self
 
 

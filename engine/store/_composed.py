@@ -24,6 +24,7 @@ from engine.store._api import (
     MemoryStore,
     OpsStore,
     ScheduleStore,
+    SealedStore,
     SpendStore,
     UsageStore,
 )
@@ -41,6 +42,7 @@ from engine.store._jobs import Jobs
 from engine.store._memory import Memory
 from engine.store._ops import Ops
 from engine.store._schedules import Schedules
+from engine.store._sealed import Sealed
 from engine.store._spend import Spend
 
 
@@ -70,6 +72,7 @@ class ComposedStore:
         self.context: ContextStore = context
         self.access: AccessStore = Access(db)
         self.console: ConsoleStore = Console(db)
+        self.sealed: SealedStore = Sealed(db)
         self.browse: BrowseStore = Browse(db)
         self.ops: OpsStore = Ops(db, schedules, caches)
         self.cluster: ClusterStore | None = None  # a backend several processes share sets it

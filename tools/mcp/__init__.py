@@ -31,6 +31,7 @@ The parts, one idea each:
     _server.py      one server's supervisor task: connect, keep alive, reconnect; its calls
     _content.py     what a call or a resource read returns, as a ToolResult
     _client.py      the server's requests to relaybot: roots, sampling, elicitation
+    _oauth.py       an HTTP server's OAuth 2.1 sign-in (the SDK's provider; the daemon's hooks)
     _transport.py   the connection itself: a stdio process under the keeper, or streamable HTTP
 
 Importing this package imports the mcp SDK (slow): the daemon does it only when servers are
@@ -39,12 +40,14 @@ configured. The `[mcp]` config models are in :mod:`tools.config`, which is cheap
 
 from tools.mcp._client import McpClient, Question, Sampling
 from tools.mcp._manager import McpManager, McpTool, McpToolInfo, tool_name, tool_tier
+from tools.mcp._oauth import OAuth
 
 __all__ = [
     "McpClient",
     "McpManager",
     "McpTool",
     "McpToolInfo",
+    "OAuth",
     "Question",
     "Sampling",
     "tool_name",

@@ -133,6 +133,8 @@ class McpManager:
             for server, ok in zip(self._servers, started, strict=True):
                 if ok:
                     self._register(server)
+                elif server.sign_in is not None:  # registered once an owner has signed in
+                    server.joined = lambda server=server: self._register(server)
         except BaseException:
             await self._stop()
             raise

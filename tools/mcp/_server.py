@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +28,7 @@ from tools._result import ToolResult
 from tools.config import McpServerConfig
 from tools.mcp._client import Answers, McpClient
 from tools.mcp._content import Offered, call_result, read_result
+from tools.mcp._oauth import SignIn
 from tools.mcp._transport import describe, transport
 
 log = logging.getLogger("tools.mcp")
@@ -55,7 +56,14 @@ class Server:
         client: McpClient | None = None,
     ) -> None:
         self.config = config
-        self.answers = Answers(config, client or McpClient())
+        client = client or McpClient()
+        self.answers = Answers(config, client)
+        # an OAuth server's start does not wait for a person: its tools come when signed in
+        self.sign_in = (
+            SignIn(config, client.oauth, self._waiting) if config.auth == "oauth" else None
+        )
+        self.joined: Callable[[], None] | None = None  # the manager's, for such a late start
+        self._started: asyncio.Future[bool] | None = None
         self.offered = Offered()  # the URIs read_resource may read
         self.reader = ""  # the name of this server's read_resource tool, once registered
         self.has_resources = False
@@ -69,7 +77,7 @@ class Server:
 
     async def start(self) -> bool:
         """Connect and list the tools; False (logged) if the server cannot start."""
-        started = asyncio.get_running_loop().create_future()
+        started = self._started = asyncio.get_running_loop().create_future()
         self._task = asyncio.create_task(self._supervise(started), name=f"mcp:{self.config.name}")
         return await started
 
@@ -170,7 +178,8 @@ class Server:
     async def _serve(self, started: asyncio.Future[bool]) -> None:
         """One connection, from connecting to its end; every context is entered and left here."""
         async with contextlib.AsyncExitStack() as stack:
-            read, write = await stack.enter_async_context(transport(self.config))
+            auth = await self.sign_in.ready(self.config.headers) if self.sign_in else None
+            read, write = await stack.enter_async_context(transport(self.config, auth))
             lost = asyncio.Event()
             send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
             stack.callback(send.close)
@@ -202,6 +211,11 @@ class Server:
             elicitation_callback=answers.elicit if answers.client.ask is not None else None,
         )
 
+    def _waiting(self) -> None:
+        """A person must sign in first: the start goes on without this server for now."""
+        if self._started is not None and not self._started.done():
+            self._started.set_result(False)
+
     async def _list_resources(self, session: ClientSession) -> None:
         cursor: str | None = None
         for _ in range(MAX_RESOURCE_PAGES):
@@ -218,10 +232,15 @@ class Server:
     ) -> None:
         self._conn = conn
         self._connected_at = asyncio.get_running_loop().time()
-        if not started.done():
+        late = started.done() and not started.result() and self.joined is not None
+        if not started.done() or late:
             self.specs = specs
             log.info("MCP server %s started with %d tools", self.config.name, len(specs))
-            started.set_result(True)
+            if late and self.joined is not None:
+                self.joined()
+                self.joined = None
+            else:
+                started.set_result(True)
             return
         log.info("MCP server %s is back", self.config.name)
         if {s.name for s in specs} != {s.name for s in self.specs}:

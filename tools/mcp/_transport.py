@@ -36,8 +36,11 @@ SANDBOX_PROCESSES = 256  # what a sandboxed server may run at once
 
 
 @contextlib.asynccontextmanager
-async def transport(cfg: McpServerConfig) -> AsyncIterator[tuple[Any, Any]]:
-    """The SDK's (read, write) streams to the server `cfg` names, open while entered."""
+async def transport(
+    cfg: McpServerConfig, auth: httpx2.Auth | None = None
+) -> AsyncIterator[tuple[Any, Any]]:
+    """The SDK's (read, write) streams to the server `cfg` names, open while entered; an HTTP
+    server's requests go through `auth` (its OAuth sign-in: tools/mcp/_oauth.py) if given."""
     if cfg.command is not None:
         path = (cfg.env or {}).get("PATH", os.environ.get("PATH"))
         command = shutil.which(cfg.command, path=path)
@@ -64,7 +67,7 @@ async def transport(cfg: McpServerConfig) -> AsyncIterator[tuple[Any, Any]]:
     assert cfg.url is not None
     timeout = httpx2.Timeout(30.0, read=300.0)
     async with (
-        httpx2.AsyncClient(headers=cfg.headers, timeout=timeout) as http,
+        httpx2.AsyncClient(headers=cfg.headers, timeout=timeout, auth=auth) as http,
         streamable_http_client(cfg.url, http_client=http) as streams,
     ):
         yield streams
