@@ -99,7 +99,6 @@ class SignIn:
             client_name=cfg.client_name,
             grant_types=["authorization_code", "refresh_token"],
             response_types=["code"],
-            token_endpoint_auth_method="none",
             scope=" ".join(cfg.scopes) or None,
         )
         self.provider = OAuthClientProvider(
