@@ -14,6 +14,7 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from bot._mcp_oauth import oauth_problems
 from bot.config import Config
 from channels import DiscordConfig, TelegramConfig
 from tools import ToolDefinitionError
@@ -122,6 +123,7 @@ def tool_problems(config: Config, *, fresh: bool = False) -> ToolReport:
             problems.append(f"tool {tool.name!r} not registered: {exc}")
         else:
             loaded.append(tool.name)
+    problems += oauth_problems(config)
     servers = tuple(f"{s.name}__" for s in config.mcp.servers)
     warnings = apply_policy(registry, config.tools)
     unknown = [w for w in warnings if not any(f"'{prefix}" in w for prefix in servers)]

@@ -106,6 +106,20 @@ class Vault:
         return Fernet(key)
 
 
+def oauth_problems(config: Config) -> list[str]:
+    """What keeps the `auth = "oauth"` servers from signing in, for `doctor` and `check-config`."""
+    names = [s.name for s in config.mcp.servers if s.auth == "oauth"]
+    problems = []
+    if names and config.web.base_url() is None:
+        problems.append(f"MCP server {', '.join(names)}: {NO_WEB}")
+    if names and not config.access.admins:
+        problems.append(
+            f"MCP server {', '.join(names)}: the sign-in link goes to an owner in private: "
+            "set [access] admins"
+        )
+    return problems
+
+
 def key_file(config: Config) -> Path:
     """Where the key is: beside the SQLite store, or in the state directory for PostgreSQL."""
     if config.storage.resolved_url() is not None:

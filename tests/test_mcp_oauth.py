@@ -18,6 +18,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bot._checks import tool_problems
+from bot._mcp_oauth import NO_WEB
 from bot.app import App
 from bot.config import Config
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
@@ -200,3 +202,5 @@ async def test_without_web_the_log_says_oauth_needs_it(
     finally:
         await app.__aexit__(None, None, None)
     assert 'auth = "oauth" needs [web] listen' in caplog.text
+    problems = tool_problems(config).problems  # what doctor and check-config report
+    assert problems == [f"MCP server remote: {NO_WEB}"]
