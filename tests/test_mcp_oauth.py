@@ -31,13 +31,15 @@ FAKE = str(Path(__file__).parent / "fakes" / "mcp_oauth_server.py")
 LINK = re.compile(r"http://127\.0\.0\.1:\d+/authorize\?\S+")
 
 
-@pytest.fixture
-async def oauth_server() -> AsyncIterator[str]:
+@contextlib.asynccontextmanager
+async def fake_server(*args: str) -> AsyncIterator[str]:
+    """tests/fakes/mcp_oauth_server.py on a free port, with `args` after the port: its base URL."""
     port = free_port()
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         FAKE,
         str(port),
+        *args,
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL,
     )
@@ -57,13 +59,23 @@ async def oauth_server() -> AsyncIterator[str]:
 
 
 @pytest.fixture
-def config(make_config: Callable[..., Config], oauth_server: str) -> Config:
-    server = {"name": "remote", "url": f"{oauth_server}/mcp", "auth": "oauth"}
+async def oauth_server() -> AsyncIterator[str]:
+    async with fake_server() as base:
+        yield base
+
+
+def oauth_config(make_config: Callable[..., Config], base: str) -> Config:
+    server = {"name": "remote", "url": f"{base}/mcp", "auth": "oauth"}
     return make_config(
         mcp={"servers": [server]},
         web={"listen": f"127.0.0.1:{free_port()}"},
         access={"admins": ["test:owner"]},
     )
+
+
+@pytest.fixture
+def config(make_config: Callable[..., Config], oauth_server: str) -> Config:
+    return oauth_config(make_config, oauth_server)
 
 
 async def _running(config: Config) -> App:
@@ -158,6 +170,31 @@ async def test_the_owner_signs_in_by_a_private_link_and_the_token_outlives_a_res
         assert _channel(app).texts("private") == []
     finally:
         await app.__aexit__(None, None, None)
+
+
+async def test_after_a_restart_an_expired_token_is_refreshed_not_asked_again(
+    make_config: Callable[..., Config], llm: FakeOpenAI
+) -> None:
+    async with fake_server("2") as base, httpx.AsyncClient() as client:
+        # the signed-in token expires in 2 s (a refreshed one in an hour)
+        config = oauth_config(make_config, base)
+        app = await _running(config)
+        try:
+            await _sign_in(app, await _link(app))
+        finally:
+            await app.__aexit__(None, None, None)
+        await asyncio.sleep(2.1)  # not a wait for an event: the token's lifetime passing
+        assert (await client.get(f"{base}/test/counts")).json() == {"code": 1, "refresh": 0}
+        llm.script(tool_call("remote__secret_word", {}), text("Fresh."))
+        app = await _running(config)
+        try:
+            assert "remote__secret_word" in app.registry.names()
+            assert await _turn(app, "the word?") == "Fresh."
+            assert _tool_text(llm) == "swordfish"
+            assert _channel(app).texts("private") == []
+        finally:
+            await app.__aexit__(None, None, None)
+        assert (await client.get(f"{base}/test/counts")).json() == {"code": 1, "refresh": 1}
 
 
 async def test_a_grant_the_server_dropped_sends_a_new_link(

@@ -1,12 +1,15 @@
 """An OAuth-protected MCP server for tests, written with the mcp SDK's server-side auth:
-``python tests/fakes/mcp_oauth_server.py PORT`` serves streamable HTTP at
+``python tests/fakes/mcp_oauth_server.py PORT [LIFETIME]`` serves streamable HTTP at
 http://127.0.0.1:PORT/mcp and is its own authorization server (the SDK's routes:
 /.well-known/oauth-protected-resource, /.well-known/oauth-authorization-server, /register,
 /authorize, /token), keeping clients, codes and tokens in memory.
 
 /authorize approves at once (opening the link is the owner's consent) and redirects to the
 client's redirect URI with the code. ``POST /test/revoke`` drops every token, as a server that
-revoked the client's grant. Tool: ``secret_word()`` answers ``swordfish``.
+revoked the client's grant. LIFETIME (default 3600) is the `expires_in` of an access token issued
+for a code (a refreshed one's is an hour; the server takes both for an hour); ``GET /test/counts``
+says how many tokens were issued by a code and by a refresh.
+Tool: ``secret_word()`` answers ``swordfish``.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ class Provider:
         self.codes: dict[str, AuthorizationCode] = {}
         self.access: dict[str, AccessToken] = {}
         self.refresh: dict[str, RefreshToken] = {}
+        self.lifetime = 3600
+        self.counts = {"code": 0, "refresh": 0}
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
         return self.clients.get(client_id)
@@ -69,7 +74,8 @@ class Provider:
         self, client: OAuthClientInformationFull, authorization_code: AuthorizationCode
     ) -> OAuthToken:
         self.codes.pop(authorization_code.code, None)
-        return self._issue(client.client_id or "", authorization_code.scopes)
+        self.counts["code"] += 1
+        return self._issue(client.client_id or "", authorization_code.scopes, self.lifetime)
 
     async def load_refresh_token(
         self, client: OAuthClientInformationFull, refresh_token: str
@@ -80,7 +86,8 @@ class Provider:
         self, client: OAuthClientInformationFull, refresh_token: RefreshToken, scopes: list[str]
     ) -> OAuthToken:
         self.refresh.pop(refresh_token.token, None)
-        return self._issue(client.client_id or "", scopes or refresh_token.scopes)
+        self.counts["refresh"] += 1
+        return self._issue(client.client_id or "", scopes or refresh_token.scopes, 3600)
 
     async def load_access_token(self, token: str) -> AccessToken | None:
         return self.access.get(token)
@@ -89,7 +96,7 @@ class Provider:
         self.access.pop(token.token, None)
         self.refresh.pop(token.token, None)
 
-    def _issue(self, client_id: str, scopes: list[str]) -> OAuthToken:
+    def _issue(self, client_id: str, scopes: list[str], lifetime: int) -> OAuthToken:
         access, refresh = secrets.token_hex(20), secrets.token_hex(20)
         expires = int(time.time()) + 3600
         self.access[access] = AccessToken(
@@ -99,7 +106,7 @@ class Provider:
         return OAuthToken(
             access_token=access,
             token_type="Bearer",
-            expires_in=3600,
+            expires_in=lifetime,
             refresh_token=refresh,
             scope=" ".join(scopes),
         )
@@ -109,6 +116,8 @@ def main() -> None:
     port = int(sys.argv[1])
     base = f"http://127.0.0.1:{port}"
     provider = Provider()
+    if len(sys.argv) > 2:
+        provider.lifetime = int(sys.argv[2])
     server = MCPServer(
         "relaybot-oauth-test",
         auth_server_provider=provider,
@@ -134,6 +143,10 @@ def main() -> None:
         provider.access.clear()
         provider.refresh.clear()
         return JSONResponse({"dropped": dropped})
+
+    @server.custom_route("/test/counts", methods=["GET"])
+    async def counts(request: Request) -> JSONResponse:
+        return JSONResponse(provider.counts)
 
     server.run("streamable-http", host="127.0.0.1", port=port)
 

@@ -17,6 +17,7 @@ ends the same way: the SDK drops the tokens and asks again.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -24,7 +25,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import httpx2
 from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider, TokenStorage
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
-from pydantic import AnyUrl
+from pydantic import AnyUrl, BaseModel
 
 from tools.config import McpServerConfig
 
@@ -52,11 +53,15 @@ class OAuth:
 
 
 class _Storage(TokenStorage):
-    """The SDK's storage protocol over the daemon's sealed store, per server."""
+    """The SDK's storage protocol over the daemon's sealed store, per server. The tokens are
+    kept with the moment the access token expires, which the SDK's provider does not keep
+    (`expiry` gives it back on loading): after a restart an expired one is refreshed rather
+    than sent, refused, and a new sign-in asked of the owner."""
 
-    def __init__(self, server: str, oauth: OAuth) -> None:
+    def __init__(self, server: str, oauth: OAuth, expiry: Callable[[float | None], None]) -> None:
         self.server = server
         self.oauth = oauth
+        self.expiry = expiry
 
     async def _load(self, kind: str) -> str | None:
         assert self.oauth.load is not None
@@ -68,10 +73,15 @@ class _Storage(TokenStorage):
 
     async def get_tokens(self) -> OAuthToken | None:
         text = await self._load("tokens")
-        return OAuthToken.model_validate_json(text) if text else None
+        if not text:
+            return None
+        kept = _Kept.model_validate_json(text)
+        self.expiry(kept.expires_at)
+        return kept.tokens
 
     async def set_tokens(self, tokens: OAuthToken) -> None:
-        await self._save("tokens", tokens.model_dump_json())
+        expires_at = time.time() + tokens.expires_in if tokens.expires_in is not None else None
+        await self._save("tokens", _Kept(tokens=tokens, expires_at=expires_at).model_dump_json())
 
     async def get_client_info(self) -> OAuthClientInformationFull | None:
         text = await self._load("client")
@@ -79,6 +89,11 @@ class _Storage(TokenStorage):
 
     async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
         await self._save("client", client_info.model_dump_json())
+
+
+class _Kept(BaseModel):
+    tokens: OAuthToken
+    expires_at: float | None  # time.time() when the access token expires; None: not said
 
 
 class SignIn:
@@ -104,7 +119,7 @@ class SignIn:
         self.provider = OAuthClientProvider(
             cfg.url,
             metadata,
-            _Storage(cfg.name, oauth),
+            _Storage(cfg.name, oauth, self._expiry),
             redirect_handler=self._link,
             callback_handler=self._callback,
         )
@@ -121,6 +136,10 @@ class SignIn:
         if response.status_code in (401, 403):
             raise PermissionError(f"the server refused the sign-in (HTTP {response.status_code})")
         return self.provider
+
+    def _expiry(self, expires_at: float | None) -> None:
+        if self.provider is not None:
+            self.provider.context.token_expiry_time = expires_at
 
     async def _link(self, url: str) -> None:
         parts = urlsplit(url)
