@@ -7,7 +7,8 @@ store encrypted at rest.
 The key: Fernet (AES-128-CBC with HMAC-SHA256, from `cryptography`), in KEY_FILE (mode 0600),
 made at the first sign-in beside the SQLite store, or in the state directory for PostgreSQL
 (every instance sharing that store needs a copy). The store alone, or a backup of it, does not
-reveal a token; losing the key only means signing in again.
+reveal a token; losing the key only means signing in again. The daemon makes the key before any
+tool runs and hides it, like relaybot.env, from the commands and MCP servers it starts.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ log = logging.getLogger("tools.mcp")
 
 CALLBACK_PATH = "/mcp/oauth/callback"
 KEY_FILE = "mcp-oauth.key"
+KEY_ENV = "RELAYBOT_MCP_OAUTH_KEY"  # its path, for tools/builtins/_bwrap.secret_paths
 NO_WEB = (
     'auth = "oauth" needs [web] listen (and public_url when the console is reached through '
     "another address): the sign-in returns to its " + CALLBACK_PATH
@@ -86,6 +88,10 @@ class Vault:
             log.warning("a sealed MCP sign-in does not open with %s: signing in again", self.path)
             return None
 
+    async def ready(self) -> None:
+        """The key read, or made."""
+        await self._key()
+
     async def _key(self) -> Fernet:
         if self._fernet is None:
             self._fernet = await asyncio.to_thread(self._read)
@@ -118,6 +124,16 @@ def oauth_problems(config: Config) -> list[str]:
             "set [access] admins"
         )
     return problems
+
+
+async def prepare_key(config: Config) -> None:
+    """With a server to sign in to: the key made now, before any command or server starts, and
+    named in KEY_ENV so that none of them can read it (tools/builtins/_bwrap.secret_paths)."""
+    if config.web.base_url() is None or not any(s.auth == "oauth" for s in config.mcp.servers):
+        return
+    path = key_file(config)
+    await Vault(path).ready()
+    os.environ[KEY_ENV] = str(path)
 
 
 def key_file(config: Config) -> Path:

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from bot._engine import build_engine
 from bot._generation import Generation, close_generations, loop_options, open_generation
 from bot._logging import RedactingFilter
-from bot._mcp_oauth import SignIns
+from bot._mcp_oauth import SignIns, prepare_key
 from bot._media import media_parts
 from bot._models import build_model
 from bot._settings import engine_settings
@@ -122,6 +122,7 @@ class App:
             cfg, self.model, self.store, lambda: self.config, lambda: self.generation.model
         )
         self.pictures = (media.picture_tool,) if media.picture_tool is not None else ()
+        await prepare_key(cfg)  # an MCP sign-in's key: before any tool runs, hidden from them
         self.generation = await open_generation(self, cfg, model=self.model)
         stack.push_async_callback(close_generations, self)  # after the turns have ended
         self.dispatcher = build_engine(

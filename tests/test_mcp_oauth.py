@@ -26,6 +26,7 @@ from tests.fakes.openai_server import FakeOpenAI, text, tool_call
 from tests.fakes.recording_channel import RecordingChannel
 from tests.ports import free_port
 from tests.test_security_mcp import LineWaiter
+from tools.builtins._bwrap import secret_paths
 
 FAKE = str(Path(__file__).parent / "fakes" / "mcp_oauth_server.py")
 LINK = re.compile(r"http://127\.0\.0\.1:\d+/authorize\?\S+")
@@ -142,6 +143,8 @@ async def test_the_owner_signs_in_by_a_private_link_and_the_token_outlives_a_res
     llm.script(tool_call("remote__secret_word", {}), text("Got it."))
     app = await _running(config)
     try:
+        key = tmp_path / "mcp-oauth.key"  # made at the start, hidden from commands and servers
+        assert key.stat().st_mode & 0o777 == 0o600 and str(key) in secret_paths()
         link = await _link(app)
         assert [s.kind for s in _channel(app).log if s.chat_id == "c"] == []  # not to a group
         assert "remote__secret_word" not in app.registry.names()  # not before the sign-in
@@ -158,8 +161,6 @@ async def test_the_owner_signs_in_by_a_private_link_and_the_token_outlives_a_res
         rows = dict(db.execute("SELECT kind, sealed FROM mcp_oauth WHERE server = 'remote'"))
     assert set(rows) == {"tokens", "client"}
     assert all(sealed.startswith("gAAAAA") for sealed in rows.values())  # Fernet tokens
-    key = tmp_path / "mcp-oauth.key"
-    assert key.stat().st_mode & 0o777 == 0o600
 
     llm.script(tool_call("remote__secret_word", {}), text("Again."))
     app = await _running(config)
