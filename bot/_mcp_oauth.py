@@ -153,6 +153,7 @@ def oauth_hooks(config: Config, app: App) -> OAuth:
             log.error("MCP: %s", NO_WEB)
         return OAuth(missing=NO_WEB)
     vault = Vault(key_file(config))
+    os.environ[KEY_ENV] = str(vault.path)  # hidden from then on (a reload may add the server)
 
     async def load(server: str, kind: str) -> str | None:
         sealed = await app.store.sealed.get(server, kind)

@@ -27,6 +27,7 @@ from tests.fakes.recording_channel import RecordingChannel
 from tests.ports import free_port
 from tests.test_security_mcp import LineWaiter
 from tools.builtins._bwrap import secret_paths
+from tools.config import McpServerConfig
 
 FAKE = str(Path(__file__).parent / "fakes" / "mcp_oauth_server.py")
 LINK = re.compile(r"http://127\.0\.0\.1:\d+/authorize\?\S+")
@@ -227,6 +228,13 @@ async def test_a_callback_nobody_waits_for_is_refused(config: Config) -> None:
         assert "remote__secret_word" not in app.registry.names()
     finally:
         await app.__aexit__(None, None, None)
+
+
+def test_auth_is_for_servers_reached_by_url() -> None:
+    with pytest.raises(ValueError, match="`auth` and `scopes` apply only to servers reached by"):
+        McpServerConfig(name="local", command="x", auth="oauth")
+    remote = McpServerConfig(name="r", url="https://e/mcp", auth="oauth", scopes=["read"])
+    assert (remote.auth, remote.scopes, remote.client_name) == ("oauth", ["read"], "relaybot")
 
 
 async def test_without_web_the_log_says_oauth_needs_it(
