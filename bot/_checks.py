@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot._config_secrets import hide_secrets
+from bot._mcp_oauth import oauth_problems
 from bot.config import Config, find_config
 from channels import DiscordConfig, TelegramConfig
 from tools import ToolDefinitionError
@@ -126,6 +127,7 @@ def tool_problems(config: Config, *, fresh: bool = False) -> ToolReport:
             problems.append(f"tool {tool.name!r} not registered: {exc}")
         else:
             loaded.append(tool.name)
+    problems += oauth_problems(config)
     servers = tuple(f"{s.name}__" for s in config.mcp.servers)
     warnings = apply_policy(registry, config.tools)
     unknown = [w for w in warnings if not any(f"'{prefix}" in w for prefix in servers)]

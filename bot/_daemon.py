@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from bot._mcp_oauth import SignIns
     from bot.config import Config
     from engine import Channel
     from engine.chat import Dispatcher
@@ -34,4 +35,9 @@ class Daemon(Protocol):
     @property
     def registry(self) -> ToolRegistry:
         """The tools in force (a reload replaces them)."""
+        ...
+
+    @property
+    def signins(self) -> SignIns:
+        """The MCP OAuth sign-ins waiting for their callback (bot/_mcp_oauth.py)."""
         ...

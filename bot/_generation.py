@@ -32,7 +32,8 @@ from tools.registry import ToolRegistry
 from tools.skills import Skills, skill_tools
 
 if TYPE_CHECKING:
-    from engine import Clock
+    from bot._mcp_oauth import SignIns
+    from engine import Channel, Clock
     from engine.chat import Dispatcher
     from engine.store import Store
     from tools.mcp import McpManager
@@ -60,6 +61,15 @@ class Host(Protocol):
 
     @property
     def pictures(self) -> Sequence[Tool]: ...
+
+    @property
+    def config(self) -> Config: ...
+
+    @property
+    def channels(self) -> Sequence[Channel]: ...
+
+    @property
+    def signins(self) -> SignIns: ...
 
     def is_admin(self, channel: str, user_id: str) -> bool: ...
 

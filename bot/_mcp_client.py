@@ -1,7 +1,8 @@
 """The client side relaybot offers MCP servers (tools/mcp/_client.py), built from the daemon's
 parts: the workspace as the roots; sampling with the model in force, charged to the user whose
 tool call the server asked during (engine/chat/_access/_spend.py), as their turn would be; and its
-questions put to that user (engine/chat/_confirmations/_questions.py).
+questions put to that user (engine/chat/_confirmations/_questions.py); and a remote server's
+OAuth sign-in (bot/_mcp_oauth.py).
 
 Built here, at the top, because the tools package cannot import the engine; each hook reads
 the App's parts when a server asks, so a reload's model and prices are the ones used.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
+from bot._mcp_oauth import OAuthHost, oauth_hooks
 from bot.config import Config
 from engine.loop import ConversationKey
 from engine.models import Message, ModelRequest
@@ -24,7 +26,7 @@ SAMPLING_SYSTEM = "You answer a request made by a tool on the user's behalf. Be 
 MAX_SAMPLING_TOKENS = 4_096  # whatever the server asks for
 
 
-class Daemon(Protocol):
+class Daemon(OAuthHost, Protocol):
     """What the hooks read of the daemon, when they run (a reload keeps its dispatcher)."""
 
     @property
@@ -70,4 +72,5 @@ def mcp_client(config: Config, app: Daemon | None = None) -> McpClient:
             key, ctx.user_id, said, question.schema, timeout_s=question.timeout_s
         )
 
-    return McpClient(roots=lambda: roots, sample=sample, ask=ask)
+    oauth = oauth_hooks(config, app)  # bot/_mcp_oauth.py
+    return McpClient(roots=lambda: roots, sample=sample, ask=ask, oauth=oauth)

@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from bot._engine import build_engine
 from bot._generation import Generation, close_generations, loop_options, open_generation
 from bot._logging import RedactingFilter
+from bot._mcp_oauth import SignIns, prepare_key
 from bot._media import media_parts
 from bot._models import build_model
 from bot._settings import engine_settings
@@ -90,6 +91,7 @@ class App:
         self.retiring: set[asyncio.Task[None]] = set()  # tools a reload replaced, closing
         self.pictures: tuple[Tool, ...] = ()  # the picture tool ([media] image_model)
         self.console = WebConsole(self)  # served where [web] listen in force says
+        self.signins = SignIns()  # MCP servers' OAuth sign-ins waiting for [web]'s callback
         self._redacting: tuple[Config | None, RedactingFilter] = (None, RedactingFilter())
         self.generation: Generation  # the model and tools in force (bot/_generation.py)
         self.store: Store
@@ -120,6 +122,7 @@ class App:
             cfg, self.model, self.store, lambda: self.config, lambda: self.generation.model
         )
         self.pictures = (media.picture_tool,) if media.picture_tool is not None else ()
+        await prepare_key(cfg)  # an MCP sign-in's key: before any tool runs, hidden from them
         self.generation = await open_generation(self, cfg, model=self.model)
         stack.push_async_callback(close_generations, self)  # after the turns have ended
         self.dispatcher = build_engine(
@@ -151,6 +154,7 @@ class App:
             started.append(channel)
             log.info("channel %s started", channel.name)
         await self.dispatcher.start()
+        self.signins.channels_up.set()  # an MCP sign-in's link can reach an owner now
         if cfg.metrics.listen:
             from bot._metrics_http import metrics_server  # its HTTP server: only when asked for
 

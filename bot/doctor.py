@@ -54,7 +54,10 @@ def _plugins(config: Config) -> list[Check]:
         report = tool_problems(config)  # imports the plugins: run in a thread
     except ConfigError:
         return []  # already reported by the config check
-    checks = [Check("plugins", Status.FAILED, problem) for problem in report.problems]
+    checks = [
+        Check("mcp" if p.startswith("MCP server") else "plugins", Status.FAILED, p)
+        for p in report.problems
+    ]
     checks += [Check("tools", Status.WARNING, w) for w in report.unknown]
     if report.plugin_tools and not report.problems:
         names = ", ".join(report.plugin_tools)

@@ -41,7 +41,13 @@ def network_guard(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(socket.socket, "connect", _guarded_connect)
 
 
-_ELSEWHERE = ("RELAYBOT_CONFIG", "STATE_DIRECTORY", "CREDENTIALS_DIRECTORY", "RUNTIME_DIRECTORY")
+_ELSEWHERE = (
+    "RELAYBOT_CONFIG",
+    "STATE_DIRECTORY",
+    "CREDENTIALS_DIRECTORY",
+    "RUNTIME_DIRECTORY",
+    "RELAYBOT_MCP_OAUTH_KEY",  # set by a daemon with an OAuth MCP server (bot/_mcp_oauth.py)
+)
 
 
 @pytest.fixture(autouse=True)

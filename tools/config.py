@@ -255,6 +255,11 @@ class McpServerConfig(BaseModel):
     transport: Literal["streamable-http", "sse"] = "streamable-http"  # of a `url` server
     tools: list[str] | None = None  # only these of the server's tools are offered (all: None)
     exclude: list[str] = []  # these of its tools are not offered
+    # "oauth": a `url` server's OAuth 2.1 sign-in (tools/mcp/_oauth.py): the link goes to an
+    # owner in private, the callback is served by [web], the tokens are kept encrypted
+    auth: Literal["none", "oauth"] = "none"
+    scopes: list[str] = []  # asked for at sign-in (default: what the server says it needs)
+    client_name: str = Field("relaybot", min_length=1, max_length=100)
     trusted_tools: list[str] = []  # the server's tool names that never ask
     trust_annotations: bool = True  # false: every tool of this server asks
     instructions: bool = True  # false: the server's instructions stay out of the system prompt
@@ -296,6 +301,8 @@ class McpServerConfig(BaseModel):
                     'with sandbox = "bwrap" the working directory is the first of '
                     "sandbox_writable: leave `cwd` out"
                 )
+        if self.command is not None and (self.auth != "none" or self.scopes):
+            raise ValueError("`auth` and `scopes` apply only to servers reached by `url`")
         return self
 
     def offers(self, tool: str) -> bool:

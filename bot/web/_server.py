@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from bot._mcp_oauth import CALLBACK_PATH
+from bot.web import _mcp_signin
 from bot.web._html import Html, e, form, page, tag
 from engine.store import CONSOLE_CLI, ConsoleSession
 
@@ -154,6 +156,7 @@ class Server:
         app.router.add_get("/signin", self.signin_form)
         app.router.add_post("/signin", self.signin)
         app.router.add_get("/static/{name}", self.asset)
+        app.router.add_get(CALLBACK_PATH, self.mcp_signin)  # an MCP server's OAuth callback
         app.router.add_post("/signout", self.guard(self.signout))
         for (method, path), handler in pages.items():
             app.router.add_route(method, path, self.guard(handler))
@@ -166,6 +169,16 @@ class Server:
             raise web.HTTPNotFound()
         body, kind = found
         return web.Response(body=body, content_type=kind, headers={"Cache-Control": "max-age=3600"})
+
+    async def mcp_signin(self, request: web.Request) -> web.Response:
+        address = request.remote or "?"
+        if self.limiter.blocked(address):
+            text, status = "Too many failed attempts: wait ten minutes.", 429
+        else:
+            text, status = _mcp_signin.returned(self.daemon, request.query, address)
+            if status != 200:
+                self.limiter.failed(address)
+        return respond(page("MCP sign-in", tag("p", text)), status)
 
     async def signin_form(self, request: web.Request) -> web.Response:
         return _signin_page(request.query.get("t", ""), status=200)

@@ -23,6 +23,7 @@ from engine.store._api import (
     MemoryStore,
     OpsStore,
     ScheduleStore,
+    SealedStore,
     SpendStore,
     UsageStore,
 )
@@ -36,6 +37,7 @@ from engine.store._db import Db
 from engine.store._operate._browse import Browse
 from engine.store._operate._console import Console
 from engine.store._operate._ops import Ops
+from engine.store._operate._sealed import Sealed
 from engine.store._people._access import Access
 from engine.store._people._chat_settings import ChatSettings
 from engine.store._people._grants import Grants, Usage
@@ -71,6 +73,7 @@ class ComposedStore:
         self.context: ContextStore = context
         self.access: AccessStore = Access(db)
         self.console: ConsoleStore = Console(db)
+        self.sealed: SealedStore = Sealed(db)
         self.browse: BrowseStore = Browse(db)
         self.ops: OpsStore = Ops(db, schedules, caches)
         self.cluster: ClusterStore | None = None  # a backend several processes share sets it

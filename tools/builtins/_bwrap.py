@@ -99,10 +99,11 @@ class Jail:
 
 
 def secret_paths() -> list[str]:
-    """What a tool process must never read: the daemon's systemd credentials directory and the
-    env file its secrets came from (bot/_envfile.py sets RELAYBOT_ENV_FILE), when there are.
+    """What a tool process must never read: the daemon's systemd credentials directory, the
+    env file its secrets came from (bot/_envfile.py sets RELAYBOT_ENV_FILE), and the key of the
+    MCP servers' OAuth tokens (bot/_mcp_oauth.py sets RELAYBOT_MCP_OAUTH_KEY), when there are.
     The keeper hides them under Landlock (sandbox = "none"); bubblewrap shows neither."""
-    names = ("CREDENTIALS_DIRECTORY", "RELAYBOT_ENV_FILE")
+    names = ("CREDENTIALS_DIRECTORY", "RELAYBOT_ENV_FILE", "RELAYBOT_MCP_OAUTH_KEY")
     return [os.environ[name] for name in names if os.environ.get(name)]
 
 

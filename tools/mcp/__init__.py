@@ -39,6 +39,7 @@ The parts, one idea each:
     _transport.py   the connection itself: a stdio process under the keeper, or (streamable) HTTP
     _notices.py     what a server says unasked: log messages, a changed tool list, progress
     _session.py     a session's plumbing: the stream relay, the handshake, the paged tool list
+    _oauth.py       an HTTP server's OAuth 2.1 sign-in (the SDK's provider; the daemon's hooks)
 
 Importing this package imports the mcp SDK (slow): the daemon does it only when servers are
 configured. The `[mcp]` config models are in :mod:`tools.config`, which is cheap.
@@ -54,6 +55,7 @@ from tools.mcp._manager import (
     tool_name,
     tool_tier,
 )
+from tools.mcp._oauth import OAuth
 from tools.mcp._transport import launch_problem
 
 __all__ = [
@@ -62,6 +64,7 @@ __all__ = [
     "McpManager",
     "McpTool",
     "McpToolInfo",
+    "OAuth",
     "Question",
     "Sampling",
     "ServerDown",

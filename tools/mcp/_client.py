@@ -31,10 +31,12 @@ from mcp.client.session import ClientRequestContext
 
 from tools._base import ToolContext
 from tools.config import McpServerConfig
+from tools.mcp._oauth import OAuth
 from tools.mcp._transport import describe
 
 log = logging.getLogger("tools.mcp")
 
+NO_DAEMON = "an OAuth sign-in needs the running daemon (relaybot run)"
 ANSWER_MARGIN_S = 5.0  # a question is declined this long before the call it came in times out
 
 
@@ -69,6 +71,7 @@ class McpClient:
     roots: Callable[[], Sequence[Path]] = lambda: ()  # absolute folders
     sample: Sampler | None = None
     ask: Asker | None = None
+    oauth: OAuth = field(default_factory=lambda: OAuth(missing=NO_DAEMON))  # tools/mcp/_oauth.py
 
 
 @dataclass(slots=True)

@@ -29,6 +29,7 @@ from tools.config import McpServerConfig
 from tools.mcp._client import Answers, McpClient
 from tools.mcp._content import Offered, call_result, read_result
 from tools.mcp._notices import list_changes, progress_text, server_log
+from tools.mcp._oauth import SignIn
 from tools.mcp._session import either, initialize, list_tools, relay
 from tools.mcp._transport import call_key, describe, transport
 
@@ -62,7 +63,13 @@ class Server:
     ) -> None:
         self.config = config
         self.on_tools = on_tools  # called when `specs` changes (a start, a change of list)
-        self.answers = Answers(config, client or McpClient())
+        client = client or McpClient()
+        self.answers = Answers(config, client)
+        # an OAuth server's start does not wait for a person: its tools come when signed in
+        self.sign_in = (
+            SignIn(config, client.oauth, self._waiting) if config.auth == "oauth" else None
+        )
+        self._started: asyncio.Future[bool] | None = None
         self.offered = Offered()  # the URIs read_resource may read
         self.reader = ""  # the name of this server's read_resource tool, once registered
         self.has_resources = False
@@ -82,7 +89,7 @@ class Server:
     async def start(self) -> bool:
         """Connect and list the tools; False (logged) if the first attempt fails: the server
         is then tried again with backoff, and its tools offered once it starts."""
-        started = asyncio.get_running_loop().create_future()
+        started = self._started = asyncio.get_running_loop().create_future()
         self._task = asyncio.create_task(self._supervise(started), name=f"mcp:{self.config.name}")
         return await started
 
@@ -252,7 +259,10 @@ class Server:
                 self._renewing = True
 
         async with contextlib.AsyncExitStack() as stack:
-            read, write = await stack.enter_async_context(transport(self.config, session_gone))
+            auth = await self.sign_in.ready(self.config.headers) if self.sign_in else None
+            read, write = await stack.enter_async_context(
+                transport(self.config, session_gone, auth)
+            )
             send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
             stack.callback(send.close)
             stack.callback(receive.close)
@@ -286,6 +296,11 @@ class Server:
             sampling_callback=answers.sample if answers.client.sample is not None else None,
             elicitation_callback=answers.elicit if answers.client.ask is not None else None,
         )
+
+    def _waiting(self) -> None:
+        """A person must sign in first: the start goes on without this server for now."""
+        if self._started is not None and not self._started.done():
+            self._started.set_result(False)
 
     async def _list_resources(self, session: ClientSession) -> None:
         cursor: str | None = None

@@ -40,13 +40,16 @@ SANDBOX_PROCESSES = 256  # what a sandboxed server may run at once
 
 @contextlib.asynccontextmanager
 async def transport(
-    cfg: McpServerConfig, session_gone: Callable[[str | None], None]
+    cfg: McpServerConfig,
+    session_gone: Callable[[str | None], None],
+    auth: httpx2.Auth | None = None,
 ) -> AsyncIterator[tuple[Any, Any]]:
     """The SDK's (read, write) streams to the server `cfg` names, open while entered.
     `session_gone` is called when a streamable HTTP server answers 404 to a request that
     carries the session's id (or 400 naming the session): it restarted and forgot the session,
     and the spec says to start a new one. It is given the :func:`call_key` of the request when
-    that was a tools/call: that call did not run, so it can be sent again."""
+    that was a tools/call: that call did not run, so it can be sent again. An HTTP server's
+    requests go through `auth` (its OAuth sign-in: tools/mcp/_oauth.py) if given."""
     if cfg.command is not None:
         program = [resolve(cfg), *cfg.args]
         procs = None
@@ -89,7 +92,9 @@ async def transport(
     timeout = httpx2.Timeout(30.0, read=300.0)
     hooks = {"response": [on_response]}
     async with (
-        httpx2.AsyncClient(headers=cfg.headers, timeout=timeout, event_hooks=hooks) as http,
+        httpx2.AsyncClient(
+            headers=cfg.headers, timeout=timeout, event_hooks=hooks, auth=auth
+        ) as http,
         streamable_http_client(cfg.url, http_client=http) as streams,
     ):
         yield streams

@@ -26,6 +26,7 @@ from engine.store._api._tools import (
     GrantStore,
     MemoryStore,
     ScheduleStore,
+    SealedStore,
     SpendStore,
     UsageStore,
 )
@@ -45,6 +46,7 @@ __all__ = [
     "MemoryStore",
     "OpsStore",
     "ScheduleStore",
+    "SealedStore",
     "SpendStore",
     "Store",
     "UsageStore",
@@ -69,6 +71,7 @@ class Store(Protocol):
     context: ContextStore
     access: AccessStore
     console: ConsoleStore  # the web console's sign-in
+    sealed: SealedStore  # MCP servers' OAuth tokens, encrypted by the caller
     browse: BrowseStore  # what the web console reads
 
     def transaction(self) -> contextlib.AbstractAsyncContextManager[None]:

@@ -32,6 +32,14 @@ class GrantStore(Protocol):
     async def revoke(self, channel: str, chat_id: str, tool: str | None = None) -> int: ...
 
 
+class SealedStore(Protocol):
+    """An MCP server's OAuth tokens and client registration, as sealed (encrypted) text."""
+
+    async def get(self, server: str, kind: str) -> str | None: ...
+
+    async def put(self, server: str, kind: str, sealed: str) -> None: ...
+
+
 class AccessStore(Protocol):
     """Pairing: strangers' requests and the people owners let in
     (engine/store/_people/_access.py)."""

@@ -118,4 +118,15 @@ LATER: list[str] = [
     ALTER TABLE summaries ADD COLUMN sources TEXT;
     ALTER TABLE inbox ADD COLUMN forwarded TEXT;
     """,
+    # 22: OAuth 2.1 sign-ins to remote MCP servers (issue 42): per server, its tokens and its
+    #     client registration, each encrypted (bot/_mcp_oauth.py); the owner's, not a user's
+    """
+    CREATE TABLE mcp_oauth (
+        server TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        sealed TEXT NOT NULL,
+        updated_at REAL NOT NULL,
+        PRIMARY KEY (server, kind)
+    );
+    """,
 ]
