@@ -180,9 +180,16 @@ def _message_maker(
 ) -> Callable[..., InboundMessage]:
     def make(text: str, **extra: Any) -> InboundMessage:
         return InboundMessage(
-            "test", chat, user, name, text, f"m{next(_ids)}",
-            is_private=private, mentioned=True, **extra,
-        )  # fmt: skip
+            "test",
+            chat,
+            user,
+            name,
+            text,
+            f"m{next(_ids)}",
+            is_private=private,
+            mentioned=True,
+            **extra,
+        )
 
     return make
 

@@ -56,10 +56,19 @@ from tests.fakes.recording_channel import RecordingChannel
 EVIL_HOST = "127.0.0.2"
 EFFECTS = frozenset(
     {
-        "remember", "forget", "send_message", "schedule_task", "cancel_schedule", "remind_me",
-        "write_file", "delete_file", "run_command", "delegate", "files__write_note",
+        "remember",
+        "forget",
+        "send_message",
+        "schedule_task",
+        "cancel_schedule",
+        "remind_me",
+        "write_file",
+        "delete_file",
+        "run_command",
+        "delegate",
+        "files__write_note",
     }
-)  # fmt: skip
+)
 BUILTINS = (
     *("current_time", "fetch_url", "web_search", "remember", "recall", "forget"),
     *("send_message", "remind_me", "schedule_task", "list_files", "read_file"),

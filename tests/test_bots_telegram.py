@@ -142,9 +142,18 @@ async def test_bots_not_listed_are_never_answered_nor_told_anything(
 def bot_message(n: int, *, answers_us: bool, chat: str = "-1") -> InboundMessage:
     quote = Quote("relay", "an earlier answer", by_bot=True) if answers_us else None
     return InboundMessage(
-        "telegram", chat, str(PEER), "Peer", "hi", str(n), is_private=False, mentioned=True,
-        username=PEER_NAME, quote=quote, from_bot=True,
-    )  # fmt: skip
+        "telegram",
+        chat,
+        str(PEER),
+        "Peer",
+        "hi",
+        str(n),
+        is_private=False,
+        mentioned=True,
+        username=PEER_NAME,
+        quote=quote,
+        from_bot=True,
+    )
 
 
 def test_the_guard_counts_bot_turns_per_minute_and_cools_down() -> None:

@@ -111,7 +111,7 @@ async def _open(link: str) -> httpx.Response:
 async def _sign_in(app: App, link: str) -> httpx.Response:
     """Open `link` and wait until the server's tools are registered (they come with it)."""
     logger = logging.getLogger("tools.mcp")
-    waiter, level = LineWaiter("MCP server remote started with"), logger.level
+    waiter, level = LineWaiter("MCP server remote started"), logger.level
     logger.addHandler(waiter)
     logger.setLevel(logging.INFO)
     try:

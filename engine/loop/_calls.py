@@ -197,9 +197,14 @@ class ToolCalls:
     ) -> ToolContext:
         key, ctx = state.ctx.key, state.ctx
         return ToolContext(
-            key.channel, key.chat_id, ctx.user_id, ctx.send, call.id, ctx.is_private,
+            key.channel,
+            key.chat_id,
+            ctx.user_id,
+            ctx.send,
+            call.id,
+            ctx.is_private,
             progress or _unwatched,
-        )  # fmt: skip
+        )
 
     def _halt(
         self,

@@ -9,7 +9,8 @@ client's redirect URI with the code. ``POST /test/revoke`` drops every token, as
 revoked the client's grant. LIFETIME (default 3600) is the `expires_in` of an access token issued
 for a code (a refreshed one's is an hour; the server takes both for an hour); ``GET /test/counts``
 says how many tokens were issued by a code and by a refresh.
-Tool: ``secret_word()`` answers ``swordfish``.
+Tool: ``secret_word()`` answers ``swordfish`` (read-only and closed-world: it reads freely
+after untrusted content).
 """
 
 from __future__ import annotations
@@ -132,7 +133,7 @@ def main() -> None:
         ),
     )
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
     def secret_word() -> str:
         """The word only a signed-in client may read."""
         return "swordfish"

@@ -1,3 +1,5 @@
+# Left whole: one server's connection, from supervising it to a call on its session; the session's
+# plumbing (_session), notices (_notices), content (_content) and sign-in (_oauth) are apart.
 """One MCP server's supervisor: a long-lived task that connects, lists the tools (and the
 resources it offers), keeps the connection alive with pings and reconnects with backoff; calls
 from any task use its session, and the server's own requests (roots, sampling, elicitation) are
