@@ -201,6 +201,12 @@ BROKEN: dict[str, tuple[tuple[tuple[str, Callable[[str], str]], ...], tuple[str,
 }
 
 
+def _marks_compat(wheel: Path) -> bool:
+    """Whether the release in `wheel` runs on a newer schema that only adds (migration 23)."""
+    with zipfile.ZipFile(wheel) as built:
+        return b"schema_compat" in built.read("engine/store/postgres/_schema_later.py")
+
+
 @dataclass(frozen=True)
 class Releases:
     previous: Path
@@ -405,6 +411,12 @@ async def test_broken_upgrades_roll_back_and_a_good_one_switches(
         before = store()
 
         for name, (_, whys) in BROKEN.items():
+            if name == "never-ready" and url is not None and not _marks_compat(releases.previous):
+                # It migrates the database before it fails to be ready, and a release older
+                # than migration 23 refuses a newer schema even where what was added is only
+                # additions: its rollback on PostgreSQL needs a previous release that reads
+                # schema_compat (0.2.0 on); test_store_migrations covers that reading.
+                continue
             code, said = await r.switch("upgrade", str(releases.broken[name]))
             print(f"{name}: {said.strip()}")
             assert code == 1, f"{name}: {said}\n{r.log()}"

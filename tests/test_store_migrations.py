@@ -169,16 +169,30 @@ async def check_upgraded(store: Store, version: int) -> None:
     assert (await store.ops.status()).schema_version == len(MIGRATIONS)
 
 
-async def test_a_store_from_a_newer_relaybot_is_refused_untouched(tmp_path: Path) -> None:
+@pytest.mark.parametrize("contracts", [False, True], ids=["only-adds", "contracts"])
+async def test_a_store_from_a_newer_relaybot_runs_when_it_only_added_else_is_refused_untouched(
+    tmp_path: Path, contracts: bool
+) -> None:
+    """Migration 23's marker: a newer relaybot's migrations that only add leave the store to
+    this relaybot as it is (a rollback, a rolling upgrade); one that drops or renames says so
+    and the store is refused, untouched."""
     path = tmp_path / "future.db"
     write_old_store(path, len(MIGRATIONS))
     with sqlite3.connect(path) as db:
         db.execute(f"PRAGMA user_version = {len(MIGRATIONS) + 1}")
+        if contracts:
+            db.execute(f"UPDATE schema_compat SET readable_from = {len(MIGRATIONS) + 1}")
     before = path.read_bytes()
-    with pytest.raises(StoreError, match="written by a newer relaybot"):
-        async with SqliteStore(path):
-            pass
-    assert path.read_bytes() == before
+    if contracts:
+        with pytest.raises(StoreError, match="written by a newer relaybot"):
+            async with SqliteStore(path):
+                pass
+        assert path.read_bytes() == before
+        return
+    async with SqliteStore(path) as store:
+        assert await store.conversations.active("telegram", "42") is not None
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS) + 1
 
 
 async def test_status_on_an_older_store_asks_for_the_upgrade_and_changes_nothing(
@@ -243,15 +257,21 @@ async def test_instances_starting_together_migrate_once(postgres: PostgresServer
         await asyncio.gather(*(s.close() for s in stores))
 
 
-async def test_a_postgresql_store_from_a_newer_relaybot_is_refused_untouched(
-    postgres: PostgresServer,
+@pytest.mark.parametrize("contracts", [False, True], ids=["only-adds", "contracts"])
+async def test_a_newer_postgresql_store_runs_when_it_only_added_else_is_refused_untouched(
+    postgres: PostgresServer, contracts: bool
 ) -> None:
     url = postgres.new_database()
     database = url.split("/")[3].split("?")[0]
     postgres.psql(f"UPDATE schema_version SET version = {len(MIGRATIONS) + 1}", database)
-    with pytest.raises(StoreError, match="written by a newer relaybot"):
-        async with PgStore(url):
-            pass
+    if contracts:
+        postgres.psql(f"UPDATE schema_compat SET readable_from = {len(MIGRATIONS) + 1}", database)
+        with pytest.raises(StoreError, match="written by a newer relaybot"):
+            async with PgStore(url):
+                pass
+    else:
+        async with PgStore(url) as store:
+            assert await store.conversations.active("telegram", "42") is not None
     assert postgres.psql("SELECT version FROM schema_version", database) == str(len(MIGRATIONS) + 1)
 
 

@@ -37,6 +37,7 @@ VERSIONS = sorted({PREVIOUS_RELEASE, len(MIGRATIONS) - 1})
 
 # Rows for the tables test_store_migrations leaves empty, so that every table holds one.
 MORE_ROWS = {
+    # 23's one row is its own (readable_from)
     22: ["INSERT INTO mcp_oauth(server, kind, sealed, updated_at) VALUES ('r', 'tokens', 'x', 0)"],
     6: [
         "INSERT INTO schedule_runs(schedule_id, due, state, created_at) VALUES (1, 1, 'done', 0)",

@@ -37,7 +37,7 @@ _ORDER = (
     "summaries",
     "token_ratios",
 )
-_NOT_COPIED = {"instances", "chat_leases", "receivers", "schema_version"}
+_NOT_COPIED = {"instances", "chat_leases", "receivers", "schema_version", "schema_compat"}
 _CLEARED = {("jobs", "instance")}
 
 

@@ -33,7 +33,7 @@ from engine.store._opening._urls import redact
 from engine.store.postgres._faults import READ_ONLY, UNREACHABLE, reason, session_attrs, unavailable
 from engine.store.postgres._listen import Listening
 from engine.store.postgres._soon import HeldCounters
-from engine.store.postgres._upgrade import migrate, refuse_other_versions
+from engine.store.postgres._upgrade import migrate, readable_from, refuse_other_versions
 from tools.errors import StoreError, StoreUnavailable
 
 log = logging.getLogger("engine.store")
@@ -90,7 +90,9 @@ class PgDb(Db):
             )
             if self.readonly:
                 if self.check:
-                    refuse_other_versions(await self.stored_version(), self.where)
+                    async with self.pool.acquire() as conn:
+                        readable = await readable_from(conn)
+                    refuse_other_versions(await self.stored_version(), self.where, readable)
             else:
                 await migrate(self.pool, self.where)
         except StoreError:

@@ -129,4 +129,12 @@ LATER: list[str] = [
         PRIMARY KEY (server, kind)
     );
     """,
+    # 23: which relaybots run on this schema (issue 45, rolling upgrades and rollbacks): those
+    #     that know at least `readable_from` migrations. Every migration so far only adds (a
+    #     table, a column), so a relaybot of schema 20 or later runs on it; a migration that
+    #     drops or renames (a release after the one that stopped using it) sets it to its number
+    """
+    CREATE TABLE schema_compat (readable_from INTEGER NOT NULL);
+    INSERT INTO schema_compat(readable_from) VALUES (20);
+    """,
 ]

@@ -21,9 +21,10 @@ log = logging.getLogger("engine.store")
 _MIGRATION_LOCK = 0x72656C6179  # "relay": the advisory lock key migrations run under
 
 
-def refuse_other_versions(version: int, where: str) -> None:
-    """A read-only look needs this relaybot's schema: nothing is migrated here."""
-    if version > len(MIGRATIONS):
+def refuse_other_versions(version: int, where: str, readable: int | None = None) -> None:
+    """A read-only look needs this relaybot's schema, or a newer one it runs on (`readable`:
+    the store's readable_from): nothing is migrated here."""
+    if version > len(MIGRATIONS) and (readable is None or readable > len(MIGRATIONS)):
         raise StoreError(
             f"the store at {where} has schema version {version}, newer than this "
             f"relaybot knows ({len(MIGRATIONS)}): it was written by a newer relaybot"
@@ -45,6 +46,8 @@ async def migrate(pool: asyncpg.Pool, where: str) -> None:
         if version is None:
             await conn.execute("INSERT INTO schema_version(version) VALUES (0)")
             version = 0
+        if version > len(MIGRATIONS) and await runs_on(conn, version):
+            return
         if version > len(MIGRATIONS):
             raise StoreError(
                 f"the store at {where} has schema version {version}, newer than this "
@@ -64,3 +67,27 @@ async def migrate(pool: asyncpg.Pool, where: str) -> None:
                 ) from exc
             await conn.execute("UPDATE schema_version SET version = $1", number)
             log.info("store migrated to schema version %d", number)
+
+
+async def readable_from(conn: asyncpg.Connection) -> int | None:
+    """The oldest schema whose relaybot runs on this store (migration 23); None: not said."""
+    try:
+        async with conn.transaction():  # a savepoint: a missing table fails only this
+            value = await conn.fetchval("SELECT min(readable_from) FROM schema_compat")
+    except asyncpg.PostgresError:
+        return None
+    return None if value is None else int(value)
+
+
+async def runs_on(conn: asyncpg.Connection, version: int) -> bool:
+    """Whether this relaybot runs on a store of the newer schema `version` as it is."""
+    readable = await readable_from(conn)
+    if readable is None or readable > len(MIGRATIONS):
+        return False
+    log.info(
+        "the store's schema (%d) is newer than this relaybot's (%d); what came since only adds, "
+        "so this relaybot runs on it as it is",
+        version,
+        len(MIGRATIONS),
+    )
+    return True

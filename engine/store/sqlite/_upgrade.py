@@ -97,10 +97,14 @@ def stored_version(store: Path) -> int:
         raise StoreError(f"cannot read the store at {store}: {exc}") from exc
 
 
-def refusal(path: Path, version: int, known: int, *, older_too: bool) -> StoreError | None:
+def refusal(
+    path: Path, version: int, known: int, *, older_too: bool, readable_from: int | None = None
+) -> StoreError | None:
     """Why this relaybot (of schema version `known`) may not open the store at `path`, of schema
-    `version`: newer than it knows; or, `older_too` (it may not upgrade it), older."""
-    if version > known:
+    `version`: newer than it knows, unless the store says relaybots of schema `readable_from` and
+    later run on it (migration 23: what came since only adds); or, `older_too` (it may not
+    upgrade it), older."""
+    if version > known and (readable_from is None or readable_from > known):
         return StoreError(
             f"the store at {path} has schema version {version}, newer than this relaybot knows "
             f"({known}): it was written by a newer relaybot. Upgrade relaybot, or restore a "
@@ -141,6 +145,15 @@ def apply(
     conn.execute(f"PRAGMA user_version = {len(migrations)}")
 
 
+def readable_from(conn: sqlite3.Connection) -> int | None:
+    """The oldest schema whose relaybot runs on this store (migration 23); None: not said."""
+    try:
+        row = conn.execute("SELECT min(readable_from) FROM schema_compat").fetchone()
+    except sqlite3.Error:
+        return None
+    return None if row is None or row[0] is None else int(row[0])
+
+
 class Connection(Protocol):
     """What an upgrade needs of the store's connection (sqlite/_db.py's SqliteDb)."""
 
@@ -161,16 +174,26 @@ class Upgrade:
 
     async def check(self, db: Connection, *, older_too: bool) -> None:
         """Refuse a store this relaybot cannot run on (`older_too`: nor upgrade)."""
-        version = await db.schema_version()
-        if refused := refusal(self.path, version, len(self.migrations), older_too=older_too):
+        version, known = await db.schema_version(), len(self.migrations)
+        readable = await db.run(readable_from) if version > known else None
+        if refused := refusal(
+            self.path, version, known, older_too=older_too, readable_from=readable
+        ):
             raise refused
+        if version > known:
+            log.info(
+                "the store's schema (%d) is newer than this relaybot's (%d); what came since only "
+                "adds, so this relaybot runs on it as it is",
+                version,
+                known,
+            )
 
     async def migrate(self, db: Connection) -> None:
         """Every migration the store lacks, in one transaction: a failure leaves it as it was.
         A store that holds anything is first copied next to itself."""
         version = await db.schema_version()
         newest = len(self.migrations)
-        if version == newest:
+        if version >= newest:  # newer: check() let this relaybot run on it, untouched
             return
         if version > 0:
             self.backup = await asyncio.to_thread(back_up_before_upgrade, self.path, version)
