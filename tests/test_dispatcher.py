@@ -425,8 +425,9 @@ async def test_store_migrates_an_older_file(tmp_path: Path) -> None:
         assert [(i.id, i.text) for i in await store.memory.items("t:u")] == [(note, "likes tea")]
     async with SqliteStore(tmp_path / "fresh.db") as store:
         assert await store.schema_version() == len(MIGRATIONS)
-    with sqlite3.connect(path) as db:
+    with sqlite3.connect(path) as db:  # a newer relaybot's, whose last migration contracts
         db.execute("PRAGMA user_version = 99")
+        db.execute("UPDATE schema_compat SET readable_from = 99")
     with pytest.raises(StoreError, match="newer than this relaybot knows"):
         async with SqliteStore(path):
             pass
