@@ -28,6 +28,7 @@ import argparse
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Literal
 
 import anyio
@@ -103,6 +104,10 @@ def detach(seconds: int) -> str:
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
+    # Popen returns once the exec began; the new program's arguments are in place a moment later.
+    cmdline = Path(f"/proc/{child.pid}/cmdline")
+    while not cmdline.read_bytes():
+        os.sched_yield()
     return str(child.pid)
 
 
