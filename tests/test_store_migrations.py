@@ -218,11 +218,7 @@ def sqlite_columns(version: int) -> dict[str, set[str]]:
         return {t: {r[1] for r in db.execute(f"PRAGMA table_info({t})")} for t in tables}
 
 
-def postgres_columns(server: PostgresServer, version: int) -> dict[str, set[str]]:
-    url = server.new_database(migrated=False)
-    database = url.split("/")[3].split("?")[0]
-    for script in PG_MIGRATIONS[:version]:
-        server.psql(script, database)
+def postgres_columns(server: PostgresServer, database: str) -> dict[str, set[str]]:
     rows = server.psql(
         "SELECT table_name || ' ' || column_name FROM information_schema.columns "
         "WHERE table_schema = 'public'",
@@ -241,8 +237,10 @@ def test_each_migration_has_a_postgresql_dialect_under_the_same_number(
     """Entry N of either dialect leaves the same tables and columns, for every N: a store of
     either kind at one version is the same store (and migrate-store copies column by column)."""
     assert len(PG_MIGRATIONS) == len(MIGRATIONS)
-    for version in range(1, len(MIGRATIONS) + 1):
-        assert postgres_columns(postgres, version) == sqlite_columns(version), version
+    database = postgres.new_database(migrated=False).split("/")[3].split("?")[0]
+    for version, script in enumerate(PG_MIGRATIONS, start=1):  # one database, step by step
+        postgres.psql(script, database)
+        assert postgres_columns(postgres, database) == sqlite_columns(version), version
 
 
 async def test_instances_starting_together_migrate_once(postgres: PostgresServer) -> None:
@@ -283,23 +281,24 @@ def write_old_postgres_store(server: PostgresServer, version: int) -> str:
     continuing after them); returns its URL."""
     url = server.new_database(migrated=False)
     database = url.split("/")[3].split("?")[0]
-    for number, script in enumerate(PG_MIGRATIONS[:version], start=1):
-        server.psql(script, database)
-        for sql in ROWS_BY_VERSION.get(number, []):
-            server.psql(sql, database)
-    for table in _IDENTITIES:
-        if server.psql(f"SELECT to_regclass('{table}') IS NULL", database) == "t":
-            continue  # not in this version yet
-        server.psql(
-            f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
-            f"(SELECT COALESCE(MAX(id), 0) + 1 FROM {table}), false)",
-            database,
-        )
-    server.psql(
-        f"CREATE TABLE schema_version (version INTEGER); "
-        f"INSERT INTO schema_version VALUES ({version})",
-        database,
+    script = [
+        statement
+        for number, migration in enumerate(PG_MIGRATIONS[:version], start=1)
+        for statement in (migration, *ROWS_BY_VERSION.get(number, []))
+    ]
+    tables = ", ".join(f"'{table}'" for table in _IDENTITIES)
+    script.append(  # the identities continue after the rows, in the tables this version has
+        f"""DO $$ DECLARE t text; BEGIN
+        FOREACH t IN ARRAY ARRAY[{tables}] LOOP
+            IF to_regclass(t) IS NOT NULL THEN
+                EXECUTE format('SELECT setval(pg_get_serial_sequence(%L, ''id''), '
+                    '(SELECT COALESCE(MAX(id), 0) + 1 FROM %I), false)', t, t);
+            END IF;
+        END LOOP; END $$"""
     )
+    script.append("CREATE TABLE schema_version (version INTEGER)")
+    script.append(f"INSERT INTO schema_version VALUES ({version})")
+    server.psql(";\n".join(script), database)  # one round trip: psql starts once
     return url
 
 
