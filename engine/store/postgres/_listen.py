@@ -93,10 +93,12 @@ class Listening:
                 return str(await conn.execute(numbered(sql), *args))
 
         task = asyncio.ensure_future(run())
+        # Its failure is seen even when nobody waits for it any more: the connection was
+        # dropped below, or the asker was cancelled (a close) while it ran.
+        task.add_done_callback(_retrieved)
         done, _ = await asyncio.wait([task], timeout=timeout)
         if done:
             return task.result()
-        task.add_done_callback(_retrieved)  # it fails once its connection is gone
         conn.terminate()
         self._lost.set()
         raise StoreUnavailable(
@@ -146,4 +148,4 @@ class Listening:
 
 def _retrieved(task: asyncio.Future[Any]) -> None:
     if not task.cancelled():
-        task.exception()  # what a dropped connection's statement failed with: expected
+        task.exception()  # a dropped connection's statement fails: expected, not logged
