@@ -1,0 +1,152 @@
+"""MCP tasks through the daemon (App, store, dispatcher, the fake LLM scripted with tool calls)
+against server-everything's `simulate-research-query`, which runs only as a task (4 stages of
+1 s): the model hears the job started, and the report arrives as a background job's follow-up;
+over HTTP a daemon stopped mid-task finds the same task again after its restart and reports it
+once; a stdio server's task, which died with the daemon, is reported lost; a server that does
+not announce tasks has the tool left out, with the reason."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.app import App
+from bot.config import Config
+from engine.store import JobState
+from tests.fakes.openai_server import FakeOpenAI, text, tool_call
+from tests.fakes.recording_channel import RecordingChannel
+from tests.prerequisites import mcp_server
+from tests.test_mcp import HttpServer
+from tests.test_mcp_content import FAKE, turn
+from tests.test_mcp_servers import not_offered, server, tools_listing
+
+pytestmark = pytest.mark.needs("mcp-servers")
+
+RESEARCH = "everything__simulate-research-query"
+
+
+def everything(**options: Any) -> dict[str, Any]:
+    command = mcp_server("mcp-server-everything")
+    return {
+        "name": "everything",
+        "command": command[0],
+        "args": ["stdio"],
+        "trusted_tools": ["simulate-research-query"],  # no confirmation: the task is the point
+        **options,
+    }
+
+
+def tool_texts(body: dict[str, Any]) -> list[str]:
+    return [m["content"] for m in body["messages"] if m["role"] == "tool"]
+
+
+async def jobs_in(app: App, state: JobState) -> list[str]:
+    return [job.id for job in await app.store.jobs.in_state(state)]
+
+
+async def kept(app: App, job_id: str) -> str:
+    """Where the job is, once its tool has kept it (the task's server, id and session)."""
+    async with asyncio.timeout(10):
+        while True:
+            row = await app.store.jobs.get(job_id)
+            if row is not None and row.resume is not None:
+                return row.resume
+            await asyncio.sleep(0.05)
+
+
+async def test_a_task_runs_as_a_background_job_and_its_report_follows(
+    make_config: Callable[..., Config], llm: FakeOpenAI
+) -> None:
+    config = make_config(mcp={"servers": [everything()]})
+    llm.script(
+        tool_call(RESEARCH, {"topic": "tea"}),
+        text("The research is running."),
+        text("Here is the report on tea."),
+    )
+    channel = RecordingChannel()
+    async with App(config, channels=[channel]) as app:
+        app.dispatcher.settings.allowed_users["test"] = {"u1"}
+        assert await turn(app, channel, "research tea") == "The research is running."
+        started = tool_texts(llm.requests[1])[-1]
+        assert started.startswith("Started in the background") and RESEARCH in started
+        await channel.wait_for("send", 2, chat_id="c", timeout=30)  # the follow-up's answer
+        assert channel.texts(chat_id="c")[-1] == "Here is the report on tea."
+        assert len(await jobs_in(app, JobState.DELIVERED)) == 1
+    report = tool_texts(llm.requests[2])[-1]
+    assert "finished: # Research Report: tea" in report
+    assert "Stage 4: Generating report" in report
+
+
+async def test_over_http_a_task_survives_a_restart_and_is_reported_once(
+    make_config: Callable[..., Config], llm: FakeOpenAI
+) -> None:
+    program = [*mcp_server("mcp-server-everything"), "streamableHttp"]
+    everything_http = HttpServer(program=program)
+    await everything_http.start()
+    try:
+        remote = {"name": "everything", "url": everything_http.url}
+        config = make_config(
+            mcp={"servers": [{**remote, "trusted_tools": ["simulate-research-query"]}]}
+        )
+        llm.script(
+            tool_call(RESEARCH, {"topic": "tea"}),
+            text("The research is running."),
+            text("Here is the report on tea."),
+        )
+        first = RecordingChannel()
+        async with App(config, channels=[first]) as app:
+            app.dispatcher.settings.allowed_users["test"] = {"u1"}
+            assert await turn(app, first, "research tea") == "The research is running."
+            [job] = await jobs_in(app, JobState.RUNNING)
+            assert '"task": ' in await kept(app, job)  # the task, kept with the job
+        # the daemon stopped a second into the task's four; a new one starts on the same store
+        again = RecordingChannel()
+        async with App(config, channels=[again]) as app:
+            app.dispatcher.settings.allowed_users["test"] = {"u1"}
+            await again.wait_for("send", 1, chat_id="c", timeout=30)
+            assert again.texts(chat_id="c") == ["Here is the report on tea."]
+            assert await jobs_in(app, JobState.DELIVERED) == [job]
+        assert len(llm.requests) == 3  # one follow-up, not two
+        assert "finished: # Research Report: tea" in tool_texts(llm.requests[2])[-1]
+    finally:
+        await everything_http.kill()
+
+
+async def test_a_stdio_servers_task_is_reported_lost_after_a_restart(
+    make_config: Callable[..., Config], llm: FakeOpenAI
+) -> None:
+    config = make_config(mcp={"servers": [everything()]})
+    llm.script(
+        tool_call(RESEARCH, {"topic": "tea"}),
+        text("The research is running."),
+        text("The research was lost; shall I start it again?"),
+    )
+    first = RecordingChannel()
+    async with App(config, channels=[first]) as app:
+        app.dispatcher.settings.allowed_users["test"] = {"u1"}
+        assert await turn(app, first, "research tea") == "The research is running."
+        [job] = await jobs_in(app, JobState.RUNNING)
+        await kept(app, job)  # the task runs in the server, a process that ends with the daemon
+    again = RecordingChannel()
+    async with App(config, channels=[again]) as app:
+        await again.wait_for("send", 1, chat_id="c", timeout=30)
+        assert again.texts(chat_id="c") == ["The research was lost; shall I start it again?"]
+    lost = tool_texts(llm.requests[2])[-1]
+    assert "failed: MCP server everything was restarted since task" in lost
+    assert "the task and its result are lost" in lost
+
+
+async def test_without_the_servers_task_support_the_tool_is_left_out(tmp_path: Path) -> None:
+    """The fake MCP server announces no tasks; its `slow_report` runs only as one."""
+    code, heads, err, out = await tools_listing(tmp_path, server("fake", [sys.executable, FAKE]))
+    assert code == 0, err
+    assert "fake__lookup" in heads and "fake__slow_report" not in heads
+    assert (
+        "not offered: slow_report (mcp:fake): it runs only as an MCP task, and the server does "
+        "not announce tasks for tools/call (its tasks.requests.tools.call capability)"
+    ) in not_offered(out)
