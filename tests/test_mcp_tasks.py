@@ -8,15 +8,18 @@ not announce tasks has the tool left out, with the reason."""
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import mcp.types as types
 import pytest
 
 from bot.app import App
 from bot.config import Config
+from engine import Action
 from engine.store import JobState
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
 from tests.fakes.recording_channel import RecordingChannel
@@ -24,6 +27,7 @@ from tests.prerequisites import mcp_server
 from tests.test_mcp import HttpServer
 from tests.test_mcp_content import FAKE, turn
 from tests.test_mcp_servers import not_offered, server, tools_listing
+from tools.mcp import McpTool
 
 pytestmark = pytest.mark.needs("mcp-servers")
 
@@ -150,3 +154,52 @@ async def test_without_the_servers_task_support_the_tool_is_left_out(tmp_path: P
         "not offered: slow_report (mcp:fake): it runs only as an MCP task, and the server does "
         "not announce tasks for tools/call (its tasks.requests.tools.call capability)"
     ) in not_offered(out)
+
+
+async def test_a_tasks_question_reaches_the_requester_and_the_answer_shapes_the_report(
+    make_config: Callable[..., Config], llm: FakeOpenAI
+) -> None:
+    """`ambiguous`: at its third stage the task is input_required, and its question comes
+    through tasks/result; the requester's answer goes back and the report names it."""
+    config = make_config(mcp={"servers": [everything()]})
+    llm.script(
+        tool_call(RESEARCH, {"topic": "python", "ambiguous": True}),
+        text("The research is running."),
+        text("Here is the report on the snake."),
+    )
+    channel = RecordingChannel()
+    async with App(config, channels=[channel]) as app:
+        app.dispatcher.settings.allowed_users["test"] = {"u1"}
+        assert await turn(app, channel, "research python") == "The research is running."
+        [asked] = await channel.wait_for("private", timeout=30)
+        assert asked.chat_id == "u1" and "could have multiple interpretations" in asked.text
+        snake = next(b.action for b in asked.buttons if b.label == "Python snake species")
+        reply = await app.dispatcher.handle_action(Action("test", "u1", "u1", snake))
+        assert reply.text == "Answered: Python snake species"
+        await channel.wait_for("send", 2, chat_id="c", timeout=30)
+    report = tool_texts(llm.requests[2])[-1]
+    assert "# Research Report: python (snake)" in report
+
+
+async def test_a_job_cancelled_on_purpose_cancels_its_task(
+    make_config: Callable[..., Config], llm: FakeOpenAI
+) -> None:
+    config = make_config(mcp={"servers": [everything()]})
+    llm.script(tool_call(RESEARCH, {"topic": "tea"}), text("The research is running."))
+    channel = RecordingChannel()
+    async with App(config, channels=[channel]) as app:
+        app.dispatcher.settings.allowed_users["test"] = {"u1"}
+        assert await turn(app, channel, "research tea") == "The research is running."
+        [job] = await jobs_in(app, JobState.RUNNING)
+        task_id = json.loads(await kept(app, job))["task"]
+        await app.dispatcher.background.runner.cancel([job])  # as the console's Cancel does
+        tool = app.dispatcher.background.registry.get(RESEARCH)
+        assert isinstance(tool, McpTool)
+        conn = tool.server.session
+        assert conn is not None
+        task = await conn.session.send_request(
+            types.GetTaskRequest(params=types.GetTaskRequestParams(task_id=task_id)),
+            types.GetTaskResult,
+        )
+        assert task.status == "cancelled"
+    assert len(llm.requests) == 2  # no result to follow
