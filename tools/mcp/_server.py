@@ -92,7 +92,7 @@ class Server:
         self._up = asyncio.Event()  # set while connected
         self._renewing = False  # the session expired: a new one is being made at once
         self.tasks_ok = False  # it runs tools/call as MCP tasks (its `tasks` capability)
-        self.tasks: set[str] = set()  # its MCP tasks that relaybot's jobs wait for
+        self.tasks: dict[str, str] = {}  # its MCP tasks relaybot's jobs wait for: their sessions
         self.init: types.InitializeResult | None = None  # its last handshake's answer
 
     async def start(self) -> bool:
@@ -281,7 +281,8 @@ class Server:
 
         async with contextlib.AsyncExitStack() as stack:
             auth = await self.sign_in.ready(self.config.headers) if self.sign_in else None
-            http = Session(keep=lambda: bool(self.tasks))  # left open while a task runs in it
+            http = Session()  # left open while a task runs in it:
+            http.keep = lambda: http.id in self.tasks.values()
             read, write = await stack.enter_async_context(
                 transport(self.config, session_gone, auth, session=http)
             )

@@ -85,15 +85,15 @@ async def run_task(server: Server, tool: str, args: dict[str, Any], ctx: ToolCon
             if job is not None:
                 await job.keep(ref.text())
             log.info("MCP server %s runs %s as task %s", name, tool, ref.task)
-        server.tasks.add(ref.task)
+        server.tasks[ref.task] = ref.session
         try:
             result = await _follow(server, ref, tool, ctx)
         except asyncio.CancelledError:
             if job is not None and job.stopped():  # a person stopped it, not a shutdown
-                server.tasks.discard(ref.task)
+                server.tasks.pop(ref.task, None)
                 await _cancel(server, ref)
             raise
-        server.tasks.discard(ref.task)
+        server.tasks.pop(ref.task, None)
         return result
     finally:
         server.answers.callers.leave(token)
@@ -124,15 +124,17 @@ async def _follow(server: Server, ref: TaskRef, tool: str, ctx: ToolContext) -> 
     while True:
         try:
             async with _asker(server, ref) as ask:
-                return await _poll(server, ref, tool, ask, ctx)
+                result = await _poll(server, ref, tool, ask, ctx)
+                server.tasks.pop(ref.task, None)  # before its session is left: it may close
+                return result
         except Lost as exc:
-            server.tasks.discard(ref.task)
+            server.tasks.pop(ref.task, None)
             return ToolResult.fail(str(exc))
         except MCPError as exc:
             if exc.code == types.CONNECTION_CLOSED and failures < RETRIES:
                 failures += 1
                 continue
-            server.tasks.discard(ref.task)
+            server.tasks.pop(ref.task, None)
             return ToolResult.fail(
                 f"MCP server {server.config.name} no longer answers for task {ref.task} "
                 f"({exc.message}); its result is lost.",
