@@ -8,9 +8,10 @@ not announce tasks has the tool left out, with the reason."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +28,13 @@ from tests.prerequisites import mcp_server
 from tests.test_mcp import HttpServer
 from tests.test_mcp_content import FAKE, turn
 from tests.test_mcp_servers import not_offered, server, tools_listing
+from tests.test_media import running
 from tools.mcp import McpTool
 
 pytestmark = pytest.mark.needs("mcp-servers")
 
 RESEARCH = "everything__simulate-research-query"
+RUNNING = "The research is running."
 
 
 def everything(**options: Any) -> dict[str, Any]:
@@ -53,6 +56,18 @@ async def jobs_in(app: App, state: JobState) -> list[str]:
     return [job.id for job in await app.store.jobs.in_state(state)]
 
 
+@contextlib.asynccontextmanager
+async def researching(
+    config: Config, llm: FakeOpenAI, then: str = "", **args: Any
+) -> AsyncIterator[tuple[App, RecordingChannel]]:
+    """A daemon whose first turn starts the research (on tea, unless `args` say otherwise); the
+    model says `then` when its result follows."""
+    llm.script(tool_call(RESEARCH, {"topic": "tea", **args}), text(RUNNING), text(then))
+    async with running(config) as (app, channel):
+        assert await turn(app, channel, "research it") == RUNNING
+        yield app, channel
+
+
 async def kept(app: App, job_id: str) -> str:
     """Where the job is, once its tool has kept it (the task's server, id and session)."""
     async with asyncio.timeout(10):
@@ -67,15 +82,7 @@ async def test_a_task_runs_as_a_background_job_and_its_report_follows(
     make_config: Callable[..., Config], llm: FakeOpenAI
 ) -> None:
     config = make_config(mcp={"servers": [everything()]})
-    llm.script(
-        tool_call(RESEARCH, {"topic": "tea"}),
-        text("The research is running."),
-        text("Here is the report on tea."),
-    )
-    channel = RecordingChannel()
-    async with App(config, channels=[channel]) as app:
-        app.dispatcher.settings.allowed_users["test"] = {"u1"}
-        assert await turn(app, channel, "research tea") == "The research is running."
+    async with researching(config, llm, "Here is the report on tea.") as (app, channel):
         started = tool_texts(llm.requests[1])[-1]
         assert started.startswith("Started in the background") and RESEARCH in started
         await channel.wait_for("send", 2, chat_id="c", timeout=30)  # the follow-up's answer
@@ -97,21 +104,11 @@ async def test_over_http_a_task_survives_a_restart_and_is_reported_once(
         config = make_config(
             mcp={"servers": [{**remote, "trusted_tools": ["simulate-research-query"]}]}
         )
-        llm.script(
-            tool_call(RESEARCH, {"topic": "tea"}),
-            text("The research is running."),
-            text("Here is the report on tea."),
-        )
-        first = RecordingChannel()
-        async with App(config, channels=[first]) as app:
-            app.dispatcher.settings.allowed_users["test"] = {"u1"}
-            assert await turn(app, first, "research tea") == "The research is running."
+        async with researching(config, llm, "Here is the report on tea.") as (app, _):
             [job] = await jobs_in(app, JobState.RUNNING)
             assert '"task": ' in await kept(app, job)  # the task, kept with the job
         # the daemon stopped a second into the task's four; a new one starts on the same store
-        again = RecordingChannel()
-        async with App(config, channels=[again]) as app:
-            app.dispatcher.settings.allowed_users["test"] = {"u1"}
+        async with running(config) as (app, again):
             await again.wait_for("send", 1, chat_id="c", timeout=30)
             assert again.texts(chat_id="c") == ["Here is the report on tea."]
             assert await jobs_in(app, JobState.DELIVERED) == [job]
@@ -125,21 +122,12 @@ async def test_a_stdio_servers_task_is_reported_lost_after_a_restart(
     make_config: Callable[..., Config], llm: FakeOpenAI
 ) -> None:
     config = make_config(mcp={"servers": [everything()]})
-    llm.script(
-        tool_call(RESEARCH, {"topic": "tea"}),
-        text("The research is running."),
-        text("The research was lost; shall I start it again?"),
-    )
-    first = RecordingChannel()
-    async with App(config, channels=[first]) as app:
-        app.dispatcher.settings.allowed_users["test"] = {"u1"}
-        assert await turn(app, first, "research tea") == "The research is running."
+    async with researching(config, llm, "It was lost; shall I start it again?") as (app, _):
         [job] = await jobs_in(app, JobState.RUNNING)
         await kept(app, job)  # the task runs in the server, a process that ends with the daemon
-    again = RecordingChannel()
-    async with App(config, channels=[again]) as app:
+    async with running(config) as (app, again):
         await again.wait_for("send", 1, chat_id="c", timeout=30)
-        assert again.texts(chat_id="c") == ["The research was lost; shall I start it again?"]
+        assert again.texts(chat_id="c") == ["It was lost; shall I start it again?"]
     lost = tool_texts(llm.requests[2])[-1]
     assert "failed: MCP server everything was restarted since task" in lost
     assert "the task and its result are lost" in lost
@@ -162,15 +150,8 @@ async def test_a_tasks_question_reaches_the_requester_and_the_answer_shapes_the_
     """`ambiguous`: at its third stage the task is input_required, and its question comes
     through tasks/result; the requester's answer goes back and the report names it."""
     config = make_config(mcp={"servers": [everything()]})
-    llm.script(
-        tool_call(RESEARCH, {"topic": "python", "ambiguous": True}),
-        text("The research is running."),
-        text("Here is the report on the snake."),
-    )
-    channel = RecordingChannel()
-    async with App(config, channels=[channel]) as app:
-        app.dispatcher.settings.allowed_users["test"] = {"u1"}
-        assert await turn(app, channel, "research python") == "The research is running."
+    topic = {"topic": "python", "ambiguous": True}
+    async with researching(config, llm, "Here is the report.", **topic) as (app, channel):
         [asked] = await channel.wait_for("private", timeout=30)
         assert asked.chat_id == "u1" and "could have multiple interpretations" in asked.text
         snake = next(b.action for b in asked.buttons if b.label == "Python snake species")
@@ -185,11 +166,7 @@ async def test_a_job_cancelled_on_purpose_cancels_its_task(
     make_config: Callable[..., Config], llm: FakeOpenAI
 ) -> None:
     config = make_config(mcp={"servers": [everything()]})
-    llm.script(tool_call(RESEARCH, {"topic": "tea"}), text("The research is running."))
-    channel = RecordingChannel()
-    async with App(config, channels=[channel]) as app:
-        app.dispatcher.settings.allowed_users["test"] = {"u1"}
-        assert await turn(app, channel, "research tea") == "The research is running."
+    async with researching(config, llm) as (app, _):
         [job] = await jobs_in(app, JobState.RUNNING)
         task_id = json.loads(await kept(app, job))["task"]
         await app.dispatcher.background.runner.cancel([job])  # as the console's Cancel does
