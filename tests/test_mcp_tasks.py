@@ -20,7 +20,7 @@ import pytest
 
 from bot.app import App
 from bot.config import Config
-from engine import Action
+from engine import Action, Choice, DecisionStatus, Press
 from engine.store import JobState
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
 from tests.fakes.recording_channel import RecordingChannel
@@ -180,3 +180,21 @@ async def test_a_job_cancelled_on_purpose_cancels_its_task(
         )
         assert task.status == "cancelled"
     assert len(llm.requests) == 2  # no result to follow
+
+
+async def test_a_task_tool_that_asks_starts_only_once_confirmed(
+    make_config: Callable[..., Config], llm: FakeOpenAI
+) -> None:
+    """Without `trusted_tools` the tool (no readOnlyHint) asks first, as any call that acts."""
+    config = make_config(mcp={"servers": [everything(trusted_tools=[])]})
+    llm.script(tool_call(RESEARCH, {"topic": "tea"}), text(RUNNING), text("The report."))
+    async with running(config) as (app, channel):
+        await app.dispatcher.handle_inbound(channel.message("research tea", chat_id="c"))
+        [shown] = await channel.wait_for("confirm", chat_id="c", timeout=30)
+        assert shown.prompt is not None and await jobs_in(app, JobState.RUNNING) == []
+        approved = await app.dispatcher.handle_press(
+            Press("test", "c", "u1", shown.prompt.id, Choice.ONCE)
+        )
+        assert approved.status is DecisionStatus.APPROVED
+        await channel.wait_for("send", 2, chat_id="c", timeout=30)
+        assert channel.texts(chat_id="c") == [RUNNING, "The report."]
