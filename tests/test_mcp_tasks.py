@@ -198,3 +198,28 @@ async def test_a_task_tool_that_asks_starts_only_once_confirmed(
         assert approved.status is DecisionStatus.APPROVED
         await channel.wait_for("send", 2, chat_id="c", timeout=30)
         assert channel.texts(chat_id="c") == [RUNNING, "The report."]
+
+
+async def test_a_task_lost_with_its_http_server_is_reported_lost(
+    make_config: Callable[..., Config], llm: FakeOpenAI
+) -> None:
+    program = [*mcp_server("mcp-server-everything"), "streamableHttp"]
+    everything_http = HttpServer(program=program)
+    await everything_http.start()
+    try:
+        remote = {"name": "everything", "url": everything_http.url}
+        config = make_config(
+            mcp={"servers": [{**remote, "trusted_tools": ["simulate-research-query"]}]}
+        )
+        async with researching(config, llm, "It was lost.") as (app, channel):
+            [job] = await jobs_in(app, JobState.RUNNING)
+            await kept(app, job)
+            await everything_http.kill()  # its tasks die with it
+            await everything_http.start()
+            await channel.wait_for("send", 2, chat_id="c", timeout=30)
+            assert channel.texts(chat_id="c")[-1] == "It was lost."
+    finally:
+        await everything_http.kill()
+    lost = tool_texts(llm.requests[2])[-1]
+    assert "failed: MCP server everything no longer has the session of task" in lost
+    assert "(it restarted): the task and its result are lost." in lost

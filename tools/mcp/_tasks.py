@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import httpx2
 import mcp.types as types
 from mcp import ClientSession
 from mcp.shared.exceptions import MCPError
@@ -120,30 +121,50 @@ async def _start(server: Server, tool: str, args: dict[str, Any]) -> TaskRef | T
 
 
 async def _follow(server: Server, ref: TaskRef, tool: str, ctx: ToolContext) -> ToolResult:
-    failures = 0
+    """Poll the task to its end; a connection that breaks is tried again a few times."""
+    name, failures = server.config.name, 0
     while True:
         try:
             async with _asker(server, ref) as ask:
                 result = await _poll(server, ref, tool, ask, ctx)
                 server.tasks.pop(ref.task, None)  # before its session is left: it may close
                 return result
-        except Lost as exc:
-            server.tasks.pop(ref.task, None)
-            return ToolResult.fail(str(exc))
-        except MCPError as exc:
-            if exc.code == types.CONNECTION_CLOSED and failures < RETRIES:
+        except Exception as exc:  # one of a task group's, maybe: the SDK's and the transport's
+            problem = _cause(exc)
+            if problem is None:
+                raise
+            if isinstance(problem, Lost):
+                server.tasks.pop(ref.task, None)
+                return ToolResult.fail(str(problem))
+            said = problem.message if isinstance(problem, MCPError) else describe(problem)
+            broke = not isinstance(problem, MCPError) or problem.code == types.CONNECTION_CLOSED
+            if broke and failures < RETRIES:
                 failures += 1
                 continue
             server.tasks.pop(ref.task, None)
             return ToolResult.fail(
-                f"MCP server {server.config.name} no longer answers for task {ref.task} "
-                f"({exc.message}); its result is lost.",
+                f"MCP server {name} no longer answers for task {ref.task} ({said}); its "
+                "result is lost.",
                 error=exc,
             )
-        except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
-            if failures >= RETRIES:
-                raise Lost(f"MCP server {server.config.name} went away: {describe(exc)}") from exc
-            failures += 1
+
+
+def _cause(exc: BaseException) -> Exception | None:
+    """What went wrong, out of the exception groups around it: why the task is lost, else
+    what the server said, else a broken connection; None for anything else (a bug: raised)."""
+    leaves: list[BaseException] = []
+    waiting = [exc]
+    while waiting:
+        each = waiting.pop()
+        if isinstance(each, BaseExceptionGroup):
+            waiting += each.exceptions
+        else:
+            leaves.append(each)
+    for kind in (Lost, MCPError, OSError, httpx2.HTTPError, anyio.BrokenResourceError):
+        found = next((e for e in leaves if isinstance(e, kind)), None)
+        if isinstance(found, Exception):
+            return found
+    return None
 
 
 async def _poll(server: Server, ref: TaskRef, tool: str, ask: Ask, ctx: ToolContext) -> ToolResult:
