@@ -48,6 +48,21 @@ def everything(**options: Any) -> dict[str, Any]:
     }
 
 
+@pytest.fixture
+async def remote() -> AsyncIterator[HttpServer]:
+    """server-everything over streamable HTTP, in its own process."""
+    server = HttpServer(program=[*mcp_server("mcp-server-everything"), "streamableHttp"])
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.kill()
+
+
+def over_http(server: HttpServer) -> dict[str, Any]:
+    return {"name": "everything", "url": server.url, "trusted_tools": ["simulate-research-query"]}
+
+
 def tool_texts(body: dict[str, Any]) -> list[str]:
     return [m["content"] for m in body["messages"] if m["role"] == "tool"]
 
@@ -94,28 +109,19 @@ async def test_a_task_runs_as_a_background_job_and_its_report_follows(
 
 
 async def test_over_http_a_task_survives_a_restart_and_is_reported_once(
-    make_config: Callable[..., Config], llm: FakeOpenAI
+    make_config: Callable[..., Config], llm: FakeOpenAI, remote: HttpServer
 ) -> None:
-    program = [*mcp_server("mcp-server-everything"), "streamableHttp"]
-    everything_http = HttpServer(program=program)
-    await everything_http.start()
-    try:
-        remote = {"name": "everything", "url": everything_http.url}
-        config = make_config(
-            mcp={"servers": [{**remote, "trusted_tools": ["simulate-research-query"]}]}
-        )
-        async with researching(config, llm, "Here is the report on tea.") as (app, _):
-            [job] = await jobs_in(app, JobState.RUNNING)
-            assert '"task": ' in await kept(app, job)  # the task, kept with the job
-        # the daemon stopped a second into the task's four; a new one starts on the same store
-        async with running(config) as (app, again):
-            await again.wait_for("send", 1, chat_id="c", timeout=30)
-            assert again.texts(chat_id="c") == ["Here is the report on tea."]
-            assert await jobs_in(app, JobState.DELIVERED) == [job]
-        assert len(llm.requests) == 3  # one follow-up, not two
-        assert "finished: # Research Report: tea" in tool_texts(llm.requests[2])[-1]
-    finally:
-        await everything_http.kill()
+    config = make_config(mcp={"servers": [over_http(remote)]})
+    async with researching(config, llm, "Here is the report on tea.") as (app, _):
+        [job] = await jobs_in(app, JobState.RUNNING)
+        assert '"task": ' in await kept(app, job)  # the task, kept with the job
+    # the daemon stopped a second into the task's four; a new one starts on the same store
+    async with running(config) as (app, again):
+        await again.wait_for("send", 1, chat_id="c", timeout=30)
+        assert again.texts(chat_id="c") == ["Here is the report on tea."]
+        assert await jobs_in(app, JobState.DELIVERED) == [job]
+    assert len(llm.requests) == 3  # one follow-up, not two
+    assert "finished: # Research Report: tea" in tool_texts(llm.requests[2])[-1]
 
 
 async def test_a_stdio_servers_task_is_reported_lost_after_a_restart(
@@ -201,25 +207,16 @@ async def test_a_task_tool_that_asks_starts_only_once_confirmed(
 
 
 async def test_a_task_lost_with_its_http_server_is_reported_lost(
-    make_config: Callable[..., Config], llm: FakeOpenAI
+    make_config: Callable[..., Config], llm: FakeOpenAI, remote: HttpServer
 ) -> None:
-    program = [*mcp_server("mcp-server-everything"), "streamableHttp"]
-    everything_http = HttpServer(program=program)
-    await everything_http.start()
-    try:
-        remote = {"name": "everything", "url": everything_http.url}
-        config = make_config(
-            mcp={"servers": [{**remote, "trusted_tools": ["simulate-research-query"]}]}
-        )
-        async with researching(config, llm, "It was lost.") as (app, channel):
-            [job] = await jobs_in(app, JobState.RUNNING)
-            await kept(app, job)
-            await everything_http.kill()  # its tasks die with it
-            await everything_http.start()
-            await channel.wait_for("send", 2, chat_id="c", timeout=30)
-            assert channel.texts(chat_id="c")[-1] == "It was lost."
-    finally:
-        await everything_http.kill()
+    config = make_config(mcp={"servers": [over_http(remote)]})
+    async with researching(config, llm, "It was lost.") as (app, channel):
+        [job] = await jobs_in(app, JobState.RUNNING)
+        await kept(app, job)
+        await remote.kill()  # its tasks die with it
+        await remote.start()
+        await channel.wait_for("send", 2, chat_id="c", timeout=30)
+        assert channel.texts(chat_id="c")[-1] == "It was lost."
     lost = tool_texts(llm.requests[2])[-1]
     assert "failed: MCP server everything no longer has the session of task" in lost
     assert "(it restarted): the task and its result are lost." in lost
