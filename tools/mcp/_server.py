@@ -150,7 +150,7 @@ class Server:
 
     @property
     def session(self) -> _Connection | None:
-        """The connection in use, None while the server is away (after a short wait)."""
+        """The connection in use, None while the server is away."""
         conn = self._conn
         return None if conn is None or conn.lost.is_set() else conn
 
@@ -310,9 +310,7 @@ class Server:
             await self._watch(conn)
         return expired.is_set()
 
-    def _session(
-        self, dispatcher: JSONRPCDispatcher, changed: asyncio.Event | None = None
-    ) -> ClientSession:
+    def _session(self, dispatcher: JSONRPCDispatcher, changed: asyncio.Event) -> ClientSession:
         """A session announcing what relaybot's hooks can answer (tools/mcp/_client.py), and
         hearing the server's log messages and changes of its tool list (tools/mcp/_notices.py).
         Nothing is announced for tasks: relaybot runs none of the server's requests as tasks,
@@ -322,7 +320,7 @@ class Server:
             dispatcher=dispatcher,
             client_info=_CLIENT,
             logging_callback=server_log(self.config.name),
-            message_handler=list_changes(changed or asyncio.Event()),
+            message_handler=list_changes(changed),
             list_roots_callback=answers.roots,
             sampling_callback=answers.sample if answers.client.sample is not None else None,
             elicitation_callback=answers.elicit if answers.client.ask is not None else None,
