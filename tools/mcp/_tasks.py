@@ -176,6 +176,7 @@ async def _poll(server: Server, ref: TaskRef, tool: str, ask: Ask, ctx: ToolCont
         )
         if task.status_message:
             ctx.progress(task.status_message)
+            log.debug("MCP task %s (%s): %s", ref.task, task.status, task.status_message)
         if task.status == "cancelled":
             said = f": {task.status_message}" if task.status_message else ""
             return ToolResult.fail(f"MCP server {name} cancelled task {ref.task} ({tool}){said}.")
