@@ -42,7 +42,7 @@ INSTRUCTIONS = "Look a word up with lookup before guessing what it means."
 TASKS_ONLY = {"slow_report"}
 
 
-class TestServer(MCPServer):
+class FakeServer(MCPServer):
     async def list_tools(self) -> list[Tool]:
         tasks_only = ToolExecution(task_support="required")
         return [
@@ -51,7 +51,7 @@ class TestServer(MCPServer):
         ]
 
 
-server = TestServer("relaybot-test", instructions=INSTRUCTIONS)
+server = FakeServer("relaybot-test", instructions=INSTRUCTIONS)
 
 
 @server.tool(annotations=ToolAnnotations(read_only_hint=True))
