@@ -65,11 +65,9 @@ async def test_the_reference_servers_tools_are_listed(tmp_path: Path) -> None:
     assert heads["everything__echo"].endswith("(mcp:everything)  “Echo Tool”")  # its title
     assert "[safe]" in heads["files__read_text_file"]  # readOnlyHint
     assert "[destructive]" in heads["files__write_file"]
-    assert "everything__simulate-research-query" not in heads  # execution.taskSupport: required
-    assert not_offered(out) == [
-        "not offered: simulate-research-query (mcp:everything): "
-        "it runs only as an MCP task, which relaybot does not support yet"
-    ]
+    # execution.taskSupport: required, and the server announces tasks: a background job
+    assert "[destructive]" in heads["everything__simulate-research-query"]
+    assert not_offered(out) == []
 
 
 async def test_the_time_server_from_pypi(tmp_path: Path) -> None:

@@ -459,6 +459,20 @@ async def test_a_job_finishes_once_and_moves_by_the_table(store: Store) -> None:
         await store.jobs.transition("j1", JobState.DELIVERED, JobState.RUNNING)
 
 
+async def test_where_a_running_job_is_is_kept_until_it_finishes(store: Store) -> None:
+    """A job's tool keeps where it is (an MCP task's id) for its resumption after a restart."""
+    conv = await store.conversations.active("t", "c1")
+    await store.jobs.add(conv, "j1", "u1", "research", {}, resumable=True)
+    assert (await store.jobs.get("j1")).resume is None  # type: ignore[union-attr]
+    assert await store.jobs.set_resume("j1", '{"task": "t1"}')
+    assert await store.jobs.set_resume("j1", '{"task": "t2"}')
+    [running] = await store.jobs.in_state(JobState.RUNNING)
+    assert running.resume == '{"task": "t2"}'
+    await store.jobs.finish("j1", "done", None, False)
+    assert not await store.jobs.set_resume("j1", '{"task": "t3"}')  # finished: nothing to resume
+    assert (await store.jobs.get("j1")).resume == '{"task": "t2"}'  # type: ignore[union-attr]
+
+
 # -- the context budget's part -----------------------------------------------------------
 
 

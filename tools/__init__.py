@@ -20,13 +20,14 @@ The daemon's side lives in small public modules of its own:
     tools.mcp        MCP servers' tools (imports the mcp SDK: only when servers are configured)
 """
 
-from tools._base import AsyncTool, ContextualTool, Tier, Tool, ToolContext
+from tools._base import AsyncTool, BackgroundJob, ContextualTool, Tier, Tool, ToolContext
 from tools._function import tool
 from tools._result import File, ToolResult
 from tools.errors import ToolDefinitionError, ToolRetry
 
 __all__ = [
     "AsyncTool",
+    "BackgroundJob",
     "ContextualTool",
     "File",
     "Tier",

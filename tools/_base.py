@@ -19,6 +19,7 @@ Callback = Callable[[ToolResult], Awaitable[None]]
 
 
 Progress = Callable[[str], None]
+Keep = Callable[[str], Awaitable[None]]
 
 
 async def no_send(text: str) -> None:
@@ -28,6 +29,27 @@ async def no_send(text: str) -> None:
 
 def no_progress(text: str) -> None:
     """The `progress` of a ToolContext no one watches: the line goes nowhere."""
+
+
+async def keep_nowhere(text: str) -> None:
+    return None
+
+
+def never_stopped() -> bool:
+    return False
+
+
+@dataclass(frozen=True, slots=True)
+class BackgroundJob:
+    """What a background job's tool knows of its job: where it had got to before a restart
+    (`resume`, as it kept it; None on a fresh start), how to keep where it is now (`keep`:
+    stored with the job), and whether a person stopped it (`stopped()`, true when it is
+    cancelled on purpose; a shutdown's cancellation leaves it false: the job resumes later)."""
+
+    id: str
+    resume: str | None = None
+    keep: Keep = keep_nowhere
+    stopped: Callable[[], bool] = never_stopped
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +65,7 @@ class ToolContext:
     # how far the call has got, in a few words ("40% loading data"): shown beside the call's
     # line in the turn's progress message (never waits); MCP servers' progress notifications
     progress: Progress = no_progress
+    job: BackgroundJob | None = None  # set when the call runs as a background job
 
 
 # The context of the call running in the current asyncio task. Every execution runs in its own

@@ -8,13 +8,14 @@ business.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from engine.loop._types import ConversationKey
-from tools import ToolContext, ToolResult
+from tools import BackgroundJob, ToolContext, ToolResult
 from tools.registry import ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -33,6 +34,7 @@ class Job:
 
 OnStart = Callable[[Job], Awaitable[None]]
 OnDone = Callable[[Job, ToolResult], Awaitable[None]]
+OnKeep = Callable[[Job, str], Awaitable[None]]
 
 
 async def _nobody_listens(job: Job, result: ToolResult) -> None:
@@ -43,21 +45,30 @@ async def _nothing(job: Job) -> None:
     return None
 
 
+async def _kept_nowhere(job: Job, resume: str) -> None:
+    return None
+
+
 class JobRunner:
     """Runs background jobs as tasks; `on_start` is awaited before a new job's task exists
     (so it can be recorded first), `on_done` receives each result once. `aclose` cancels what
-    is still running and waits for it."""
+    is still running and waits for it (a job it stops so is resumed after a restart);
+    `cancel` stops jobs on purpose (each job's tool sees `ToolContext.job.stopped()`).
+    `on_keep` stores where a job's tool says it is (its `ToolContext.job.keep`)."""
 
     def __init__(
         self,
         registry: ToolRegistry,
         on_done: OnDone = _nobody_listens,
         on_start: OnStart = _nothing,
+        on_keep: OnKeep = _kept_nowhere,
     ) -> None:
         self.registry = registry
         self.on_done = on_done
         self.on_start = on_start
+        self.on_keep = on_keep
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._stopped: set[str] = set()  # jobs cancelled on purpose, while they stop
 
     @property
     def running(self) -> list[str]:
@@ -70,11 +81,18 @@ class JobRunner:
         *,
         new: bool = True,
         registry: ToolRegistry | None = None,
+        resume: str | None = None,
     ) -> None:
         """Run `job` with `registry`'s tool (the turn's; else this runner's); `new=False` re-runs
-        a job recorded before (after a restart)."""
+        a job recorded before (after a restart), from where its tool said it was (`resume`)."""
         if new:
             await self.on_start(job)
+
+        async def keep(text: str) -> None:
+            await self.on_keep(job, text)
+
+        handle = BackgroundJob(job.id, resume, keep, lambda: job.id in self._stopped)
+        context = dataclasses.replace(context, job=handle)
         run = self._run(job, context, registry or self.registry)
         task = asyncio.create_task(run, name=f"job-{job.id}")
         self._tasks[job.id] = task
@@ -116,10 +134,15 @@ class JobRunner:
     async def cancel(self, job_ids: Iterable[str]) -> None:
         """Stop these jobs if they run (their results are never reported); returns once they
         have stopped."""
-        tasks = [t for t in map(self._tasks.get, job_ids) if t is not None]
+        ids = [i for i in job_ids if i in self._tasks]
+        tasks = [self._tasks[i] for i in ids]
+        self._stopped.update(ids)
         for task in tasks:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        try:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        finally:
+            self._stopped.difference_update(ids)
 
     async def aclose(self) -> None:
         tasks = list(self._tasks.values())

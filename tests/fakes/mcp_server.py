@@ -20,6 +20,8 @@ Its instructions: ``INSTRUCTIONS``. Tools:
 * ``chatty(level, text)``: sends ``text`` as a log message at ``level``.
 * ``steps(count, until)``: reports progress ``i`` of ``count`` ("step i"), waits for a line in
   the FIFO ``until`` (if given), answers ``done``; its title is "Step Counter".
+* ``slow_report()``: listed as running only as an MCP task (`execution.taskSupport: required`),
+  which this server does not announce (no `tasks` capability): a client must leave it out.
 """
 
 from __future__ import annotations
@@ -33,11 +35,23 @@ from typing import Literal
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import ToolAnnotations
+from mcp.types import Tool, ToolAnnotations, ToolExecution
 from pydantic import BaseModel
 
 INSTRUCTIONS = "Look a word up with lookup before guessing what it means."
-server = MCPServer("relaybot-test", instructions=INSTRUCTIONS)
+TASKS_ONLY = {"slow_report"}
+
+
+class FakeServer(MCPServer):
+    async def list_tools(self) -> list[Tool]:
+        tasks_only = ToolExecution(task_support="required")
+        return [
+            t.model_copy(update={"execution": tasks_only}) if t.name in TASKS_ONLY else t
+            for t in await super().list_tools()
+        ]
+
+
+server = FakeServer("relaybot-test", instructions=INSTRUCTIONS)
 
 
 @server.tool(annotations=ToolAnnotations(read_only_hint=True))
@@ -147,6 +161,12 @@ async def steps(count: int, ctx: Context, until: str = "") -> str:
     if until:  # the test writes it once it has seen the progress
         await anyio.to_thread.run_sync(_read, until)
     return "done"
+
+
+@server.tool()
+def slow_report() -> str:
+    """A report that takes long (listed as a task-only tool)."""
+    return "the report"
 
 
 def _read(path: str) -> str:

@@ -10,7 +10,9 @@ directly. When a connection drops (the process exits, a keep-alive ping fails) t
 reconnects with backoff, and calls meanwhile get an error result. A server that cannot start is
 logged and tried again the same way; its tools are offered once it starts, and `down()` names
 it meanwhile (for `relaybot tools` and `doctor`). A tool the server's `tools`/`exclude` lists
-leave out, or one that runs only as an MCP task, is not registered; `left_out()` says why. Over
+leave out, or one that runs only as an MCP task on a server that announces no tasks, is not
+registered; `left_out()` says why. A task-only tool of a server that runs tasks is a background
+job that polls its task, and after a restart polls it again (tools/mcp/_tasks.py). Over
 HTTP, a server that answers 404 for the session gets a new one at once, and a call it refused
 so is sent again; the servers' `instructions` reach the system prompt through the manager (a
 PromptPart), their log messages the daemon's log, their progress the turn's status line.
@@ -40,6 +42,7 @@ The parts, one idea each:
     _notices.py     what a server says unasked: log messages, a changed tool list, progress
     _session.py     a session's plumbing: the stream relay, the handshake, the paged tool list
     _oauth.py       an HTTP server's OAuth 2.1 sign-in (the SDK's provider; the daemon's hooks)
+    _tasks.py       a tool run as an MCP task: started, polled, its result; kept with its job
 
 Importing this package imports the mcp SDK (slow): the daemon does it only when servers are
 configured. The `[mcp]` config models are in :mod:`tools.config`, which is cheap.

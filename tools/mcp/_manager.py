@@ -21,6 +21,7 @@ from tools.config import McpServerConfig
 from tools.errors import ToolDefinitionError
 from tools.mcp._client import McpClient
 from tools.mcp._server import Server
+from tools.mcp._tasks import run_task
 from tools.registry import ToolRegistry
 
 log = logging.getLogger("tools.mcp")
@@ -62,18 +63,29 @@ def tool_tier(config: McpServerConfig, spec: types.Tool) -> Tier:
     return Tier.SAFE if config.trust_annotations and read_only else Tier.DESTRUCTIVE
 
 
-def _not_offered(config: McpServerConfig, spec: types.Tool) -> str | None:
+def runs_as_task(spec: types.Tool) -> bool:
+    """The server runs the tool only as an MCP task (`execution.taskSupport: required`). One
+    that may run either way ("optional") is called plainly: its answer comes in the turn."""
+    return spec.execution is not None and spec.execution.task_support == "required"
+
+
+def _not_offered(server: Server, spec: types.Tool) -> str | None:
     """Why the server's tool `spec` is not offered to the model; None when it is."""
-    if not config.offers(spec.name):
+    if not server.config.offers(spec.name):
         return "left out by tools/exclude"
-    if spec.execution is not None and spec.execution.task_support == "required":
-        # it fails every time without the task extension (tasks/get, tasks/result)
-        return "it runs only as an MCP task, which relaybot does not support yet"
+    if runs_as_task(spec) and not server.tasks_ok:
+        # called plainly it fails every time; as a task, the server must say it takes one
+        return (
+            "it runs only as an MCP task, and the server does not announce tasks for "
+            "tools/call (its tasks.requests.tools.call capability)"
+        )
     return None
 
 
 class McpTool(Tool):
-    """One tool of one MCP server; its schema and description are the server's own."""
+    """One tool of one MCP server; its schema and description are the server's own. A tool the
+    server runs only as a task is a background job that resumes after a restart
+    (tools/mcp/_tasks.py): the model hears it started, and its result comes as a follow-up."""
 
     def __init__(self, server: Server, spec: types.Tool) -> None:
         self.server = server
@@ -89,8 +101,13 @@ class McpTool(Tool):
         )
         self.timeout_s = server.config.call_timeout_s + 5  # the SDK's timeout answers first
         self.title = spec.title or (annotations.title if annotations else None)
+        if runs_as_task(spec):  # as long as the task takes; a restart polls it again
+            self.background = self.resumable = True
+            self.timeout_s = None
 
     async def execute(self, args: dict[str, Any]) -> ToolResult:
+        if self.background:
+            return await run_task(self.server, self.remote_name, args, current_context())
         return await self.server.call(self.remote_name, args, current_context())
 
     def describe_step(self, args: dict[str, Any]) -> str | None:
@@ -224,7 +241,7 @@ class McpManager:
         tools: list[McpTool | ReadResource] = []
         left: list[LeftOut] = []
         for spec in server.specs:
-            if reason := _not_offered(config, spec):
+            if reason := _not_offered(server, spec):
                 left.append(LeftOut(config.name, spec.name, reason))
                 continue
             try:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,7 @@ import mcp.types as types
 from mcp import ClientSession
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
+from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from mcp.shared.message import SessionMessage
 
 from tools._base import ToolContext
@@ -33,7 +35,7 @@ from tools.mcp._content import Offered, call_result, read_result
 from tools.mcp._notices import list_changes, progress_text, server_log
 from tools.mcp._oauth import SignIn
 from tools.mcp._session import either, initialize, list_tools, relay
-from tools.mcp._transport import call_key, describe, transport
+from tools.mcp._transport import Session, call_key, describe, transport
 
 log = logging.getLogger("tools.mcp")
 
@@ -48,6 +50,8 @@ class _Connection:
     expired: asyncio.Event  # the server answered 404 for its session: a new one, at once
     tools_changed: asyncio.Event  # the server said its tool list changed: list it again
     refused: list[str]  # the calls (call_key) answered 404 for the session: not run
+    dispatcher: JSONRPCDispatcher  # the session's, for a request the SDK would not parse
+    key: str  # which session this is: the HTTP session's id, a process's own (stdio)
 
 
 class Server:
@@ -87,6 +91,9 @@ class Server:
         self._ever_connected = False
         self._up = asyncio.Event()  # set while connected
         self._renewing = False  # the session expired: a new one is being made at once
+        self.tasks_ok = False  # it runs tools/call as MCP tasks (its `tasks` capability)
+        self.tasks: dict[str, str] = {}  # its MCP tasks relaybot's jobs wait for: their sessions
+        self.init: types.InitializeResult | None = None  # its last handshake's answer
 
     async def start(self) -> bool:
         """Connect and list the tools; False (logged) if the first attempt fails: the server
@@ -140,6 +147,18 @@ class Server:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(self.connect_timeout_s):
                 await self._up.wait()
+
+    @property
+    def session(self) -> _Connection | None:
+        """The connection in use, None while the server is away."""
+        conn = self._conn
+        return None if conn is None or conn.lost.is_set() else conn
+
+    async def up(self) -> _Connection | None:
+        """The connection in use, waiting up to `connect_timeout_s` for it; None if away."""
+        if self.session is None or self._renewing:
+            await self._wait_up()
+        return self.session
 
     def _restarting(self) -> ToolResult:
         return ToolResult.fail(
@@ -262,8 +281,10 @@ class Server:
 
         async with contextlib.AsyncExitStack() as stack:
             auth = await self.sign_in.ready(self.config.headers) if self.sign_in else None
+            http = Session()  # left open while a task runs in it:
+            http.keep = lambda: http.id in self.tasks.values()
             read, write = await stack.enter_async_context(
-                transport(self.config, session_gone, auth)
+                transport(self.config, session_gone, auth, session=http)
             )
             send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
             stack.callback(send.close)
@@ -271,26 +292,32 @@ class Server:
             relays = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(relays.cancel_scope.cancel)
             relays.start_soon(relay, read, send, lost)
-            session = await stack.enter_async_context(self._session(receive, write, changed))
+            dispatcher = JSONRPCDispatcher(receive, write)
+            session = await stack.enter_async_context(self._session(dispatcher, changed))
             with anyio.fail_after(self.connect_timeout_s):
-                self.instructions = (await initialize(session, self.config)).instructions or ""
+                self.init = await initialize(session, self.config)
+                self.instructions = self.init.instructions or ""
+                capabilities = self.init.capabilities
+                tasks = capabilities.tasks and capabilities.tasks.requests
+                self.tasks_ok = bool(tasks and tasks.tools and tasks.tools.call is not None)
                 specs = await list_tools(session)
-                capabilities = session.server_capabilities
-                self.has_resources = capabilities is not None and bool(capabilities.resources)
+                self.has_resources = bool(capabilities.resources)
                 if self.has_resources:
                     await self._list_resources(session)
-            conn = _Connection(session, lost, expired, changed, refused)
+            key = http.id or secrets.token_hex(8)
+            conn = _Connection(session, lost, expired, changed, refused, dispatcher, key)
             self._connected(conn, specs, started)
             await self._watch(conn)
         return expired.is_set()
 
-    def _session(self, receive: Any, write: Any, changed: asyncio.Event) -> ClientSession:
+    def _session(self, dispatcher: JSONRPCDispatcher, changed: asyncio.Event) -> ClientSession:
         """A session announcing what relaybot's hooks can answer (tools/mcp/_client.py), and
-        hearing the server's log messages and changes of its tool list (tools/mcp/_notices.py)."""
+        hearing the server's log messages and changes of its tool list (tools/mcp/_notices.py).
+        Nothing is announced for tasks: relaybot runs none of the server's requests as tasks,
+        and calling a server's tool as a task needs only the server's capability."""
         answers = self.answers
         return ClientSession(
-            receive,
-            write,
+            dispatcher=dispatcher,
             client_info=_CLIENT,
             logging_callback=server_log(self.config.name),
             message_handler=list_changes(changed),

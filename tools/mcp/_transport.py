@@ -14,6 +14,7 @@ import os
 import shutil
 import threading
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import httpx2
@@ -43,13 +44,17 @@ async def transport(
     cfg: McpServerConfig,
     session_gone: Callable[[str | None], None],
     auth: httpx2.Auth | None = None,
+    *,
+    session: Session | None = None,
 ) -> AsyncIterator[tuple[Any, Any]]:
     """The SDK's (read, write) streams to the server `cfg` names, open while entered.
     `session_gone` is called when a streamable HTTP server answers 404 to a request that
     carries the session's id (or 400 naming the session): it restarted and forgot the session,
     and the spec says to start a new one. It is given the :func:`call_key` of the request when
     that was a tools/call: that call did not run, so it can be sent again. An HTTP server's
-    requests go through `auth` (its OAuth sign-in: tools/mcp/_oauth.py) if given."""
+    requests go through `auth` (its OAuth sign-in: tools/mcp/_oauth.py) if given. `session`
+    learns a streamable HTTP session's id, may name one to join (an MCP task's, after a restart)
+    and keeps the session open at the end while it says so (a task still runs in it)."""
     if cfg.command is not None:
         program = [resolve(cfg), *cfg.args]
         procs = None
@@ -81,7 +86,11 @@ async def transport(
             yield streams
         return
 
+    session = session or Session()
+
     async def on_response(response: httpx2.Response) -> None:
+        if given := response.headers.get(MCP_SESSION_ID):
+            session.id = given
         if MCP_SESSION_ID not in response.request.headers or response.status_code not in (400, 404):
             return
         # 404 is the spec's answer; server-everything and servers built like it say 400 "No
@@ -91,13 +100,32 @@ async def transport(
 
     timeout = httpx2.Timeout(30.0, read=300.0)
     hooks = {"response": [on_response]}
-    async with (
-        httpx2.AsyncClient(
-            headers=cfg.headers, timeout=timeout, event_hooks=hooks, auth=auth
-        ) as http,
-        streamable_http_client(cfg.url, http_client=http) as streams,
-    ):
-        yield streams
+    headers = {**cfg.headers, **({MCP_SESSION_ID: session.id} if session.id else {})}
+    async with httpx2.AsyncClient(
+        headers=headers, timeout=timeout, event_hooks=hooks, auth=auth
+    ) as http:
+        try:
+            async with streamable_http_client(
+                cfg.url, http_client=http, terminate_on_close=False
+            ) as streams:
+                yield streams
+        finally:
+            if session.id and not session.keep():  # the SDK's DELETE, unless a task runs in it
+                with contextlib.suppress(httpx2.HTTPError):
+                    await http.delete(cfg.url, headers={MCP_SESSION_ID: session.id})
+
+
+def _never() -> bool:
+    return False
+
+
+@dataclass(slots=True)
+class Session:
+    """A streamable HTTP session's id, as the server gave it (or as given, to join it), and
+    whether to leave it open when the connection ends (`keep`)."""
+
+    id: str | None = None
+    keep: Callable[[], bool] = _never
 
 
 def resolve(cfg: McpServerConfig) -> str:

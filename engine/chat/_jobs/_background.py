@@ -33,7 +33,9 @@ class Background:
         self.registry = registry
         self.queues = queues
         self.send_for = send_for
-        self.runner = JobRunner(registry, on_done=self._done, on_start=self._started)
+        self.runner = JobRunner(
+            registry, on_done=self._done, on_start=self._started, on_keep=self._keep
+        )
 
     def use(self, registry: ToolRegistry) -> None:
         """The tools in force (a reload's): jobs recovered or recorded from now on use them."""
@@ -46,6 +48,9 @@ class Background:
         await self.store.jobs.add(
             conv, job.id, job.user_id, job.tool, job.args, resumable=resumable
         )
+
+    async def _keep(self, job: Job, resume: str) -> None:
+        await self.store.jobs.set_resume(job.id, resume)
 
     async def _done(self, job: Job, result: ToolResult) -> None:
         jobs = self.store.jobs
@@ -76,6 +81,9 @@ class Background:
         call = ToolCall(f"job_{job.id}", "background_job_result", json.dumps({"job_id": job.id}))
         await self.store.conversations.append(conv.id, Message.assistant(None, [call]))
         source = None if job.is_error else result_source(job.tool, job.args)  # containment
+        tool = self.registry.get(job.tool)
+        if tool is not None and tool.mcp_server is not None:  # an MCP task's words, even failed
+            source = f"MCP server {tool.mcp_server}"
         found = TRUSTED if source is None else untrusted(source)
         result = Message.tool_result(call.id, text, is_error=job.is_error, provenance=found)
         await self.store.conversations.append(conv.id, result)
@@ -110,7 +118,10 @@ class Background:
                 is_private=job.is_private,
             )
             await self.runner.start(
-                Job(job.id, key, job.user_id, job.tool, job.args), ctx, new=False
+                Job(job.id, key, job.user_id, job.tool, job.args),
+                ctx,
+                new=False,
+                resume=job.resume,
             )
             return
         async with self.store.transaction():

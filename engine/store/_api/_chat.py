@@ -180,6 +180,11 @@ class JobStore(Protocol):
 
     async def transition(self, job_id: str, from_state: JobState, to_state: JobState) -> bool: ...
 
+    async def set_resume(self, job_id: str, resume: str) -> bool:
+        """Keep where a running job is (e.g. the MCP task it waits for), for its resumption
+        after a restart; False when it is no longer running."""
+        ...
+
 
 class ContextStore(Protocol):
     """The context budget's memory: each conversation's running summary, and per model the

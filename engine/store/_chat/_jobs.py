@@ -18,7 +18,7 @@ from engine.store._types._states import JOB_TRANSITIONS, JobState, guard
 
 _COLS = (
     "id, conversation_id, channel, chat_id, user_id, tool, args, resumable, state, result, "
-    "for_user, is_error, "
+    "for_user, is_error, resume, "
     "(SELECT is_private FROM conversations c WHERE c.id = jobs.conversation_id) AS is_private"
 )
 _ADD = (
@@ -90,6 +90,14 @@ class Jobs:
         )
         return done == 1
 
+    async def set_resume(self, job_id: str, resume: str) -> bool:
+        kept = await self.db.execute(
+            "UPDATE jobs SET resume=? WHERE id=? AND state IN ('running', 'resumed')",
+            resume,
+            job_id,
+        )
+        return kept == 1
+
     async def transition(self, job_id: str, from_state: JobState, to_state: JobState) -> bool:
         guard("a job", JOB_TRANSITIONS, from_state, to_state)
         moved = await self.db.execute(
@@ -116,4 +124,5 @@ def _row(r: Row) -> JobRow:
         for_user=r["for_user"],
         is_error=bool(r["is_error"]),
         is_private=bool(r["is_private"]),
+        resume=r["resume"],
     )

@@ -99,6 +99,7 @@ class JobRow:
     for_user: str | None
     is_error: bool
     is_private: bool = False  # its conversation is a private chat (False: a group, or gone)
+    resume: str | None = None  # where the running job is, kept by its tool (set_resume)
 
 
 @dataclass(frozen=True, slots=True)

@@ -137,4 +137,9 @@ LATER: list[str] = [
     CREATE TABLE schema_compat (readable_from INTEGER NOT NULL);
     INSERT INTO schema_compat(readable_from) VALUES (20);
     """,
+    # 24: where a running background job is, kept by its tool for its resumption after a
+    #     restart (an MCP task's server, id and session: tools/mcp/_tasks.py)
+    """
+    ALTER TABLE jobs ADD COLUMN resume TEXT;
+    """,
 ]
