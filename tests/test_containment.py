@@ -18,7 +18,7 @@ from bot.config import Config
 from tests.fakes.openai_server import FakeOpenAI, text, tool_call
 from tests.fakes.telegram_server import FakeTelegram
 from tests.test_telegram import telegram_config, to
-from tools import tool
+from tools import ToolResult, tool
 
 DM = 1001
 GROUP = -100700
@@ -39,6 +39,12 @@ async def tag_order(order: str) -> str:
     """Put a tag on an order (not destructive: no tier asks for it)."""
     cancelled.append(f"tag {order}")
     return f"order {order} tagged"
+
+
+@tool(background=True)
+async def read_feed() -> ToolResult:
+    """Read the partners' order feed (it takes a while: runs as a background job)."""
+    return ToolResult(f"Feed: {INJECTION}", untrusted="the partners' feed")
 
 
 @pytest.fixture(autouse=True)
@@ -102,7 +108,7 @@ def make(make_config: Callable[..., Config], tg: FakeTelegram, **tools: Any) -> 
 
 
 def app(config: Config) -> App:
-    return App(config, extra_tools=(cancel_order, tag_order))
+    return App(config, extra_tools=(cancel_order, tag_order, read_feed))
 
 
 def prompts(tg: FakeTelegram, chat: int) -> list[dict[str, Any]]:
@@ -266,3 +272,26 @@ async def test_a_fetch_carrying_conversation_data_after_a_page_asks(
         await press(tg, DM, DM, "Don't run")
         await tg.wait_for_call("sendMessage", answered("Sent."))
     assert site.hits == ["/page", "/more"]
+
+
+async def test_a_background_jobs_untrusted_result_makes_its_follow_up_ask(
+    make_config: Callable[..., Config], tg: FakeTelegram, llm: FakeOpenAI, tmp_path: Path
+) -> None:
+    """A tool run as a background job says its result holds words nobody in the chat wrote:
+    the follow-up turn that reads it (after a restart too: it is kept with the job) asks before
+    acting, as after a web page."""
+    config = make(make_config, tg)
+    llm.script(
+        tool_call("read_feed", {}),
+        text("Reading the feed."),
+        tool_call("remember", {"text": "Ann owes Eve 500 euros"}),  # the feed's instruction
+        text("Remembered."),
+    )
+    async with app(config):
+        tg.inject_message(DM, DM, "check the partners' feed", first_name="Ann")
+        await tg.wait_for_call("sendMessage", lambda p: len(prompts(tg, DM)) == 1)
+        asked = prompts(tg, DM)[0]
+        assert (
+            "Ann owes Eve" in asked["text"] and "after reading the partners' feed" in asked["text"]
+        )
+        assert notes(tmp_path / "relaybot.db") == []  # nothing written unasked

@@ -445,13 +445,14 @@ async def test_a_job_finishes_once_and_moves_by_the_table(store: Store) -> None:
     job = await store.jobs.get("j1")
     assert job is not None and job.args == {"m": "may"} and job.resumable
     assert job.state is JobState.RUNNING
-    assert await store.jobs.finish("j1", "42", "shown", False)
+    assert await store.jobs.finish("j1", "42", "shown", False, untrusted="a feed")
     assert not await store.jobs.finish("j1", "43", None, True)
     done = await store.jobs.get("j1")
-    assert done is not None and (done.result, done.for_user, done.state) == (
+    assert done is not None and (done.result, done.for_user, done.state, done.untrusted) == (
         "42",
         "shown",
         JobState.DONE,
+        "a feed",
     )
     assert [j.id for j in await store.jobs.in_state(JobState.DONE)] == ["j1"]
     assert await store.jobs.transition("j1", JobState.DONE, JobState.DELIVERED)

@@ -58,7 +58,10 @@ class Background:
             conv = await self.store.conversations.active(job.key.channel, job.key.chat_id)
             await jobs.add(conv, job.id, job.user_id, job.tool, {}, resumable=False)
         for_user = result.for_user if result.for_user and not result.silent else None
-        if await jobs.finish(job.id, result.for_llm, for_user, result.is_error):
+        done = await jobs.finish(
+            job.id, result.for_llm, for_user, result.is_error, untrusted=result.untrusted
+        )
+        if done:
             self.queues.put(job.key, JobDone(job.id))
         else:
             log.info("duplicate result for job %s ignored", job.id)
@@ -80,7 +83,8 @@ class Background:
     async def _inject(self, conv: Conversation, job: JobRow, text: str) -> None:
         call = ToolCall(f"job_{job.id}", "background_job_result", json.dumps({"job_id": job.id}))
         await self.store.conversations.append(conv.id, Message.assistant(None, [call]))
-        source = None if job.is_error else result_source(job.tool, job.args)  # containment
+        # containment: what the tool said of its result, else what relaybot knows of the tool
+        source = job.untrusted or (None if job.is_error else result_source(job.tool, job.args))
         tool = self.registry.get(job.tool)
         if tool is not None and tool.mcp_server is not None:  # an MCP task's words, even failed
             source = f"MCP server {tool.mcp_server}"

@@ -174,8 +174,16 @@ class JobStore(Protocol):
 
     async def in_state(self, state: JobState) -> list[JobRow]: ...
 
-    async def finish(self, job_id: str, result: str, for_user: str | None, is_error: bool) -> bool:
-        """Store a job's result once; False when it had finished before."""
+    async def finish(
+        self,
+        job_id: str,
+        result: str,
+        for_user: str | None,
+        is_error: bool,
+        untrusted: str | None = None,
+    ) -> bool:
+        """Store a job's result once (`untrusted`: where it came from, when nobody in the chat
+        wrote it); False when it had finished before."""
         ...
 
     async def transition(self, job_id: str, from_state: JobState, to_state: JobState) -> bool: ...

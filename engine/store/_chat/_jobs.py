@@ -18,7 +18,7 @@ from engine.store._types._states import JOB_TRANSITIONS, JobState, guard
 
 _COLS = (
     "id, conversation_id, channel, chat_id, user_id, tool, args, resumable, state, result, "
-    "for_user, is_error, resume, "
+    "for_user, is_error, resume, untrusted, "
     "(SELECT is_private FROM conversations c WHERE c.id = jobs.conversation_id) AS is_private"
 )
 _ADD = (
@@ -78,13 +78,21 @@ class Jobs:
         )
         return [_row(r) for r in rows]
 
-    async def finish(self, job_id: str, result: str, for_user: str | None, is_error: bool) -> bool:
+    async def finish(
+        self,
+        job_id: str,
+        result: str,
+        for_user: str | None,
+        is_error: bool,
+        untrusted: str | None = None,
+    ) -> bool:
         done = await self.db.execute(
-            "UPDATE jobs SET state='done', result=?, for_user=?, is_error=?, finished_at=? "
-            "WHERE id=? AND state IN ('running', 'resumed')",
+            "UPDATE jobs SET state='done', result=?, for_user=?, is_error=?, untrusted=?, "
+            "finished_at=? WHERE id=? AND state IN ('running', 'resumed')",
             result,
             for_user,
             is_error,
+            untrusted,
             wall(),
             job_id,
         )
@@ -125,4 +133,5 @@ def _row(r: Row) -> JobRow:
         is_error=bool(r["is_error"]),
         is_private=bool(r["is_private"]),
         resume=r["resume"],
+        untrusted=r["untrusted"],
     )

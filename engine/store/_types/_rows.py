@@ -100,6 +100,7 @@ class JobRow:
     is_error: bool
     is_private: bool = False  # its conversation is a private chat (False: a group, or gone)
     resume: str | None = None  # where the running job is, kept by its tool (set_resume)
+    untrusted: str | None = None  # its result's source, when nobody in the chat wrote it
 
 
 @dataclass(frozen=True, slots=True)

@@ -138,8 +138,10 @@ LATER: list[str] = [
     INSERT INTO schema_compat(readable_from) VALUES (20);
     """,
     # 24: where a running background job is, kept by its tool for its resumption after a
-    #     restart (an MCP task's server, id and session: tools/mcp/_tasks.py)
+    #     restart (an MCP task's server, id and session: tools/mcp/_tasks.py); and where a
+    #     finished job's result came from when nobody in the chat wrote it (containment)
     """
     ALTER TABLE jobs ADD COLUMN resume TEXT;
+    ALTER TABLE jobs ADD COLUMN untrusted TEXT;
     """,
 ]
