@@ -11,8 +11,8 @@ own instance gets it first, and only while no live instance asks for it; asked f
 back at once.
 
 While a part is held, what its next holder would resume from (a Discord shard's gateway
-session, ``Channel.receiving_state``) is kept in the store every tick (as it was a tick before,
-so that everything it counts has been stored), and when the holder lets go of it. So the
+session, ``Channel.receiving_state``, which counts only what has been stored) is kept in the
+store every tick, and when the holder lets go of it. So the
 instance that takes a dead or stopping instance's shard resumes its session, and Discord sends
 again the events nobody received in between: a message sent while the shard's holder was dead
 is answered, not lost.
@@ -41,7 +41,6 @@ class _Part:
     channel: str  # its channel's name
     receiver: Receiver
     state: str | None = None  # what the store keeps to resume it from
-    seen: str | None = None  # what the channel said at the last tick, kept at the next one
 
 
 class Receivers:
@@ -92,10 +91,7 @@ class Receivers:
                 self._held[lease] = part
                 part.state = held[lease]
             else:
-                # What the channel says now may count events it has not stored yet; a tick on,
-                # everything before it has been: keep that one (what is sent again in between
-                # is recognised as already there).
-                state, part.seen = part.seen, self.channels[part.channel].receiving_state(lease)
+                state = self.channels[part.channel].receiving_state(lease)
                 if state is not None and state != part.state:
                     await self.store.checkpoint(lease, state)
                     part.state = state
