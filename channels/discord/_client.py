@@ -264,15 +264,14 @@ class Client(discord.AutoShardedClient):
     async def on_connect(self) -> None:
         self._connected.set()
 
-    async def on_shard_connect(self, shard_id: int) -> None:
-        log.info("discord: shard %d of %s connected", shard_id, self.shard_count)
 
     async def on_shard_resumed(self, shard_id: int) -> None:
         self._resuming.discard(shard_id)
         self._connected.set()  # a resumed session has no READY, so no on_connect
         log.info("discord: shard %d: gateway session resumed", shard_id)
 
-    async def on_shard_ready(self, shard_id: int) -> None:
+    async def on_shard_connect(self, shard_id: int) -> None:
+        log.info("discord: shard %d of %s connected", shard_id, self.shard_count)
         if shard_id in self._resuming:  # Discord refused the RESUME (op 9): a new session
             self._resuming.discard(shard_id)
             self._resumed_at.pop(shard_id, None)

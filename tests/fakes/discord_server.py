@@ -467,6 +467,11 @@ class FakeDiscord:
             "INTERACTION_CREATE", payload, int(payload.get("guild_id") or 0) or None
         )
 
+    def session_id(self, shard: int = 0) -> str | None:
+        """The id of a shard's gateway session (None: it has none)."""
+        session = self._sessions.get(shard)
+        return session.id if session is not None else None
+
     def end_sessions(self) -> None:
         """Forget every gateway session, as Discord does a while after its connection dropped:
         a RESUME then gets INVALID_SESSION (not resumable)."""
