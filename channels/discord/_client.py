@@ -264,7 +264,6 @@ class Client(discord.AutoShardedClient):
     async def on_connect(self) -> None:
         self._connected.set()
 
-
     async def on_shard_resumed(self, shard_id: int) -> None:
         self._resuming.discard(shard_id)
         self._connected.set()  # a resumed session has no READY, so no on_connect
@@ -282,12 +281,15 @@ class Client(discord.AutoShardedClient):
             )
 
     async def on_message(self, message: discord.Message) -> None:
-        held = False
+        settled = True  # stored, or dropped on purpose (not for the bot, or it failed)
         try:
-            if self.user is not None:
-                held = await self.events.on_message(message, self.user)
+            if self.user is not None:  # a held one is settled once the store takes it (_held)
+                settled = not await self.events.on_message(message, self.user)
+        except asyncio.CancelledError:
+            settled = False  # stopped before it was stored: the restart has it sent again
+            raise
         finally:
-            if not held:  # a held one is settled once the store takes it (_held)
+            if settled:
                 self.unstored.settled(str(message.id))
 
     async def on_interaction(self, interaction: discord.Interaction) -> None:
