@@ -11,6 +11,7 @@ not stored, and later events already stored; after the restart it is answered on
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
@@ -22,6 +23,7 @@ import pytest
 from benchmarks._crash_rig import Daemon, TokenModel, token, wait_for_db, write_files
 from bot.app import App
 from bot.config import Config
+from channels import _discord_shards as shards
 from channels.discord import DiscordChannel
 from tests.fakes.discord_server import Call, FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI
@@ -102,6 +104,38 @@ async def test_a_session_discord_no_longer_keeps_gives_way_to_a_new_one(
     assert ops(fake).count(2) == 2  # … and a new session identified
     assert caplog.text.count(EXPIRED) == 1
     assert fake.token not in caplog.text
+
+
+async def test_the_point_kept_stays_before_a_message_not_stored_yet(
+    start: Callable[..., Any], fake: FakeDiscord
+) -> None:
+    """The rule itself: what the store keeps to resume from passes a message only once it is
+    stored, though later events are received and stored before it."""
+    arrived, release = asyncio.Event(), asyncio.Event()
+
+    async def hold_the_thread_start(call: Call) -> None:
+        if call.method == "POST" and call.path.endswith("/threads"):
+            arrived.set()  # the mention is received; it is stored after its thread starts
+            await release.wait()
+
+    async def kept(app: App) -> int:
+        await app.dispatcher.resuming.stop()  # keep now, as every 0.25 s
+        (session,) = shards.decode((await app.store.ops.resume_points())["discord"]).values()
+        assert session.sequence is not None
+        return session.sequence
+
+    async with start(reply_in_thread=True) as app:
+        fake.on_request = hold_the_thread_start
+        first = await fake.inject_message(CHANNEL, ALICE, "first", GUILD, mentions_bot=True)
+        await asyncio.wait_for(arrived.wait(), WAIT_S)
+        later = await fake.inject_message(DM, ALICE, "later")
+        await fake.wait_for_call(
+            "POST", rf"/channels/{DM}/messages", lambda c: "later" in str(c.json)
+        )
+        assert await kept(app) < fake.sequence_of(first["id"])
+        release.set()
+        await fake.wait_for_call("POST", r"/channels/\d+/messages", echoed("first"))
+        assert await kept(app) >= fake.sequence_of(later["id"])
 
 
 async def test_a_session_saved_with_another_token_is_not_resumed(

@@ -472,6 +472,15 @@ class FakeDiscord:
         session = self._sessions.get(shard)
         return session.id if session is not None else None
 
+    def sequence_of(self, message_id: int | str) -> int:
+        """The sequence number the MESSAGE_CREATE of `message_id` had in its session."""
+        return next(
+            frame["s"]
+            for session in self._sessions.values()
+            for frame in session.log
+            if frame["t"] == "MESSAGE_CREATE" and frame["d"]["id"] == str(message_id)
+        )
+
     def end_sessions(self) -> None:
         """Forget every gateway session, as Discord does a while after its connection dropped:
         a RESUME then gets INVALID_SESSION (not resumable)."""
