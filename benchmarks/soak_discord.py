@@ -20,15 +20,17 @@ message naming its token; a fake Telegram runs beside because the rig's config h
 
 Then it drains (every token answered, bounded) and stops the daemon with SIGTERM. Per token:
 shown once, shown twice or more (a duplicate: two messages naming it), lost (none). A message
-written while the daemon is dead (--down; the burst stops at the kill) is counted apart: a
-single instance on SQLite starts a new gateway session, and Discord does not send a new session
-the events it missed (several instances on PostgreSQL resume the dead one's session,
-engine/work/_receivers.py), so those are a platform limit, not a loss of relaybot's; the default
---down 0 writes none. Per kill: whether the answer being created was created again after the
+written while the daemon is dead (--down; the burst stops at the kill) is counted apart, and
+reported only: the restart resumes the gateway session (on SQLite from the store's
+``receivers`` row, engine/work/_resuming.py; on PostgreSQL as the instance that takes the
+gateway over, engine/work/_receivers.py), from before the oldest message not yet stored
+(channels/discord/_unstored.py), so Discord sends those again as long as it keeps the session
+(minutes); the default --down 0 writes none. Per start: whether it resumed the session or
+started a new one. Per kill: whether the answer being created was created again after the
 restart (a POST with the same nonce) and whether Discord returned the first message for it. Any
 duplicate or loss makes the exit status 1. A lost message is shown with how long before the kill
-it was written: one the gateway delivered just before the process died, not yet stored, is lost
-on SQLite for the same reason as one written while it is down (measured: up to 170 ms before).
+it was written (before resuming: up to 170 ms, a message the gateway delivered and the daemon had
+not stored yet).
 """
 
 from __future__ import annotations

@@ -86,6 +86,21 @@ async def test_what_was_written_while_relaybot_was_stopped_is_answered_after_the
     assert len(answers) == 2  # the message and one answer
 
 
+async def test_threads_go_on_after_a_resume(start: Callable[..., Any], fake: FakeDiscord) -> None:
+    """A resumed session gets no GUILD_CREATE: the channels are fetched to tell a text channel
+    (a mention starts a thread) from a thread the bot started (every message is for it)."""
+    async with start(reply_in_thread=True):
+        first = await fake.inject_message(CHANNEL, ALICE, "first", GUILD, mentions_bot=True)
+        thread = int(first["id"])  # a thread started on a message has its id
+        await fake.wait_for_call("POST", rf"/channels/{thread}/messages", echoed("first"))
+    async with start(reply_in_thread=True):
+        await fake.inject_message(thread, ALICE, "in the thread", GUILD)  # no mention
+        await fake.wait_for_call("POST", rf"/channels/{thread}/messages", echoed("in the thread"))
+        second = await fake.inject_message(CHANNEL, ALICE, "second", GUILD, mentions_bot=True)
+        await fake.wait_for_call("POST", rf"/channels/{second['id']}/messages", echoed("second"))
+    assert fake.connections == ["/gateway", "/gateway/resume"]
+
+
 @pytest.mark.parametrize("how", ["forgotten", "expired"])
 async def test_a_session_discord_no_longer_keeps_gives_way_to_a_new_one(
     start: Callable[..., Any], fake: FakeDiscord, caplog: pytest.LogCaptureFixture, how: str

@@ -1,3 +1,5 @@
+# Left whole: one class, discord.py's Client; each of its methods overrides one of discord.py's or
+# is a hook discord.py calls on the client, so none can live elsewhere.
 """discord.py's Client with relaybot's start-up, events and shards.
 
 Everything here is a discord.py extension point: ``setup_hook`` for async start-up, event methods

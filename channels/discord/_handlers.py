@@ -73,7 +73,7 @@ class Handlers:
             return engine.listens(CHANNEL, chat_id)
 
         in_thread = self._config.reply_in_thread
-        own_thread = in_thread and self._threads.own(message, me)
+        own_thread = in_thread and await self._threads.own(message, me)
         msg = inbound(message, me, self._config, listens, bot_roles, own_thread=own_thread)
         if msg is None:
             return False
