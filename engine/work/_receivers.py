@@ -12,7 +12,8 @@ back at once.
 
 While a part is held, what its next holder would resume from (a Discord shard's gateway
 session, ``Channel.receiving_state``, which counts only what has been stored) is kept in the
-store every tick, and when the holder lets go of it. So the
+store when it changes, looked at every ``KEEP_S`` (:meth:`Receivers.run`: a tick is too long for
+a session just started, which nothing else could resume), and when the holder lets go of it. So the
 instance that takes a dead or stopping instance's shard resumes its session, and Discord sends
 again the events nobody received in between: a message sent while the shard's holder was dead
 is answered, not lost.
@@ -20,6 +21,7 @@ is answered, not lost.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -29,6 +31,7 @@ from dataclasses import dataclass
 from engine._channel import Channel, Claim, Receiver
 from engine._clock import monotonic
 from engine.store import ClusterStore
+from engine.work._resuming import KEEP_S
 from tools.errors import StoreError
 
 log = logging.getLogger("engine.work._cluster")
@@ -91,10 +94,21 @@ class Receivers:
                 self._held[lease] = part
                 part.state = held[lease]
             else:
-                state = self.channels[part.channel].receiving_state(lease)
-                if state is not None and state != part.state:
-                    await self.store.checkpoint(lease, state)
-                    part.state = state
+                await self._keep(lease, part)
+
+    async def run(self) -> None:
+        """Keep what the held parts would resume from, every KEEP_S, until cancelled."""
+        while True:
+            await asyncio.sleep(KEEP_S)  # a period, not a wait for something
+            with contextlib.suppress(StoreError):  # the cluster's tick reports the database
+                for lease, part in list(self._held.items()):
+                    await self._keep(lease, part)
+
+    async def _keep(self, lease: str, part: _Part) -> None:
+        state = self.channels[part.channel].receiving_state(lease)
+        if state is not None and state != part.state:
+            await self.store.checkpoint(lease, state)
+            part.state = state
 
     def asked_for(self, lease: str) -> bool:
         """Another instance asks for `lease`: True if this instance holds it and gives it back

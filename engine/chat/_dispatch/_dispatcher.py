@@ -206,6 +206,7 @@ class Dispatcher:
         self.tasks.spawn(self.schedules.run(), "scheduler")
         if self.cluster is not None:
             self.tasks.spawn(self.cluster.run(), "cluster")
+            self.tasks.spawn(self.cluster.receivers.run(), "receiving")
         else:
             self.tasks.spawn(self.resuming.run(), "resuming")
         if self.loop.context is not None:
