@@ -84,6 +84,7 @@ class Soak:
         self._kill_at = 0
         self._killed = asyncio.Event()
         self.sessions = Counter[str]()  # how each start opened its gateway session
+        self.opened: list[str] = []  # the same, start by start
 
     async def on_created(self, message: dict[str, Any]) -> None:
         """Discord has made the message; the daemon has not heard so yet: the send window."""
@@ -112,7 +113,9 @@ class Soak:
         for task in pending:
             task.cancel()
         (first,) = done
-        self.sessions["resumed" if first.result()["op"] == 6 else "new"] += 1
+        kind = "resumed" if first.result()["op"] == 6 else "new"
+        self.sessions[kind] += 1
+        self.opened.append(kind)
 
     async def say(self, n: int, *, until_killed: bool = False) -> None:
         for _ in range(n):
@@ -228,6 +231,7 @@ def report(
         ("  said this long before the kill", _spread(before_kill) if before_kill else "-"),
         ("gateway sessions at start", ", ".join(f"{v} {k}" for k, v in soak.sessions.items())),
         ("said while it was dead", f"{len(soak.while_down)} ({len(unheard)} never answered)"),
+        *((f"  {tok}: the start after it", _next_start(soak, tok)) for tok in unheard[:5]),
         ("bot messages not recorded delivered", "-" if records is None else str(len(unrecorded))),
         ("drained", "yes" if drained else f"no (after {args.drain_s:g} s)"),
         ("exit code on SIGTERM", str(exit_code)),
@@ -239,6 +243,12 @@ def report(
     for key, value in rows:
         print(f"{key:<{width}}  {value}")
     return 1 if failed else 0
+
+
+def _next_start(soak: Soak, tok: str) -> str:
+    """How the gateway session was opened by the start after the life `tok` was said in."""
+    life = soak.said_at[tok][1]
+    return soak.opened[life + 1] if life + 1 < len(soak.opened) else "-"
 
 
 def _spread(seconds: list[float]) -> str:
