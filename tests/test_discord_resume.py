@@ -134,7 +134,7 @@ async def test_the_point_kept_stays_before_a_message_not_stored_yet(
             await release.wait()
 
     async def kept(app: App) -> int:
-        await app.dispatcher.resuming.stop()  # keep now, as every 0.25 s
+        await app.dispatcher.resuming.keep()  # keep now, as every 0.25 s
         (session,) = shards.decode((await app.store.ops.resume_points())["discord"]).values()
         assert session.sequence is not None
         return session.sequence

@@ -5,10 +5,11 @@ Instances sharing a store keep what each receiving part would resume from in the
 they hold it (``_receivers``). A process alone keeps it in the same rows, held by nobody: every
 :data:`KEEP_S`, what each part would resume from if the process died now
 (``Channel.receiving_state``: a Discord shard's gateway session, counting only the messages
-already stored), and once more as it stops. At start, before the channels connect, each part is
-given what was kept (``Channel.set_receiving``), so Discord sends again whatever came after it:
-what it delivered as the process died, and what was written while it was down (for as long as
-Discord keeps a session; after that the channel starts a new one and says so).
+already stored), as soon as the channels run (a new session is resumable at once), and once
+more as it stops. At start, before the channels connect, each part is given what was kept
+(``Channel.set_receiving``), so Discord sends again whatever came after it: what it delivered as
+the process died, and what was written while it was down (for as long as Discord keeps a
+session; after that the channel starts a new one and says so).
 
 What is kept lags what is stored by up to :data:`KEEP_S`, which only makes Discord send a few
 events again: the inbox takes a message once. It is written only when it changed.
@@ -52,9 +53,9 @@ class Resuming:
         """Keep what each part would resume from, every KEEP_S, until cancelled."""
         while True:
             await asyncio.sleep(KEEP_S)  # a period, not a wait for something
-            await self.stop()
+            await self.keep()
 
-    async def stop(self) -> None:
+    async def keep(self) -> None:
         """Keep what each part would resume from now (not now if the store refuses: it says
         why itself, and the point kept before stays good)."""
         with contextlib.suppress(StoreError):

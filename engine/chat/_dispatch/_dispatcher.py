@@ -208,6 +208,7 @@ class Dispatcher:
             self.tasks.spawn(self.cluster.run(), "cluster")
             self.tasks.spawn(self.cluster.receivers.run(), "receiving")
         else:
+            await self.resuming.keep()  # the sessions the channels just opened, at once
             self.tasks.spawn(self.resuming.run(), "resuming")
         if self.loop.context is not None:
             self.loop.context.discover_soon()
@@ -231,7 +232,7 @@ class Dispatcher:
         if self.cluster is not None:  # another instance takes over what is left, at once
             await self.cluster.leave()
         else:
-            await self.resuming.stop()
+            await self.resuming.keep()
 
     async def _expiry_watch(self) -> None:
         while True:
