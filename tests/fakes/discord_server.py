@@ -20,8 +20,8 @@ RESUME (on any new connection, from any process) gets those after its ``seq``. A
 forgotten when its client closes the connection with 1000 or 1001, when ``session_ttl_s`` has
 passed since its connection went, on a new IDENTIFY for its shard, and by ``end_sessions()``; a
 RESUME of a forgotten or unknown session, or with another token, gets INVALID_SESSION (op 9,
-``d: false``), after which the client identifies. ``on_dispatched``, when set, is awaited after
-each event is sent (a test can kill the bot there: it has the event, nothing more).
+``d: false``), after which the client identifies. ``session_id(shard)`` and ``sequence_of(message
+id)`` tell a shard's session and the sequence a message's MESSAGE_CREATE had.
 
 Shards: each IDENTIFY with ``shard: [id, count]`` opens that shard's session (an id outside the
 count closes with 4010); a guild's events go to shard ``(guild_id >> 22) % count``, DMs to shard
@@ -208,7 +208,6 @@ class FakeDiscord:
         self._deaf: set[web.WebSocketResponse] = set()  # connections that went quiet (deafen)
         self._nonces: dict[str, tuple[float, int]] = {}  # nonce -> (when, message id)
         self.on_created: Callable[[Json], Awaitable[None]] | None = None  # see Nonces above
-        self.on_dispatched: Callable[[Json], Awaitable[None]] | None = None  # see Sessions
         self.on_request: Callable[[Call], Awaitable[None]] | None = None  # see Nonces above
         self.refuse_components_v2 = False  # True: every components-v2 message is refused (400)
         self._cond = asyncio.Condition()
@@ -672,8 +671,6 @@ class FakeDiscord:
         session.log.append(frame)
         if session.ws is not None and not session.ws.closed and session.ws not in self._deaf:
             await session.ws.send_str(json.dumps(frame))
-            if self.on_dispatched is not None:
-                await self.on_dispatched(frame)
 
     async def _gateway(self, request: web.Request) -> web.WebSocketResponse:
         ws = web.WebSocketResponse(autoclose=False)
