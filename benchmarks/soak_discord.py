@@ -20,15 +20,17 @@ message naming its token; a fake Telegram runs beside because the rig's config h
 
 Then it drains (every token answered, bounded) and stops the daemon with SIGTERM. Per token:
 shown once, shown twice or more (a duplicate: two messages naming it), lost (none). A message
-written while the daemon is dead (--down; the burst stops at the kill) is counted apart: a
-single instance on SQLite starts a new gateway session, and Discord does not send a new session
-the events it missed (several instances on PostgreSQL resume the dead one's session,
-engine/work/_receivers.py), so those are a platform limit, not a loss of relaybot's; the default
---down 0 writes none. Per kill: whether the answer being created was created again after the
+written while the daemon is dead (--down; the burst stops at the kill) is counted apart, and
+reported only: the restart resumes the gateway session (on SQLite from the store's
+``receivers`` row, engine/work/_resuming.py; on PostgreSQL as the instance that takes the
+gateway over, engine/work/_receivers.py), from before the oldest message not yet stored
+(channels/discord/_unstored.py), so Discord sends those again as long as it keeps the session
+(minutes); the default --down 0 writes none. Per start: whether it resumed the session or
+started a new one. Per kill: whether the answer being created was created again after the
 restart (a POST with the same nonce) and whether Discord returned the first message for it. Any
 duplicate or loss makes the exit status 1. A lost message is shown with how long before the kill
-it was written: one the gateway delivered just before the process died, not yet stored, is lost
-on SQLite for the same reason as one written while it is down (measured: up to 170 ms before).
+it was written (before resuming: up to 170 ms, a message the gateway delivered and the daemon had
+not stored yet).
 """
 
 from __future__ import annotations
@@ -82,6 +84,7 @@ class Soak:
         self._kill_at = 0
         self._killed = asyncio.Event()
         self.sessions = Counter[str]()  # how each start opened its gateway session
+        self.opened: list[str] = []  # the same, start by start
 
     async def on_created(self, message: dict[str, Any]) -> None:
         """Discord has made the message; the daemon has not heard so yet: the send window."""
@@ -110,7 +113,9 @@ class Soak:
         for task in pending:
             task.cancel()
         (first,) = done
-        self.sessions["resumed" if first.result()["op"] == 6 else "new"] += 1
+        kind = "resumed" if first.result()["op"] == 6 else "new"
+        self.sessions[kind] += 1
+        self.opened.append(kind)
 
     async def say(self, n: int, *, until_killed: bool = False) -> None:
         for _ in range(n):
@@ -226,6 +231,7 @@ def report(
         ("  said this long before the kill", _spread(before_kill) if before_kill else "-"),
         ("gateway sessions at start", ", ".join(f"{v} {k}" for k, v in soak.sessions.items())),
         ("said while it was dead", f"{len(soak.while_down)} ({len(unheard)} never answered)"),
+        *((f"  {tok}: the start after it", _next_start(soak, tok)) for tok in unheard[:5]),
         ("bot messages not recorded delivered", "-" if records is None else str(len(unrecorded))),
         ("drained", "yes" if drained else f"no (after {args.drain_s:g} s)"),
         ("exit code on SIGTERM", str(exit_code)),
@@ -237,6 +243,12 @@ def report(
     for key, value in rows:
         print(f"{key:<{width}}  {value}")
     return 1 if failed else 0
+
+
+def _next_start(soak: Soak, tok: str) -> str:
+    """How the gateway session was opened by the start after the life `tok` was said in."""
+    life = soak.said_at[tok][1]
+    return soak.opened[life + 1] if life + 1 < len(soak.opened) else "-"
 
 
 def _spread(seconds: list[float]) -> str:

@@ -23,6 +23,7 @@ Nothing here imports discord.py: ``relaybot doctor`` describes the layout withou
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import re
@@ -104,19 +105,30 @@ def shard_of_lease(lease: str) -> int | None:
 class Session:
     """A shard's gateway session, as another process resumes it: Discord then sends again the
     events since ``sequence`` (a session stays resumable a while after its connection drops,
-    unless it was closed with 1000 or 1001)."""
+    unless it was closed with 1000 or 1001). ``token`` tells the bot token it was made with
+    (:func:`fingerprint`; empty when an older release saved it): one made with another token is
+    not resumed."""
 
     session_id: str
     sequence: int | None
     gateway: str  # the resume_gateway_url READY gave
     shard_count: int
+    token: str = ""
+
+
+def fingerprint(token: str) -> str:
+    """A token's mark, kept with its sessions: tells tokens apart, reveals nothing of one."""
+    return hashlib.sha256(token.encode()).hexdigest()[:16]
 
 
 def encode(sessions: Mapping[int, Session]) -> str | None:
     if not sessions:
         return None
     return json.dumps(
-        {str(i): [s.session_id, s.sequence, s.gateway, s.shard_count] for i, s in sessions.items()},
+        {
+            str(i): [s.session_id, s.sequence, s.gateway, s.shard_count, s.token]
+            for i, s in sessions.items()
+        },
         sort_keys=True,
     )
 
@@ -126,10 +138,11 @@ def decode(text: str | None) -> dict[int, Session]:
     if not text:
         return {}
     try:
-        return {
-            int(i): Session(str(sid), None if seq is None else int(seq), str(url), int(count))
-            for i, (sid, seq, url, count) in json.loads(text).items()
-        }
+        return {int(i): _session(*fields) for i, fields in json.loads(text).items()}
     except (ValueError, TypeError, AttributeError):
         log.warning("discord: ignored gateway sessions that could not be read")
         return {}
+
+
+def _session(sid: str, seq: int | None, url: str, count: int, token: str = "") -> Session:
+    return Session(str(sid), None if seq is None else int(seq), str(url), int(count), str(token))

@@ -616,7 +616,7 @@ async def test_buttons_work_after_a_restart_and_the_conversation_is_kept(
         press = await fake.inject_button(buttons["Allow once"], ALICE, CHANNEL, prompt_id)
         ack = await fake.wait_for_call("POST", callback(press.id))
         await fake.wait_for_call("POST", posts(CHANNEL), content("Deleted notes.txt."))
-    assert fake.connections == ["/gateway", "/gateway"]  # a new session, not a resume
+    assert fake.connections == ["/gateway", "/gateway/resume"]  # the restart resumed it
     assert ack.json["type"] == 6
     assert deleted == ["notes.txt"]
     assert "delete notes.txt" in user_texts(llm)[-1]  # the history survived the restart

@@ -224,6 +224,32 @@ async def test_discord_messages_the_full_disk_refused_are_held_and_answered_once
     print(f"disk full, Discord: {sent} sent, {sent} answered once, 0 twice")
 
 
+async def test_discord_messages_held_when_the_daemon_is_killed_come_again(rig: Rig) -> None:
+    """Held messages are not settled (channels/discord/_unstored.py): killed while it holds
+    them, the daemon is restarted on a disk with room again, resumes the gateway session from
+    before them, and Discord sends them again: each answered once, in order."""
+    await rig.daemon.start()
+    await rig.dc.wait_for_gateway_op(2, timeout=WAIT_S)  # identified
+    await rig.say_discord(next(iter(DMS)))
+    await rig.until_answered()
+
+    ballast = rig.store.parent / "ballast"
+    faults.fill(ballast)
+    for channel in [*DMS] * 2:
+        await rig.say_discord(channel)
+    await wait_for_log(rig.files.log, "Discord: messages are held", WAIT_S)
+    rig.daemon.kill_now()
+    await rig.daemon.wait_dead()
+    ballast.unlink()
+
+    resumes = [p["op"] for p in rig.dc.gateway_ops].count(6)
+    await rig.daemon.start()
+    await rig.until_answered()
+    assert await rig.daemon.terminate() == 0, rig.daemon.log_tail()
+    assert [p["op"] for p in rig.dc.gateway_ops].count(6) == resumes + 1  # resumed
+    rig.assert_each_answered_once_in_order()
+
+
 async def test_a_read_only_file_system_at_start_up_is_waited_for(rig: Rig) -> None:
     """The file system is read-only when the daemon starts (a disk remounted read-only after
     errors): start-up waits for it, saying why once, and Telegram keeps what is sent meanwhile."""

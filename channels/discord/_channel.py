@@ -17,7 +17,10 @@ reconnects stay discord.py's own (``connect(reconnect=True)``).
 With several instances on one store, each receiving part (the whole gateway, or each shard when
 ``shard_count`` is set: ``_discord_shards.receivers``) is connected by the one instance holding
 its lease (``set_receiving``), which resumes the gateway session the part's previous holder left;
-every instance logs in, and sends over REST.
+every instance logs in, and sends over REST. One process alone on its store resumes its own from
+before the restart the same way (``engine.work.Resuming``). Either way the session kept counts
+only messages already stored (``_unstored``), and a stop closes the connections with 4000, not
+1000, so that their sessions stay resumable.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from channels.discord._media import download
 from channels.discord._outbox import LIMIT, Outbox
 from channels.discord._reactions import set_status
 from channels.discord._threads import Threads
+from channels.discord._unstored import Unstored
 from engine import (
     Attachment,
     Backoff,
@@ -98,11 +102,18 @@ class DiscordChannel(Channel):
         self._gateway: asyncio.Task[None] | None = None
         self._logged_in = asyncio.Event()
         self._threads = Threads(self._running)
+        self._unstored = Unstored()  # messages received, not stored yet (kept across logins)
         self._outbox = Outbox(self._running, self._threads)
         self._answers = Answers(self._outbox, _REMEMBERED)
         self._guilds = Guilds(config, self._running)
         self._handlers = Handlers(
-            config, self._require_engine, self._running, self._guilds, self._threads, ack_budget_s
+            config,
+            self._require_engine,
+            self._running,
+            self._guilds,
+            self._threads,
+            self._unstored,
+            ack_budget_s,
         )
 
     # ---- lifecycle
@@ -180,6 +191,7 @@ class DiscordChannel(Channel):
     async def stop(self) -> None:
         await self._handlers.held.aclose()
         if self._client is not None:
+            await self._client.drop_all()  # closed with 4000: a restart resumes the sessions
             await self._client.close()
         if self._runner is not None:
             self._runner.cancel()  # it may be waiting to retry
@@ -206,7 +218,7 @@ class DiscordChannel(Channel):
                     current = asyncio.current_task()
                     if current is not None and current.cancelling():
                         raise  # stop()
-                    log.info("discord: another instance receives now")
+                    log.info("discord: the gateway is let go (its sessions stay resumable)")
         except discord.PrivilegedIntentsRequired:
             log.error(
                 "discord: the Message Content intent is not enabled for this bot. Enable it in the"
@@ -225,7 +237,7 @@ class DiscordChannel(Channel):
         if the token is rejected."""
         backoff = Backoff(self.retry_initial_s)
         while True:
-            client = Client(self.config, self._handlers, self.connected)
+            client = Client(self.config, self._handlers, self.connected, self._unstored)
             try:
                 await client.login(token)
             except BaseException as exc:

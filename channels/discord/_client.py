@@ -1,3 +1,5 @@
+# Left whole: one class, discord.py's Client; each of its methods overrides one of discord.py's or
+# is a hook discord.py calls on the client, so none can live elsewhere.
 """discord.py's Client with relaybot's start-up, events and shards.
 
 Everything here is a discord.py extension point: ``setup_hook`` for async start-up, event methods
@@ -11,6 +13,12 @@ class attributes in discord.py: ``Route.BASE`` for REST (set by the adapter), an
 ``setup_hook`` sets the latter to the URL the REST server's ``GET /gateway/bot`` returns, so
 nothing connects anywhere the config did not name.
 
+A restart resumes the gateway session the last process left, from the sequence before its oldest
+message not yet stored (``_unstored``): ``dispatch`` notes where each message arrived, and
+``on_message`` settles it once the adapter has stored it or dropped it on purpose. A saved
+session made with another token is not resumed; one Discord no longer knows (op 9) gives way to
+a new session, with one log line.
+
 discord.py warns at start-up that the voice libraries (PyNaCl, davey) are missing; relaybot has no
 voice, so nobody can act on that warning and it is switched off.
 """
@@ -21,6 +29,7 @@ import asyncio
 import contextlib
 import datetime
 import logging
+from typing import Any
 
 import discord
 import yarl
@@ -29,11 +38,12 @@ from discord.gateway import DiscordWebSocket
 from discord.shard import Shard
 
 from channels._config import DiscordConfig
-from channels._discord_shards import IdentifyPacer, Session, shard_layout, shard_of
+from channels._discord_shards import IdentifyPacer, Session, fingerprint, shard_layout, shard_of
 from channels.discord._buttons import ActionButton, DecisionButton, answer_dropped_press
 from channels.discord._commands import SLASH, Localizations, slash_command
 from channels.discord._events import Events
 from channels.discord._trace import failures
+from channels.discord._unstored import Unstored
 
 log = logging.getLogger("channels.discord")
 
@@ -44,7 +54,13 @@ class Client(discord.AutoShardedClient):
     """discord.py's client with relaybot's start-up (setup_hook) and events, connecting the
     shards ``[discord] shard_count`` and ``shard_ids`` name (see ``_discord_shards``)."""
 
-    def __init__(self, config: DiscordConfig, events: Events, connected: asyncio.Event) -> None:
+    def __init__(
+        self,
+        config: DiscordConfig,
+        events: Events,
+        connected: asyncio.Event,
+        unstored: Unstored,
+    ) -> None:
         intents = discord.Intents.none()
         intents.guilds = True
         intents.guild_messages = True
@@ -67,12 +83,14 @@ class Client(discord.AutoShardedClient):
         self.config = config
         self.events = events  # what a button's callback finds on interaction.client
         self._connected = connected  # set when a gateway session starts
+        self.unstored = unstored  # the messages received and not stored yet (the adapter's)
         self.pacer = IdentifyPacer()
         # The shards to connect (None: discord.py's choice, every one), and the sessions to
         # resume them from, which another instance left (see _discord_shards).
         self.wanted: set[int] | None = None
         self.resume: dict[int, Session] = {}
         self._resumed_at: dict[int, datetime.datetime] = {}  # shard → when it resumed here
+        self._resuming: set[int] = set()  # shards whose RESUME Discord has not answered yet
         self._syncing: asyncio.Task[None] | None = None  # connecting the wanted shards
         self.tree = app_commands.CommandTree(self)
         for command in SLASH:
@@ -148,12 +166,16 @@ class Client(discord.AutoShardedClient):
 
     def sessions(self) -> dict[int, Session]:
         """The connected shards' sessions, as another instance would resume them now."""
-        return {i: s for i, shard in self._shards().items() if (s := self._session(shard.ws))}
+        shards = self._shards().items()
+        return {i: s for i, shard in shards if (s := self._session(i, shard.ws))}
 
     async def launch_shard(
         self, gateway: yarl.URL, shard_id: int, *, initial: bool = False
     ) -> None:
         session = self.resume.pop(shard_id, None)
+        if session is not None and session.token not in ("", fingerprint(self.http.token or "")):
+            log.info("discord: shard %d: its saved session is another token's", shard_id)
+            session = None
         if session is None or session.shard_count != self.shard_count:
             await super().launch_shard(gateway, shard_id, initial=initial)
             return
@@ -173,8 +195,9 @@ class Client(discord.AutoShardedClient):
             log.warning("discord: shard %d could not resume its session (%s)", shard_id, exc)
             await super().launch_shard(gateway, shard_id, initial=initial)
             return
-        log.info("discord: shard %d: resuming the session another instance left", shard_id)
+        log.info("discord: shard %d: resuming the session it had before", shard_id)
         self._resumed_at[shard_id] = discord.utils.utcnow()
+        self._resuming.add(shard_id)
         queue = self._AutoShardedClient__queue  # type: ignore[attr-defined]
         self._shards()[shard_id] = shard = Shard(ws, self, queue.put_nowait)
         shard.launch()
@@ -193,7 +216,7 @@ class Client(discord.AutoShardedClient):
         shard = self._shards().pop(shard_id, None)
         if shard is None:
             return None
-        session = self._session(shard.ws)
+        session = self._session(shard_id, shard.ws)
         shard._cancel_task()
         with contextlib.suppress(Exception):
             await shard.ws.close(code=4000)  # not 1000 or 1001: the session stays resumable
@@ -215,10 +238,27 @@ class Client(discord.AutoShardedClient):
             and discord.utils.utcnow() - created > _ANSWERABLE_FOR
         )
 
-    def _session(self, ws: DiscordWebSocket) -> Session | None:
+    def _session(self, shard_id: int, ws: DiscordWebSocket) -> Session | None:
+        """The shard's session as a restart resumes it: from before its oldest message not
+        stored yet (``_unstored``)."""
         if not ws.session_id or self.shard_count is None:
             return None
-        return Session(ws.session_id, ws.sequence, str(ws.gateway), self.shard_count)
+        sequence = self.unstored.resume_from(shard_id, ws.session_id, ws.sequence)
+        token = fingerprint(self.http.token or "")
+        return Session(ws.session_id, sequence, str(ws.gateway), self.shard_count, token)
+
+    def dispatch(self, event: str, /, *args: Any, **kwargs: Any) -> None:
+        """discord.py's one door for events: a message's sequence is noted on its way in (the
+        shard's connection has just set it: see ``_unstored``)."""
+        if event == "message":
+            message: discord.Message = args[0]
+            guild = message.guild.id if message.guild else getattr(message.channel, "guild_id", 0)
+            shard_id = shard_of(guild, self.shard_count) if guild and self.shard_count else 0
+            shard = self._shards().get(shard_id)
+            if shard is not None and shard.ws.session_id and shard.ws.sequence is not None:
+                session, sequence = shard.ws.session_id, shard.ws.sequence
+                self.unstored.received(str(message.id), shard_id, session, sequence)
+        super().dispatch(event, *args, **kwargs)
 
     async def before_identify_hook(self, shard_id: int | None, *, initial: bool = False) -> None:
         await self.pacer.wait(shard_id or 0)  # Discord's pace, not discord.py's fixed 5 s
@@ -226,15 +266,33 @@ class Client(discord.AutoShardedClient):
     async def on_connect(self) -> None:
         self._connected.set()
 
+    async def on_shard_resumed(self, shard_id: int) -> None:
+        self._resuming.discard(shard_id)
+        self._connected.set()  # a resumed session has no READY, so no on_connect
+        log.info("discord: shard %d: gateway session resumed", shard_id)
+
     async def on_shard_connect(self, shard_id: int) -> None:
         log.info("discord: shard %d of %s connected", shard_id, self.shard_count)
-
-    async def on_resumed(self) -> None:
-        log.info("discord: gateway session resumed")
+        if shard_id in self._resuming:  # Discord refused the RESUME (op 9): a new session
+            self._resuming.discard(shard_id)
+            self._resumed_at.pop(shard_id, None)
+            log.warning(
+                "discord: shard %d: the saved gateway session had expired; a new one started "
+                "(messages sent while relaybot was down are not sent again)",
+                shard_id,
+            )
 
     async def on_message(self, message: discord.Message) -> None:
-        if self.user is not None:
-            await self.events.on_message(message, self.user)
+        settled = True  # stored, or dropped on purpose (not for the bot, or it failed)
+        try:
+            if self.user is not None:  # a held one is settled once the store takes it (_held)
+                settled = not await self.events.on_message(message, self.user)
+        except asyncio.CancelledError:
+            settled = False  # stopped before it was stored: the restart has it sent again
+            raise
+        finally:
+            if settled:
+                self.unstored.settled(str(message.id))
 
     async def on_interaction(self, interaction: discord.Interaction) -> None:
         await answer_dropped_press(interaction)  # the rest go to their DynamicItem or command

@@ -14,7 +14,10 @@ from engine import Choice, Command
 class Events(Protocol):
     """The adapter's side of the client's events (``_handlers.Handlers``)."""
 
-    async def on_message(self, message: discord.Message, me: discord.ClientUser) -> None: ...
+    async def on_message(self, message: discord.Message, me: discord.ClientUser) -> bool:
+        """Store `message` or drop it; True when it is held until the store takes it (the
+        adapter settles it then: see ``_unstored``)."""
+        ...
 
     async def on_command(
         self, interaction: discord.Interaction, command: Command, text: str = ""

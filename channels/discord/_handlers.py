@@ -4,7 +4,8 @@ Whether an event is for the bot is decided without side effects (``_inbound``); 
 act on it and answer within Discord's limits (``_interactions``). An interaction from before
 this instance resumed its shard, sent again by the resume, is not acted on (its user was told it
 failed); an interaction from a server not in ``allowed_guilds`` is refused. A message the store
-cannot record now is held and handed over again (``_held``): the gateway sends nothing twice.
+cannot record now is held and handed over again (``_held``), and settled (``_unstored``) only
+once it is recorded, so a restart has Discord send it again.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from channels.discord._held import Held
 from channels.discord._inbound import guild_allowed, inbound
 from channels.discord._interactions import too_late_to_answer, within_ack_budget
 from channels.discord._threads import Threads
+from channels.discord._unstored import Unstored
 from engine import Action, Choice, Command, Engine, InboundMessage, Press
 from engine.i18n import translator
 
@@ -43,6 +45,7 @@ class Handlers:
         client: Callable[[], Client | None],
         guilds: Guilds,
         threads: Threads,
+        unstored: Unstored,
         ack_budget_s: float = 2.0,
     ) -> None:
         self._config = config
@@ -51,9 +54,14 @@ class Handlers:
         self._client = client
         self._guilds = guilds
         self._threads = threads
-        self.held = Held(lambda msg: self._engine().handle_inbound(msg))  # the store refused
+        hand = self._engine_inbound
+        self.held = Held(hand, unstored.settled)  # what the store refused, until it takes it
 
-    async def on_message(self, message: discord.Message, me: discord.ClientUser) -> None:
+    async def _engine_inbound(self, msg: InboundMessage) -> None:
+        await self._engine().handle_inbound(msg)
+
+    async def on_message(self, message: discord.Message, me: discord.ClientUser) -> bool:
+        """Hand a gateway message to the engine; True when it is held (see ``_held``)."""
         engine = self._engine()
         bot_roles: set[int] = set()
         guild_id = message.guild.id if message.guild else getattr(message.channel, "guild_id", 0)
@@ -65,13 +73,13 @@ class Handlers:
             return engine.listens(CHANNEL, chat_id)
 
         in_thread = self._config.reply_in_thread
-        own_thread = in_thread and self._threads.own(message, me)
+        own_thread = in_thread and await self._threads.own(message, me)
         msg = inbound(message, me, self._config, listens, bot_roles, own_thread=own_thread)
         if msg is None:
-            return
+            return False
         if in_thread and not own_thread:
             msg = await self._threads.start_for(message, msg)
-        await self.held.hand(msg)  # the gateway sends nothing twice: held while refused
+        return await self.held.hand(msg)  # held while the store refuses
 
     async def on_command(
         self, interaction: discord.Interaction, command: Command, text: str = ""

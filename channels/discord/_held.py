@@ -5,8 +5,9 @@ sent is gone once sent. So a message the store cannot record now (its disk full,
 unreachable: :class:`tools.errors.StoreUnavailable`) is kept here and handed to the engine again
 after a pause (1 s, growing to 5 s) until it is recorded. A chat with a message held keeps its
 later ones behind it, so a chat's messages still reach the engine in the order they were sent.
-What is held is lost only if the process ends before the store takes it (a stop cancels the
-retries); the store itself says why it refuses, once, and this says once that messages wait.
+What is held when the process ends is not lost: it was never settled (``_unstored``), so the
+restart resumes the gateway session from before it and Discord sends it again. The store itself
+says why it refuses, once, and this says once that messages wait.
 """
 
 from __future__ import annotations
@@ -25,8 +26,11 @@ Hand = Callable[[InboundMessage], Awaitable[None]]
 
 
 class Held:
-    def __init__(self, hand: Hand, *, max_s: float = 5.0) -> None:
+    """`settled(message id)` is called once a held message is stored (or given up)."""
+
+    def __init__(self, hand: Hand, settled: Callable[[str], None], *, max_s: float = 5.0) -> None:
         self._hand = hand
+        self._settled = settled
         self._max_s = max_s
         self._chats: dict[str, collections.deque[InboundMessage]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -37,9 +41,10 @@ class Held:
     def waiting(self) -> int:
         return sum(len(q) for q in self._chats.values())
 
-    async def hand(self, msg: InboundMessage) -> None:
-        """Hand `msg` to the engine, or hold it (behind the chat's held ones) until it can. A
-        chat's messages are handed one at a time, so that none overtakes one refused."""
+    async def hand(self, msg: InboundMessage) -> bool:
+        """Hand `msg` to the engine, or hold it (behind the chat's held ones) until it can;
+        True when held. A chat's messages are handed one at a time, so that none overtakes one
+        refused."""
         chat = msg.chat_id
         lock = self._locks.setdefault(chat, asyncio.Lock())
         self._using[chat] = self._using.get(chat, 0) + 1
@@ -48,11 +53,13 @@ class Held:
                 queue = self._chats.get(chat)
                 if queue is not None:
                     queue.append(msg)
-                    return
+                    return True
                 try:
                     await self._hand(msg)
                 except StoreUnavailable:
                     self._hold(msg)
+                    return True
+                return False
         finally:
             self._using[chat] -= 1
             if not self._using[chat]:
@@ -77,12 +84,12 @@ class Held:
             try:
                 while queue:
                     await self._hand(queue[0])
-                    queue.popleft()
+                    self._settled(queue.popleft().message_id)
             except StoreUnavailable:
                 continue
             except Exception:
                 log.exception("Discord message %s could not be handed over", queue[0].message_id)
-                queue.popleft()
+                self._settled(queue.popleft().message_id)
         del self._chats[chat_id]
         if not self._chats:
             log.info("Discord: the held messages are recorded")
@@ -91,6 +98,10 @@ class Held:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        if (lost := self.waiting) > 0:
-            log.warning("Discord: %d messages the store never took are dropped at stop", lost)
+        if (waiting := self.waiting) > 0:
+            log.warning(
+                "Discord: %d messages the store never took are left at stop; the restart has "
+                "Discord send them again",
+                waiting,
+            )
         self._chats.clear()

@@ -15,7 +15,9 @@ A thread may be archived and locked, or deleted, before an answer is ready: Disc
 the post (codes 50083 and 10003) and the answer goes to the thread's channel with a note saying so
 (:meth:`Threads.parent_of` knows the channel: from discord.py's cache, or from what this process
 saw). The message it became is remembered, so later edits of it (streaming, a confirmation's
-outcome) find it.
+outcome) find it. A shard whose session was resumed (after a restart) got no GUILD_CREATE, so
+discord.py knows its channels only by id: the channel a message came in is then fetched once
+(:meth:`Threads.channel_of`), to tell a text channel and a thread the bot started.
 """
 
 from __future__ import annotations
@@ -64,20 +66,38 @@ class Threads:
         self._parents: OrderedDict[int, int] = OrderedDict()  # thread id → its channel's id
         self.moved: OrderedDict[str, str] = OrderedDict()  # message id → the channel it is in
         self._noted: OrderedDict[str, None] = OrderedDict()  # threads whose move was said
+        self._fetched: OrderedDict[int, object] = OrderedDict()  # channel id → as fetched
 
-    @staticmethod
-    def own(message: discord.Message, me: discord.ClientUser) -> bool:
-        """True for a message in a thread the bot started."""
+    async def channel_of(self, message: discord.Message) -> object:
+        """The channel `message` came in; fetched once when discord.py knows only its id (a
+        resumed shard's server), as it was then (its kind and owner do not change)."""
         channel = message.channel
+        client = self._client()
+        if not isinstance(channel, discord.PartialMessageable) or channel.guild_id is None:
+            return channel
+        if channel.id not in self._fetched and client is not None:
+            try:
+                _remember(self._fetched, channel.id, await client.fetch_channel(channel.id))
+            except discord.HTTPException:
+                return channel
+        return self._fetched.get(channel.id, channel)
+
+    async def own(self, message: discord.Message, me: discord.ClientUser) -> bool:
+        """True for a message in a thread the bot started."""
+        channel = await self.channel_of(message)
         return isinstance(channel, discord.Thread) and channel.owner_id == me.id
 
     async def start_for(self, message: discord.Message, msg: InboundMessage) -> InboundMessage:
         """`msg` moved into a thread started on `message` when it is a mention in a server's
         text channel; else `msg` as it is."""
-        if not msg.mentioned or not isinstance(message.channel, discord.TextChannel):
+        if not msg.mentioned:
+            return msg
+        channel = await self.channel_of(message)
+        if not isinstance(channel, discord.TextChannel):
             return msg
         try:
-            thread = await message.create_thread(name=thread_name(msg.text, msg.user_name))
+            on = channel.get_partial_message(message.id)
+            thread = await on.create_thread(name=thread_name(msg.text, msg.user_name))
             thread_id = thread.id
         except discord.HTTPException as exc:
             if exc.code != ALREADY_STARTED:

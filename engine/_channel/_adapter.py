@@ -105,9 +105,10 @@ class Channel(abc.ABC):
         return None
 
     def receiving_state(self, lease: str) -> str | None:
-        """What another instance would resume the part from if this one died now (a Discord
-        shard's gateway session, so the events it missed are sent again); kept in the store a
-        second later while the part is held here. None: nothing to resume."""
+        """What another instance (or this one's restart) would resume the part from if this one
+        died now (a Discord shard's gateway session, so the events it missed are sent again),
+        counting only events already stored or dropped on purpose; kept in the store while the
+        part is held here (engine/work/_receivers.py, _resuming.py). None: nothing to resume."""
         return None
 
     @abc.abstractmethod

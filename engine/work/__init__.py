@@ -1,6 +1,7 @@
 """The per-chat work: one queue per chat so everything touching a conversation runs in order
 (``_queue``), and, with several instances on one store, which instance works on which chat
-(``_cluster``) and receives for which part of a channel (``_receivers``). ``Tasks`` runs
+(``_cluster``) and receives for which part of a channel (``_receivers``); one process alone keeps
+where its channels resume receiving after a restart (``_resuming``). ``Tasks`` runs
 fire-and-forget work that is logged and awaited.
 """
 
@@ -20,6 +21,7 @@ from engine.work._items import (
 )
 from engine.work._locks import KeyedLocks
 from engine.work._queue import ChatQueues
+from engine.work._resuming import Resuming
 from engine.work._tasks import Tasks
 
 __all__ = [
@@ -34,6 +36,7 @@ __all__ = [
     "KeyedLocks",
     "Notice",
     "Recover",
+    "Resuming",
     "Rewind",
     "ScheduledRun",
     "Tasks",

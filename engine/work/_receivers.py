@@ -11,8 +11,9 @@ own instance gets it first, and only while no live instance asks for it; asked f
 back at once.
 
 While a part is held, what its next holder would resume from (a Discord shard's gateway
-session, ``Channel.receiving_state``) is kept in the store every tick (as it was a tick before,
-so that everything it counts has been stored), and when the holder lets go of it. So the
+session, ``Channel.receiving_state``, which counts only what has been stored) is kept in the
+store when it changes, looked at every ``KEEP_S`` (:meth:`Receivers.run`: a tick is too long for
+a session just started, which nothing else could resume), and when the holder lets go of it. So the
 instance that takes a dead or stopping instance's shard resumes its session, and Discord sends
 again the events nobody received in between: a message sent while the shard's holder was dead
 is answered, not lost.
@@ -20,6 +21,7 @@ is answered, not lost.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -29,6 +31,7 @@ from dataclasses import dataclass
 from engine._channel import Channel, Claim, Receiver
 from engine._clock import monotonic
 from engine.store import ClusterStore
+from engine.work._resuming import KEEP_S
 from tools.errors import StoreError
 
 log = logging.getLogger("engine.work._cluster")
@@ -41,7 +44,6 @@ class _Part:
     channel: str  # its channel's name
     receiver: Receiver
     state: str | None = None  # what the store keeps to resume it from
-    seen: str | None = None  # what the channel said at the last tick, kept at the next one
 
 
 class Receivers:
@@ -92,13 +94,21 @@ class Receivers:
                 self._held[lease] = part
                 part.state = held[lease]
             else:
-                # What the channel says now may count events it has not stored yet; a tick on,
-                # everything before it has been: keep that one (what is sent again in between
-                # is recognised as already there).
-                state, part.seen = part.seen, self.channels[part.channel].receiving_state(lease)
-                if state is not None and state != part.state:
-                    await self.store.checkpoint(lease, state)
-                    part.state = state
+                await self._keep(lease, part)
+
+    async def run(self) -> None:
+        """Keep what the held parts would resume from, every KEEP_S, until cancelled."""
+        while True:
+            await asyncio.sleep(KEEP_S)  # a period, not a wait for something
+            with contextlib.suppress(StoreError):  # the cluster's tick reports the database
+                for lease, part in list(self._held.items()):
+                    await self._keep(lease, part)
+
+    async def _keep(self, lease: str, part: _Part) -> None:
+        state = self.channels[part.channel].receiving_state(lease)
+        if state is not None and state != part.state:
+            await self.store.checkpoint(lease, state)
+            part.state = state
 
     def asked_for(self, lease: str) -> bool:
         """Another instance asks for `lease`: True if this instance holds it and gives it back

@@ -11,9 +11,17 @@ and the gateway at ``/gateway`` (``/gateway/resume`` is the ``resume_gateway_url
         assert call.json["content"] == "..."
 
 Gateway: HELLO, IDENTIFY -> READY + GUILD_CREATE (one per guild, with its text channels and the
-bot as member), HEARTBEAT -> HEARTBEAT_ACK, RESUME -> the missed events then RESUMED, sequence
-numbers. A wrong token closes with 4004; ``privileged_intents=False`` closes with 4014 when the
-client asks for message content.
+bot as member), HEARTBEAT -> HEARTBEAT_ACK, RESUME -> the events after the given ``seq`` then
+RESUMED, sequence numbers. A wrong token closes with 4004; ``privileged_intents=False`` closes
+with 4014 when the client asks for message content.
+
+Sessions, as Discord keeps them: events of a session whose connection is gone are kept, and a
+RESUME (on any new connection, from any process) gets those after its ``seq``. A session is
+forgotten when its client closes the connection with 1000 or 1001, when ``session_ttl_s`` has
+passed since its connection went, on a new IDENTIFY for its shard, and by ``end_sessions()``; a
+RESUME of a forgotten or unknown session, or with another token, gets INVALID_SESSION (op 9,
+``d: false``), after which the client identifies. ``session_id(shard)`` and ``sequence_of(message
+id)`` tell a shard's session and the sequence a message's MESSAGE_CREATE had.
 
 Shards: each IDENTIFY with ``shard: [id, count]`` opens that shard's session (an id outside the
 count closes with 4010); a guild's events go to shard ``(guild_id >> 22) % count``, DMs to shard
@@ -55,7 +63,8 @@ with code 50035) carries it back; with ``enforce_nonce`` a second create by the 
 used in the last ``NONCE_WINDOW_S`` seconds creates nothing and returns the first message.
 ``on_created``, when set, is awaited after a message is created and before it is answered: a
 test can kill the bot there, in the send window (the platform has the message, the bot never
-hears so).
+hears so). ``on_request``, when set, is awaited as any REST request arrives, before it is
+handled (a test can kill the bot in the middle of its work on an event).
 
 Components: a create or edit is checked against Discord's rules (``discord_components``):
 with IS_COMPONENTS_V2 (1 << 15) in ``flags`` the message is its components (no content, text
@@ -133,6 +142,7 @@ class _Session:
     seq: int = 0
     log: list[Json] = field(default_factory=list)
     ws: web.WebSocketResponse | None = None
+    dropped_at: float | None = None  # loop time its last connection went (None: connected)
 
 
 def _json(data: Any, status: int = 200) -> web.Response:
@@ -160,6 +170,7 @@ class FakeDiscord:
         shards: int = 1,
         max_concurrency: int = 1,
         heartbeat_interval_ms: int = 41250,
+        session_ttl_s: float = 120.0,
     ) -> None:
         self.token = token
         self.recommended_shards = shards  # what GET /gateway/bot recommends
@@ -193,9 +204,11 @@ class FakeDiscord:
         self.member_roles: dict[tuple[int, int], list[int]] = {}  # (guild, user) -> role ids
         self._sessions: dict[int, _Session] = {}  # shard id -> its gateway session
         self.heartbeat_interval_ms = heartbeat_interval_ms  # what HELLO asks of the client
+        self.session_ttl_s = session_ttl_s  # how long a session outlives its connection
         self._deaf: set[web.WebSocketResponse] = set()  # connections that went quiet (deafen)
         self._nonces: dict[str, tuple[float, int]] = {}  # nonce -> (when, message id)
         self.on_created: Callable[[Json], Awaitable[None]] | None = None  # see Nonces above
+        self.on_request: Callable[[Call], Awaitable[None]] | None = None  # see Nonces above
         self.refuse_components_v2 = False  # True: every components-v2 message is refused (400)
         self._cond = asyncio.Condition()
         self._runner: web.AppRunner | None = None
@@ -435,6 +448,7 @@ class FakeDiscord:
         session = self._sessions.get(shard)
         assert session is not None and session.ws is not None, "not connected"
         ws, session.ws = session.ws, None
+        session.dropped_at = asyncio.get_running_loop().time()
         await ws.close(code=code)
 
     def deafen(self, shard: int = 0) -> None:
@@ -450,6 +464,20 @@ class FakeDiscord:
         payload = interaction.payload
         await self._dispatch(
             "INTERACTION_CREATE", payload, int(payload.get("guild_id") or 0) or None
+        )
+
+    def session_id(self, shard: int = 0) -> str | None:
+        """The id of a shard's gateway session (None: it has none)."""
+        session = self._sessions.get(shard)
+        return session.id if session is not None else None
+
+    def sequence_of(self, message_id: int | str) -> int:
+        """The sequence number the MESSAGE_CREATE of `message_id` had in its session."""
+        return next(
+            frame["s"]
+            for session in self._sessions.values()
+            for frame in session.log
+            if frame["t"] == "MESSAGE_CREATE" and frame["d"]["id"] == str(message_id)
         )
 
     def end_sessions(self) -> None:
@@ -652,6 +680,8 @@ class FakeDiscord:
         await ws.send_str(json.dumps(hello))
         async for msg in ws:
             if msg.type is WSMsgType.CLOSE:
+                if msg.data in (1000, 1001):  # the client ends its session: not resumable
+                    self._forget(lambda session: session.ws is ws)
                 await ws.close()
                 break
             if msg.type is not WSMsgType.TEXT:
@@ -661,7 +691,19 @@ class FakeDiscord:
                 self.gateway_ops.append(payload)
                 self._cond.notify_all()
             await self._gateway_op(ws, payload)
+        for session in self._sessions.values():
+            if session.ws is ws:
+                session.dropped_at = asyncio.get_running_loop().time()
         return ws
+
+    def _expired(self, session: _Session) -> bool:
+        gone = session.dropped_at
+        return gone is not None and asyncio.get_running_loop().time() - gone > self.session_ttl_s
+
+    def _forget(self, which: Callable[[_Session], bool]) -> None:
+        for shard, session in list(self._sessions.items()):
+            if which(session):
+                del self._sessions[shard]
 
     async def _gateway_op(self, ws: web.WebSocketResponse, payload: Json) -> None:
         op, d = payload["op"], payload.get("d")
@@ -678,11 +720,15 @@ class FakeDiscord:
             else:
                 await self._identify(ws, *shard)
         elif op == 6:  # RESUME
+            now = asyncio.get_running_loop().time()
+            self._forget(
+                lambda s: s.dropped_at is not None and now - s.dropped_at > self.session_ttl_s
+            )
             session = next((s for s in self._sessions.values() if s.id == d["session_id"]), None)
             if session is None or d["token"] != self.token:
                 await ws.send_str(json.dumps({"op": 9, "d": False}))
                 return
-            session.ws = ws
+            session.ws, session.dropped_at = ws, None
             for frame in session.log:
                 if frame["s"] > (d["seq"] or 0):
                     await ws.send_str(json.dumps(frame))
@@ -724,6 +770,8 @@ class FakeDiscord:
             asyncio.get_running_loop().time(),
             files=files,
         )
+        if self.on_request is not None:
+            await self.on_request(call)
         response = await self._route(request, call)
         body = response.body if isinstance(response.body, bytes) and response.body else None
         call = dataclasses.replace(

@@ -51,6 +51,7 @@ from engine.work import (
     JobDone,
     Notice,
     Recover,
+    Resuming,
     Rewind,
     ScheduledRun,
     Tasks,
@@ -119,6 +120,7 @@ class Dispatcher:
         self.limits = parts.limits
         self.pairing = parts.pairing
         self.cluster = parts.cluster
+        self.resuming = Resuming(self.store.ops, self.channels)  # without a cluster
         self.questions = parts.questions
         self.stalled = Stalled(self.queues, self.tasks)  # chats whose work the store refused
         self._taking: dict[ConversationKey, list[int]] = {}  # inbox rows a turn reads (media)
@@ -171,6 +173,7 @@ class Dispatcher:
             await self.cluster.join(self)
         else:
             await self.recover()
+            await self.resuming.resume()  # the channels connect from where they were
 
     async def recover(self, taken: Adoption | None = None) -> None:
         """Queue, chat by chat, what a crash left: in every chat (one process), or in the
@@ -203,6 +206,10 @@ class Dispatcher:
         self.tasks.spawn(self.schedules.run(), "scheduler")
         if self.cluster is not None:
             self.tasks.spawn(self.cluster.run(), "cluster")
+            self.tasks.spawn(self.cluster.receivers.run(), "receiving")
+        else:
+            await self.resuming.keep()  # the sessions the channels just opened, at once
+            self.tasks.spawn(self.resuming.run(), "resuming")
         if self.loop.context is not None:
             self.loop.context.discover_soon()
         self.tasks.spawn(self.housekeeping.run(), "housekeeping")
@@ -224,6 +231,8 @@ class Dispatcher:
         await self.housekeeping.flush()
         if self.cluster is not None:  # another instance takes over what is left, at once
             await self.cluster.leave()
+        else:
+            await self.resuming.keep()
 
     async def _expiry_watch(self) -> None:
         while True:

@@ -56,6 +56,14 @@ class OpsStore(Protocol):
         """Call `listener` when a user may have been forgotten, by any process."""
         ...
 
+    async def resume_points(self) -> dict[str, str]:
+        """What the receiving parts were left to resume from (a Discord shard's gateway
+        session), by part, as :meth:`keep_resume_point` kept it; for one process alone on its
+        store (instances sharing one keep theirs through :class:`ClusterStore`)."""
+        ...
+
+    async def keep_resume_point(self, part: str, resume: str) -> None: ...
+
 
 class ClusterStore(Protocol):
     """What instances sharing one store keep there (engine/work/_cluster.py drives it): liveness,

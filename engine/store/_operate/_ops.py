@@ -1,6 +1,6 @@
 """Operating the store, for every backend: what is going on (`relaybot status`), the last error
-of each channel, bounded growth (pruning settled rows, capping history by age, the WAL of a
-SQLite file), forgetting a user.
+of each channel, what a restart resumes receiving from, bounded growth (pruning settled rows,
+capping history by age, the WAL of a SQLite file), forgetting a user.
 
 Status reads only, so it works on a read-only connection from another process while the daemon
 writes; on a shared store it covers every instance. A turn's start is the `taken_at` of the inbox
@@ -171,6 +171,26 @@ class Ops:
             await self.db.execute(  # a day is kept: the console shows the last hour
                 "DELETE FROM channel_error_counts WHERE minute < ?", int(wall() // 60) - 1440
             )
+
+    # -- what a restart resumes receiving from ---------------------------------------------
+    # The rows of the instances' receiving parts (engine/store/postgres/_cluster.py), held by
+    # nobody (instance 0): one process alone keeps them while it runs, and reads them at start.
+
+    async def resume_points(self) -> dict[str, str]:
+        rows = await self.db.fetch(
+            "SELECT channel, resume FROM receivers WHERE instance = 0 AND resume IS NOT NULL"
+        )
+        return {r["channel"]: r["resume"] for r in rows}
+
+    async def keep_resume_point(self, part: str, resume: str) -> None:
+        await self.db.execute(
+            "INSERT INTO receivers(channel, instance, since, resume) VALUES (?, 0, ?, ?) "
+            "ON CONFLICT (channel) DO UPDATE SET resume = excluded.resume "
+            "WHERE receivers.instance = 0",
+            part,
+            wall(),
+            resume,
+        )
 
     # -- bounded growth -------------------------------------------------------------------
 
