@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import importlib.metadata
 import logging
 import secrets
 from collections.abc import Callable, Sequence
@@ -40,7 +42,16 @@ from tools.mcp._transport import Session, call_key, describe, transport
 log = logging.getLogger("tools.mcp")
 
 MAX_RESOURCE_PAGES = 20  # of resources/list read at each connection
-_CLIENT = types.Implementation(name="relaybot", version="0.1.0")
+
+
+@functools.cache
+def _client() -> types.Implementation:
+    """Who connects, as servers log it: this relaybot and its installed version."""
+    try:
+        version = importlib.metadata.version("relaybot")
+    except importlib.metadata.PackageNotFoundError:
+        version = "0+unknown"
+    return types.Implementation(name="relaybot", version=version)
 
 
 @dataclass(slots=True)
@@ -318,7 +329,7 @@ class Server:
         answers = self.answers
         return ClientSession(
             dispatcher=dispatcher,
-            client_info=_CLIENT,
+            client_info=_client(),
             logging_callback=server_log(self.config.name),
             message_handler=list_changes(changed),
             list_roots_callback=answers.roots,
