@@ -161,8 +161,9 @@ async def start(
                 why = f"it was not ready within {timeout:g} s"
                 await stop(proc.pid, grace_s)
                 await exited
-            if replaces and began is not None:
-                await stop(replaces, grace_s)  # gone before it is started again
+            if replaces and began is not None:  # sent SIGTERM above: gone before it starts again
+                if not await gone(replaces, grace_s):  # a second SIGTERM cut its exit short
+                    await stop(replaces, grace_s)
             return Started(None, why, began is not None)
 
 

@@ -217,7 +217,9 @@ async def upgrade(config: Config, source: str, timeout: float, pid: int | None =
         if why is None:
             print(f"{gen} runs (no daemon for {started.took:.2f} s)")
             return 0
-        if not place.daemon.unit:  # a unit's restart (below) stops it
+        if place.daemon.unit:  # stopped before the store is put back; restarted below
+            await daemons.systemctl(place.daemon, "stop", timeout=place.timeout)
+        else:
             await daemons.stop(started.pid, place.grace_s)
         started = daemons.Started(None, why)
     await _restore(place, version)
