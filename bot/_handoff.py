@@ -167,14 +167,12 @@ async def start(
             return Started(None, why, began is not None)
 
 
-async def systemctl(daemon: Daemon, *args: str, timeout: float) -> tuple[int, str]:
-    assert daemon.unit is not None
-    user = ["--user"] if daemon.user else []
+async def finished(argv: list[str], timeout: float | None) -> tuple[int, str] | None:
+    """Run `argv` (no input): its exit status and output (stderr among stdout); None when it
+    took more than `timeout` seconds (it is killed)."""
     proc = await asyncio.create_subprocess_exec(
-        "systemctl",
-        *user,
-        *args,
-        daemon.unit,
+        *argv,
+        stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
     )
@@ -183,8 +181,15 @@ async def systemctl(daemon: Daemon, *args: str, timeout: float) -> tuple[int, st
     except TimeoutError:
         proc.kill()
         await proc.wait()
-        return 124, f"systemctl {args[0]} took more than {timeout:g} s"
+        return None
     return proc.returncode or 0, out.decode(errors="replace").strip()
+
+
+async def systemctl(daemon: Daemon, *args: str, timeout: float) -> tuple[int, str]:
+    assert daemon.unit is not None
+    user = ["--user"] if daemon.user else []
+    done = await finished(["systemctl", *user, *args, daemon.unit], timeout)
+    return done or (124, f"systemctl {args[0]} took more than {timeout:g} s")
 
 
 async def restart_unit(daemon: Daemon, timeout: float) -> Started:

@@ -91,20 +91,8 @@ def _place(config: Config, timeout: float, pid: int | None) -> Place:
 async def _relaybot(
     gen: gens.Generation, *args: str, timeout: float | None = None
 ) -> tuple[int, str]:
-    proc = await asyncio.create_subprocess_exec(
-        gen.relaybot,
-        *args,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    try:
-        out, _ = await asyncio.wait_for(proc.communicate(), timeout)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        return 124, f"it took more than {timeout:g} s"
-    return proc.returncode or 0, out.decode(errors="replace").strip()
+    done = await daemons.finished([str(gen.relaybot), *args], timeout)
+    return done or (124, f"it took more than {timeout:g} s")
 
 
 def _gist(said: str) -> str:
