@@ -1,5 +1,5 @@
 """`relaybot upgrade` and `relaybot rollback` (issue 45), for real: generations built from
-wheels (the previous release's, from a `git archive` of its commit; HEAD's; four broken ones
+wheels (the previous release's, from a `git archive` of its commit; HEAD's; five broken ones
 made from HEAD's by patching files in the wheel), installed offline by uv from a wheelhouse
 (tests/wheelhouse.py) with a lock file of that wheelhouse's hashes, switched while a daemon
 answers Telegram messages that keep arriving.
@@ -7,10 +7,11 @@ answers Telegram messages that keep arriving.
 On each backend the previous release is upgraded to HEAD (the time without a daemon printed:
 `-s` shows it); then each broken upgrade of HEAD (a migration that fails, a crash at import, a
 daemon that never says it is ready after it has migrated, a check-config that refuses the live
-config) ends with HEAD running again on the store as it was (PostgreSQL keeps the never-ready
-build's migration: an addition, which HEAD runs on as it is), and every message sent meanwhile
-answered once; `relaybot rollback` then goes back to the previous release only where it runs
-on the store. The rolling upgrade runs the previous release's wheel on HEAD's schema.
+config; on SQLite also one whose doctor --quick fails once it is ready) ends with HEAD
+running again on the store as it was (PostgreSQL keeps the never-ready build's migration: an
+addition, which HEAD runs on as it is), and every message sent meanwhile answered once;
+`relaybot rollback` then goes back to the previous release only where it runs on the store.
+The rolling upgrade runs the previous release's wheel on HEAD's schema.
 
 Cost: the wheels are built once for the module, and the tests share one home of generations
 (each daemon is found by its own config, each test starts by installing the previous release):
