@@ -11,10 +11,19 @@ lock file pins (names, versions and hashes: bot/requirements.lock, written by `m
 (~/.local/share/relaybot). A generation is never changed once built; `current` and `previous`
 change by renaming a new symlink over the old one, so they always name a whole generation.
 A release without a lock file (older than this one) is installed with this relaybot's lock.
+
+Every module is compiled to bytecode at build (a system unit cannot write it under /opt later,
+and what a switch imports uncompiled is time without a daemon). Compiling the dependencies
+takes seconds of CPU; a generation whose lock is the one `current` was built with (a patch
+release, a rebuild) takes their bytecode from it instead: each of its .pyc files hard-linked
+where the new generation has the same package folder. The installer links both generations'
+sources from one cache (same mtime and size), so the .pyc is valid, and Python checks it
+anyway: a stale one is only compiled again, by replacing the link, never by writing into it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -142,11 +151,37 @@ def _uv() -> str | None:
     return str(beside) if beside.is_file() else shutil.which("uv")
 
 
-def _installer(uv: str | None, python: Path) -> list[str | Path]:
-    if uv:  # compiled now, as pip does: a system unit cannot write bytecode into /opt later,
-        # and what a switch imports uncompiled is time without a daemon
-        return [uv, "pip", "install", "-q", "--compile-bytecode", "--python", python]
-    return [python, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+def _installer(uv: str | None, python: Path, *, compile: bool = True) -> list[str | Path]:
+    """The install command; `compile`: what it installs is compiled to bytecode now."""
+    if uv:
+        command: list[str | Path] = [uv, "pip", "install", "-q", "--python", python]
+        return [*command, "--compile-bytecode"] if compile else command
+    command = [python, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    return command if compile else [*command, "--no-compile"]
+
+
+def _same_lock(generation: Generation | None, lock: str) -> bool:
+    """Whether `generation` was built with the lock `lock` (a copy is kept in each)."""
+    if generation is None:
+        return False
+    try:
+        return (generation.path / LOCK).read_text(encoding="utf-8") == lock
+    except OSError:
+        return False
+
+
+def _link_bytecode(source: Path, target: Path) -> None:
+    """Hard-link each .pyc of `source`'s packages into `target`'s same package folder, where
+    `target` has that folder and not yet that file."""
+    for cache in source.glob("lib/python*/site-packages/**/__pycache__"):
+        into = target / cache.relative_to(source)
+        if not into.parent.is_dir():
+            continue
+        into.mkdir(exist_ok=True)
+        for pyc in cache.glob("*.pyc"):
+            if not (into / pyc.name).exists():
+                with contextlib.suppress(OSError):  # another file system, say: compiled below
+                    os.link(pyc, into / pyc.name)
 
 
 def _fetch(source: str, scratch: Path) -> Path:
@@ -176,14 +211,21 @@ def build(root: Path, source: str) -> Generation:
         number = max((g.number for g in generations(root)), default=0) + 1
         generation = Generation(root / "generations" / f"{number}-{version}", number, version)
         lock = Path(scratch) / LOCK
-        lock.write_text(_lock_text(local), encoding="utf-8")
+        text = _lock_text(local)
+        lock.write_text(text, encoding="utf-8")
+        current = pointed(root, "current")
+        reuse = _same_lock(current, text)
         try:
             uv = _uv()
             bare = ["--without-pip"] if uv else []
             _run([sys.executable, "-m", "venv", *bare, generation.path], "creating the venv")
-            install = _installer(uv, generation.path / "bin" / "python")
-            _run([*install, "--require-hashes", "-r", lock], "installing the locked dependencies")
-            _run([*install, "--no-deps", local], f"installing {source}")
+            python = generation.path / "bin" / "python"
+            deps = _installer(uv, python, compile=not reuse)
+            _run([*deps, "--require-hashes", "-r", lock], "installing the locked dependencies")
+            if reuse and current is not None:
+                _link_bytecode(current.path, generation.path)
+            _run([*_installer(uv, python), "--no-deps", local], f"installing {source}")
+            (generation.path / LOCK).write_text(text, encoding="utf-8")
         except BaseException:
             shutil.rmtree(generation.path, ignore_errors=True)
             raise

@@ -161,19 +161,18 @@ async def start(
                 why = f"it was not ready within {timeout:g} s"
                 await stop(proc.pid, grace_s)
                 await exited
-            if replaces and began is not None:
-                await stop(replaces, grace_s)  # gone before it is started again
+            if replaces and began is not None:  # sent SIGTERM above: gone before it starts again
+                if not await gone(replaces, grace_s):  # a second SIGTERM cut its exit short
+                    await stop(replaces, grace_s)
             return Started(None, why, began is not None)
 
 
-async def systemctl(daemon: Daemon, *args: str, timeout: float) -> tuple[int, str]:
-    assert daemon.unit is not None
-    user = ["--user"] if daemon.user else []
+async def finished(argv: list[str], timeout: float | None) -> tuple[int, str] | None:
+    """Run `argv` (no input): its exit status and output (stderr among stdout); None when it
+    took more than `timeout` seconds (it is killed)."""
     proc = await asyncio.create_subprocess_exec(
-        "systemctl",
-        *user,
-        *args,
-        daemon.unit,
+        *argv,
+        stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
     )
@@ -182,8 +181,15 @@ async def systemctl(daemon: Daemon, *args: str, timeout: float) -> tuple[int, st
     except TimeoutError:
         proc.kill()
         await proc.wait()
-        return 124, f"systemctl {args[0]} took more than {timeout:g} s"
+        return None
     return proc.returncode or 0, out.decode(errors="replace").strip()
+
+
+async def systemctl(daemon: Daemon, *args: str, timeout: float) -> tuple[int, str]:
+    assert daemon.unit is not None
+    user = ["--user"] if daemon.user else []
+    done = await finished(["systemctl", *user, *args, daemon.unit], timeout)
+    return done or (124, f"systemctl {args[0]} took more than {timeout:g} s")
 
 
 async def restart_unit(daemon: Daemon, timeout: float) -> Started:

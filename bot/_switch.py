@@ -4,10 +4,14 @@ checked before it replaces the running one, and the previous one back when it fa
 An upgrade: builds the generation from SOURCE; runs its `check-config` on the live config and
 its migrations on a copy of the live store (PostgreSQL: `migrate --check`); points `current` at
 it (`previous` at the one that ran) and switches the daemon (bot/_handoff.py): the new version
-must start, migrate and say READY=1 within --ready-timeout. If it does not, it is stopped, the
-store is put back as it was (the copy the new version made before migrating, when it migrated),
-`current` names the previous generation again and that one is started. One line says which
-version runs; the exit status is 0 when the new one does, 1 otherwise.
+must start, migrate and say READY=1 within --ready-timeout, then pass its own `doctor --quick`
+(the checks that need no network: config and secrets, store, plugins, sandbox) within as long
+again. If it does not, it is stopped, the store is put back as it was (the copy the new version
+made before migrating, when it migrated; PostgreSQL keeps what it added, which the previous
+release runs on: migrations only add within a release step), `current` and `previous` name
+what they named before and the previous generation is started. One line says which version
+runs (and, after a rollback, why: the failing check's line); the exit status is 0 when the new
+one does, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -84,16 +88,11 @@ def _place(config: Config, timeout: float, pid: int | None) -> Place:
     )
 
 
-async def _relaybot(gen: gens.Generation, *args: str) -> tuple[int, str]:
-    proc = await asyncio.create_subprocess_exec(
-        gen.relaybot,
-        *args,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    out, _ = await proc.communicate()
-    return proc.returncode or 0, out.decode(errors="replace").strip()
+async def _relaybot(
+    gen: gens.Generation, *args: str, timeout: float | None = None
+) -> tuple[int, str]:
+    done = await daemons.finished([str(gen.relaybot), *args], timeout)
+    return done or (124, f"it took more than {timeout:g} s")
 
 
 def _gist(said: str) -> str:
@@ -123,6 +122,17 @@ async def _refusal(gen: gens.Generation, place: Place) -> str | None:
     if code != 0:
         return f"its migrations failed on a copy of the store: {_gist(said)}"
     return None
+
+
+async def _unwell(gen: gens.Generation, place: Place) -> str | None:
+    """Why `gen`, now running, fails its doctor's quick checks: the first failing check's
+    line; None when they pass."""
+    args = ("doctor", "--quick", "-c", str(place.config))
+    code, said = await _relaybot(gen, *args, timeout=place.timeout)
+    if code == 0:
+        return None
+    failed = [line for line in said.splitlines() if ": FAILED - " in line]
+    return f"its doctor --quick failed: {(failed or [_gist(said)])[0]}"
 
 
 async def _restore(place: Place, version: int) -> None:
@@ -183,6 +193,7 @@ async def upgrade(config: Config, source: str, timeout: float, pid: int | None =
         print(f"{_name(old)} still runs: {gen.version} was refused ({why})")
         return 1
     version = await asyncio.to_thread(stored_version, place.store) if place.store else 0
+    before = gens.pointed(place.root, "previous")  # named again after a rollback
     gens.point(place.root, "previous", old)
     gens.point(place.root, "current", gen)
     if place.daemon is None:
@@ -190,11 +201,18 @@ async def upgrade(config: Config, source: str, timeout: float, pid: int | None =
         return 0
     started = await _switch(place, _stable(place), handoff=True)
     if started.pid is not None:
-        print(f"{gen} runs (no daemon for {started.took:.2f} s)")
-        return 0
+        why = await _unwell(gen, place)
+        if why is None:
+            print(f"{gen} runs (no daemon for {started.took:.2f} s)")
+            return 0
+        if place.daemon.unit:  # stopped before the store is put back; restarted below
+            await daemons.systemctl(place.daemon, "stop", timeout=place.timeout)
+        else:
+            await daemons.stop(started.pid, place.grace_s)
+        started = daemons.Started(None, why)
     await _restore(place, version)
     gens.point(place.root, "current", old)
-    gens.point(place.root, "previous", None)
+    gens.point(place.root, "previous", before)
     state = "still runs"
     if started.replaced:  # it was stopped: started again as it was started
         back = daemons.restart_command(place.daemon, place.config)

@@ -105,6 +105,11 @@ def _parser() -> argparse.ArgumentParser:
         help="at the end, install the systemd user unit (as `relaybot install-service --user "
         "--install` does)",
     )
+    commands["doctor"].add_argument(
+        "--quick",
+        action="store_true",
+        help="only the checks that need no network (what `relaybot upgrade` asks of a new version)",
+    )
     commands["status"].add_argument("--json", action="store_true", help="for scripts")
     commands["backup"].add_argument("path", metavar="PATH", help="a new file, or a directory")
     commands["forget"].add_argument(
@@ -337,7 +342,7 @@ async def _switch(config: Config, args: argparse.Namespace) -> int:
 async def _doctor(config: Config, args: argparse.Namespace) -> int:
     from bot.doctor import run_doctor
 
-    return await run_doctor(config)
+    return await run_doctor(config, quick=args.quick)
 
 
 if __name__ == "__main__":

@@ -1,3 +1,5 @@
+# Left whole: relaybot doctor's own checks and the two lists that order them (every check, and
+# the quick ones that need no network); each check with a room of its own is in a _doctor_*.
 """`relaybot doctor`: check what a running daemon depends on, and say how to fix each failure.
 
 Each check ends OK, WARNING (it starts, but will not work as you probably mean) or FAILED.
@@ -7,6 +9,10 @@ and every [[llm.fallback]]), in its provider's own API, because listing models p
 the key nor that the model accepts tools. How updates reach the instance (webhook, shards) is
 checked in bot/_doctor_receiving.py, run_command's sandbox in bot/_doctor_sandbox.py, the MCP
 servers in bot/_doctor_mcp.py; what a check returns is in bot/_doctor_base.py.
+
+`relaybot doctor --quick` runs only the checks that need no network and take a moment (the
+config with its secrets set, not tried; the store; plugins and skills; media; prices; the
+sandbox): what `relaybot upgrade` asks of a new version once it says it is ready.
 """
 
 from __future__ import annotations
@@ -32,10 +38,11 @@ from tools.builtins import SearchFailed, WebSearch
 from tools.errors import ConfigError, RelaybotError
 
 
-def _config(config: Config) -> list[Check]:
+def _config(config: Config, *, secrets: bool = False) -> list[Check]:
     try:
-        # the llm and channel checks resolve the secrets; a chat-only config is one (noted)
-        warnings = validate(config, need_channel=False, resolve_secrets=False)
+        # the llm and channel checks resolve the secrets (`secrets`: here, the quick checks
+        # make no request); a chat-only config is one (noted)
+        warnings = validate(config, need_channel=False, resolve_secrets=secrets)
     except ConfigError as exc:
         return [Check("config", Status.FAILED, str(exc))]  # the message says what to change
     chat_only = not (config.telegram.enabled or config.discord.enabled)
@@ -279,8 +286,21 @@ async def doctor_checks(config: Config) -> list[Check]:
     return results
 
 
-async def run_doctor(config: Config) -> int:
-    results = await doctor_checks(config)
+async def quick_checks(config: Config) -> list[Check]:
+    """The checks that need no network (`relaybot doctor --quick`), in doctor's order."""
+    plugins = asyncio.create_task(asyncio.to_thread(_plugins, config))
+    return [
+        *_config(config, secrets=True),
+        await _check_store(config),
+        _media(config),
+        *_prices(config),
+        *await plugins,
+        *await check_sandbox(config),
+    ]
+
+
+async def run_doctor(config: Config, *, quick: bool = False) -> int:
+    results = await (quick_checks if quick else doctor_checks)(config)
     for r in results:
         print(hide_secrets(f"{r.name}: {r.status} - {r.detail}"))
         if r.status is not Status.OK and r.fix:

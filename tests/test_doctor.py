@@ -66,13 +66,14 @@ allowed_users = ["2"]
 """
 
 
-async def doctor(cfg: Path, tg_token: str, dc_token: str) -> tuple[int, str]:
+async def doctor(cfg: Path, tg_token: str, dc_token: str, *more: str) -> tuple[int, str]:
     env = {**os.environ, "TG_TOKEN": tg_token, "DC_TOKEN": dc_token}
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "bot",
         "doctor",
+        *more,
         "-c",
         str(cfg),
         env=env,
@@ -165,6 +166,33 @@ async def test_doctor_reports_config_plugins_and_users(tmp_path: Path, llm: Fake
         cfg.write_text(base + '[tools]\nbuiltins = ["web_serch"]\n')
         code, out = await doctor(cfg, tg.token, dc.token)
         assert code == 1 and "config: FAILED - tools.builtins: unknown built-in tool" in out
+
+
+async def test_doctor_quick_asks_no_service_and_still_finds_what_would_not_run(
+    tmp_path: Path, llm: FakeOpenAI
+) -> None:
+    """`doctor --quick`, what `relaybot upgrade` asks of a new version once it is ready: no
+    request to the model or a channel, yet a token not set and a plugin that does not load are
+    each a FAILED line (the line the upgrade's rollback quotes), with status 1."""
+    async with FakeTelegram() as tg, FakeDiscord() as dc:
+        cfg = tmp_path / "config.toml"
+        base = config_text(tmp_path, llm.base_url, tg, dc)
+        cfg.write_text(base)
+        asked = len(llm.requests)
+        code, out = await doctor(cfg, tg.token, dc.token, "--quick")
+        assert code == 0 and out.endswith("all good\n"), out
+        assert "config: OK - valid" in out and f"store: OK - {tmp_path}/state.db" in out
+        assert "llm:" not in out and "telegram:" not in out and "discord:" not in out
+        assert (len(llm.requests), tg.calls, dc.calls) == (asked, [], [])
+
+        code, out = await doctor(cfg, "", dc.token, "--quick")
+        assert code == 1 and "config: FAILED - " in out and "TG_TOKEN" in out, out
+
+        (tmp_path / "team_broken.py").write_text("raise RuntimeError('no database configured')\n")
+        cfg.write_text(base + '[tools]\nbuiltins = []\nplugins = ["team_broken"]\n')
+        code, out = await doctor(cfg, tg.token, dc.token, "--quick")
+        assert code == 1 and "plugins: FAILED - plugin 'team_broken': RuntimeError" in out
+        assert (len(llm.requests), tg.calls, dc.calls) == (asked, [], [])
 
 
 async def test_doctor_checks_each_model_in_its_providers_api(

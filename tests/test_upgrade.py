@@ -202,16 +202,27 @@ async def test_a_failed_migration_leaves_the_store_as_it_was_and_says_how_to_go_
         assert await same.schema_version() == newest
 
 
-async def test_a_store_of_a_newer_relaybot_is_refused_untouched_by_migrate(tmp_path: Path) -> None:
+@pytest.mark.parametrize("contracts", [False, True], ids=["only-adds", "contracts"])
+async def test_a_store_of_a_newer_relaybot_is_run_as_it_is_or_refused_untouched_by_migrate(
+    tmp_path: Path, contracts: bool
+) -> None:
+    """`migrate --check` reads the schema_compat marker as the daemon does: a newer store that
+    only added is one this relaybot runs on as it is (status 0: `relaybot rollback` may go back
+    to it), one whose newer migration contracts is refused (1); either is left untouched."""
     store = tmp_path / "relaybot.db"
     write_previous_store(store, len(MIGRATIONS))
     with contextlib.closing(sqlite3.connect(store)) as db, db:
         db.execute(f"PRAGMA user_version = {len(MIGRATIONS) + 1}")
+        if contracts:
+            db.execute(f"UPDATE schema_compat SET readable_from = {len(MIGRATIONS) + 1}")
     before = store.read_bytes()
     config = config_for(tmp_path, f'path = "{store}"')
     for args in (["migrate", "--check"], ["migrate"]):
         code, said = await relaybot(*args, "-c", str(config))
-        assert code == 1 and "written by a newer relaybot" in said, said
+        if contracts:
+            assert code == 1 and "written by a newer relaybot" in said, said
+        else:
+            assert code == 0 and "runs on it as it is; nothing to upgrade" in said, said
     assert store.read_bytes() == before
     assert upgrade_backups(store) == []
 
@@ -229,3 +240,11 @@ async def test_migrate_check_on_postgresql_says_what_would_run_and_changes_nothi
     code, said = await relaybot("migrate", "-c", str(config))
     assert code == 0, said
     assert postgres.psql("SELECT version FROM schema_version", database) == str(len(PG_MIGRATIONS))
+    newer = len(PG_MIGRATIONS) + 1  # as a newer relaybot that only added leaves it
+    postgres.psql(f"UPDATE schema_version SET version = {newer}", database)
+    code, said = await relaybot("migrate", "--check", "-c", str(config))
+    assert code == 0 and "runs on it as it is" in said, said
+    postgres.psql(f"UPDATE schema_compat SET readable_from = {newer}", database)  # contracts
+    code, said = await relaybot("migrate", "--check", "-c", str(config))
+    assert code == 1 and "written by a newer relaybot" in said, said
+    assert postgres.psql("SELECT version FROM schema_version", database) == str(newer)

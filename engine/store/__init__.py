@@ -32,6 +32,7 @@ from engine.store._composed import ComposedStore
 from engine.store._db import Db, Dialect
 from engine.store._opening._open import open_store
 from engine.store._opening._upgrade import plan as upgrade_plan
+from engine.store._opening._upgrade import runs_as_it_is
 from engine.store._opening._urls import is_postgres, passwords, redact
 from engine.store._operate._browse import (
     Activity,
@@ -160,5 +161,6 @@ __all__ = [
     "open_store",
     "passwords",
     "redact",
+    "runs_as_it_is",
     "upgrade_plan",
 ]

@@ -5,6 +5,11 @@ A schema version is the number of migrations applied (each backend's ``MIGRATION
 upgrade from version 10 to 12 applies migrations 11 and 12, each described here by the first
 line of each of its statements (``ALTER TABLE receivers ADD COLUMN resume TEXT``), which is
 exact and never out of date.
+
+A store of a newer schema than a relaybot knows is one it runs on as it is when the store says
+so (:func:`runs_as_it_is`: migration 23's ``schema_compat.readable_from``, the oldest schema
+whose relaybot runs on it): the one reading the daemon's open on either backend, `relaybot
+migrate --check` and so `relaybot rollback` make.
 """
 
 from __future__ import annotations
@@ -33,9 +38,29 @@ def steps(version: int, migrations: Sequence[str]) -> list[Step]:
     ]
 
 
-def plan(where: str, version: int, migrations: Sequence[str], backup: str | None) -> str:
-    """What an upgrade of the store at `where` (schema `version`) would do, for a person."""
+def runs_as_it_is(version: int, known: int, readable_from: int | None) -> bool:
+    """Whether a relaybot of schema `known` runs, unchanged, on a store of the newer schema
+    `version` whose marker says relaybots of schema `readable_from` and later do (None: no
+    marker, older than migration 23: none does)."""
+    return version > known and readable_from is not None and readable_from <= known
+
+
+def plan(
+    where: str,
+    version: int,
+    migrations: Sequence[str],
+    backup: str | None,
+    readable_from: int | None = None,
+) -> str:
+    """What an upgrade of the store at `where` (schema `version`; `readable_from`: its marker)
+    would do, for a person."""
     newest = len(migrations)
+    if runs_as_it_is(version, newest, readable_from):
+        return (
+            f"The store at {where} has schema version {version}, newer than this relaybot's "
+            f"({newest}), and what came since only adds (relaybots of schema {readable_from} and "
+            "later run on it): this relaybot runs on it as it is; nothing to upgrade."
+        )
     if version > newest:
         return (
             f"The store at {where} has schema version {version}, newer than this relaybot knows "

@@ -90,9 +90,8 @@ class PgDb(Db):
             )
             if self.readonly:
                 if self.check:
-                    async with self.pool.acquire() as conn:
-                        readable = await readable_from(conn)
-                    refuse_other_versions(await self.stored_version(), self.where, readable)
+                    version, readable = await self.stored_version(), await self.readable_from()
+                    refuse_other_versions(version, self.where, readable)
             else:
                 await migrate(self.pool, self.where)
         except StoreError:
@@ -199,6 +198,12 @@ class PgDb(Db):
         """The schema version, 0 for a database relaybot never migrated (read-only)."""
         exists = await self.fetchval("SELECT to_regclass('schema_version') IS NOT NULL")
         return await self.schema_version() if exists else 0
+
+    async def readable_from(self) -> int | None:
+        """The schema_compat marker (migration 23): the oldest schema whose relaybot runs on
+        this database; None when it has none."""
+        async with self.pool.acquire() as conn:
+            return await readable_from(conn)
 
     # -- notifications --------------------------------------------------------------------
 

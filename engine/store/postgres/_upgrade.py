@@ -12,6 +12,7 @@ import logging
 
 import asyncpg
 
+from engine.store._opening._upgrade import runs_as_it_is
 from engine.store.postgres._faults import reason
 from engine.store.postgres._schema import MIGRATIONS
 from tools.errors import StoreError
@@ -24,7 +25,7 @@ _MIGRATION_LOCK = 0x72656C6179  # "relay": the advisory lock key migrations run 
 def refuse_other_versions(version: int, where: str, readable: int | None = None) -> None:
     """A read-only look needs this relaybot's schema, or a newer one it runs on (`readable`:
     the store's readable_from): nothing is migrated here."""
-    if version > len(MIGRATIONS) and (readable is None or readable > len(MIGRATIONS)):
+    if version > len(MIGRATIONS) and not runs_as_it_is(version, len(MIGRATIONS), readable):
         raise StoreError(
             f"the store at {where} has schema version {version}, newer than this "
             f"relaybot knows ({len(MIGRATIONS)}): it was written by a newer relaybot"
@@ -81,8 +82,7 @@ async def readable_from(conn: asyncpg.Connection) -> int | None:
 
 async def runs_on(conn: asyncpg.Connection, version: int) -> bool:
     """Whether this relaybot runs on a store of the newer schema `version` as it is."""
-    readable = await readable_from(conn)
-    if readable is None or readable > len(MIGRATIONS):
+    if not runs_as_it_is(version, len(MIGRATIONS), await readable_from(conn)):
         return False
     log.info(
         "the store's schema (%d) is newer than this relaybot's (%d); what came since only adds, "

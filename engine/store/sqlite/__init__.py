@@ -6,7 +6,12 @@ from engine.store.sqlite._backup import BackupMade, backup_sqlite
 from engine.store.sqlite._db import WAL_LIMIT_BYTES, SqliteDb
 from engine.store.sqlite._schema import MIGRATIONS
 from engine.store.sqlite._store import SqliteStore
-from engine.store.sqlite._upgrade import backup_path, stored_version, upgrade_backups
+from engine.store.sqlite._upgrade import (
+    backup_path,
+    stored_readable_from,
+    stored_version,
+    upgrade_backups,
+)
 
 __all__ = [
     "MIGRATIONS",
@@ -16,6 +21,7 @@ __all__ = [
     "SqliteStore",
     "backup_path",
     "backup_sqlite",
+    "stored_readable_from",
     "stored_version",
     "upgrade_backups",
 ]

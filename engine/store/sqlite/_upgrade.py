@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import quote
 
-from engine.store._opening._upgrade import statements
+from engine.store._opening._upgrade import runs_as_it_is, statements
 from engine.store.sqlite._backup import backup_sqlite
 from tools.errors import StoreError, StoreUnavailable
 
@@ -104,7 +104,7 @@ def refusal(
     `version`: newer than it knows, unless the store says relaybots of schema `readable_from` and
     later run on it (migration 23: what came since only adds); or, `older_too` (it may not
     upgrade it), older."""
-    if version > known and (readable_from is None or readable_from > known):
+    if version > known and not runs_as_it_is(version, known, readable_from):
         return StoreError(
             f"the store at {path} has schema version {version}, newer than this relaybot knows "
             f"({known}): it was written by a newer relaybot. Upgrade relaybot, or restore a "
@@ -152,6 +152,19 @@ def readable_from(conn: sqlite3.Connection) -> int | None:
     except sqlite3.Error:
         return None
     return None if row is None or row[0] is None else int(row[0])
+
+
+def stored_readable_from(store: Path) -> int | None:
+    """The marker of the SQLite file at `store` (:func:`readable_from`), read without changing
+    it. Blocking."""
+    if not store.exists():
+        return None
+    uri = f"file:{quote(str(store.resolve()))}?mode=ro"
+    try:
+        with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=5)) as db:
+            return readable_from(db)
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot read the store at {store}: {exc}") from exc
 
 
 class Connection(Protocol):
