@@ -28,7 +28,7 @@ async def recover(turns: TurnRunner, key: ConversationKey) -> None:
     conversations = turns.store.conversations
     for d in await conversations.undelivered(key.channel, key.chat_id):
         conv = Conversation(d.conversation_id, d.channel, d.chat_id, True)
-        log.warning("delivering an answer a restart held up in %s", key)
+        log.info("delivering an answer a restart held up in %s", key)  # one a chat: not a warning
         read = await conversations.history(d.conversation_id, turns.settings.history_limit)
         untrusted = untrusted_of(read, turns.settings.system_prompt)
         await turns.delivery.deliver(
