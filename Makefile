@@ -38,9 +38,10 @@ chat: $(BIN)/.installed
 init: $(BIN)/.installed
 	$(BIN)/relaybot init -c $(CONFIG)
 
-# The tests run in parallel workers (pytest-xdist), one per core by default; `make test JOBS=0`
-# runs them in one process, in order.
-JOBS ?= auto
+# The tests run in parallel workers (pytest-xdist), two per core by default: most of a test's
+# time is spent waiting for a daemon, a fake server or PostgreSQL, and a second worker fills it.
+# `make test JOBS=0` runs them in one process, in order.
+JOBS ?= $(shell echo $$(( $$(nproc) * 2 )))
 MCP_SERVERS := tests/mcp_servers
 # the reference MCP servers some tests run, pinned by their package-lock.json (needs Node.js, npm)
 $(MCP_SERVERS)/node_modules/.installed: $(MCP_SERVERS)/package-lock.json

@@ -382,7 +382,7 @@ def test_the_package_is_the_plugin_authors_surface_and_cheap() -> None:
     assert sorted(tools.__all__) == sorted(
         [
             *("tool", "Tool", "ContextualTool", "AsyncTool", "ToolContext", "ToolResult"),
-            *("File", "ToolRetry", "Tier", "ToolDefinitionError"),
+            *("File", "ToolRetry", "Tier", "ToolDefinitionError", "BackgroundJob"),
         ]
     )
     heavy = ("httpx", "httpx2", "selectolax", "mcp", "jsonschema", "anyio", "tools.builtins")
