@@ -36,7 +36,7 @@ from benchmarks._crash_rig import (
     wait_for_log,
     write_files,
 )
-from tests.fakes.discord_server import Call, FakeDiscord
+from tests.fakes.discord_server import FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
 
@@ -66,9 +66,8 @@ def log_records(path: Path) -> list[dict[str, object]]:
     return records
 
 
-def _names(call: Call, tok: str) -> bool:
-    """The Discord call posts an answer naming `tok`."""
-    content = str((call.json or {}).get("content"))
+def _names(content: str, tok: str) -> bool:
+    """The Discord message content is an answer naming `tok`."""
     return content.startswith("answer:") and tok in content.split(" | ")[0].split()
 
 
@@ -98,12 +97,9 @@ class Rig:
         return tok
 
     def discord_answers(self, tok: str) -> list[int]:
-        """Where in the fake's calls each Discord answer naming `tok` was posted."""
-        return [
-            i
-            for i, call in enumerate(self.dc.calls)
-            if call.method == "POST" and call.path.endswith("/messages") and _names(call, tok)
-        ]
+        """The ids (in creation order) of the Discord messages that answer `tok`: what the user
+        sees; a create Discord answered with the first message (the same nonce) adds none."""
+        return sorted(i for i, m in self.dc.messages.items() if _names(str(m["content"]), tok))
 
     def answers(self, chat: int, tok: str) -> list[float]:
         """When each answer naming `tok` was accepted (Telegram) or posted (Discord)."""
@@ -121,7 +117,10 @@ class Rig:
             await self.ledger.wait_until(lambda: self.ledger.answered(telegram), WAIT_S)
             for tok in discord:
                 await self.dc.wait_for_call(
-                    "POST", r"/channels/\d+/messages", lambda c, t=tok: _names(c, t), WAIT_S
+                    "POST",
+                    r"/channels/\d+/messages",
+                    lambda c, t=tok: _names(str((c.json or {}).get("content")), t),
+                    WAIT_S,
                 )
         except TimeoutError:
             pytest.fail(f"never answered: {self.unanswered()}\n{self.daemon.log_tail()}")

@@ -279,7 +279,12 @@ async def test_a_restarted_http_server_gets_a_new_session_at_once(http_server, c
         again = await registry.execute("remote__pid", {})
         assert not again.is_error, again.for_llm
         assert again.for_llm != first
-    assert "MCP server remote forgot the session; starting a new one" in caplog.text
+    # Which notices it first depends on timing: the call answered 404 for its session, or the
+    # server's event stream closing under the kill; either way a new session at once.
+    assert (
+        "MCP server remote forgot the session; starting a new one" in caplog.text
+        or "MCP server remote is back" in caplog.text
+    ), caplog.text
 
 
 async def test_the_older_http_sse_transport():
