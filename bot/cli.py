@@ -20,7 +20,6 @@ from bot._collector import loaded
 from bot._envfile import load_env
 from bot._lock import lock_config_store, take_store
 from bot._logging import setup_logging
-from bot._reload import Reloader, record_loaded
 from bot._running import loop_run, start_unless_stopped
 from bot._sdnotify import Notifier, watchdog_interval, watchdog_loop
 from bot._secrets import harden_process, seal_secrets
@@ -220,6 +219,7 @@ async def _tools(config: Config, args: argparse.Namespace) -> int:
 
 
 async def _chat(config: Config, args: argparse.Namespace) -> int:
+    from bot._loaded import record_loaded
     from bot.app import App
     from channels.console import ConsoleChannel
 
@@ -256,6 +256,7 @@ async def _chat(config: Config, args: argparse.Namespace) -> int:
 
 
 async def _run(config: Config, args: argparse.Namespace) -> int:
+    from bot._reload import Reloader
     from bot.app import App
 
     for warning in validate(config):
