@@ -2,8 +2,9 @@
 
 ``_types`` is the provider-neutral contract (messages, requests, responses); ``_openai`` (Chat
 Completions), ``_responses`` (OpenAI's Responses API) and ``_anthropic`` map it to each SDK (the
-SDKs imported only when a model of theirs is built; ``_anthropic`` itself, and ``_scripted``, on
-first use of their names), ``_failover`` makes one model of several, ``_scripted`` answers
+SDKs imported only when a model of theirs is built; ``_anthropic`` itself, ``_scripted``, and
+``_openai`` and ``_probe`` with the aiohttp they load, on first use of their names), ``_probe``
+asks an endpoint what it serves, ``_failover`` makes one model of several, ``_scripted`` answers
 in-process for tests, ``_transcribe`` turns voice into text through the same endpoint
 (``_speech`` text into voice, ``_images`` words into pictures), ``_pricing`` says what each
 request costs and whom it is charged to.
