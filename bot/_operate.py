@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import TextIO
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
+from bot._loaded import read_loaded
 from bot._lock import holder
-from bot._reload import read_loaded
 from bot.config import Config
 from engine.models import dollars
 from engine.store import CONSOLE_CLI, Spent, SqliteStore, StatusSnapshot, Store, backup_sqlite

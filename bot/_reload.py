@@ -8,25 +8,21 @@ together with the App's config and the model and tools (bot/_generation.py: buil
 file, those replaced closed once the turns running with them end), so a turn already running
 finishes with what it started with, and nothing queued is dropped or run twice. `[web] listen`
 moves the console (bot/_web.py) before that step, so an address in use refuses the reload. Every
-key is put in force but those of bot/_in_force.py's table, which the one log line names.
-
-When the config was loaded, and what of it waits for a restart, is kept next to a SQLite store
-(``<store>.config``), for `relaybot status`, with the pid and the command (`run` or `chat`).
+key is put in force but those of bot/_in_force.py's table, which the one log line names, and
+bot/_loaded.py records for `relaybot status`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import os
-import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from bot._checks import tool_problems, validate
 from bot._generation import put_in_force
 from bot._in_force import waiting
+from bot._loaded import record_loaded
 from bot._logging import setup_logging
 from bot._secrets import seal_secrets
 from bot.config import Config, load_config
@@ -130,39 +126,3 @@ class Reloader:
 def _level_now() -> str:
     """The log level in force (`--log-level` may have set it over the file's)."""
     return logging.getLevelName(logging.getLogger().level)
-
-
-def loaded_path(config: Config) -> Path:
-    store = config.storage.resolved_path()
-    return store.with_name(store.name + ".config")
-
-
-def record_loaded(
-    config: Config, command: str, at: float | None = None, waiting: list[str] | None = None
-) -> None:
-    """Write when `config` was loaded, by which process, and what of it waits for a restart,
-    next to the SQLite store."""
-    path = loaded_path(config)
-    data = {
-        "pid": os.getpid(),
-        "command": command,
-        "loaded_at": at or time.time(),
-        "config": str(config._path or ""),
-        "waiting": waiting or [],
-    }
-    try:
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.unlink(missing_ok=True)
-        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as out:
-            out.write(json.dumps(data) + "\n")  # private, like the store beside it
-        tmp.replace(path)
-    except OSError as exc:
-        log.debug("could not record when the config was loaded: %s", exc)
-
-
-def read_loaded(config: Config) -> dict[str, Any] | None:
-    try:
-        data = json.loads(loaded_path(config).read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None

@@ -15,12 +15,10 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bot._checks import check_config, validate
 from bot._collector import loaded
 from bot._envfile import load_env
 from bot._lock import lock_config_store, take_store
 from bot._logging import setup_logging
-from bot._reload import Reloader, record_loaded
 from bot._running import loop_run, start_unless_stopped
 from bot._sdnotify import Notifier, watchdog_interval, watchdog_loop
 from bot._secrets import harden_process, seal_secrets
@@ -188,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     command = {
         "run": _run,
         "chat": _chat,
-        "check-config": check_config,
+        "check-config": _check_config,
         "tools": _tools,
         "skills": _tools,
         "doctor": _doctor,
@@ -213,6 +211,12 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+async def _check_config(config: Config, args: argparse.Namespace) -> int:
+    from bot._checks import check_config  # the tools, skills and plugins: only for this and run
+
+    return await check_config(config, args)
+
+
 async def _tools(config: Config, args: argparse.Namespace) -> int:
     from bot._listing import list_skills, list_tools
 
@@ -220,6 +224,8 @@ async def _tools(config: Config, args: argparse.Namespace) -> int:
 
 
 async def _chat(config: Config, args: argparse.Namespace) -> int:
+    from bot._checks import validate
+    from bot._loaded import record_loaded
     from bot.app import App
     from channels.console import ConsoleChannel
 
@@ -256,6 +262,8 @@ async def _chat(config: Config, args: argparse.Namespace) -> int:
 
 
 async def _run(config: Config, args: argparse.Namespace) -> int:
+    from bot._checks import validate
+    from bot._reload import Reloader
     from bot.app import App
 
     for warning in validate(config):

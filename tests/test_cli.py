@@ -400,3 +400,32 @@ async def test_one_process_per_store(tmp_path: Path, llm: FakeOpenAI) -> None:
     proc, io = await relaybot("chat", "-c", cfg, stdin=b"again\n")  # free once it exits
     code, out, err = await finish(proc, io)
     assert code == 0 and out == "echo: again\n", err
+
+
+def test_reading_commands_load_neither_the_engine_nor_an_http_client(tmp_path: Path) -> None:
+    """check-config and status (run by scripts and health checks, often) start in about half the
+    CPU of the daemon's imports: no aiohttp (its SSL contexts alone cost ~0.1 s), no engine
+    rooms a turn needs, no MCP or web console; and the Telegram adapter polls before it loads the
+    Markdown parser it needs only to send."""
+    import subprocess
+
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(
+        '[llm]\nbase_url = "http://127.0.0.1:9/v1"\napi_key = "sk-x"\nmodel = "m"\n'
+        f'[storage]\npath = "{tmp_path / "state.db"}"\n'
+    )
+    heavy = ("aiohttp", "engine.chat", "engine.loop", "mcp", "bot.web", "bot.app", "markdown_it")
+    probe = (
+        "import sys; from bot.__main__ import main\n"
+        f"for command in ('check-config', 'status'):\n"
+        f"    sys.argv = ['relaybot', command, '-c', {str(cfg)!r}]\n"
+        "    print(command, main())\n"
+        f"print(sorted(m for m in sys.modules if m.startswith({heavy!r})))\n"
+        "import channels.telegram\n"
+        "print(sorted(m for m in sys.modules if m.startswith('markdown_it')))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    lines = out.stdout.strip().splitlines()
+    assert "check-config 0" in lines and "status 1" in lines, out.stdout + out.stderr
+    assert "there is no store" in out.stderr
+    assert lines[-2:] == ["[]", "[]"]

@@ -171,12 +171,11 @@ def test_the_fake_applies_telegrams_nesting_rules() -> None:
 def test_plain_text_skips_the_parser_and_comes_out_as_the_parser_makes_it() -> None:
     """Text with nothing the parser would change is escaped directly (most short answers): for
     20,000 random texts, what that gives is what the parser gives."""
-    from markdown_it.tree import SyntaxTreeNode
-
-    from channels.telegram._markdown import _MARKUP, _MD, _blocks, _Where
+    from channels._tables import markdown_tree
+    from channels.telegram._markdown import _MARKUP, _blocks, _Where
 
     def parsed(text: str) -> str:
-        return _blocks(SyntaxTreeNode(_MD.parse(text)).children, _Where(), "\n\n")
+        return _blocks(markdown_tree(text).children, _Where(), "\n\n")
 
     rng = random.Random(7)
     pieces = [*"abc XYZ 019.,;:?!'\"()/@%=+-\n", "é", "😀", "  ", "\n\n", "1. ", "2)", "- ", "+ "]

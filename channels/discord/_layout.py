@@ -20,15 +20,15 @@ card. An answer with a single block longer than a card goes as plain messages, a
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from markdown_it import MarkdownIt
-from markdown_it.tree import SyntaxTreeNode
+from channels._tables import aligned, markdown_tree, rows
 
-from channels._tables import aligned, rows
+if TYPE_CHECKING:
+    from markdown_it.tree import SyntaxTreeNode
 
 CARD_TEXT_MAX = 4000  # characters of all text displays of one message (components v2)
 SECTIONS_MAX = 19  # a container, then text displays and separators: 40 components at most
-_MD = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,4 +113,4 @@ def _table(node: SyntaxTreeNode) -> str:
 
 
 def _parse(markdown: str) -> SyntaxTreeNode:
-    return SyntaxTreeNode(_MD.parse(markdown))
+    return markdown_tree(markdown)

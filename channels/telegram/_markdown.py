@@ -30,16 +30,16 @@ from __future__ import annotations
 import html
 import re
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from markdown_it import MarkdownIt
-from markdown_it.tree import SyntaxTreeNode
-
 from channels._links import BARE_URL, fetchable
-from channels._tables import aligned, plain, rows
+from channels._tables import aligned, markdown_tree, plain, rows
 from engine import Untrusted
 
-_MD = MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
+if TYPE_CHECKING:
+    from markdown_it.tree import SyntaxTreeNode
+
 _LINK_SCHEMES = frozenset({"http", "https", "tg", "mailto"})
 _LANGUAGE = re.compile(r"[\w+#.-]+")
 _RULE = "──────────"
@@ -79,7 +79,7 @@ def has_markup(markdown: str) -> bool:
 def parse(markdown: str) -> SyntaxTreeNode:
     """The syntax tree of `markdown`: its top-level blocks are the root's children. The rich
     messages (``_rich``) are made from the same tree."""
-    return SyntaxTreeNode(_MD.parse(markdown.replace("\x00", "")))
+    return markdown_tree(markdown.replace("\x00", ""))
 
 
 def nodes_to_html(nodes: list[SyntaxTreeNode], untrusted: Untrusted | None = None) -> str:

@@ -35,9 +35,8 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
-
-from markdown_it.tree import SyntaxTreeNode
 
 from channels._tables import plain
 from channels.telegram._format import TELEGRAM_LIMIT, visible_len
@@ -48,6 +47,9 @@ from channels.telegram._markdown import (
     nodes_to_html,
     parse,
 )
+
+if TYPE_CHECKING:
+    from markdown_it.tree import SyntaxTreeNode
 
 BLOCKS_MAX = 500  # blocks, list items and table rows of one rich message
 COMPACT_PAST = 3  # columns: a wider table is sent compact (smaller cell padding)

@@ -16,10 +16,11 @@ import logging
 import re
 from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-import aiohttp
+if TYPE_CHECKING:
+    import aiohttp
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +92,9 @@ async def discover_window(
     if probe:
         try:
             # aiohttp, as the SDKs here use: an httpx client would load a stack of its own.
+            # Imported here: the commands that only read the store (status ...) never probe.
+            import aiohttp
+
             headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
             timeout = aiohttp.ClientTimeout(total=_TIMEOUT_S)
             async with aiohttp.ClientSession(timeout=timeout, headers=headers) as client:
@@ -175,6 +179,8 @@ _NO_ANSWER = object()  # no HTTP answer at all (refused, timed out): the server 
 
 async def _json(request: Awaitable[aiohttp.ClientResponse]) -> dict[str, Any] | object | None:
     """The JSON object answered; None for any other answer; _NO_ANSWER without one."""
+    import aiohttp  # loaded already: the session that made `request` is aiohttp's
+
     try:
         async with await request as resp:
             if resp.status != 200:
