@@ -331,7 +331,7 @@ async def test_config_errors_show_the_right_form(tmp_path: Path) -> None:
     cases = {
         '[llm]\nstream = "yes"\n': "llm.stream: must be true or false, without quotes, "
         "e.g. stream = true",
-        'modle = "gpt-4o"\n': "llm.modle: unknown key (did you mean 'model'?",
+        'modle = "gpt-4o"\n': "llm.modle: unknown key (did you mean 'model'?",  # in [llm] too
         '[discord]\nallowed_users = "123"\n': "discord.allowed_users: must be a list, "
         'e.g. allowed_users = ["123456789"]',
     }

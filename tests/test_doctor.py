@@ -105,7 +105,7 @@ async def test_doctor_reports_all_good_then_each_failure(tmp_path: Path, llm: Fa
         assert "123:wrong" not in out
         assert "discord: FAILED - the bot token was rejected" in out
         assert "llm: FAILED - cannot reach http://127.0.0.1:9/v1" in out
-        assert "fix:" in out
+        assert "fix: is the server running?" in out  # the LLM's own fix, not a channel's
 
         cfg.write_text(
             config_text(tmp_path, llm.base_url, tg, dc).replace(
