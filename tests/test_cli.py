@@ -331,16 +331,17 @@ async def test_config_errors_show_the_right_form(tmp_path: Path) -> None:
     cases = {
         '[llm]\nstream = "yes"\n': "llm.stream: must be true or false, without quotes, "
         "e.g. stream = true",
-        '[llm]\nmodle = "gpt-4o"\n': "llm.modle: unknown key (did you mean 'model'?",
+        'modle = "gpt-4o"\n': "llm.modle: unknown key (did you mean 'model'?",  # in [llm] too
         '[discord]\nallowed_users = "123"\n': "discord.allowed_users: must be a list, "
         'e.g. allowed_users = ["123456789"]',
     }
-    for text_, expected in cases.items():
-        cfg = tmp_path / "config.toml"
-        cfg.write_text(text_)
-        proc, io = await relaybot("check-config", "-c", str(cfg))
-        code, _, err = await finish(proc, io)
-        assert code == 78 and expected in err, err
+    cfg = tmp_path / "config.toml"
+    cfg.write_text("".join(cases))  # every mistake is named at once: one run shows each form
+    proc, io = await relaybot("check-config", "-c", str(cfg))
+    code, _, err = await finish(proc, io)
+    assert code == 78 and f"{len(cases)} problems:" in err, err
+    for expected in cases.values():
+        assert f"\n  {expected}" in err, err
 
 
 PLUGIN = '''

@@ -17,30 +17,37 @@ HEX = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 
 
 @pytest.mark.parametrize(
-    ("key", "value"),
+    "fields",
     [
-        ("base_url", KEY),  # the case reported: a key where the address goes
-        ("base_url", f"https://{GROQ}.example/v1"),  # inside a valid-looking URL
-        ("model", HEX),  # a valid value, echoed by check-config when all is well
-        ("request_timeout_s", GROQ),  # a wrong type: its error names no value
+        # Two mistakes, named at once (one run of each command for both):
+        {
+            "base_url": KEY,  # the case reported: a key where the address goes
+            "request_timeout_s": GROQ,  # a wrong type: its error names no value
+        },
+        {"base_url": f"https://{GROQ}.example/v1"},  # inside a valid-looking URL
+        {"model": HEX},  # a valid value, echoed by check-config when all is well
     ],
+    ids=["mistakes", "url", "model"],
 )
 async def test_a_key_in_any_field_is_never_echoed(
-    tmp_path: Path, llm: FakeOpenAI, key: str, value: str
+    tmp_path: Path, llm: FakeOpenAI, fields: dict[str, str]
 ) -> None:
     path = write_config(tmp_path, llm)
-    lines = [line for line in path.read_text().splitlines() if not line.startswith(f"{key} =")]
+    given = tuple(f"{key} =" for key in fields)
+    lines = [line for line in path.read_text().splitlines() if not line.startswith(given)]
     at = lines.index("[llm]") + 1
-    path.write_text("\n".join([*lines[:at], f'{key} = "{value}"', *lines[at:]]) + "\n")
-    secret = next(s for s in (KEY, GROQ, HEX) if s in value)
+    mine = [f'{key} = "{value}"' for key, value in fields.items()]
+    path.write_text("\n".join([*lines[:at], *mine, *lines[at:]]) + "\n")
+    secrets = {k: next(s for s in (KEY, GROQ, HEX) if s in v) for k, v in fields.items()}
     for command in ("check-config", "run", "doctor"):
         code, out, err = await finish(*await relaybot(command, "-c", str(path)))
         said = out + err
-        assert secret not in said and secret[:8] not in said, (command, said)
-        if command == "check-config" and key != "request_timeout_s":  # where the value is named
-            assert f"{secret[:4]}… ({len(secret)} characters)" in said, said
-        if command == "check-config" and value in (KEY, GROQ):  # not a URL, not a number
-            assert code == 78 and f"llm.{key}: " in err
+        for key, secret in secrets.items():
+            assert secret not in said and secret[:8] not in said, (command, said)
+            if command == "check-config" and key != "request_timeout_s":  # the value is named
+                assert f"{secret[:4]}… ({len(secret)} characters)" in said, said
+            if command == "check-config" and fields[key] in (KEY, GROQ):  # not a URL or number
+                assert code == 78 and f"llm.{key}: " in err
 
 
 async def test_a_key_in_base_url_is_named_as_a_key(tmp_path: Path, llm: FakeOpenAI) -> None:

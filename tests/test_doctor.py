@@ -97,18 +97,15 @@ async def test_doctor_reports_all_good_then_each_failure(tmp_path: Path, llm: Fa
         ping = llm.requests[-1]
         assert ping["model"] == "fake-model" and ping["tools"][0]["function"]["name"] == "ping"
 
-        code, out = await doctor(cfg, "123:wrong", dc.token)
+        # Each check is its own: one run names every failure (one doctor process, not three).
+        cfg.write_text(config_text(tmp_path, "http://127.0.0.1:9/v1", tg, dc))
+        code, out = await doctor(cfg, "123:wrong", "wrong")
         assert code == 1
         assert "telegram: FAILED - the bot token was rejected" in out and "@BotFather" in out
         assert "123:wrong" not in out
-
-        code, out = await doctor(cfg, tg.token, "wrong")
-        assert code == 1 and "discord: FAILED - the bot token was rejected" in out
-
-        cfg.write_text(config_text(tmp_path, "http://127.0.0.1:9/v1", tg, dc))
-        code, out = await doctor(cfg, tg.token, dc.token)
-        assert code == 1 and "llm: FAILED - cannot reach http://127.0.0.1:9/v1" in out
-        assert "fix:" in out
+        assert "discord: FAILED - the bot token was rejected" in out
+        assert "llm: FAILED - cannot reach http://127.0.0.1:9/v1" in out
+        assert "fix: is the server running?" in out  # the LLM's own fix, not a channel's
 
         cfg.write_text(
             config_text(tmp_path, llm.base_url, tg, dc).replace(
@@ -185,13 +182,12 @@ async def test_doctor_quick_asks_no_service_and_still_finds_what_would_not_run(
         assert "llm:" not in out and "telegram:" not in out and "discord:" not in out
         assert (len(llm.requests), tg.calls, dc.calls) == (asked, [], [])
 
-        code, out = await doctor(cfg, "", dc.token, "--quick")
-        assert code == 1 and "config: FAILED - " in out and "TG_TOKEN" in out, out
-
+        # A token not set and a plugin that does not load: both named by one run.
         (tmp_path / "team_broken.py").write_text("raise RuntimeError('no database configured')\n")
         cfg.write_text(base + '[tools]\nbuiltins = []\nplugins = ["team_broken"]\n')
-        code, out = await doctor(cfg, tg.token, dc.token, "--quick")
-        assert code == 1 and "plugins: FAILED - plugin 'team_broken': RuntimeError" in out
+        code, out = await doctor(cfg, "", dc.token, "--quick")
+        assert code == 1 and "config: FAILED - " in out and "TG_TOKEN" in out, out
+        assert "plugins: FAILED - plugin 'team_broken': RuntimeError" in out, out
         assert (len(llm.requests), tg.calls, dc.calls) == (asked, [], [])
 
 

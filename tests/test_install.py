@@ -5,10 +5,11 @@ the source, installed into a fresh venv, and run from an empty directory: `relay
 installs the unit naming this venv's relaybot.
 
 Nothing is fetched: the wheel is built with the test venv's setuptools (--no-build-isolation)
-and installed with --no-deps --no-index; its dependencies come from the test venv's
+and installed with --no-deps --offline; its dependencies come from the test venv's
 site-packages through a .pth file (a full `pip install WHEEL` resolves ~60 packages from the
 indexes and takes minutes here; what is tested is relaybot's own packaging). The wheel's
-relaybot is the one imported: checked below.
+relaybot is the one imported: checked below. uv builds and installs it (a fraction of pip's
+CPU; pip and pipx are what the README's install lines test, below).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ SOURCES = (
     "tools",
     "deploy",
 )
-PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+UV = str(Path(sys.executable).parent / "uv")
 
 PLUGIN = '''
 from tools import tool
@@ -84,8 +85,9 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
             shutil.copytree(ROOT / name, src / name, ignore=junk)
         else:
             shutil.copy2(ROOT / name, src / name)
-    build = [*PIP, "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", "dist"]
-    subprocess.run([*build, "./src"], cwd=base, check=True, timeout=120)
+    build = [UV, "build", "-q", "--wheel", "--no-build-isolation", "--offline", "-o", "dist"]
+    build += ["--python", sys.executable, "./src"]
+    subprocess.run(build, cwd=base, env=_uv_env(base), check=True, timeout=120)
     [wheel] = (base / "dist").glob("relaybot-*.whl")
     return Built(src, wheel)
 
@@ -96,16 +98,9 @@ def installed(built: Built, tmp_path_factory: pytest.TempPathFactory) -> Path:
     venv = tmp_path_factory.mktemp("install") / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True, timeout=60)
     python = venv / "bin" / "python"
-    install = [
-        *PIP,
-        "--python",
-        str(python),
-        "install",
-        "--no-deps",
-        "--no-index",
-        str(built.wheel),
-    ]
-    subprocess.run(install, check=True, timeout=120)
+    install = [UV, "pip", "install", "-q", "--python", str(python), "--no-deps", "--offline"]
+    install += ["--no-index", "--no-cache", str(built.wheel)]
+    subprocess.run(install, env=_uv_env(venv.parent), check=True, timeout=120)
     purelib = subprocess.run(
         [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         capture_output=True,
@@ -130,6 +125,11 @@ def _env(base: Path, **extra: str) -> dict[str, str]:
         "XDG_STATE_HOME": str(base / "state"),
         **extra,
     }
+
+
+def _uv_env(base: Path) -> dict[str, str]:
+    """uv offline with none of this machine's settings or caches."""
+    return _env(base, UV_NO_CONFIG="1", UV_OFFLINE="1", UV_CACHE_DIR=str(base / "uv-cache"))
 
 
 async def _run(

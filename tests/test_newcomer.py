@@ -11,8 +11,6 @@ import signal
 import sys
 from pathlib import Path
 
-import pytest
-
 from tests.fakes.openai_server import FakeOpenAI
 from tests.test_cli import finish, relaybot, write_config
 
@@ -22,30 +20,33 @@ ROOT = Path(__file__).resolve().parent.parent
 API_KEY = "sk-proj-abcdefghijklmnop1234567890"
 
 
-@pytest.mark.parametrize(
-    ("section", "key", "value", "shape"),
-    [
-        ("telegram", "token_env", TELEGRAM_TOKEN, "a Telegram bot token"),
-        ("discord", "token_env", DISCORD_TOKEN, "a Discord bot token"),
-        ("llm", "api_key_env", API_KEY, "an API key"),
-    ],
-)
+PASTED = [  # (section, key, value, shape)
+    ("telegram", "token_env", TELEGRAM_TOKEN, "a Telegram bot token"),
+    ("discord", "token_env", DISCORD_TOKEN, "a Discord bot token"),
+    ("llm", "api_key_env", API_KEY, "an API key"),
+]
+
+
 async def test_a_token_pasted_into_an_env_key_is_recognised_and_never_printed(
-    tmp_path: Path, llm: FakeOpenAI, section: str, key: str, value: str, shape: str
+    tmp_path: Path, llm: FakeOpenAI
 ) -> None:
+    """One config with all three pasted: each command names every one at once."""
     path = write_config(tmp_path, llm)
     text = path.read_text()
-    if section == "llm":
-        text = text.replace('api_key_env = "RELAYBOT_TEST_KEY"', f'api_key_env = "{value}"')
-    else:
-        text += f'\n[{section}]\nenabled = true\n{key} = "{value}"\nallowed_users = ["1"]\n'
+    for section, key, value, _ in PASTED:
+        if section == "llm":
+            text = text.replace('api_key_env = "RELAYBOT_TEST_KEY"', f'api_key_env = "{value}"')
+        else:
+            text += f'\n[{section}]\nenabled = true\n{key} = "{value}"\nallowed_users = ["1"]\n'
     path.write_text(text)
     for command in ("check-config", "doctor", "run"):
         code, out, err = await finish(*await relaybot(command, "-c", str(path)))
         assert code == 78, (command, out, err)
-        assert f"{section}.{key}: holds what looks like {shape}" in err
-        assert "environment" in err and f'{key} = "' in err  # the fix, in words
-        assert value not in out + err and value[:12] not in out + err
+        for section, key, value, shape in PASTED:
+            assert f"{section}.{key}: holds what looks like {shape}" in err, (command, err)
+            assert f'{key} = "' in err  # the fix, in words
+            assert value not in out + err and value[:12] not in out + err
+        assert "environment" in err
 
 
 async def test_every_missing_variable_is_named_at_once(tmp_path: Path, llm: FakeOpenAI) -> None:
