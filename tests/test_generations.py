@@ -47,12 +47,13 @@ from benchmarks._crash_rig import Files, Kind, Ledger, TokenModel, token, write_
 from tests.fakes.openai_server import FakeOpenAI
 from tests.fakes.telegram_server import FakeTelegram
 from tests.postgres import PostgresServer
-from tests.test_install import PIP, SOURCES
+from tests.test_install import SOURCES
 
 ROOT = Path(__file__).resolve().parent.parent
 WAIT_S = 60.0
 SAY_EVERY_S = 0.3  # once a switch has begun: through the time without a daemon, too
 SAY_MOST = 25  # a switch: 7.5 s, past the new daemon's start
+PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
 
 
 def _version(pyproject: str) -> str:
