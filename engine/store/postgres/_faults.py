@@ -40,6 +40,9 @@ UNREACHABLE: tuple[type[BaseException], ...] = (
     OSError,
     asyncio.TimeoutError,
     asyncpg.InterfaceError,
+    # a connection whose protocol a server going away left out of step ("cannot switch to
+    # state 12; another operation is in progress"): dropped, and the write tried again later
+    asyncpg.InternalClientError,
     asyncpg.ConnectionDoesNotExistError,
     asyncpg.CannotConnectNowError,
     asyncpg.AdminShutdownError,

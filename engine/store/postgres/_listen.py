@@ -98,7 +98,12 @@ class Listening:
         task.add_done_callback(_retrieved)
         done, _ = await asyncio.wait([task], timeout=timeout)
         if done:
-            return task.result()
+            try:
+                return task.result()
+            except asyncpg.InternalClientError as exc:  # out of step: no statement can follow
+                conn.terminate()
+                self._lost.set()
+                raise StoreUnavailable(f"the database at {self.where} is unreachable") from exc
         conn.terminate()
         self._lost.set()
         raise StoreUnavailable(
